@@ -1,0 +1,137 @@
+//===- Pipelines.cpp - gptc compilation phases and pass pipelines --------===//
+
+#include "compiler/Pipelines/Pipelines.h"
+
+#include "dialects/GPT/IR/GPTDialect.h"
+#include "dialects/GPT/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mutex>
+
+using namespace mlir;
+
+namespace gptc {
+
+//===----------------------------------------------------------------------===//
+// Phases
+//===----------------------------------------------------------------------===//
+
+static const PhaseInfo kPhases[] = {
+    {Phase::Input, "input", "the parsed and verified model file"},
+    {Phase::Import, "import",
+     "one configuration instantiated: static shapes, unrolled layers, named "
+     "parameters"},
+};
+
+llvm::ArrayRef<PhaseInfo> enumeratePhases() { return kPhases; }
+
+std::optional<Phase> parsePhase(llvm::StringRef name) {
+  for (const PhaseInfo &info : kPhases)
+    if (info.name == name)
+      return info.phase;
+  return std::nullopt;
+}
+
+llvm::StringRef getPhaseName(Phase phase) {
+  return kPhases[static_cast<int>(phase)].name;
+}
+
+Phase getLastPhase() { return std::end(kPhases)[-1].phase; }
+
+//===----------------------------------------------------------------------===//
+// Pipelines
+//===----------------------------------------------------------------------===//
+
+void buildImportPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+  gpt::InstantiateModelPassOptions instantiate;
+  instantiate.model = options.model;
+  instantiate.batch = options.batch;
+  instantiate.seq = options.seq;
+  pm.addPass(gpt::createInstantiateModelPass(instantiate));
+  // Unrolling clones nothing shared, but a hand-written model may repeat
+  // work; CSE keeps the later phases from seeing duplicates.
+  pm.addPass(createCSEPass());
+}
+
+void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
+                   Phase compileTo) {
+  if (compileTo >= Phase::Import)
+    buildImportPassPipeline(pm, options);
+}
+
+void registerDialects(DialectRegistry &registry) {
+  registry.insert<gpt::GPTDialect, func::FuncDialect>();
+}
+
+void registerPasses() {
+  gpt::registerGPTPasses();
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerSymbolDCEPass();
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-import-pipeline",
+      "Import phase: instantiate a model preset with static shapes",
+      buildImportPassPipeline);
+}
+
+//===----------------------------------------------------------------------===//
+// Per-pass IR dumps
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+class DumpAfterEachPass : public PassInstrumentation {
+public:
+  DumpAfterEachPass(llvm::StringRef dir, unsigned firstIndex)
+      : dir(dir.str()), index(firstIndex) {}
+
+  void runAfterPass(Pass *pass, Operation *op) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!llvm::isa<ModuleOp>(op) || op->getParentOp()) {
+      // A pass nested under the module: name the dump after it once its
+      // adaptor finishes on the whole module.
+      if (!llvm::is_contained(nested, pass->getArgument()))
+        nested.push_back(pass->getArgument().str());
+      return;
+    }
+    std::string name = pass->getArgument().str();
+    if (name.empty()) // a pass adaptor
+      name = llvm::join(nested, "+");
+    nested.clear();
+    std::string path =
+        (llvm::Twine(dir) + "/" + llvm::formatv("{0:d2}", index++) + "-" + name + ".mlir")
+            .str();
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    if (ec) {
+      op->emitWarning("cannot write IR dump '") << path << "': " << ec.message();
+      return;
+    }
+    op->print(os);
+    os << "\n";
+  }
+
+private:
+  std::string dir;
+  unsigned index;
+  llvm::SmallVector<std::string> nested;
+  std::mutex mutex;
+};
+
+} // namespace
+
+std::unique_ptr<PassInstrumentation>
+createDumpAfterEachPassInstrumentation(llvm::StringRef dir, unsigned firstIndex) {
+  return std::make_unique<DumpAfterEachPass>(dir, firstIndex);
+}
+
+} // namespace gptc

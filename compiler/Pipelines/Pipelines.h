@@ -1,0 +1,72 @@
+//===- Pipelines.h - gptc compilation phases and pass pipelines ----------===//
+//
+// The compiler runs a fixed sequence of phases. `--compile-to=<phase>` stops
+// after one; each phase has a `build<Phase>PassPipeline` and is registered
+// as `--gpt-<phase>-pipeline` for gpt-opt. Later phases (autodiff,
+// optimizer, precision, remat, fusion, distribute, bufferize, codegen,
+// schedule, serialize) plug in here, in order.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_COMPILER_PIPELINES_PIPELINES_H
+#define GPTC_COMPILER_PIPELINES_PIPELINES_H
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <memory>
+#include <optional>
+
+namespace gptc {
+
+/// Phases in pipeline order. `Input` is the parsed, verified file.
+enum class Phase {
+  Input,
+  Import, // config instantiated: static shapes, unrolled layers
+};
+
+struct PhaseInfo {
+  Phase phase;
+  llvm::StringLiteral name;
+  llvm::StringLiteral description;
+};
+
+/// Every phase, in order, with its `--compile-to` name.
+llvm::ArrayRef<PhaseInfo> enumeratePhases();
+std::optional<Phase> parsePhase(llvm::StringRef name);
+llvm::StringRef getPhaseName(Phase phase);
+/// The last phase the driver can reach (its default `--compile-to`).
+Phase getLastPhase();
+
+/// Options shared by every phase's pipeline.
+struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
+  Option<std::string> model{*this, "model",
+                            llvm::cl::desc("Model preset, e.g. tiny, 124M, 1558M")};
+  Option<int64_t> batch{*this, "batch", llvm::cl::desc("Batch size B (0: preset's)"),
+                        llvm::cl::init(0)};
+  Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length T (0: preset's)"),
+                      llvm::cl::init(0)};
+};
+
+/// Import: pick the configuration, make shapes static, unroll the layers.
+void buildImportPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Every phase after `Input` up to and including `compileTo`.
+void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
+                   Phase compileTo);
+
+/// Dialects a gpt module may contain.
+void registerDialects(mlir::DialectRegistry &registry);
+/// gpt passes, the upstream passes our pipelines use, and the phase pipelines.
+void registerPasses();
+
+/// Writes `<dir>/NN-<pass-flag>.mlir` after every pass that runs on the
+/// top-level module (nested passes are named after the adaptor finishes).
+std::unique_ptr<mlir::PassInstrumentation>
+createDumpAfterEachPassInstrumentation(llvm::StringRef dir, unsigned firstIndex = 1);
+
+} // namespace gptc
+
+#endif // GPTC_COMPILER_PIPELINES_PIPELINES_H

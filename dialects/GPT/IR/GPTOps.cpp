@@ -1,0 +1,380 @@
+//===- GPTOps.cpp - gpt dialect shape rules and verifiers ----------------===//
+//
+// Each op's shape rule lives in its inferReturnTypes: it verifies parsed IR
+// (through InferTypeOpInterface's trait verifier) and re-derives result
+// types when gpt-instantiate-model makes the argument shapes static. Rules
+// accept dynamic (`?`) dimensions and check only what is known.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialects/GPT/IR/GPTOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+/// Emits "'gpt.<op>' op <message>" at `loc` (when the caller wants errors).
+template <typename... Args>
+LogicalResult shapeError(std::optional<Location> loc, StringRef op,
+                         Args &&...args) {
+  return emitOptionalError(loc, "'gpt.", op, "' op ",
+                           std::forward<Args>(args)...);
+}
+
+bool isDyn(int64_t d) { return ShapedType::isDynamic(d); }
+bool compatible(int64_t a, int64_t b) { return isDyn(a) || isDyn(b) || a == b; }
+/// The more precise of two compatible dimensions.
+int64_t merge(int64_t a, int64_t b) { return isDyn(a) ? b : a; }
+
+std::string dimStr(int64_t d) { return isDyn(d) ? "?" : std::to_string(d); }
+
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elt) {
+  return RankedTensorType::get(shape, elt);
+}
+
+RankedTensorType rtt(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// EmbedOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbedOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto wte = rtt(adaptor.getWte()), wpe = rtt(adaptor.getWpe());
+  auto ids = rtt(adaptor.getIds());
+  if (wte.getRank() != 2 || wpe.getRank() != 2 || ids.getRank() != 2)
+    return shapeError(loc, "embed", "expects wte (V, C), wpe (maxT, C) and ids "
+                                    "(B, T), got ranks ",
+                      wte.getRank(), ", ", wpe.getRank(), ", ", ids.getRank());
+  if (wte.getElementType() != wpe.getElementType())
+    return shapeError(loc, "embed", "wte and wpe must have one element type");
+  int64_t c = wte.getDimSize(1), cp = wpe.getDimSize(1);
+  if (!compatible(c, cp))
+    return shapeError(loc, "embed", "wte has ", dimStr(c), " channels but wpe has ",
+                      dimStr(cp));
+  int64_t maxT = wpe.getDimSize(0), t = ids.getDimSize(1);
+  if (!isDyn(maxT) && !isDyn(t) && t > maxT)
+    return shapeError(loc, "embed", "sequence length ", t,
+                      " exceeds the ", maxT, " rows of wpe");
+  results.push_back(tensorOf({ids.getDimSize(0), t, merge(c, cp)},
+                             wte.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  auto w = rtt(adaptor.getWeight()), b = rtt(adaptor.getBias());
+  if (x.getRank() < 1 || w.getRank() != 1 || b.getRank() != 1)
+    return shapeError(loc, "layernorm",
+                      "expects input (..., C), weight (C) and bias (C)");
+  int64_t c = x.getDimSize(x.getRank() - 1);
+  if (!compatible(c, w.getDimSize(0)) || !compatible(c, b.getDimSize(0)))
+    return shapeError(loc, "layernorm", "normalises ", dimStr(c),
+                      " channels but weight has ", dimStr(w.getDimSize(0)),
+                      " and bias ", dimStr(b.getDimSize(0)));
+  if (w.getElementType() != x.getElementType() ||
+      b.getElementType() != x.getElementType())
+    return shapeError(loc, "layernorm",
+                      "input, weight and bias must have one element type");
+  results.push_back(x);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// LinearOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput()), w = rtt(adaptor.getWeight());
+  if (x.getRank() < 1 || w.getRank() != 2)
+    return shapeError(loc, "linear", "expects input (..., K) and weight (N, K)");
+  int64_t k = x.getDimSize(x.getRank() - 1), n = w.getDimSize(0);
+  if (!compatible(k, w.getDimSize(1)))
+    return shapeError(loc, "linear", "input has ", dimStr(k),
+                      " features but weight (N, K) has K = ",
+                      dimStr(w.getDimSize(1)));
+  if (w.getElementType() != x.getElementType())
+    return shapeError(loc, "linear", "input and weight must have one element type");
+  if (Value bias = adaptor.getBias()) {
+    auto b = rtt(bias);
+    if (b.getRank() != 1 || !compatible(b.getDimSize(0), n))
+      return shapeError(loc, "linear", "bias must be (N) with N = ", dimStr(n));
+    if (b.getElementType() != x.getElementType())
+      return shapeError(loc, "linear", "bias must have the input's element type");
+    n = merge(n, b.getDimSize(0));
+  }
+  SmallVector<int64_t> shape(x.getShape());
+  shape.back() = n;
+  results.push_back(tensorOf(shape, x.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto a = rtt(adaptor.getLhs()), b = rtt(adaptor.getRhs());
+  int64_t rank = a.getRank();
+  if (rank < 2)
+    return shapeError(loc, "matmul", "lhs must have rank >= 2, got ", rank);
+  if (b.getRank() != 2 && b.getRank() != rank)
+    return shapeError(loc, "matmul", "rhs must have rank 2 or the lhs rank (",
+                      rank, "), got ", b.getRank());
+  if (a.getElementType() != b.getElementType())
+    return shapeError(loc, "matmul", "lhs and rhs must have one element type");
+  SmallVector<int64_t> shape(a.getShape().drop_back(2));
+  for (int64_t i = 0, e = b.getRank() - 2; i < e; ++i) {
+    if (!compatible(shape[i], b.getDimSize(i)))
+      return shapeError(loc, "matmul", "batch dimension ", i, " differs: ",
+                        dimStr(shape[i]), " vs ", dimStr(b.getDimSize(i)));
+    shape[i] = merge(shape[i], b.getDimSize(i));
+  }
+  int64_t ar = rank - 2, br = b.getRank() - 2;
+  bool ta = adaptor.getTransposeLhs(), tb = adaptor.getTransposeRhs();
+  int64_t m = a.getDimSize(ta ? ar + 1 : ar), ka = a.getDimSize(ta ? ar : ar + 1);
+  int64_t kb = b.getDimSize(tb ? br + 1 : br), n = b.getDimSize(tb ? br : br + 1);
+  if (!compatible(ka, kb))
+    return shapeError(loc, "matmul", "contraction sizes differ: lhs K = ",
+                      dimStr(ka), ", rhs K = ", dimStr(kb));
+  shape.push_back(m);
+  shape.push_back(n);
+  results.push_back(tensorOf(shape, a.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// BiasAddOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult BiasAddOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput()), b = rtt(adaptor.getBias());
+  if (x.getRank() < 1 || b.getRank() != 1)
+    return shapeError(loc, "bias_add", "expects input (..., N) and bias (N)");
+  if (!compatible(x.getShape().back(), b.getDimSize(0)))
+    return shapeError(loc, "bias_add", "input has ", dimStr(x.getShape().back()),
+                      " columns but bias has ", dimStr(b.getDimSize(0)));
+  if (x.getElementType() != b.getElementType())
+    return shapeError(loc, "bias_add", "input and bias must have one element type");
+  results.push_back(x);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CausalAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalAttentionOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto qkv = rtt(adaptor.getQkv());
+  if (qkv.getRank() != 3)
+    return shapeError(loc, "causal_attention", "expects qkv (B, T, 3C), got rank ",
+                      qkv.getRank());
+  int64_t c3 = qkv.getDimSize(2), c = ShapedType::kDynamic;
+  if (!isDyn(c3)) {
+    if (c3 % 3 != 0)
+      return shapeError(loc, "causal_attention", "last dimension ", c3,
+                        " is not 3C");
+    c = c3 / 3;
+  }
+  std::optional<int64_t> heads = getConfigInt(adaptor.getNumHeads());
+  if (heads && *heads < 1)
+    return shapeError(loc, "causal_attention", "num_heads must be positive");
+  if (heads && !isDyn(c) && c % *heads != 0)
+    return shapeError(loc, "causal_attention", c, " channels do not split into ",
+                      *heads, " heads");
+  results.push_back(
+      tensorOf({qkv.getDimSize(0), qkv.getDimSize(1), c}, qkv.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CrossEntropyOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  auto logits = rtt(adaptor.getLogits()), targets = rtt(adaptor.getTargets());
+  if (logits.getRank() < 1 || targets.getRank() != logits.getRank() - 1)
+    return shapeError(loc, "cross_entropy",
+                      "expects logits (..., Vp) and targets (...), got ranks ",
+                      logits.getRank(), " and ", targets.getRank());
+  for (int64_t i = 0; i < targets.getRank(); ++i)
+    if (!compatible(logits.getDimSize(i), targets.getDimSize(i)))
+      return shapeError(loc, "cross_entropy", "logits and targets differ in dimension ",
+                        i);
+  int64_t vp = logits.getShape().back();
+  if (std::optional<int64_t> v = getConfigInt(adaptor.getVocabSize())) {
+    if (*v < 1)
+      return shapeError(loc, "cross_entropy", "vocab_size must be positive");
+    if (!isDyn(vp) && *v > vp)
+      return shapeError(loc, "cross_entropy", "vocab_size ", *v,
+                        " exceeds the ", vp, " logits per position");
+  }
+  results.push_back(tensorOf({}, logits.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// RepeatOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RepeatOp::verifySymbolUses(SymbolTableCollection &symbols) {
+  auto callee =
+      symbols.lookupNearestSymbolFrom<func::FuncOp>(*this, getCalleeAttr());
+  if (!callee)
+    return emitOpError("'") << getCallee() << "' does not name a func.func";
+  FunctionType type = callee.getFunctionType();
+  if (type.getNumInputs() < 1 || type.getNumResults() != 1)
+    return emitOpError("callee @")
+           << getCallee() << " must take the activation first and return one value";
+  auto input = getInput().getType();
+  for (Type t : {type.getInput(0), type.getResult(0)})
+    if (failed(verifyCompatibleShape(t, input)) ||
+        llvm::cast<ShapedType>(t).getElementType() != input.getElementType())
+      return emitOpError("activation type ")
+             << input << " does not match callee @" << getCallee() << " type " << t;
+  for (unsigned i = 1; i < type.getNumInputs(); ++i)
+    if (!callee.getArgAttrOfType<StringAttr>(i, kParamAttrName))
+      return emitOpError("callee @")
+             << getCallee() << " argument " << i << " needs a '" << kParamAttrName
+             << "' name";
+  if (std::optional<int64_t> n = getConfigInt(getCount()); n && *n < 1)
+    return emitOpError("count must be positive, got ") << *n;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops with verifiers
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalMaskOp::verify() {
+  auto t = getInput().getType();
+  if (t.getRank() < 2 || !compatible(t.getDimSize(t.getRank() - 1),
+                                     t.getDimSize(t.getRank() - 2)))
+    return emitOpError("expects scores (..., T, T), got ") << t;
+  return success();
+}
+
+LogicalResult ConstantOp::verify() {
+  if (!getType().hasStaticShape())
+    return emitOpError("result type must be static, got ") << getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  ArrayRef<int64_t> dims = adaptor.getDims();
+  if (dims.empty())
+    return shapeError(loc, "reduce", "needs at least one dimension");
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < 0 || dims[i] >= x.getRank())
+      return shapeError(loc, "reduce", "dimension ", dims[i],
+                        " is out of range for rank ", x.getRank());
+    if (i > 0 && dims[i] <= dims[i - 1])
+      return shapeError(loc, "reduce", "dims must be sorted and unique");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < x.getRank(); ++i) {
+    if (!llvm::is_contained(dims, i))
+      shape.push_back(x.getDimSize(i));
+    else if (adaptor.getKeepDims())
+      shape.push_back(1);
+  }
+  results.push_back(tensorOf(shape, x.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ReshapeOp, TransposeOp, SliceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = getInput().getType(), out = getType();
+  if (!in.hasStaticShape() || !out.hasStaticShape())
+    return emitOpError("needs static shapes, got ") << in << " to " << out;
+  if (in.getNumElements() != out.getNumElements())
+    return emitOpError("cannot reshape ")
+           << in.getNumElements() << " elements into " << out.getNumElements();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("must keep the element type");
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  ArrayRef<int64_t> perm = adaptor.getPermutation();
+  if (static_cast<int64_t>(perm.size()) != x.getRank())
+    return shapeError(loc, "transpose", "permutation has ", perm.size(),
+                      " entries for rank ", x.getRank());
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || seen[p])
+      return shapeError(loc, "transpose", "permutation is not a permutation of [0, ",
+                        x.getRank(), ")");
+    seen[p] = true;
+    shape.push_back(x.getDimSize(p));
+  }
+  results.push_back(tensorOf(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  int64_t dim = adaptor.getDim(), start = adaptor.getStart(),
+          size = adaptor.getSize();
+  if (dim < 0 || dim >= x.getRank())
+    return shapeError(loc, "slice", "dimension ", dim, " is out of range for rank ",
+                      x.getRank());
+  if (start < 0 || size < 1)
+    return shapeError(loc, "slice", "needs start >= 0 and size >= 1");
+  int64_t extent = x.getDimSize(dim);
+  if (!isDyn(extent) && start + size > extent)
+    return shapeError(loc, "slice", "range [", start, ", ", start + size,
+                      ") exceeds dimension ", dim, " of size ", extent);
+  SmallVector<int64_t> shape(x.getShape());
+  shape[dim] = size;
+  results.push_back(tensorOf(shape, x.getElementType()));
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/GPT/IR/GPTOps.cpp.inc"

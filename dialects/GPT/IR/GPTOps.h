@@ -1,0 +1,17 @@
+//===- GPTOps.h - gpt dialect operations ---------------------------------===//
+
+#ifndef GPTC_DIALECTS_GPT_IR_GPTOPS_H
+#define GPTC_DIALECTS_GPT_IR_GPTOPS_H
+
+#include "dialects/GPT/IR/GPTDialect.h"
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define GET_OP_CLASSES
+#include "dialects/GPT/IR/GPTOps.h.inc"
+
+#endif // GPTC_DIALECTS_GPT_IR_GPTOPS_H

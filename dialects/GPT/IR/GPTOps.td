@@ -1,0 +1,364 @@
+//===- GPTOps.td - gpt dialect operations --------------------------------===//
+//
+// Shapes in descriptions use llm.c's letters: B batch, T sequence, C
+// channels, H heads, D = C / H, V vocabulary (padded: Vp), maxT block size.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPT_OPS_TD
+#define GPT_OPS_TD
+
+include "dialects/GPT/IR/GPTBase.td"
+include "dialects/GPT/IR/GPTAttrs.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+/// An op whose result types follow from its operands and attributes through
+/// `inferReturnTypes`; the same rule verifies parsed IR and re-derives types
+/// when `gpt-instantiate-model` makes shapes static.
+class GPT_InferredOp<string mnemonic, list<Trait> traits = []>
+    : GPT_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
+
+//===----------------------------------------------------------------------===//
+// Model-level ops
+//===----------------------------------------------------------------------===//
+
+def GPT_EmbedOp : GPT_InferredOp<"embed"> {
+  let summary = "Token embedding plus position embedding";
+  let description = [{
+    `out[b, t, :] = wte[ids[b, t], :] + wpe[t, :]`. `wte` is (V, C), `wpe` is
+    (maxT, C) with T <= maxT, `ids` is (B, T) and the result is (B, T, C).
+    An id outside [0, V) is a run-time error.
+
+    ```mlir
+    %x = gpt.embed %wte, %wpe, %ids
+        : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$wte, GPT_FloatTensor:$wpe,
+                       GPT_IndexTensor:$ids);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $wte `,` $wpe `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_LayerNormOp : GPT_InferredOp<"layernorm"> {
+  let summary = "Layer normalisation over the last dimension";
+  let description = [{
+    `y = (x - mean(x)) / sqrt(var(x) + epsilon) * weight + bias`, with the
+    biased variance taken over the last dimension (C), as in PyTorch.
+
+    ```mlir
+    %y = gpt.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$weight,
+                       GPT_FloatTensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_LinearOp : GPT_InferredOp<"linear"> {
+  let summary = "Affine map with a PyTorch-layout weight: x W^T + b";
+  let description = [{
+    `x` is (..., K), `weight` is (N, K) as in `torch.nn.Linear` and the
+    optional `bias` is (N). The result is (..., N).
+
+    ```mlir
+    %qkv = gpt.linear %x, %w, %b
+        : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$weight,
+                       Optional<GPT_FloatTensor>:$bias);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_MatmulOp : GPT_InferredOp<"matmul"> {
+  let summary = "Batched matrix product with optional transposes";
+  let description = [{
+    `lhs` is (..., M, K) (or (..., K, M) with `transpose_lhs`), `rhs` is
+    (K, N) or (..., K, N) (or the transposes with `transpose_rhs`); a rank-2
+    `rhs` is shared by every batch. The result is (..., M, N).
+
+    ```mlir
+    // Tied LM head: logits = x wte^T.
+    %logits = gpt.matmul %x, %wte {transpose_rhs}
+        : (tensor<2x8x16xf32>, tensor<64x16xf32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_BiasAddOp : GPT_InferredOp<"bias_add"> {
+  let summary = "Adds a vector along the last dimension";
+  let description = [{
+    `out[..., n] = x[..., n] + bias[n]`.
+
+    ```mlir
+    %y = gpt.bias_add %x, %b : (tensor<2x8x48xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$bias);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_CausalAttentionOp : GPT_InferredOp<"causal_attention"> {
+  let summary = "Multi-head causal self-attention on packed q, k, v";
+  let description = [{
+    `qkv` is (B, T, 3C): q, k and v side by side, each split into
+    `num_heads` heads of D = C / H channels. Per head,
+    `softmax(mask(q k^T / sqrt(D))) v` with a causal mask; the heads are
+    concatenated back to (B, T, C). One op so that fusion can pick a flash
+    kernel; `gpt-decompose-attention` rewrites it into matmul, softmax and
+    layout ops.
+
+    ```mlir
+    %y = gpt.causal_attention %qkv {num_heads = 4 : i64}
+        : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$qkv, GPT_IntOrConfigAttr:$num_heads);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
+}
+
+def GPT_CrossEntropyOp : GPT_InferredOp<"cross_entropy"> {
+  let summary = "Mean softmax cross-entropy over the first vocab_size logits";
+  let description = [{
+    `logits` is (..., Vp) and `targets` is (...). Columns at or past
+    `vocab_size` are padding: they take no part in the softmax. The result is
+    the mean over all positions of `logsumexp(logits[:V]) - logits[target]`.
+    A target outside [0, vocab_size) is a run-time error.
+
+    ```mlir
+    %loss = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+        : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$logits, GPT_IndexTensor:$targets,
+                       GPT_IntOrConfigAttr:$vocab_size);
+  let results = (outs GPT_Scalar:$result);
+  let assemblyFormat = [{
+    $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_RepeatOp : GPT_Op<"repeat", [
+    AllTypesMatch<["input", "result"]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Applies a block function `count` times, each with its own parameters";
+  let description = [{
+    Stacks `count` copies of `callee` (for GPT-2, the transformer block).
+    The callee's first argument is the activation; every other argument is
+    a parameter with a `gpt.param` name. `gpt-instantiate-model` unrolls the
+    op and gives copy `i` its own parameters named `<prefix>.<i>.<name>`.
+
+    ```mlir
+    %h = gpt.repeat @block(%x) {count = #gpt.cfg<"n_layer">, prefix = "h"}
+        : tensor<?x?x?xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, GPT_FloatTensor:$input,
+                       GPT_IntOrConfigAttr:$count, StrAttr:$prefix);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$callee `(` $input `)` attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise ops
+//===----------------------------------------------------------------------===//
+
+class GPT_UnaryOp<string mnemonic, string desc, list<Trait> traits = []>
+    : GPT_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+                                    InferTypeOpInterface], traits)> {
+  let summary = "Elementwise " # desc;
+  let description = "Elementwise " # desc # [{.
+
+    ```mlir
+    %y = gpt.}] # mnemonic # [{ %x : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+class GPT_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
+    : GPT_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+                                    InferTypeOpInterface], traits)> {
+  let summary = "Elementwise " # desc # " of two tensors of one type";
+  let description = "Elementwise " # desc # [{; both operands and the result
+    have the same type (no implicit broadcasting).
+
+    ```mlir
+    %z = gpt.}] # mnemonic # [{ %x, %y : tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def GPT_AddOp : GPT_BinaryOp<"add", "sum", [Commutative]>;
+def GPT_SubOp : GPT_BinaryOp<"sub", "difference">;
+def GPT_MulOp : GPT_BinaryOp<"mul", "product", [Commutative]>;
+def GPT_DivOp : GPT_BinaryOp<"div", "quotient">;
+def GPT_MaxOp : GPT_BinaryOp<"max", "maximum", [Commutative]>;
+
+def GPT_NegOp : GPT_UnaryOp<"neg", "negation">;
+def GPT_ExpOp : GPT_UnaryOp<"exp", "natural exponential">;
+def GPT_LogOp : GPT_UnaryOp<"log", "natural logarithm">;
+def GPT_TanhOp : GPT_UnaryOp<"tanh", "hyperbolic tangent">;
+def GPT_SqrtOp : GPT_UnaryOp<"sqrt", "square root">;
+def GPT_RsqrtOp : GPT_UnaryOp<"rsqrt", "reciprocal square root">;
+def GPT_GeluOp : GPT_UnaryOp<"gelu",
+    "GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))">;
+def GPT_SoftmaxOp : GPT_UnaryOp<"softmax", "softmax over the last dimension">;
+
+def GPT_ScaleOp : GPT_Op<"scale", [Pure, SameOperandsAndResultType,
+                                   InferTypeOpInterface]> {
+  let summary = "Multiplies every element by a constant";
+  let description = [{
+    ```mlir
+    %y = gpt.scale %x {factor = 0.125 : f64} : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, F64Attr:$factor);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+}
+
+def GPT_CausalMaskOp : GPT_Op<"causal_mask", [Pure, SameOperandsAndResultType,
+                                              InferTypeOpInterface]> {
+  let summary = "Sets scores above the diagonal to -inf";
+  let description = [{
+    For (..., T, T) attention scores, `out[..., i, j] = -inf` where j > i and
+    `x[..., i, j]` elsewhere.
+
+    ```mlir
+    %m = gpt.causal_mask %s : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def GPT_ConstantOp : GPT_Op<"constant", [Pure, ConstantLike]> {
+  let summary = "A tensor with every element equal to one value";
+  let description = [{
+    ```mlir
+    %one = gpt.constant 1.0 : tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins F64Attr:$value);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$value attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def GPT_CastOp : GPT_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "Converts the element type (f32, bf16, f16, f64)";
+  let description = [{
+    Rounds to nearest even when narrowing.
+
+    ```mlir
+    %h = gpt.cast %x : tensor<2x8xf32> to tensor<2x8xbf16>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and layout ops
+//===----------------------------------------------------------------------===//
+
+def GPT_ReduceOp : GPT_InferredOp<"reduce"> {
+  let summary = "Sum, mean or max over a set of dimensions";
+  let description = [{
+    Reduces `input` over `dims` (sorted, unique). With `keep_dims` the
+    reduced dimensions stay as size 1.
+
+    ```mlir
+    // Bias gradient: sum over (B, T).
+    %db = gpt.reduce sum %dy dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+    ```
+  }];
+  let arguments = (ins GPT_ReduceKindAttr:$kind, GPT_FloatTensor:$input,
+                       DenseI64ArrayAttr:$dims, UnitAttr:$keep_dims);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $kind $input `dims` $dims (`keep_dims` $keep_dims^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def GPT_ReshapeOp : GPT_Op<"reshape", [Pure]> {
+  let summary = "Reinterprets a row-major tensor with another static shape";
+  let description = [{
+    The element count must not change.
+
+    ```mlir
+    %q4 = gpt.reshape %q : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
+  let hasVerifier = 1;
+}
+
+def GPT_TransposeOp : GPT_InferredOp<"transpose"> {
+  let summary = "Permutes dimensions";
+  let description = [{
+    `out` dimension i is `input` dimension `permutation[i]`.
+
+    ```mlir
+    %t = gpt.transpose %q4 [0, 2, 1, 3] : (tensor<2x8x4x4xf32>) -> tensor<2x4x8x4xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, DenseI64ArrayAttr:$permutation);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input $permutation attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_SliceOp : GPT_InferredOp<"slice"> {
+  let summary = "Takes `size` consecutive entries of one dimension";
+  let description = [{
+    ```mlir
+    // k out of packed qkv (B, T, 3C).
+    %k = gpt.slice %qkv {dim = 2 : i64, start = 16 : i64, size = 16 : i64}
+        : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, I64Attr:$dim, I64Attr:$start,
+                       I64Attr:$size);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // GPT_OPS_TD
