@@ -1,0 +1,112 @@
+"""PyTorch twin of models/gpt2.mlir: same parameters, names, layouts and loss.
+
+Parameter names and shapes match the `gpt.param` names that
+gpt-instantiate-model gives the arguments of @forward: wte (Vp, C),
+wpe (maxT, C), h.<i>.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}.*,
+ln_f.*; linear weights are (out, in) as in torch.nn.Linear. The LM head is
+tied to wte and the loss reads only the first vocab_size logits, so padded
+vocabulary rows do not matter.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class Config:
+    n_layer: int
+    n_head: int
+    n_embd: int
+    vocab_size: int
+    block_size: int
+    vocab_multiple: int = 128
+
+    @property
+    def padded_vocab_size(self) -> int:
+        m = self.vocab_multiple
+        return (self.vocab_size + m - 1) // m * m
+
+
+# Same presets as the gpt.models dictionary of models/gpt2.mlir.
+PRESETS = {
+    "124M": Config(12, 12, 768, 50257, 1024),
+    "350M": Config(24, 16, 1024, 50257, 1024),
+    "774M": Config(36, 20, 1280, 50257, 1024),
+    "1558M": Config(48, 25, 1600, 50257, 1024),
+    "tiny": Config(2, 2, 16, 60, 16, vocab_multiple=16),
+    "mini": Config(2, 4, 64, 50257, 128),
+}
+
+
+def parameter_shapes(cfg: Config):
+    """(name, shape) for every parameter, in @forward's argument order."""
+    C, Vp = cfg.n_embd, cfg.padded_vocab_size
+    shapes = [("wte", (Vp, C)), ("wpe", (cfg.block_size, C)),
+              ("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
+    for i in range(cfg.n_layer):
+        p = f"h.{i}."
+        shapes += [
+            (p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,)),
+            (p + "attn.c_attn.weight", (3 * C, C)), (p + "attn.c_attn.bias", (3 * C,)),
+            (p + "attn.c_proj.weight", (C, C)), (p + "attn.c_proj.bias", (C,)),
+            (p + "ln_2.weight", (C,)), (p + "ln_2.bias", (C,)),
+            (p + "mlp.c_fc.weight", (4 * C, C)), (p + "mlp.c_fc.bias", (4 * C,)),
+            (p + "mlp.c_proj.weight", (C, 4 * C)), (p + "mlp.c_proj.bias", (C,)),
+        ]
+    return shapes
+
+
+def init_gpt2(cfg: Config, generator=None, dtype=torch.float32):
+    """GPT-2 init: N(0, 0.02), residual projections / sqrt(2 L), LN 1, bias 0."""
+    params = {}
+    for name, shape in parameter_shapes(cfg):
+        if name.endswith(".bias"):
+            t = torch.zeros(shape, dtype=dtype)
+        elif "ln_" in name:
+            t = torch.ones(shape, dtype=dtype)
+        else:
+            std = 0.02 / math.sqrt(2 * cfg.n_layer) if name.endswith("c_proj.weight") else 0.02
+            t = torch.randn(shape, generator=generator, dtype=dtype) * std
+        params[name] = t
+    return params
+
+
+def attention(qkv, n_head, fused=True):
+    B, T, C3 = qkv.shape
+    C = C3 // 3
+    q, k, v = qkv.split(C, dim=2)
+    q, k, v = (t.view(B, T, n_head, C // n_head).transpose(1, 2) for t in (q, k, v))
+    if fused:
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        mask = torch.ones(T, T, dtype=torch.bool, device=qkv.device).triu(1)
+        att = att.masked_fill(mask, float("-inf")).softmax(dim=-1)
+        y = att @ v
+    return y.transpose(1, 2).contiguous().view(B, T, C)
+
+
+def forward(cfg: Config, p, tokens, targets, fused_attention=True):
+    """Mean cross-entropy loss of GPT-2 on (B, T) tokens and targets."""
+    B, T = tokens.shape
+    C = cfg.n_embd
+    x = p["wte"][tokens] + p["wpe"][:T]
+    for i in range(cfg.n_layer):
+        h = f"h.{i}."
+        a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], 1e-5)
+        a = F.linear(a, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"])
+        a = attention(a, cfg.n_head, fused_attention)
+        x = x + F.linear(a, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"])
+        m = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], 1e-5)
+        m = F.gelu(F.linear(m, p[h + "mlp.c_fc.weight"], p[h + "mlp.c_fc.bias"]),
+                   approximate="tanh")
+        x = x + F.linear(m, p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"])
+    x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
+    logits = x @ p["wte"].t()
+    V = cfg.vocab_size
+    return F.cross_entropy(logits[..., :V].reshape(-1, V).float()
+                           if logits.dtype in (torch.bfloat16, torch.float16)
+                           else logits[..., :V].reshape(-1, V),
+                           targets.reshape(-1))

@@ -1,0 +1,513 @@
+//===- Interpreter.cpp - reference interpreter for the gpt dialect -------===//
+//
+// Straightforward loops, written for clarity over speed: each op reads its
+// operands from an environment of dense buffers and writes its results.
+// Element type T (double or float) is the precision of every arithmetic
+// operation, accumulations included.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Reference/Interpreter.h"
+
+#include "dialects/GPT/IR/GPTOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace gptc::reference {
+
+Tensor::Tensor(std::vector<int64_t> shape, double fill) : shape(std::move(shape)) {
+  int64_t n = std::accumulate(this->shape.begin(), this->shape.end(), int64_t{1},
+                              std::multiplies<int64_t>());
+  data.assign(n, fill);
+}
+
+Tensor::Tensor(std::vector<int64_t> shape, std::vector<double> data)
+    : shape(std::move(shape)), data(std::move(data)) {}
+
+//===----------------------------------------------------------------------===//
+// Rounding to storage formats
+//===----------------------------------------------------------------------===//
+
+/// Rounds to a binary format with `digits` significant bits, smallest
+/// normal exponent `minExp` (as frexp reports it) and largest finite value.
+static double roundToFormat(double x, int digits, int minExp, double maxFinite) {
+  if (x == 0.0 || !std::isfinite(x))
+    return x;
+  int exp;
+  std::frexp(x, &exp);
+  double quantum = std::ldexp(1.0, std::max(exp, minExp) - digits);
+  double r = std::nearbyint(x / quantum) * quantum; // ties to even
+  if (std::fabs(r) > maxFinite)
+    return std::copysign(std::numeric_limits<double>::infinity(), x);
+  return r;
+}
+
+double roundTo(Type type, double x) {
+  if (type.isF64())
+    return x;
+  if (type.isF32())
+    return static_cast<double>(static_cast<float>(x));
+  if (type.isBF16())
+    return roundToFormat(x, 8, -125, 3.3895313892515355e38);
+  if (type.isF16())
+    return roundToFormat(x, 11, -13, 65504.0);
+  return x;
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluator
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::vector<int64_t> shapeOf(Value v) {
+  auto shape = llvm::cast<ShapedType>(v.getType()).getShape();
+  return {shape.begin(), shape.end()};
+}
+
+int64_t product(ArrayRef<int64_t> dims) {
+  return std::accumulate(dims.begin(), dims.end(), int64_t{1},
+                         std::multiplies<int64_t>());
+}
+
+std::vector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+template <typename T>
+class Evaluator {
+public:
+  using Buffer = std::vector<T>;
+
+  LogicalResult run(func::FuncOp fn, ArrayRef<Tensor> args,
+                    std::vector<Tensor> &results) {
+    if (args.size() != fn.getNumArguments())
+      return fn.emitError("reference interpreter: @")
+             << fn.getName() << " takes " << fn.getNumArguments()
+             << " arguments, got " << args.size();
+    for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
+      auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || !type.hasStaticShape())
+        return fn.emitError("reference interpreter: argument ")
+               << i << " must be a statically shaped tensor, got " << arg.getType();
+      if (args[i].shape != shapeOf(arg) ||
+          args[i].numElements() != type.getNumElements())
+        return fn.emitError("reference interpreter: argument ")
+               << i << " has the wrong shape for " << type;
+      Buffer &buf = out(arg);
+      buf.clear();
+      buf.reserve(args[i].data.size());
+      for (double x : args[i].data)
+        buf.push_back(static_cast<T>(roundTo(type.getElementType(), x)));
+    }
+    for (Operation &op : fn.getBody().front()) {
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+        for (Value v : ret.getOperands()) {
+          Tensor t(shapeOf(v));
+          const Buffer &buf = in(v);
+          t.data.assign(buf.begin(), buf.end());
+          results.push_back(std::move(t));
+        }
+        return success();
+      }
+      if (failed(execute(&op)))
+        return failure();
+      for (Value r : op.getResults()) {
+        Type elt = llvm::cast<ShapedType>(r.getType()).getElementType();
+        if (elt.isBF16() || elt.isF16())
+          for (T &x : *env[r])
+            x = static_cast<T>(roundTo(elt, x));
+      }
+    }
+    return fn.emitError("reference interpreter: @") << fn.getName() << " has no return";
+  }
+
+private:
+  // Buffers live behind pointers: inserting a result must not move the
+  // operands an op is still reading.
+  llvm::DenseMap<Value, std::unique_ptr<Buffer>> env;
+
+  const Buffer &in(Value v) { return *env.at(v); }
+  Buffer &out(Value v) {
+    auto &slot = env[v];
+    slot = std::make_unique<Buffer>(
+        product(llvm::cast<ShapedType>(v.getType()).getShape()), T(0));
+    return *slot;
+  }
+
+  LogicalResult execute(Operation *op) {
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .template Case<EmbedOp>([&](auto o) { return embed(o); })
+        .template Case<LayerNormOp>([&](auto o) { return layernorm(o); })
+        .template Case<LinearOp>([&](auto o) { return linear(o); })
+        .template Case<MatmulOp>([&](auto o) { return matmul(o); })
+        .template Case<BiasAddOp>([&](auto o) { return biasAdd(o); })
+        .template Case<CausalAttentionOp>([&](auto o) { return attention(o); })
+        .template Case<CrossEntropyOp>([&](auto o) { return crossEntropy(o); })
+        .template Case<AddOp>([&](auto o) { return binary(o, [](T a, T b) { return a + b; }); })
+        .template Case<SubOp>([&](auto o) { return binary(o, [](T a, T b) { return a - b; }); })
+        .template Case<MulOp>([&](auto o) { return binary(o, [](T a, T b) { return a * b; }); })
+        .template Case<DivOp>([&](auto o) { return binary(o, [](T a, T b) { return a / b; }); })
+        .template Case<MaxOp>([&](auto o) { return binary(o, [](T a, T b) { return a > b ? a : b; }); })
+        .template Case<NegOp>([&](auto o) { return unary(o, [](T x) { return -x; }); })
+        .template Case<ExpOp>([&](auto o) { return unary(o, [](T x) { return std::exp(x); }); })
+        .template Case<LogOp>([&](auto o) { return unary(o, [](T x) { return std::log(x); }); })
+        .template Case<TanhOp>([&](auto o) { return unary(o, [](T x) { return std::tanh(x); }); })
+        .template Case<SqrtOp>([&](auto o) { return unary(o, [](T x) { return std::sqrt(x); }); })
+        .template Case<RsqrtOp>([&](auto o) { return unary(o, [](T x) { return T(1) / std::sqrt(x); }); })
+        .template Case<GeluOp>([&](auto o) { return unary(o, gelu); })
+        .template Case<ScaleOp>([&](auto o) {
+          T f = static_cast<T>(o.getFactor().convertToDouble());
+          return unary(o, [f](T x) { return x * f; });
+        })
+        .template Case<CastOp>([&](auto o) { return unary(o, [](T x) { return x; }); })
+        .template Case<ConstantOp>([&](auto o) {
+          Buffer &y = out(o.getResult());
+          std::fill(y.begin(), y.end(), static_cast<T>(o.getValue().convertToDouble()));
+          return success();
+        })
+        .template Case<SoftmaxOp>([&](auto o) { return softmax(o); })
+        .template Case<CausalMaskOp>([&](auto o) { return causalMask(o); })
+        .template Case<ReduceOp>([&](auto o) { return reduce(o); })
+        .template Case<ReshapeOp>([&](auto o) {
+          const Buffer &x = in(o.getInput());
+          out(o.getResult()) = x;
+          return success();
+        })
+        .template Case<TransposeOp>([&](auto o) { return transpose(o); })
+        .template Case<SliceOp>([&](auto o) { return slice(o); })
+        .template Case<RepeatOp>([&](auto o) {
+          return o.emitOpError("reference interpreter: instantiate the model "
+                               "first (gpt-instantiate-model)");
+        })
+        .Default([&](Operation *o) {
+          return o->emitOpError("reference interpreter: unsupported op");
+        });
+  }
+
+  static T gelu(T x) {
+    const T k = static_cast<T>(0.7978845608028654); // sqrt(2 / pi)
+    return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
+  }
+
+  template <typename OpT, typename F>
+  LogicalResult unary(OpT op, F f) {
+    const Buffer &x = in(op.getInput());
+    Buffer &y = out(op.getResult());
+    for (size_t i = 0; i < x.size(); ++i)
+      y[i] = f(x[i]);
+    return success();
+  }
+
+  template <typename OpT, typename F>
+  LogicalResult binary(OpT op, F f) {
+    const Buffer &a = in(op.getLhs()), &b = in(op.getRhs());
+    Buffer &y = out(op.getResult());
+    for (size_t i = 0; i < a.size(); ++i)
+      y[i] = f(a[i], b[i]);
+    return success();
+  }
+
+  LogicalResult embed(EmbedOp op) {
+    const Buffer &wte = in(op.getWte()), &wpe = in(op.getWpe()), &ids = in(op.getIds());
+    auto wteShape = shapeOf(op.getWte());
+    int64_t v = wteShape[0], c = wteShape[1], t = shapeOf(op.getIds())[1];
+    Buffer &y = out(op.getResult());
+    for (int64_t r = 0; r < static_cast<int64_t>(ids.size()); ++r) {
+      int64_t id = static_cast<int64_t>(ids[r]);
+      if (id < 0 || id >= v)
+        return op.emitOpError("token id ") << id << " at position " << r
+                                           << " is outside the vocabulary [0, " << v << ")";
+      int64_t pos = r % t;
+      for (int64_t i = 0; i < c; ++i)
+        y[r * c + i] = wte[id * c + i] + wpe[pos * c + i];
+    }
+    return success();
+  }
+
+  LogicalResult layernorm(LayerNormOp op) {
+    const Buffer &x = in(op.getInput()), &w = in(op.getWeight()), &b = in(op.getBias());
+    int64_t c = shapeOf(op.getInput()).back(), rows = x.size() / c;
+    T eps = static_cast<T>(op.getEpsilon().convertToDouble());
+    Buffer &y = out(op.getResult());
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = &x[r * c];
+      T mean = 0, var = 0;
+      for (int64_t i = 0; i < c; ++i)
+        mean += xr[i];
+      mean /= static_cast<T>(c);
+      for (int64_t i = 0; i < c; ++i)
+        var += (xr[i] - mean) * (xr[i] - mean);
+      var /= static_cast<T>(c);
+      T rstd = T(1) / std::sqrt(var + eps);
+      for (int64_t i = 0; i < c; ++i)
+        y[r * c + i] = (xr[i] - mean) * rstd * w[i] + b[i];
+    }
+    return success();
+  }
+
+  LogicalResult linear(LinearOp op) {
+    const Buffer &x = in(op.getInput()), &w = in(op.getWeight());
+    auto wShape = shapeOf(op.getWeight());
+    int64_t n = wShape[0], k = wShape[1], rows = x.size() / k;
+    const Buffer *b = op.getBias() ? &in(op.getBias()) : nullptr;
+    Buffer &y = out(op.getResult());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        T acc = b ? (*b)[j] : T(0);
+        for (int64_t i = 0; i < k; ++i)
+          acc += x[r * k + i] * w[j * k + i];
+        y[r * n + j] = acc;
+      }
+    return success();
+  }
+
+  LogicalResult matmul(MatmulOp op) {
+    const Buffer &a = in(op.getLhs()), &bm = in(op.getRhs());
+    auto as = shapeOf(op.getLhs()), bs = shapeOf(op.getRhs());
+    auto ys = shapeOf(op.getResult());
+    size_t r = ys.size();
+    int64_t m = ys[r - 2], n = ys[r - 1];
+    int64_t k = op.getTransposeLhs() ? as[r - 2] : as[r - 1];
+    int64_t batches = product(ArrayRef<int64_t>(ys).drop_back(2));
+    bool sharedRhs = bs.size() == 2;
+    bool ta = op.getTransposeLhs(), tb = op.getTransposeRhs();
+    Buffer &y = out(op.getResult());
+    for (int64_t bt = 0; bt < batches; ++bt) {
+      const T *ab = &a[bt * m * k];
+      const T *bb = &bm[sharedRhs ? 0 : bt * k * n];
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          T acc = 0;
+          for (int64_t p = 0; p < k; ++p)
+            acc += (ta ? ab[p * m + i] : ab[i * k + p]) *
+                   (tb ? bb[j * k + p] : bb[p * n + j]);
+          y[(bt * m + i) * n + j] = acc;
+        }
+    }
+    return success();
+  }
+
+  LogicalResult biasAdd(BiasAddOp op) {
+    const Buffer &x = in(op.getInput()), &b = in(op.getBias());
+    Buffer &y = out(op.getResult());
+    for (size_t i = 0; i < x.size(); ++i)
+      y[i] = x[i] + b[i % b.size()];
+    return success();
+  }
+
+  LogicalResult attention(CausalAttentionOp op) {
+    const Buffer &qkv = in(op.getQkv());
+    auto s = shapeOf(op.getQkv());
+    int64_t bsz = s[0], t = s[1], c = s[2] / 3;
+    int64_t h = *getConfigInt(op.getNumHeads()), d = c / h;
+    T scale = T(1) / std::sqrt(static_cast<T>(d));
+    Buffer &y = out(op.getResult());
+    std::vector<T> p(t);
+    for (int64_t b = 0; b < bsz; ++b)
+      for (int64_t hd = 0; hd < h; ++hd)
+        for (int64_t i = 0; i < t; ++i) {
+          const T *q = &qkv[(b * t + i) * 3 * c + hd * d];
+          T mx = -std::numeric_limits<T>::infinity();
+          for (int64_t j = 0; j <= i; ++j) {
+            const T *kj = &qkv[(b * t + j) * 3 * c + c + hd * d];
+            T dot = 0;
+            for (int64_t e = 0; e < d; ++e)
+              dot += q[e] * kj[e];
+            p[j] = dot * scale;
+            mx = std::max(mx, p[j]);
+          }
+          T sum = 0;
+          for (int64_t j = 0; j <= i; ++j) {
+            p[j] = std::exp(p[j] - mx);
+            sum += p[j];
+          }
+          T *yi = &y[(b * t + i) * c + hd * d];
+          for (int64_t j = 0; j <= i; ++j) {
+            const T *vj = &qkv[(b * t + j) * 3 * c + 2 * c + hd * d];
+            for (int64_t e = 0; e < d; ++e)
+              yi[e] += p[j] / sum * vj[e];
+          }
+        }
+    return success();
+  }
+
+  LogicalResult crossEntropy(CrossEntropyOp op) {
+    const Buffer &logits = in(op.getLogits()), &targets = in(op.getTargets());
+    int64_t vp = shapeOf(op.getLogits()).back();
+    int64_t v = *getConfigInt(op.getVocabSize());
+    int64_t rows = targets.size();
+    T total = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t target = static_cast<int64_t>(targets[r]);
+      if (target < 0 || target >= v)
+        return op.emitOpError("target ") << target << " at position " << r
+                                         << " is outside the vocabulary [0, " << v << ")";
+      const T *lr = &logits[r * vp];
+      T mx = *std::max_element(lr, lr + v);
+      T sum = 0;
+      for (int64_t i = 0; i < v; ++i)
+        sum += std::exp(lr[i] - mx);
+      total += std::log(sum) + mx - lr[target];
+    }
+    out(op.getResult())[0] = total / static_cast<T>(rows);
+    return success();
+  }
+
+  LogicalResult softmax(SoftmaxOp op) {
+    const Buffer &x = in(op.getInput());
+    int64_t c = shapeOf(op.getInput()).back(), rows = x.size() / c;
+    Buffer &y = out(op.getResult());
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = &x[r * c];
+      T mx = *std::max_element(xr, xr + c), sum = 0;
+      for (int64_t i = 0; i < c; ++i)
+        sum += (y[r * c + i] = std::exp(xr[i] - mx));
+      for (int64_t i = 0; i < c; ++i)
+        y[r * c + i] /= sum;
+    }
+    return success();
+  }
+
+  LogicalResult causalMask(CausalMaskOp op) {
+    const Buffer &x = in(op.getInput());
+    int64_t t = shapeOf(op.getInput()).back();
+    Buffer &y = out(op.getResult());
+    for (size_t idx = 0; idx < x.size(); ++idx) {
+      int64_t j = idx % t, i = (idx / t) % t;
+      y[idx] = j > i ? -std::numeric_limits<T>::infinity() : x[idx];
+    }
+    return success();
+  }
+
+  LogicalResult reduce(ReduceOp op) {
+    const Buffer &x = in(op.getInput());
+    auto xs = shapeOf(op.getInput());
+    ArrayRef<int64_t> dims = op.getDims();
+    // Output strides per input dimension: 0 along reduced dimensions.
+    std::vector<int64_t> keptShape;
+    for (size_t i = 0; i < xs.size(); ++i)
+      keptShape.push_back(llvm::is_contained(dims, int64_t(i)) ? 1 : xs[i]);
+    std::vector<int64_t> outStrides = stridesOf(keptShape), inStrides = stridesOf(xs);
+    for (int64_t d : dims)
+      outStrides[d] = 0;
+    Buffer &y = out(op.getResult());
+    bool isMax = op.getKind() == ReduceKind::Max;
+    if (isMax)
+      std::fill(y.begin(), y.end(), -std::numeric_limits<T>::infinity());
+    for (size_t idx = 0; idx < x.size(); ++idx) {
+      int64_t o = 0;
+      for (size_t d = 0; d < xs.size(); ++d)
+        o += (static_cast<int64_t>(idx) / inStrides[d] % xs[d]) * outStrides[d];
+      y[o] = isMax ? std::max(y[o], x[idx]) : y[o] + x[idx];
+    }
+    if (op.getKind() == ReduceKind::Mean) {
+      T count = static_cast<T>(x.size() / std::max<size_t>(y.size(), 1));
+      for (T &v : y)
+        v /= count;
+    }
+    return success();
+  }
+
+  LogicalResult transpose(TransposeOp op) {
+    const Buffer &x = in(op.getInput());
+    auto xs = shapeOf(op.getInput()), ys = shapeOf(op.getResult());
+    ArrayRef<int64_t> perm = op.getPermutation();
+    std::vector<int64_t> inStrides = stridesOf(xs), outStrides = stridesOf(ys);
+    Buffer &y = out(op.getResult());
+    for (size_t idx = 0; idx < y.size(); ++idx) {
+      int64_t src = 0;
+      for (size_t d = 0; d < ys.size(); ++d)
+        src += (static_cast<int64_t>(idx) / outStrides[d] % ys[d]) * inStrides[perm[d]];
+      y[idx] = x[src];
+    }
+    return success();
+  }
+
+  LogicalResult slice(SliceOp op) {
+    const Buffer &x = in(op.getInput());
+    auto xs = shapeOf(op.getInput());
+    int64_t dim = op.getDim(), start = op.getStart(), size = op.getSize();
+    int64_t inner = product(ArrayRef<int64_t>(xs).drop_front(dim + 1));
+    int64_t outer = product(ArrayRef<int64_t>(xs).take_front(dim));
+    Buffer &y = out(op.getResult());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t s = 0; s < size; ++s)
+        std::copy_n(&x[(o * xs[dim] + start + s) * inner], inner,
+                    &y[(o * size + s) * inner]);
+    return success();
+  }
+};
+
+} // namespace
+
+FailureOr<std::vector<Tensor>> evaluate(func::FuncOp fn, ArrayRef<Tensor> args,
+                                        Precision precision) {
+  std::vector<Tensor> results;
+  LogicalResult ok = precision == Precision::F64
+                         ? Evaluator<double>().run(fn, args, results)
+                         : Evaluator<float>().run(fn, args, results);
+  if (failed(ok))
+    return failure();
+  return results;
+}
+
+//===----------------------------------------------------------------------===//
+// Arguments
+//===----------------------------------------------------------------------===//
+
+std::vector<std::string> getArgumentNames(func::FuncOp fn) {
+  std::vector<std::string> names;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+    auto name = fn.getArgAttrOfType<StringAttr>(i, kParamAttrName);
+    if (!name)
+      name = fn.getArgAttrOfType<StringAttr>(i, kInputAttrName);
+    names.push_back(name ? name.str() : "");
+  }
+  return names;
+}
+
+std::vector<Tensor> initializeArguments(func::FuncOp fn, uint64_t seed,
+                                        int64_t nLayer) {
+  std::mt19937_64 rng(seed);
+  // Box-Muller on our own uniform draws, so the stream is the same with any
+  // standard library.
+  auto normal = [&]() {
+    double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
+    double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  };
+  std::vector<std::string> names = getArgumentNames(fn);
+  std::vector<Tensor> args;
+  for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
+    Tensor t(shapeOf(arg));
+    StringRef name = names[i];
+    bool isParam = static_cast<bool>(fn.getArgAttr(i, kParamAttrName));
+    if (isParam && (name.contains("ln_") && name.ends_with(".weight")))
+      std::fill(t.data.begin(), t.data.end(), 1.0);
+    else if (isParam && !name.ends_with(".bias")) {
+      double std = 0.02;
+      if (name.ends_with("c_proj.weight"))
+        std /= std::sqrt(2.0 * static_cast<double>(nLayer));
+      for (double &x : t.data)
+        x = std * normal();
+    }
+    args.push_back(std::move(t));
+  }
+  return args;
+}
+
+} // namespace gptc::reference
