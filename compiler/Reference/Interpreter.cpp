@@ -110,8 +110,11 @@ public:
       Buffer &buf = out(arg);
       buf.clear();
       buf.reserve(args[i].data.size());
+      // f32 storage is exact in fp64 mode: only narrow formats round.
+      Type elt = type.getElementType();
+      bool narrow = elt.isBF16() || elt.isF16();
       for (double x : args[i].data)
-        buf.push_back(static_cast<T>(roundTo(type.getElementType(), x)));
+        buf.push_back(static_cast<T>(narrow ? roundTo(elt, x) : x));
     }
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {

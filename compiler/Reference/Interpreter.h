@@ -4,7 +4,8 @@
 // fp32. It is the numerical ground truth that every later pass (autodiff,
 // precision, fusion, remat) and the generated kernels are checked against.
 // Tensors whose IR element type is bf16/f16 are rounded to that format after
-// every op, so mixed-precision IR runs with its own rounding.
+// every op, so mixed-precision IR runs with its own rounding; in fp64 mode
+// f32 tensors are held exactly.
 //
 //===----------------------------------------------------------------------===//
 

@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -256,7 +257,7 @@ LogicalResult RepeatOp::verifySymbolUses(SymbolTableCollection &symbols) {
            << getCallee() << " must take the activation first and return one value";
   auto input = getInput().getType();
   for (Type t : {type.getInput(0), type.getResult(0)})
-    if (failed(verifyCompatibleShape(t, input)) ||
+    if (!llvm::isa<TensorType>(t) || failed(verifyCompatibleShape(t, input)) ||
         llvm::cast<ShapedType>(t).getElementType() != input.getElementType())
       return emitOpError("activation type ")
              << input << " does not match callee @" << getCallee() << " type " << t;
@@ -367,9 +368,16 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   if (start < 0 || size < 1)
     return shapeError(loc, "slice", "needs start >= 0 and size >= 1");
   int64_t extent = x.getDimSize(dim);
-  if (!isDyn(extent) && start + size > extent)
-    return shapeError(loc, "slice", "range [", start, ", ", start + size,
+  // `start > extent - size` rather than `start + size > extent`: the sum can
+  // overflow for a huge start and then wrap round to an accepted range.
+  if (!isDyn(extent) && (size > extent || start > extent - size)) {
+    int64_t end;
+    if (llvm::AddOverflow(start, size, end))
+      return shapeError(loc, "slice", "range start ", start, " plus size ", size,
+                        " overflows");
+    return shapeError(loc, "slice", "range [", start, ", ", end,
                       ") exceeds dimension ", dim, " of size ", extent);
+  }
   SmallVector<int64_t> shape(x.getShape());
   shape[dim] = size;
   results.push_back(tensorOf(shape, x.getElementType()));

@@ -1,0 +1,268 @@
+//===- InterpreterTest.cpp - reference interpreter ops vs hand values ----===//
+//
+// Expected values were computed by hand (or with Python's math module from
+// the op's formula), never by the interpreter itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtils.h"
+
+#include "dialects/GPT/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+using namespace gptc;
+using namespace gptc::testing;
+using reference::Precision;
+using reference::Tensor;
+
+namespace {
+
+using InterpreterTest = ReferenceTest;
+
+// Verify layernorm against mean/variance computed by hand.
+TEST_F(InterpreterTest, LayerNormMatchesHandComputed) {
+  Tensor y = run(R"mlir(
+    func.func @f(%x: tensor<1x4xf64>, %w: tensor<4xf64>, %b: tensor<4xf64>) -> tensor<1x4xf64> {
+      %y = gpt.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
+          : (tensor<1x4xf64>, tensor<4xf64>, tensor<4xf64>) -> tensor<1x4xf64>
+      return %y : tensor<1x4xf64>
+    })mlir",
+                 {Tensor({1, 4}, {1, 2, 3, 4}), Tensor({4}, {1, 1, 2, 2}),
+                  Tensor({4}, {0, 0.5, 0, -1})});
+  // mean 2.5, biased variance 1.25.
+  double rstd = 1.0 / std::sqrt(1.25 + 1e-5);
+  expectNear(y, {-1.5 * rstd, -0.5 * rstd + 0.5, 0.5 * rstd * 2, 1.5 * rstd * 2 - 1},
+             1e-14);
+}
+
+// Verify the tanh-approximate GELU at a few points.
+TEST_F(InterpreterTest, GeluTanhApproximation) {
+  Tensor y = run(R"mlir(
+    func.func @f(%x: tensor<5xf64>) -> tensor<5xf64> {
+      %y = gpt.gelu %x : tensor<5xf64>
+      return %y : tensor<5xf64>
+    })mlir",
+                 {Tensor({5}, {0.0, 1.0, -1.0, 2.0, -3.0})});
+  expectNear(y, {0.0, 0.8411919906082768, -0.15880800939172324, 1.954597694087775,
+                 -0.0036373920817729943},
+             1e-15);
+}
+
+// Verify that cross-entropy averages over positions and ignores padded logits.
+TEST_F(InterpreterTest, CrossEntropyIgnoresPaddedVocabulary) {
+  Tensor loss = run(R"mlir(
+    func.func @f(%l: tensor<1x2x4xf64>, %t: tensor<1x2xi32>) -> tensor<f64> {
+      %loss = gpt.cross_entropy %l, %t {vocab_size = 3 : i64}
+          : (tensor<1x2x4xf64>, tensor<1x2xi32>) -> tensor<f64>
+      return %loss : tensor<f64>
+    })mlir",
+                    {Tensor({1, 2, 4}, {2, 1, 0, 9, 0.5, -1, 3, 7}), Tensor({1, 2}, {0, 2})});
+  expectNear(loss, {0.2516401469293814}, 1e-15);
+}
+
+// Verify that a target outside the vocabulary is reported, not read.
+TEST_F(InterpreterTest, CrossEntropyRejectsTargetOutsideVocabulary) {
+  module = parse(R"mlir(
+    func.func @f(%l: tensor<1x1x4xf64>, %t: tensor<1x1xi32>) -> tensor<f64> {
+      %loss = gpt.cross_entropy %l, %t {vocab_size = 3 : i64}
+          : (tensor<1x1x4xf64>, tensor<1x1xi32>) -> tensor<f64>
+      return %loss : tensor<f64>
+    })mlir");
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  EXPECT_TRUE(mlir::failed(reference::evaluate(
+      fn, {Tensor({1, 1, 4}, 0.0), Tensor({1, 1}, {3})}, Precision::F64)));
+  EXPECT_NE(diagnostics.find("target 3 at position 0 is outside the vocabulary [0, 3)"),
+            std::string::npos)
+      << diagnostics;
+}
+
+// Verify token + position embedding and the out-of-range id error.
+TEST_F(InterpreterTest, EmbedAddsTokenAndPositionRows) {
+  const char *src = R"mlir(
+    func.func @f(%wte: tensor<3x2xf64>, %wpe: tensor<4x2xf64>, %ids: tensor<1x2xi32>) -> tensor<1x2x2xf64> {
+      %x = gpt.embed %wte, %wpe, %ids
+          : (tensor<3x2xf64>, tensor<4x2xf64>, tensor<1x2xi32>) -> tensor<1x2x2xf64>
+      return %x : tensor<1x2x2xf64>
+    })mlir";
+  Tensor wte({3, 2}, {1, 2, 10, 20, 100, 200}), wpe({4, 2}, {0.1, 0.2, 0.3, 0.4, 9, 9, 9, 9});
+  Tensor y = run(src, {wte, wpe, Tensor({1, 2}, {2, 0})});
+  expectNear(y, {100.1, 200.2, 1.3, 2.4}, 1e-12);
+
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  EXPECT_TRUE(mlir::failed(
+      reference::evaluate(fn, {wte, wpe, Tensor({1, 2}, {0, 3})}, Precision::F64)));
+  EXPECT_NE(diagnostics.find("token id 3 at position 1"), std::string::npos) << diagnostics;
+}
+
+// Verify causal attention on a two-token, one-head example worked by hand.
+TEST_F(InterpreterTest, CausalAttentionHandComputed) {
+  // Rows are [q | k | v] per token.
+  Tensor y = run(R"mlir(
+    func.func @f(%qkv: tensor<1x2x6xf64>) -> tensor<1x2x2xf64> {
+      %y = gpt.causal_attention %qkv {num_heads = 1 : i64}
+          : (tensor<1x2x6xf64>) -> tensor<1x2x2xf64>
+      return %y : tensor<1x2x2xf64>
+    })mlir",
+                 {Tensor({1, 2, 6}, {1, 0, 1, 2, 3, 4, /**/ 0, 1, 2, -1, -1, 5})});
+  // Token 0 sees only itself; token 1 mixes v0 and v1 by softmax(q1.k / sqrt 2).
+  expectNear(y, {3, 4, 2.5718327941393184, 4.10704180146517}, 1e-14);
+}
+
+// Verify that the fused attention op and its decomposition agree.
+TEST_F(InterpreterTest, CausalAttentionMatchesDecomposition) {
+  module = parse(R"mlir(
+    func.func @f(%qkv: tensor<2x5x36xf64>) -> tensor<2x5x12xf64> {
+      %y = gpt.causal_attention %qkv {num_heads = 3 : i64}
+          : (tensor<2x5x36xf64>) -> tensor<2x5x12xf64>
+      return %y : tensor<2x5x12xf64>
+    })mlir");
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  Tensor qkv({2, 5, 36});
+  for (double &x : qkv.data)
+    x = normal(rng);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  auto fused = reference::evaluate(fn, {qkv}, Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(fused)) << diagnostics;
+
+  mlir::PassManager pm(&context);
+  pm.addNestedPass<mlir::func::FuncOp>(mlir::gpt::createDecomposeAttentionPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  bool decomposed = false;
+  fn.walk([&](mlir::gpt::SoftmaxOp) { decomposed = true; });
+  ASSERT_TRUE(decomposed);
+  auto unfused = reference::evaluate(fn, {qkv}, Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(unfused)) << diagnostics;
+  expectNear((*unfused)[0], (*fused)[0].data, 1e-13);
+}
+
+// Verify matmul's transposes and a rank-2 rhs shared across the batch.
+TEST_F(InterpreterTest, MatmulTransposesAndSharedRhs) {
+  // lhs^T (2x3 stored as 3x2) times rhs^T (3x2 stored as 2x3), batch 2.
+  Tensor y = run(R"mlir(
+    func.func @f(%a: tensor<2x3x2xf64>, %b: tensor<2x3xf64>) -> tensor<2x2x2xf64> {
+      %y = gpt.matmul %a, %b {transpose_lhs, transpose_rhs}
+          : (tensor<2x3x2xf64>, tensor<2x3xf64>) -> tensor<2x2x2xf64>
+      return %y : tensor<2x2x2xf64>
+    })mlir",
+                 {Tensor({2, 3, 2}, {1, 2, 3, 4, 5, 6, /**/ 1, 0, 0, 1, 1, 1}),
+                  Tensor({2, 3}, {1, 0, 2, 0, 1, 1})});
+  // Batch 0: A^T = [[1,3,5],[2,4,6]], B^T = [[1,0],[0,1],[2,1]].
+  // Batch 1: A^T = [[1,0,1],[0,1,1]].
+  expectNear(y, {11, 8, 14, 10, /**/ 3, 1, 2, 2}, 1e-15);
+}
+
+// Verify linear = x W^T + b with a PyTorch-layout weight.
+TEST_F(InterpreterTest, LinearUsesOutInLayout) {
+  Tensor y = run(R"mlir(
+    func.func @f(%x: tensor<1x2xf64>, %w: tensor<3x2xf64>, %b: tensor<3xf64>) -> tensor<1x3xf64> {
+      %y = gpt.linear %x, %w, %b
+          : (tensor<1x2xf64>, tensor<3x2xf64>, tensor<3xf64>) -> tensor<1x3xf64>
+      return %y : tensor<1x3xf64>
+    })mlir",
+                 {Tensor({1, 2}, {1, 2}), Tensor({3, 2}, {1, 0, 0, 1, 1, 1}),
+                  Tensor({3}, {0.5, 0, -1})});
+  expectNear(y, {1.5, 2, 2}, 1e-15);
+}
+
+// Verify sum/mean/max reductions with and without keep_dims.
+TEST_F(InterpreterTest, ReduceKinds) {
+  const char *src = R"mlir(
+    func.func @f(%x: tensor<2x3xf64>) -> (tensor<3xf64>, tensor<2x1xf64>, tensor<3xf64>) {
+      %s = gpt.reduce sum %x dims [0] : (tensor<2x3xf64>) -> tensor<3xf64>
+      %m = gpt.reduce mean %x dims [1] keep_dims : (tensor<2x3xf64>) -> tensor<2x1xf64>
+      %x2 = gpt.reduce max %x dims [0] : (tensor<2x3xf64>) -> tensor<3xf64>
+      return %s, %m, %x2 : tensor<3xf64>, tensor<2x1xf64>, tensor<3xf64>
+    })mlir";
+  module = parse(src);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  auto r = reference::evaluate(fn, {Tensor({2, 3}, {1, -2, 3, 4, 5, -6})}, Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(r)) << diagnostics;
+  expectNear((*r)[0], {5, 3, -3}, 1e-15);
+  expectNear((*r)[1], {2.0 / 3, 1}, 1e-15);
+  EXPECT_EQ((*r)[1].shape, (std::vector<int64_t>{2, 1}));
+  expectNear((*r)[2], {4, 5, 3}, 1e-15);
+}
+
+// Verify transpose, slice and reshape move the right elements.
+TEST_F(InterpreterTest, LayoutOps) {
+  Tensor y = run(R"mlir(
+    func.func @f(%x: tensor<2x3xf64>) -> tensor<1x2xf64> {
+      %t = gpt.transpose %x [1, 0] : (tensor<2x3xf64>) -> tensor<3x2xf64>
+      %s = gpt.slice %t {dim = 0 : i64, start = 2 : i64, size = 1 : i64}
+          : (tensor<3x2xf64>) -> tensor<1x2xf64>
+      %r = gpt.reshape %s : tensor<1x2xf64> to tensor<1x2xf64>
+      return %r : tensor<1x2xf64>
+    })mlir",
+                 {Tensor({2, 3}, {1, 2, 3, 4, 5, 6})});
+  expectNear(y, {3, 6}, 0);
+}
+
+// Verify the causal mask and a softmax over masked rows.
+TEST_F(InterpreterTest, CausalMaskThenSoftmax) {
+  Tensor y = run(R"mlir(
+    func.func @f(%s: tensor<2x2xf64>) -> tensor<2x2xf64> {
+      %m = gpt.causal_mask %s : tensor<2x2xf64>
+      %p = gpt.softmax %m : tensor<2x2xf64>
+      return %p : tensor<2x2xf64>
+    })mlir",
+                 {Tensor({2, 2}, {5, 7, 0, std::log(3.0)})});
+  expectNear(y, {1, 0, 0.25, 0.75}, 1e-15);
+}
+
+// Verify that fp32 mode computes in single precision: (1e8 + 1) - 1e8 is 0
+// in float (the ulp of 1e8 is 8) and 1 in double.
+TEST_F(InterpreterTest, Fp32ModeRoundsEveryOp) {
+  const char *src = R"mlir(
+    func.func @f(%a: tensor<1xf32>, %b: tensor<1xf32>) -> tensor<1xf32> {
+      %s = gpt.add %a, %b : tensor<1xf32>
+      %d = gpt.sub %s, %a : tensor<1xf32>
+      return %d : tensor<1xf32>
+    })mlir";
+  std::vector<Tensor> args = {Tensor({1}, {1e8}), Tensor({1}, {1})};
+  EXPECT_EQ(run(src, args, Precision::F32).data[0], 0.0);
+  EXPECT_EQ(run(src, args, Precision::F64).data[0], 1.0);
+}
+
+// Verify bf16/f16 rounding: ties to even, subnormals, overflow to infinity.
+TEST_F(InterpreterTest, CastRoundsToNarrowFormats) {
+  Tensor y = run(R"mlir(
+    func.func @f(%x: tensor<4xf32>) -> tensor<4xbf16> {
+      %h = gpt.cast %x : tensor<4xf32> to tensor<4xbf16>
+      return %h : tensor<4xbf16>
+    })mlir",
+                 {Tensor({4}, {1.00390625, 1.01171875, -3.0e38, 1.0e-40})});
+  // 1 + 2^-8 ties to 1; 1 + 3 * 2^-8 ties to 1 + 2^-6; -3e38 keeps 8
+  // significant bits; 1e-40 becomes the smallest bf16 subnormal, 2^-133.
+  EXPECT_EQ(y.data[0], 1.0);
+  EXPECT_EQ(y.data[1], 1.015625);
+  EXPECT_EQ(y.data[2], -3.00405527047391e38);
+  EXPECT_EQ(y.data[3], std::ldexp(1.0, -133));
+
+  mlir::Builder b(&context);
+  EXPECT_EQ(reference::roundTo(b.getF16Type(), 65520.0),
+            std::numeric_limits<double>::infinity());
+  EXPECT_EQ(reference::roundTo(b.getF16Type(), 65519.0), 65504.0);
+  EXPECT_EQ(reference::roundTo(b.getF16Type(), std::ldexp(1.0, -25)), 0.0); // tie to 0
+  EXPECT_EQ(reference::roundTo(b.getF16Type(), std::ldexp(3.0, -26)), std::ldexp(1.0, -24));
+}
+
+// Verify that a wrongly shaped argument is a diagnostic, not a crash.
+TEST_F(InterpreterTest, RejectsWrongArgumentShape) {
+  module = parse(R"mlir(
+    func.func @f(%x: tensor<2xf64>) -> tensor<2xf64> {
+      %y = gpt.exp %x : tensor<2xf64>
+      return %y : tensor<2xf64>
+    })mlir");
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  EXPECT_TRUE(mlir::failed(reference::evaluate(fn, {Tensor({3}, 1.0)}, Precision::F64)));
+  EXPECT_NE(diagnostics.find("argument 0 has the wrong shape"), std::string::npos);
+  EXPECT_TRUE(mlir::failed(reference::evaluate(fn, {}, Precision::F64)));
+}
+
+} // namespace
