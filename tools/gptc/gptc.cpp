@@ -87,6 +87,9 @@ Examples:
   gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o gpt2-124M.mlir
   gptc compile models/gpt2.mlir --model=tiny --compile-to=import --dump-ir-after-each-pass=out/
   gptc run-reference models/gpt2.mlir --model=tiny --precision=fp32
+
+MLIR's pass-manager flags also work (listed by --help-hidden), e.g.
+  --mlir-print-ir-after-all, --mlir-print-ir-after=<pass>, --mlir-timing
 )";
 
 int fail(const llvm::Twine &message) {
@@ -255,6 +258,7 @@ int main(int argc, char **argv) {
   llvm::StringRef command = argc > 1 ? argv[1] : "";
   bool isCommand = command == "compile" || command == "run-reference";
 
+  gptc::registerPasses(); // so --mlir-print-ir-after=<pass> knows our passes
   registerAsmPrinterCLOptions();
   registerMLIRContextCLOptions();
   registerPassManagerCLOptions();
@@ -270,6 +274,8 @@ int main(int argc, char **argv) {
     args.erase(args.begin() + 1);
     args[0] = program.data();
   }
+  // libLLVM registers hundreds of backend flags; --help shows ours only.
+  cl::HideUnrelatedOptions({&compileCat, &referenceCat});
   cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(), kOverview);
 
   if (listPhases) {

@@ -1,0 +1,809 @@
+// RUN: gpt-opt %s --split-input-file | gpt-opt --split-input-file | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --mlir-print-op-generic | gpt-opt --split-input-file | FileCheck %s
+
+// Tests that gpt.embed round-trips with static shapes.
+// CHECK-LABEL: func.func @embed
+// CHECK-SAME:    %[[WTE:.*]]: tensor<64x16xf32>, %[[WPE:.*]]: tensor<16x16xf32>, %[[IDS:.*]]: tensor<2x8xi32>
+func.func @embed(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xf32>,
+                 %ids: tensor<2x8xi32>) -> tensor<2x8x16xf32> {
+  // CHECK: %[[X:.*]] = gpt.embed %[[WTE]], %[[WPE]], %[[IDS]] : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  %x = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  // CHECK: return %[[X]]
+  return %x : tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests that gpt.embed accepts a sequence as long as the position table.
+// CHECK-LABEL: func.func @embed_full_block
+func.func @embed_full_block(%wte: tensor<64x16xbf16>, %wpe: tensor<8x16xbf16>,
+                            %ids: tensor<1x8xi32>) -> tensor<1x8x16xbf16> {
+  // CHECK: gpt.embed %{{.*}}, %{{.*}}, %{{.*}} : (tensor<64x16xbf16>, tensor<8x16xbf16>, tensor<1x8xi32>) -> tensor<1x8x16xbf16>
+  %x = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xbf16>, tensor<8x16xbf16>, tensor<1x8xi32>) -> tensor<1x8x16xbf16>
+  return %x : tensor<1x8x16xbf16>
+}
+
+// -----
+
+// Tests that gpt.embed accepts dynamic dimensions everywhere.
+// CHECK-LABEL: func.func @embed_dynamic
+// CHECK-SAME:    %[[WTE:.*]]: tensor<?x?xf32>, %[[WPE:.*]]: tensor<?x?xf32>, %[[IDS:.*]]: tensor<?x?xi32>
+func.func @embed_dynamic(%wte: tensor<?x?xf32>, %wpe: tensor<?x?xf32>,
+                         %ids: tensor<?x?xi32>) -> tensor<?x?x?xf32> {
+  // CHECK: gpt.embed %[[WTE]], %[[WPE]], %[[IDS]] : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xi32>) -> tensor<?x?x?xf32>
+  %x = gpt.embed %wte, %wpe, %ids
+      : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xi32>) -> tensor<?x?x?xf32>
+  return %x : tensor<?x?x?xf32>
+}
+
+// -----
+
+// Tests that gpt.embed takes the channel count from whichever table knows it.
+// CHECK-LABEL: func.func @embed_partially_dynamic
+func.func @embed_partially_dynamic(%wte: tensor<?x16xf32>, %wpe: tensor<?x?xf32>,
+                                   %ids: tensor<2x?xi32>) -> tensor<2x?x16xf32> {
+  // CHECK: gpt.embed %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x16xf32>, tensor<?x?xf32>, tensor<2x?xi32>) -> tensor<2x?x16xf32>
+  %x = gpt.embed %wte, %wpe, %ids
+      : (tensor<?x16xf32>, tensor<?x?xf32>, tensor<2x?xi32>) -> tensor<2x?x16xf32>
+  return %x : tensor<2x?x16xf32>
+}
+
+// -----
+
+// Tests that gpt.layernorm round-trips and that the default epsilon is elided.
+// CHECK-LABEL: func.func @layernorm
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xf32>, %[[W:.*]]: tensor<16xf32>, %[[B:.*]]: tensor<16xf32>
+func.func @layernorm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>)
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
+  // CHECK: %[[Y0:.*]] = gpt.layernorm %[[X]], %[[W]], %[[B]] : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %0 = gpt.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
+      : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: %[[Y1:.*]] = gpt.layernorm %[[X]], %[[W]], %[[B]] : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  %1 = gpt.layernorm %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  // CHECK: return %[[Y0]], %[[Y1]]
+  return %0, %1 : tensor<2x8x16xf32>, tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests that gpt.layernorm keeps a non-default epsilon.
+// CHECK-LABEL: func.func @layernorm_epsilon
+func.func @layernorm_epsilon(%x: tensor<8x16xf64>, %w: tensor<16xf64>, %b: tensor<16xf64>)
+    -> tensor<8x16xf64> {
+  // CHECK: gpt.layernorm %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 1.250000e-01 : f64} : (tensor<8x16xf64>, tensor<16xf64>, tensor<16xf64>) -> tensor<8x16xf64>
+  %0 = gpt.layernorm %x, %w, %b {epsilon = 0.125 : f64}
+      : (tensor<8x16xf64>, tensor<16xf64>, tensor<16xf64>) -> tensor<8x16xf64>
+  return %0 : tensor<8x16xf64>
+}
+
+// -----
+
+// Tests that gpt.layernorm accepts dynamic dimensions.
+// CHECK-LABEL: func.func @layernorm_dynamic
+func.func @layernorm_dynamic(%x: tensor<?x?x?xf32>, %w: tensor<?xf32>, %b: tensor<16xf32>)
+    -> tensor<?x?x?xf32> {
+  // CHECK: gpt.layernorm %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x?xf32>, tensor<?xf32>, tensor<16xf32>) -> tensor<?x?x?xf32>
+  %0 = gpt.layernorm %x, %w, %b
+      : (tensor<?x?x?xf32>, tensor<?xf32>, tensor<16xf32>) -> tensor<?x?x?xf32>
+  return %0 : tensor<?x?x?xf32>
+}
+
+// -----
+
+// Tests that gpt.linear round-trips with a bias.
+// CHECK-LABEL: func.func @linear_bias
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xf32>, %[[W:.*]]: tensor<48x16xf32>, %[[B:.*]]: tensor<48xf32>
+func.func @linear_bias(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>, %b: tensor<48xf32>)
+    -> tensor<2x8x48xf32> {
+  // CHECK: %[[Y:.*]] = gpt.linear %[[X]], %[[W]], %[[B]] : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
+  %y = gpt.linear %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x48xf32>
+}
+
+// -----
+
+// Tests that gpt.linear round-trips without a bias.
+// CHECK-LABEL: func.func @linear_no_bias
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xf32>, %[[W:.*]]: tensor<64x16xf32>
+func.func @linear_no_bias(%x: tensor<2x8x16xf32>, %w: tensor<64x16xf32>) -> tensor<2x8x64xf32> {
+  // CHECK: %[[Y:.*]] = gpt.linear %[[X]], %[[W]] : (tensor<2x8x16xf32>, tensor<64x16xf32>) -> tensor<2x8x64xf32>
+  %y = gpt.linear %x, %w : (tensor<2x8x16xf32>, tensor<64x16xf32>) -> tensor<2x8x64xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that gpt.linear accepts a rank-1 input.
+// CHECK-LABEL: func.func @linear_vector
+func.func @linear_vector(%x: tensor<16xf16>, %w: tensor<4x16xf16>) -> tensor<4xf16> {
+  // CHECK: gpt.linear %{{.*}}, %{{.*}} : (tensor<16xf16>, tensor<4x16xf16>) -> tensor<4xf16>
+  %y = gpt.linear %x, %w : (tensor<16xf16>, tensor<4x16xf16>) -> tensor<4xf16>
+  return %y : tensor<4xf16>
+}
+
+// -----
+
+// Tests that gpt.linear accepts dynamic dimensions and takes N from the bias
+// when the weight does not know it.
+// CHECK-LABEL: func.func @linear_dynamic
+func.func @linear_dynamic(%x: tensor<?x?x?xf32>, %w: tensor<?x?xf32>, %b: tensor<48xf32>,
+                          %w2: tensor<?x?xf32>) -> (tensor<?x?x48xf32>, tensor<?x?x?xf32>) {
+  // CHECK: gpt.linear %{{.*}}, %{{.*}}, %{{.*}} : (tensor<?x?x?xf32>, tensor<?x?xf32>, tensor<48xf32>) -> tensor<?x?x48xf32>
+  %0 = gpt.linear %x, %w, %b
+      : (tensor<?x?x?xf32>, tensor<?x?xf32>, tensor<48xf32>) -> tensor<?x?x48xf32>
+  // CHECK: gpt.linear %{{.*}}, %{{.*}} : (tensor<?x?x?xf32>, tensor<?x?xf32>) -> tensor<?x?x?xf32>
+  %1 = gpt.linear %x, %w2 : (tensor<?x?x?xf32>, tensor<?x?xf32>) -> tensor<?x?x?xf32>
+  return %0, %1 : tensor<?x?x48xf32>, tensor<?x?x?xf32>
+}
+
+// -----
+
+// Tests that gpt.matmul round-trips for plain rank-2 operands.
+// CHECK-LABEL: func.func @matmul_2d
+// CHECK-SAME:    %[[A:.*]]: tensor<8x16xf32>, %[[B:.*]]: tensor<16x4xf32>
+func.func @matmul_2d(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) -> tensor<8x4xf32> {
+  // CHECK: %[[C:.*]] = gpt.matmul %[[A]], %[[B]] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  %c = gpt.matmul %a, %b : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+  // CHECK: return %[[C]]
+  return %c : tensor<8x4xf32>
+}
+
+// -----
+
+// Tests that gpt.matmul round-trips with a batched rhs of the lhs rank.
+// CHECK-LABEL: func.func @matmul_batched
+// CHECK-SAME:    %[[Q:.*]]: tensor<2x4x8x4xf32>, %[[K:.*]]: tensor<2x4x4x8xf32>
+func.func @matmul_batched(%q: tensor<2x4x8x4xf32>, %k: tensor<2x4x4x8xf32>)
+    -> tensor<2x4x8x8xf32> {
+  // CHECK: %[[S:.*]] = gpt.matmul %[[Q]], %[[K]] : (tensor<2x4x8x4xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x8x8xf32>
+  %s = gpt.matmul %q, %k : (tensor<2x4x8x4xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: return %[[S]]
+  return %s : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that gpt.matmul round-trips with a rank-2 rhs shared by every batch.
+// CHECK-LABEL: func.func @matmul_shared_rhs
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xf32>, %[[W:.*]]: tensor<16x64xf32>
+func.func @matmul_shared_rhs(%x: tensor<2x8x16xf32>, %w: tensor<16x64xf32>)
+    -> tensor<2x8x64xf32> {
+  // CHECK: %[[Y:.*]] = gpt.matmul %[[X]], %[[W]] : (tensor<2x8x16xf32>, tensor<16x64xf32>) -> tensor<2x8x64xf32>
+  %y = gpt.matmul %x, %w : (tensor<2x8x16xf32>, tensor<16x64xf32>) -> tensor<2x8x64xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that gpt.matmul round-trips with transpose_rhs (the tied LM head).
+// CHECK-LABEL: func.func @matmul_transpose_rhs
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xf32>, %[[WTE:.*]]: tensor<64x16xf32>
+func.func @matmul_transpose_rhs(%x: tensor<2x8x16xf32>, %wte: tensor<64x16xf32>)
+    -> tensor<2x8x64xf32> {
+  // CHECK: %[[L:.*]] = gpt.matmul %[[X]], %[[WTE]] {transpose_rhs} : (tensor<2x8x16xf32>, tensor<64x16xf32>) -> tensor<2x8x64xf32>
+  %logits = gpt.matmul %x, %wte {transpose_rhs}
+      : (tensor<2x8x16xf32>, tensor<64x16xf32>) -> tensor<2x8x64xf32>
+  // CHECK: return %[[L]]
+  return %logits : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that gpt.matmul round-trips with transpose_lhs.
+// CHECK-LABEL: func.func @matmul_transpose_lhs
+// CHECK-SAME:    %[[A:.*]]: tensor<2x4x8x4xf32>, %[[B:.*]]: tensor<2x4x8x4xf32>
+func.func @matmul_transpose_lhs(%a: tensor<2x4x8x4xf32>, %b: tensor<2x4x8x4xf32>)
+    -> tensor<2x4x4x4xf32> {
+  // CHECK: %[[C:.*]] = gpt.matmul %[[A]], %[[B]] {transpose_lhs} : (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) -> tensor<2x4x4x4xf32>
+  %c = gpt.matmul %a, %b {transpose_lhs}
+      : (tensor<2x4x8x4xf32>, tensor<2x4x8x4xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: return %[[C]]
+  return %c : tensor<2x4x4x4xf32>
+}
+
+// -----
+
+// Tests that gpt.matmul round-trips with both operands transposed.
+// CHECK-LABEL: func.func @matmul_transpose_both
+func.func @matmul_transpose_both(%a: tensor<16x8xbf16>, %b: tensor<4x16xbf16>)
+    -> tensor<8x4xbf16> {
+  // CHECK: gpt.matmul %{{.*}}, %{{.*}} {transpose_lhs, transpose_rhs} : (tensor<16x8xbf16>, tensor<4x16xbf16>) -> tensor<8x4xbf16>
+  %c = gpt.matmul %a, %b {transpose_lhs, transpose_rhs}
+      : (tensor<16x8xbf16>, tensor<4x16xbf16>) -> tensor<8x4xbf16>
+  return %c : tensor<8x4xbf16>
+}
+
+// -----
+
+// Tests that gpt.matmul accepts dynamic dimensions and merges batch
+// dimensions known on only one side.
+// CHECK-LABEL: func.func @matmul_dynamic
+func.func @matmul_dynamic(%a: tensor<?x4x?x?xf32>, %b: tensor<2x?x?x8xf32>,
+                          %w: tensor<?x?xf32>) -> (tensor<2x4x?x8xf32>, tensor<?x4x?x?xf32>) {
+  // CHECK: gpt.matmul %{{.*}}, %{{.*}} : (tensor<?x4x?x?xf32>, tensor<2x?x?x8xf32>) -> tensor<2x4x?x8xf32>
+  %0 = gpt.matmul %a, %b : (tensor<?x4x?x?xf32>, tensor<2x?x?x8xf32>) -> tensor<2x4x?x8xf32>
+  // CHECK: gpt.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<?x4x?x?xf32>, tensor<?x?xf32>) -> tensor<?x4x?x?xf32>
+  %1 = gpt.matmul %a, %w {transpose_rhs}
+      : (tensor<?x4x?x?xf32>, tensor<?x?xf32>) -> tensor<?x4x?x?xf32>
+  return %0, %1 : tensor<2x4x?x8xf32>, tensor<?x4x?x?xf32>
+}
+
+// -----
+
+// Tests that gpt.bias_add round-trips.
+// CHECK-LABEL: func.func @bias_add
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x48xf32>, %[[B:.*]]: tensor<48xf32>
+func.func @bias_add(%x: tensor<2x8x48xf32>, %b: tensor<48xf32>) -> tensor<2x8x48xf32> {
+  // CHECK: %[[Y:.*]] = gpt.bias_add %[[X]], %[[B]] : (tensor<2x8x48xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
+  %y = gpt.bias_add %x, %b : (tensor<2x8x48xf32>, tensor<48xf32>) -> tensor<2x8x48xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x48xf32>
+}
+
+// -----
+
+// Tests that gpt.bias_add accepts dynamic dimensions.
+// CHECK-LABEL: func.func @bias_add_dynamic
+func.func @bias_add_dynamic(%x: tensor<?x?xf32>, %b: tensor<48xf32>) -> tensor<?x?xf32> {
+  // CHECK: gpt.bias_add %{{.*}}, %{{.*}} : (tensor<?x?xf32>, tensor<48xf32>) -> tensor<?x?xf32>
+  %y = gpt.bias_add %x, %b : (tensor<?x?xf32>, tensor<48xf32>) -> tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
+}
+
+// -----
+
+// Tests that gpt.causal_attention round-trips with an integer head count.
+// CHECK-LABEL: func.func @causal_attention
+// CHECK-SAME:    %[[QKV:.*]]: tensor<2x8x48xf32>
+func.func @causal_attention(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
+  // CHECK: %[[Y:.*]] = gpt.causal_attention %[[QKV]] {num_heads = 4 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %y = gpt.causal_attention %qkv {num_heads = 4 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests that gpt.causal_attention round-trips with a #gpt.cfg head count.
+// CHECK-LABEL: func.func @causal_attention_cfg
+// CHECK-SAME:    %[[QKV:.*]]: tensor<2x8x48xf32>
+func.func @causal_attention_cfg(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
+  // CHECK: %[[Y:.*]] = gpt.causal_attention %[[QKV]] {num_heads = #gpt.cfg<"n_head">} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %y = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests that gpt.causal_attention accepts dynamic dimensions.
+// CHECK-LABEL: func.func @causal_attention_dynamic
+func.func @causal_attention_dynamic(%qkv: tensor<?x?x?xf32>, %qkv2: tensor<?x?x48xf16>)
+    -> (tensor<?x?x?xf32>, tensor<?x?x16xf16>) {
+  // CHECK: gpt.causal_attention %{{.*}} {num_heads = #gpt.cfg<"n_head">} : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  %0 = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
+      : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  // CHECK: gpt.causal_attention %{{.*}} {num_heads = 2 : i64} : (tensor<?x?x48xf16>) -> tensor<?x?x16xf16>
+  %1 = gpt.causal_attention %qkv2 {num_heads = 2 : i64}
+      : (tensor<?x?x48xf16>) -> tensor<?x?x16xf16>
+  return %0, %1 : tensor<?x?x?xf32>, tensor<?x?x16xf16>
+}
+
+// -----
+
+// Tests that gpt.cross_entropy round-trips with an integer vocab_size.
+// CHECK-LABEL: func.func @cross_entropy
+// CHECK-SAME:    %[[L:.*]]: tensor<2x8x64xf32>, %[[T:.*]]: tensor<2x8xi32>
+func.func @cross_entropy(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>)
+    -> tensor<f32> {
+  // CHECK: %[[LOSS:.*]] = gpt.cross_entropy %[[L]], %[[T]] {vocab_size = 60 : i64} : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+  %loss = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+      : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+  // CHECK: return %[[LOSS]]
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that gpt.cross_entropy round-trips with a #gpt.cfg vocab_size and
+// dynamic dimensions.
+// CHECK-LABEL: func.func @cross_entropy_cfg_dynamic
+func.func @cross_entropy_cfg_dynamic(%logits: tensor<?x?x?xf32>, %targets: tensor<?x?xi32>)
+    -> tensor<f32> {
+  // CHECK: gpt.cross_entropy %{{.*}}, %{{.*}} {vocab_size = #gpt.cfg<"vocab_size">} : (tensor<?x?x?xf32>, tensor<?x?xi32>) -> tensor<f32>
+  %loss = gpt.cross_entropy %logits, %targets {vocab_size = #gpt.cfg<"vocab_size">}
+      : (tensor<?x?x?xf32>, tensor<?x?xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that gpt.cross_entropy accepts rank-1 logits with rank-0 targets and
+// vocab_size equal to Vp.
+// CHECK-LABEL: func.func @cross_entropy_single
+func.func @cross_entropy_single(%logits: tensor<64xbf16>, %target: tensor<i32>) -> tensor<bf16> {
+  // CHECK: gpt.cross_entropy %{{.*}}, %{{.*}} {vocab_size = 64 : i64} : (tensor<64xbf16>, tensor<i32>) -> tensor<bf16>
+  %loss = gpt.cross_entropy %logits, %target {vocab_size = 64 : i64}
+      : (tensor<64xbf16>, tensor<i32>) -> tensor<bf16>
+  return %loss : tensor<bf16>
+}
+
+// -----
+
+// Tests that gpt.repeat round-trips with a #gpt.cfg count.
+// CHECK-LABEL: func.func private @block
+// CHECK-SAME:    {gpt.param = "ln_1.weight"}
+// CHECK-SAME:    {gpt.param = "ln_1.bias"}
+func.func private @block(%x: tensor<?x?x?xf32>,
+                         %w: tensor<?xf32> {gpt.param = "ln_1.weight"},
+                         %b: tensor<?xf32> {gpt.param = "ln_1.bias"})
+    -> tensor<?x?x?xf32> {
+  %y = gpt.layernorm %x, %w, %b
+      : (tensor<?x?x?xf32>, tensor<?xf32>, tensor<?xf32>) -> tensor<?x?x?xf32>
+  return %y : tensor<?x?x?xf32>
+}
+
+// CHECK-LABEL: func.func @repeat_cfg
+// CHECK-SAME:    %[[X:.*]]: tensor<?x?x?xf32>
+func.func @repeat_cfg(%x: tensor<?x?x?xf32>) -> tensor<?x?x?xf32> {
+  // CHECK: %[[H:.*]] = gpt.repeat @block(%[[X]]) {count = #gpt.cfg<"n_layer">, prefix = "h"} : tensor<?x?x?xf32>
+  %h = gpt.repeat @block(%x) {count = #gpt.cfg<"n_layer">, prefix = "h"} : tensor<?x?x?xf32>
+  // CHECK: return %[[H]]
+  return %h : tensor<?x?x?xf32>
+}
+
+// -----
+
+// Tests that gpt.repeat round-trips with an integer count, a static
+// activation and a callee with `?` dimensions.
+// CHECK-LABEL: func.func private @block
+func.func private @block(%x: tensor<?x?x?xf32>,
+                         %w: tensor<?xf32> {gpt.param = "ln.weight"})
+    -> tensor<?x?x?xf32>
+
+// CHECK-LABEL: func.func @repeat_static
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xf32>
+func.func @repeat_static(%x: tensor<2x8x16xf32>) -> tensor<2x8x16xf32> {
+  // CHECK: %[[H:.*]] = gpt.repeat @block(%[[X]]) {count = 3 : i64, prefix = "layers"} : tensor<2x8x16xf32>
+  %h = gpt.repeat @block(%x) {count = 3 : i64, prefix = "layers"} : tensor<2x8x16xf32>
+  // CHECK: return %[[H]]
+  return %h : tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests that gpt.repeat accepts a callee that takes only the activation.
+// CHECK-LABEL: func.func private @act_only
+func.func private @act_only(%x: tensor<4x16xf32>) -> tensor<4x16xf32>
+
+// CHECK-LABEL: func.func @repeat_no_params
+func.func @repeat_no_params(%x: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  // CHECK: gpt.repeat @act_only(%{{.*}}) {count = 1 : i64, prefix = "h"} : tensor<4x16xf32>
+  %h = gpt.repeat @act_only(%x) {count = 1 : i64, prefix = "h"} : tensor<4x16xf32>
+  return %h : tensor<4x16xf32>
+}
+
+// -----
+
+// Tests that gpt.add round-trips.
+// CHECK-LABEL: func.func @add
+// CHECK-SAME:    %[[A:.*]]: tensor<2x8xf32>, %[[B:.*]]: tensor<2x8xf32>
+func.func @add(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: %[[C:.*]] = gpt.add %[[A]], %[[B]] : tensor<2x8xf32>
+  %c = gpt.add %a, %b : tensor<2x8xf32>
+  // CHECK: return %[[C]]
+  return %c : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that gpt.sub round-trips.
+// CHECK-LABEL: func.func @sub
+// CHECK-SAME:    %[[A:.*]]: tensor<2x8xf32>, %[[B:.*]]: tensor<2x8xf32>
+func.func @sub(%a: tensor<2x8xf32>, %b: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: %[[C:.*]] = gpt.sub %[[A]], %[[B]] : tensor<2x8xf32>
+  %c = gpt.sub %a, %b : tensor<2x8xf32>
+  // CHECK: return %[[C]]
+  return %c : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that gpt.mul round-trips.
+// CHECK-LABEL: func.func @mul
+// CHECK-SAME:    %[[A:.*]]: tensor<2x8xbf16>, %[[B:.*]]: tensor<2x8xbf16>
+func.func @mul(%a: tensor<2x8xbf16>, %b: tensor<2x8xbf16>) -> tensor<2x8xbf16> {
+  // CHECK: %[[C:.*]] = gpt.mul %[[A]], %[[B]] : tensor<2x8xbf16>
+  %c = gpt.mul %a, %b : tensor<2x8xbf16>
+  // CHECK: return %[[C]]
+  return %c : tensor<2x8xbf16>
+}
+
+// -----
+
+// Tests that gpt.div round-trips.
+// CHECK-LABEL: func.func @div
+// CHECK-SAME:    %[[A:.*]]: tensor<2x8xf16>, %[[B:.*]]: tensor<2x8xf16>
+func.func @div(%a: tensor<2x8xf16>, %b: tensor<2x8xf16>) -> tensor<2x8xf16> {
+  // CHECK: %[[C:.*]] = gpt.div %[[A]], %[[B]] : tensor<2x8xf16>
+  %c = gpt.div %a, %b : tensor<2x8xf16>
+  // CHECK: return %[[C]]
+  return %c : tensor<2x8xf16>
+}
+
+// -----
+
+// Tests that gpt.max round-trips.
+// CHECK-LABEL: func.func @max
+// CHECK-SAME:    %[[A:.*]]: tensor<2x8xf64>, %[[B:.*]]: tensor<2x8xf64>
+func.func @max(%a: tensor<2x8xf64>, %b: tensor<2x8xf64>) -> tensor<2x8xf64> {
+  // CHECK: %[[C:.*]] = gpt.max %[[A]], %[[B]] : tensor<2x8xf64>
+  %c = gpt.max %a, %b : tensor<2x8xf64>
+  // CHECK: return %[[C]]
+  return %c : tensor<2x8xf64>
+}
+
+// -----
+
+// Tests that the elementwise binary ops accept dynamic and rank-0 tensors.
+// CHECK-LABEL: func.func @binary_dynamic
+// CHECK-SAME:    %[[A:.*]]: tensor<?x?xf32>, %[[B:.*]]: tensor<?x?xf32>, %[[S:.*]]: tensor<f32>
+func.func @binary_dynamic(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>, %s: tensor<f32>)
+    -> (tensor<?x?xf32>, tensor<f32>) {
+  // CHECK: %[[ADD:.*]] = gpt.add %[[A]], %[[B]] : tensor<?x?xf32>
+  %0 = gpt.add %a, %b : tensor<?x?xf32>
+  // CHECK: %[[SUB:.*]] = gpt.sub %[[ADD]], %[[B]] : tensor<?x?xf32>
+  %1 = gpt.sub %0, %b : tensor<?x?xf32>
+  // CHECK: %[[MUL:.*]] = gpt.mul %[[SUB]], %[[A]] : tensor<?x?xf32>
+  %2 = gpt.mul %1, %a : tensor<?x?xf32>
+  // CHECK: %[[DIV:.*]] = gpt.div %[[MUL]], %[[B]] : tensor<?x?xf32>
+  %3 = gpt.div %2, %b : tensor<?x?xf32>
+  // CHECK: %[[MAX:.*]] = gpt.max %[[S]], %[[S]] : tensor<f32>
+  %4 = gpt.max %s, %s : tensor<f32>
+  // CHECK: return %[[DIV]], %[[MAX]]
+  return %3, %4 : tensor<?x?xf32>, tensor<f32>
+}
+
+// -----
+
+// Tests that gpt.neg round-trips.
+// CHECK-LABEL: func.func @neg
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8xf32>
+func.func @neg(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: %[[Y:.*]] = gpt.neg %[[X]] : tensor<2x8xf32>
+  %y = gpt.neg %x : tensor<2x8xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that gpt.exp round-trips.
+// CHECK-LABEL: func.func @exp
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8xf32>
+func.func @exp(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: %[[Y:.*]] = gpt.exp %[[X]] : tensor<2x8xf32>
+  %y = gpt.exp %x : tensor<2x8xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// Tests that gpt.log round-trips.
+// CHECK-LABEL: func.func @log
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8xf64>
+func.func @log(%x: tensor<2x8xf64>) -> tensor<2x8xf64> {
+  // CHECK: %[[Y:.*]] = gpt.log %[[X]] : tensor<2x8xf64>
+  %y = gpt.log %x : tensor<2x8xf64>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8xf64>
+}
+
+// -----
+
+// Tests that gpt.tanh round-trips.
+// CHECK-LABEL: func.func @tanh
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8xbf16>
+func.func @tanh(%x: tensor<2x8xbf16>) -> tensor<2x8xbf16> {
+  // CHECK: %[[Y:.*]] = gpt.tanh %[[X]] : tensor<2x8xbf16>
+  %y = gpt.tanh %x : tensor<2x8xbf16>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8xbf16>
+}
+
+// -----
+
+// Tests that gpt.sqrt round-trips.
+// CHECK-LABEL: func.func @sqrt
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8xf16>
+func.func @sqrt(%x: tensor<2x8xf16>) -> tensor<2x8xf16> {
+  // CHECK: %[[Y:.*]] = gpt.sqrt %[[X]] : tensor<2x8xf16>
+  %y = gpt.sqrt %x : tensor<2x8xf16>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8xf16>
+}
+
+// -----
+
+// Tests that gpt.rsqrt round-trips.
+// CHECK-LABEL: func.func @rsqrt
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x1xf32>
+func.func @rsqrt(%x: tensor<2x8x1xf32>) -> tensor<2x8x1xf32> {
+  // CHECK: %[[Y:.*]] = gpt.rsqrt %[[X]] : tensor<2x8x1xf32>
+  %y = gpt.rsqrt %x : tensor<2x8x1xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x1xf32>
+}
+
+// -----
+
+// Tests that gpt.gelu round-trips.
+// CHECK-LABEL: func.func @gelu
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x64xf32>
+func.func @gelu(%x: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  // CHECK: %[[Y:.*]] = gpt.gelu %[[X]] : tensor<2x8x64xf32>
+  %y = gpt.gelu %x : tensor<2x8x64xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that gpt.softmax round-trips.
+// CHECK-LABEL: func.func @softmax
+// CHECK-SAME:    %[[X:.*]]: tensor<2x4x8x8xf32>
+func.func @softmax(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  // CHECK: %[[Y:.*]] = gpt.softmax %[[X]] : tensor<2x4x8x8xf32>
+  %y = gpt.softmax %x : tensor<2x4x8x8xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that the elementwise unary ops accept dynamic dimensions.
+// CHECK-LABEL: func.func @unary_dynamic
+// CHECK-SAME:    %[[X:.*]]: tensor<?x?xf32>
+func.func @unary_dynamic(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+  // CHECK: %[[NEG:.*]] = gpt.neg %[[X]] : tensor<?x?xf32>
+  %0 = gpt.neg %x : tensor<?x?xf32>
+  // CHECK: %[[EXP:.*]] = gpt.exp %[[NEG]] : tensor<?x?xf32>
+  %1 = gpt.exp %0 : tensor<?x?xf32>
+  // CHECK: %[[LOG:.*]] = gpt.log %[[EXP]] : tensor<?x?xf32>
+  %2 = gpt.log %1 : tensor<?x?xf32>
+  // CHECK: %[[TANH:.*]] = gpt.tanh %[[LOG]] : tensor<?x?xf32>
+  %3 = gpt.tanh %2 : tensor<?x?xf32>
+  // CHECK: %[[SQRT:.*]] = gpt.sqrt %[[TANH]] : tensor<?x?xf32>
+  %4 = gpt.sqrt %3 : tensor<?x?xf32>
+  // CHECK: %[[RSQRT:.*]] = gpt.rsqrt %[[SQRT]] : tensor<?x?xf32>
+  %5 = gpt.rsqrt %4 : tensor<?x?xf32>
+  // CHECK: %[[GELU:.*]] = gpt.gelu %[[RSQRT]] : tensor<?x?xf32>
+  %6 = gpt.gelu %5 : tensor<?x?xf32>
+  // CHECK: %[[SM:.*]] = gpt.softmax %[[GELU]] : tensor<?x?xf32>
+  %7 = gpt.softmax %6 : tensor<?x?xf32>
+  // CHECK: %[[SC:.*]] = gpt.scale %[[SM]] {factor = 5.000000e-01 : f64} : tensor<?x?xf32>
+  %8 = gpt.scale %7 {factor = 0.5 : f64} : tensor<?x?xf32>
+  // CHECK: %[[CM:.*]] = gpt.causal_mask %[[SC]] : tensor<?x?xf32>
+  %9 = gpt.causal_mask %8 : tensor<?x?xf32>
+  // CHECK: return %[[CM]]
+  return %9 : tensor<?x?xf32>
+}
+
+// -----
+
+// Tests that gpt.scale round-trips.
+// CHECK-LABEL: func.func @scale
+// CHECK-SAME:    %[[X:.*]]: tensor<2x4x8x8xf32>
+func.func @scale(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  // CHECK: %[[Y:.*]] = gpt.scale %[[X]] {factor = 1.250000e-01 : f64} : tensor<2x4x8x8xf32>
+  %y = gpt.scale %x {factor = 0.125 : f64} : tensor<2x4x8x8xf32>
+  // CHECK: return %[[Y]]
+  return %y : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that gpt.causal_mask round-trips.
+// CHECK-LABEL: func.func @causal_mask
+// CHECK-SAME:    %[[S:.*]]: tensor<2x4x8x8xf32>
+func.func @causal_mask(%s: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  // CHECK: %[[M:.*]] = gpt.causal_mask %[[S]] : tensor<2x4x8x8xf32>
+  %m = gpt.causal_mask %s : tensor<2x4x8x8xf32>
+  // CHECK: return %[[M]]
+  return %m : tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that gpt.causal_mask accepts a square of one dynamic and one static
+// dimension.
+// CHECK-LABEL: func.func @causal_mask_partially_dynamic
+func.func @causal_mask_partially_dynamic(%s: tensor<?x8xf32>) -> tensor<?x8xf32> {
+  // CHECK: gpt.causal_mask %{{.*}} : tensor<?x8xf32>
+  %m = gpt.causal_mask %s : tensor<?x8xf32>
+  return %m : tensor<?x8xf32>
+}
+
+// -----
+
+// Tests that gpt.constant round-trips for every float element type and rank 0.
+// CHECK-LABEL: func.func @constant
+func.func @constant() -> (tensor<16xf32>, tensor<f32>, tensor<2x3xbf16>, tensor<4xf16>,
+                          tensor<4xf64>) {
+  // CHECK: %[[C0:.*]] = gpt.constant 1.000000e+00 : tensor<16xf32>
+  %0 = gpt.constant 1.0 : tensor<16xf32>
+  // CHECK: %[[C1:.*]] = gpt.constant -2.500000e-01 : tensor<f32>
+  %1 = gpt.constant -0.25 : tensor<f32>
+  // CHECK: %[[C2:.*]] = gpt.constant 0.000000e+00 : tensor<2x3xbf16>
+  %2 = gpt.constant 0.0 : tensor<2x3xbf16>
+  // CHECK: %[[C3:.*]] = gpt.constant 3.000000e+00 : tensor<4xf16>
+  %3 = gpt.constant 3.0 : tensor<4xf16>
+  // CHECK: %[[C4:.*]] = gpt.constant 1.000000e-05 : tensor<4xf64>
+  %4 = gpt.constant 1.0e-05 : tensor<4xf64>
+  // CHECK: return %[[C0]], %[[C1]], %[[C2]], %[[C3]], %[[C4]]
+  return %0, %1, %2, %3, %4 : tensor<16xf32>, tensor<f32>, tensor<2x3xbf16>, tensor<4xf16>,
+                              tensor<4xf64>
+}
+
+// -----
+
+// Tests that gpt.cast round-trips between the float element types.
+// CHECK-LABEL: func.func @cast
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8xf32>
+func.func @cast(%x: tensor<2x8xf32>) -> (tensor<2x8xbf16>, tensor<2x8xf16>, tensor<2x8xf32>,
+                                         tensor<2x8xf64>) {
+  // CHECK: %[[BF:.*]] = gpt.cast %[[X]] : tensor<2x8xf32> to tensor<2x8xbf16>
+  %0 = gpt.cast %x : tensor<2x8xf32> to tensor<2x8xbf16>
+  // CHECK: %[[H:.*]] = gpt.cast %[[X]] : tensor<2x8xf32> to tensor<2x8xf16>
+  %1 = gpt.cast %x : tensor<2x8xf32> to tensor<2x8xf16>
+  // CHECK: %[[F:.*]] = gpt.cast %[[BF]] : tensor<2x8xbf16> to tensor<2x8xf32>
+  %2 = gpt.cast %0 : tensor<2x8xbf16> to tensor<2x8xf32>
+  // CHECK: %[[D:.*]] = gpt.cast %[[H]] : tensor<2x8xf16> to tensor<2x8xf64>
+  %3 = gpt.cast %1 : tensor<2x8xf16> to tensor<2x8xf64>
+  // CHECK: return %[[BF]], %[[H]], %[[F]], %[[D]]
+  return %0, %1, %2, %3 : tensor<2x8xbf16>, tensor<2x8xf16>, tensor<2x8xf32>, tensor<2x8xf64>
+}
+
+// -----
+
+// Tests that gpt.cast accepts dynamic dimensions.
+// CHECK-LABEL: func.func @cast_dynamic
+func.func @cast_dynamic(%x: tensor<?x?xf32>) -> tensor<?x?xbf16> {
+  // CHECK: gpt.cast %{{.*}} : tensor<?x?xf32> to tensor<?x?xbf16>
+  %0 = gpt.cast %x : tensor<?x?xf32> to tensor<?x?xbf16>
+  return %0 : tensor<?x?xbf16>
+}
+
+// -----
+
+// Tests that gpt.reduce sum round-trips over several dimensions.
+// CHECK-LABEL: func.func @reduce_sum
+// CHECK-SAME:    %[[DY:.*]]: tensor<2x8x48xf32>
+func.func @reduce_sum(%dy: tensor<2x8x48xf32>) -> tensor<48xf32> {
+  // CHECK: %[[DB:.*]] = gpt.reduce sum %[[DY]] dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+  %db = gpt.reduce sum %dy dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+  // CHECK: return %[[DB]]
+  return %db : tensor<48xf32>
+}
+
+// -----
+
+// Tests that gpt.reduce mean round-trips with keep_dims.
+// CHECK-LABEL: func.func @reduce_mean_keep_dims
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xf32>
+func.func @reduce_mean_keep_dims(%x: tensor<2x8x16xf32>) -> tensor<2x8x1xf32> {
+  // CHECK: %[[M:.*]] = gpt.reduce mean %[[X]] dims [2] keep_dims : (tensor<2x8x16xf32>) -> tensor<2x8x1xf32>
+  %m = gpt.reduce mean %x dims [2] keep_dims : (tensor<2x8x16xf32>) -> tensor<2x8x1xf32>
+  // CHECK: return %[[M]]
+  return %m : tensor<2x8x1xf32>
+}
+
+// -----
+
+// Tests that gpt.reduce max round-trips.
+// CHECK-LABEL: func.func @reduce_max
+// CHECK-SAME:    %[[S:.*]]: tensor<2x4x8x8xf32>
+func.func @reduce_max(%s: tensor<2x4x8x8xf32>) -> (tensor<2x4x8xf32>, tensor<2x1x8x1xf32>) {
+  // CHECK: %[[M0:.*]] = gpt.reduce max %[[S]] dims [3] : (tensor<2x4x8x8xf32>) -> tensor<2x4x8xf32>
+  %0 = gpt.reduce max %s dims [3] : (tensor<2x4x8x8xf32>) -> tensor<2x4x8xf32>
+  // CHECK: %[[M1:.*]] = gpt.reduce max %[[S]] dims [1, 3] keep_dims : (tensor<2x4x8x8xf32>) -> tensor<2x1x8x1xf32>
+  %1 = gpt.reduce max %s dims [1, 3] keep_dims : (tensor<2x4x8x8xf32>) -> tensor<2x1x8x1xf32>
+  // CHECK: return %[[M0]], %[[M1]]
+  return %0, %1 : tensor<2x4x8xf32>, tensor<2x1x8x1xf32>
+}
+
+// -----
+
+// Tests that gpt.reduce over every dimension gives a rank-0 tensor.
+// CHECK-LABEL: func.func @reduce_all
+func.func @reduce_all(%x: tensor<2x8xf32>) -> tensor<f32> {
+  // CHECK: gpt.reduce sum %{{.*}} dims [0, 1] : (tensor<2x8xf32>) -> tensor<f32>
+  %0 = gpt.reduce sum %x dims [0, 1] : (tensor<2x8xf32>) -> tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Tests that gpt.reduce accepts dynamic dimensions, keeping them where they
+// are not reduced.
+// CHECK-LABEL: func.func @reduce_dynamic
+func.func @reduce_dynamic(%x: tensor<?x?x16xf32>) -> (tensor<?x16xf32>, tensor<?x?x1xf32>) {
+  // CHECK: gpt.reduce sum %{{.*}} dims [0] : (tensor<?x?x16xf32>) -> tensor<?x16xf32>
+  %0 = gpt.reduce sum %x dims [0] : (tensor<?x?x16xf32>) -> tensor<?x16xf32>
+  // CHECK: gpt.reduce mean %{{.*}} dims [2] keep_dims : (tensor<?x?x16xf32>) -> tensor<?x?x1xf32>
+  %1 = gpt.reduce mean %x dims [2] keep_dims : (tensor<?x?x16xf32>) -> tensor<?x?x1xf32>
+  return %0, %1 : tensor<?x16xf32>, tensor<?x?x1xf32>
+}
+
+// -----
+
+// Tests that gpt.reshape round-trips, splitting and merging dimensions.
+// CHECK-LABEL: func.func @reshape
+// CHECK-SAME:    %[[Q:.*]]: tensor<2x8x16xf32>
+func.func @reshape(%q: tensor<2x8x16xf32>) -> (tensor<2x8x4x4xf32>, tensor<256xf32>) {
+  // CHECK: %[[Q4:.*]] = gpt.reshape %[[Q]] : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
+  %q4 = gpt.reshape %q : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
+  // CHECK: %[[FLAT:.*]] = gpt.reshape %[[Q4]] : tensor<2x8x4x4xf32> to tensor<256xf32>
+  %flat = gpt.reshape %q4 : tensor<2x8x4x4xf32> to tensor<256xf32>
+  // CHECK: return %[[Q4]], %[[FLAT]]
+  return %q4, %flat : tensor<2x8x4x4xf32>, tensor<256xf32>
+}
+
+// -----
+
+// Tests that gpt.transpose round-trips.
+// CHECK-LABEL: func.func @transpose
+// CHECK-SAME:    %[[Q4:.*]]: tensor<2x8x4x4xf32>
+func.func @transpose(%q4: tensor<2x8x4x4xf32>) -> tensor<2x4x8x4xf32> {
+  // CHECK: %[[T:.*]] = gpt.transpose %[[Q4]] [0, 2, 1, 3] : (tensor<2x8x4x4xf32>) -> tensor<2x4x8x4xf32>
+  %t = gpt.transpose %q4 [0, 2, 1, 3] : (tensor<2x8x4x4xf32>) -> tensor<2x4x8x4xf32>
+  // CHECK: return %[[T]]
+  return %t : tensor<2x4x8x4xf32>
+}
+
+// -----
+
+// Tests that gpt.transpose accepts dynamic dimensions and moves them.
+// CHECK-LABEL: func.func @transpose_dynamic
+func.func @transpose_dynamic(%x: tensor<?x8x?xf32>) -> tensor<?x?x8xf32> {
+  // CHECK: gpt.transpose %{{.*}} [2, 0, 1] : (tensor<?x8x?xf32>) -> tensor<?x?x8xf32>
+  %t = gpt.transpose %x [2, 0, 1] : (tensor<?x8x?xf32>) -> tensor<?x?x8xf32>
+  return %t : tensor<?x?x8xf32>
+}
+
+// -----
+
+// Tests that gpt.slice round-trips (k out of packed qkv).
+// CHECK-LABEL: func.func @slice
+// CHECK-SAME:    %[[QKV:.*]]: tensor<2x8x48xf32>
+func.func @slice(%qkv: tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>) {
+  // CHECK: %[[K:.*]] = gpt.slice %[[QKV]] {dim = 2 : i64, size = 16 : i64, start = 16 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %k = gpt.slice %qkv {dim = 2 : i64, start = 16 : i64, size = 16 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  // CHECK: %[[V:.*]] = gpt.slice %[[QKV]] {dim = 2 : i64, size = 16 : i64, start = 32 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %v = gpt.slice %qkv {dim = 2 : i64, start = 32 : i64, size = 16 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  // CHECK: return %[[K]], %[[V]]
+  return %k, %v : tensor<2x8x16xf32>, tensor<2x8x16xf32>
+}
+
+// -----
+
+// Tests that gpt.slice of a dynamic dimension gives a static one.
+// CHECK-LABEL: func.func @slice_dynamic
+func.func @slice_dynamic(%x: tensor<?x?xf32>) -> tensor<?x4xf32> {
+  // CHECK: gpt.slice %{{.*}} {dim = 1 : i64, size = 4 : i64, start = 0 : i64} : (tensor<?x?xf32>) -> tensor<?x4xf32>
+  %0 = gpt.slice %x {dim = 1 : i64, start = 0 : i64, size = 4 : i64}
+      : (tensor<?x?xf32>) -> tensor<?x4xf32>
+  return %0 : tensor<?x4xf32>
+}

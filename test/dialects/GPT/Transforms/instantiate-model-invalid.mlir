@@ -1,0 +1,97 @@
+// RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-instantiate-model="model=small"
+
+// Tests that an unknown preset lists the known ones.
+
+// expected-error @+1 {{unknown model preset 'small'; known: big, other}}
+module attributes {gpt.models = {big = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}, other = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+}
+
+// -----
+
+// Tests that a module without presets is rejected.
+
+// expected-error @+1 {{module has no 'gpt.models' dictionary of model presets}}
+module {
+}
+
+// -----
+
+// Tests that a preset must give every required key.
+
+// expected-error @+1 {{preset 'small' lacks 'block_size'}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4}}} {
+}
+
+// -----
+
+// Tests that seq may not exceed the block size.
+
+// expected-error @+1 {{seq 8 exceeds block_size 4 of 'small'}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4, seq = 8}}} {
+}
+
+// -----
+
+// Tests that the heads must divide the width.
+
+// expected-error @+1 {{n_embd 6 is not a multiple of n_head 4}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 4, n_embd = 6, vocab_size = 4, block_size = 4}}} {
+}
+
+// -----
+
+// Tests that an unknown shape symbol is named.
+
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  // expected-error @+1 {{unknown symbol 'D' in shape '(B, D)'}}
+  func.func @f(%x: tensor<?x?xf32> {gpt.input = "x", gpt.shape = "(B, D)"}) {
+    return
+  }
+}
+
+// -----
+
+// Tests that a dynamic argument needs a gpt.shape.
+
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  // expected-error @+1 {{argument 0 of @f needs a 'gpt.shape' to become static}}
+  func.func @f(%x: tensor<?xf32>) {
+    return
+  }
+}
+
+// -----
+
+// Tests that gpt.shape must agree with the declared rank and static sizes.
+
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  // expected-error @+1 {{argument 0 of @f has type 'tensor<?x3xf32>' but gpt.shape "(B, C)"}}
+  func.func @f(%x: tensor<?x3xf32> {gpt.input = "x", gpt.shape = "(B, C)"}) {
+    return
+  }
+}
+
+// -----
+
+// Tests that an unknown #gpt.cfg key is reported.
+
+// expected-error @+1 {{unknown configuration key 'n_expert' in #gpt.cfg}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  func.func @f(%qkv: tensor<1x2x12xf32>) -> tensor<1x2x4xf32> {
+    %y = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_expert">} : (tensor<1x2x12xf32>) -> tensor<1x2x4xf32>
+    return %y : tensor<1x2x4xf32>
+  }
+}
+
+// -----
+
+// Tests that a shape error exposed by instantiation points at the op.
+
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  func.func @f(%x: tensor<?x?xf32> {gpt.input = "x", gpt.shape = "(B, C)"},
+               %b: tensor<?xf32> {gpt.param = "b", gpt.shape = "(2*V)"}) -> tensor<?x?xf32> {
+    // expected-error @+1 {{'gpt.bias_add' op input has 4 columns but bias has 8}}
+    %y = gpt.bias_add %x, %b : (tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?xf32>
+    return %y : tensor<?x?xf32>
+  }
+}

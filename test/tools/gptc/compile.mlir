@@ -1,0 +1,56 @@
+// Tests of the gptc driver's compile command.
+
+// The import phase prints static IR with named parameters.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=import | FileCheck %s --check-prefix=IMPORT
+// IMPORT: module attributes {gpt.config = {{{.*}}name = "tiny"
+// IMPORT-LABEL: func.func @forward
+// IMPORT-SAME: tensor<2x8xi32> {gpt.input = "tokens"
+// IMPORT-SAME: gpt.param = "h.1.mlp.c_proj.weight"
+// IMPORT: gpt.cross_entropy {{.*}} -> tensor<f32>
+
+// --batch and --seq override the preset.
+// RUN: gptc compile %models/gpt2.mlir --model=124M --batch=3 --seq=7 | FileCheck %s --check-prefix=SHAPE
+// SHAPE: tensor<3x7xi32> {gpt.input = "tokens"
+// SHAPE: gpt.num_parameters = 124475904
+
+// The input phase stops before any pass: the file comes back generic.
+// RUN: gptc compile %models/gpt2.mlir --compile-to=input | FileCheck %s --check-prefix=INPUT
+// INPUT: gpt.models
+// INPUT: gpt.repeat @block
+
+// Per-pass dumps: one numbered file per pass, after the parsed input.
+// RUN: rm -rf %t.dump && gptc compile %models/gpt2.mlir --model=124M --dump-ir-after-each-pass=%t.dump -o %t.out.mlir
+// RUN: ls %t.dump | FileCheck %s --check-prefix=DUMPS
+// DUMPS: 00-input.mlir
+// DUMPS-NEXT: 01-gpt-instantiate-model.mlir
+// DUMPS-NEXT: 02-cse.mlir
+// RUN: FileCheck %s --check-prefix=DUMP1 < %t.dump/01-gpt-instantiate-model.mlir
+// DUMP1: gpt.param = "h.11.ln_2.weight"
+
+// MLIR's own pass-manager flags work too.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --mlir-print-ir-after=gpt-instantiate-model -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
+// PRINT: IR Dump After InstantiateModelPass (gpt-instantiate-model)
+
+// --list-phases names every phase.
+// RUN: gptc --list-phases | FileCheck %s --check-prefix=PHASES
+// PHASES: input
+// PHASES: import
+
+// RUN: gptc --version | FileCheck %s --check-prefix=VERSION
+// VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+}} (MLIR/LLVM 22
+
+// An unknown phase is an error naming the flag and the known phases.
+// RUN: not gptc compile %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
+// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import)
+
+// An unknown preset is reported at the module, with the known ones.
+// RUN: not gptc compile %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL
+// BADMODEL: gpt2.mlir:{{[0-9]+}}:{{[0-9]+}}: error: unknown model preset '2B'; known: 124M, 1558M, 350M, 774M, mini, tiny
+
+// A missing file, a missing command and flags of the other command are errors.
+// RUN: not gptc compile %t.missing.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE
+// NOFILE: gptc: error: cannot open '{{.*}}missing.mlir'
+// RUN: not gptc 2>&1 | FileCheck %s --check-prefix=NOCMD
+// NOCMD: gptc: error: missing command: compile or run-reference
+// RUN: not gptc compile %models/gpt2.mlir --precision=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
+// WRONGFLAG: gptc: error: --precision, --seed, --decompose-attention and --data apply to run-reference

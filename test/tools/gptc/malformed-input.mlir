@@ -1,0 +1,16 @@
+// Tests that malformed input gives an MLIR diagnostic with file:line:col and
+// a non-zero exit, never a crash.
+
+// RUN: not gptc compile %S/Inputs/syntax-error.mlir 2>&1 | FileCheck %s --check-prefix=SYNTAX
+// SYNTAX: syntax-error.mlir:5:18: error: expected ':'
+
+// RUN: not gptc compile %S/Inputs/unknown-op.mlir 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: unknown-op.mlir:3:8: error: unregistered operation 'gpt.frobnicate' found in dialect ('gpt')
+
+// RUN: not gptc compile %S/Inputs/bad-shape.mlir 2>&1 | FileCheck %s --check-prefix=SHAPE
+// SHAPE: bad-shape.mlir:4:8: error: 'gpt.linear' op input has 16 features but weight (N, K) has K = 8
+
+// RUN: not gptc compile %S/Inputs/bad-dtype.mlir 2>&1 | FileCheck %s --check-prefix=DTYPE
+// DTYPE: bad-dtype.mlir:3:8: error: 'gpt.gelu' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<4xi32>'
+
+// RUN: not gptc run-reference %S/Inputs/bad-shape.mlir --model=tiny 2>&1 | FileCheck %s --check-prefix=SHAPE
