@@ -10,6 +10,7 @@
 
 include "dialects/GPT/IR/GPTBase.td"
 include "dialects/GPT/IR/GPTAttrs.td"
+include "dialects/GPT/IR/GPTInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
@@ -21,11 +22,14 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 class GPT_InferredOp<string mnemonic, list<Trait> traits = []>
     : GPT_Op<mnemonic, !listconcat([Pure, InferTypeOpAdaptor], traits)>;
 
+/// The op has a gradient rule (buildGradients, in GPTGradients.cpp).
+def GPT_Differentiable : DeclareOpInterfaceMethods<GPT_DifferentiableOpInterface>;
+
 //===----------------------------------------------------------------------===//
 // Model-level ops
 //===----------------------------------------------------------------------===//
 
-def GPT_EmbedOp : GPT_InferredOp<"embed"> {
+def GPT_EmbedOp : GPT_InferredOp<"embed", [GPT_Differentiable]> {
   let summary = "Token embedding plus position embedding";
   let description = [{
     `out[b, t, :] = wte[ids[b, t], :] + wpe[t, :]`. `wte` is (V, C), `wpe` is
@@ -45,7 +49,7 @@ def GPT_EmbedOp : GPT_InferredOp<"embed"> {
   }];
 }
 
-def GPT_LayerNormOp : GPT_InferredOp<"layernorm"> {
+def GPT_LayerNormOp : GPT_InferredOp<"layernorm", [GPT_Differentiable]> {
   let summary = "Layer normalisation over the last dimension";
   let description = [{
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) * weight + bias`, with the
@@ -65,7 +69,7 @@ def GPT_LayerNormOp : GPT_InferredOp<"layernorm"> {
   }];
 }
 
-def GPT_LinearOp : GPT_InferredOp<"linear"> {
+def GPT_LinearOp : GPT_InferredOp<"linear", [GPT_Differentiable]> {
   let summary = "Affine map with a PyTorch-layout weight: x W^T + b";
   let description = [{
     `x` is (..., K), `weight` is (N, K) as in `torch.nn.Linear` and the
@@ -84,7 +88,7 @@ def GPT_LinearOp : GPT_InferredOp<"linear"> {
   }];
 }
 
-def GPT_MatmulOp : GPT_InferredOp<"matmul"> {
+def GPT_MatmulOp : GPT_InferredOp<"matmul", [GPT_Differentiable]> {
   let summary = "Batched matrix product with optional transposes";
   let description = [{
     `lhs` is (..., M, K) (or (..., K, M) with `transpose_lhs`), `rhs` is
@@ -105,7 +109,7 @@ def GPT_MatmulOp : GPT_InferredOp<"matmul"> {
   }];
 }
 
-def GPT_BiasAddOp : GPT_InferredOp<"bias_add"> {
+def GPT_BiasAddOp : GPT_InferredOp<"bias_add", [GPT_Differentiable]> {
   let summary = "Adds a vector along the last dimension";
   let description = [{
     `out[..., n] = x[..., n] + bias[n]`.
@@ -121,7 +125,7 @@ def GPT_BiasAddOp : GPT_InferredOp<"bias_add"> {
   }];
 }
 
-def GPT_CausalAttentionOp : GPT_InferredOp<"causal_attention"> {
+def GPT_CausalAttentionOp : GPT_InferredOp<"causal_attention", [GPT_Differentiable]> {
   let summary = "Multi-head causal self-attention on packed q, k, v";
   let description = [{
     `qkv` is (B, T, 3C): q, k and v side by side, each split into
@@ -141,7 +145,7 @@ def GPT_CausalAttentionOp : GPT_InferredOp<"causal_attention"> {
   let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
 }
 
-def GPT_CrossEntropyOp : GPT_InferredOp<"cross_entropy"> {
+def GPT_CrossEntropyOp : GPT_InferredOp<"cross_entropy", [GPT_Differentiable]> {
   let summary = "Mean softmax cross-entropy over the first vocab_size logits";
   let description = [{
     `logits` is (..., Vp) and `targets` is (...). Columns at or past
@@ -218,24 +222,24 @@ class GPT_BinaryOp<string mnemonic, string desc, list<Trait> traits = []>
   let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
 }
 
-def GPT_AddOp : GPT_BinaryOp<"add", "sum", [Commutative]>;
-def GPT_SubOp : GPT_BinaryOp<"sub", "difference">;
-def GPT_MulOp : GPT_BinaryOp<"mul", "product", [Commutative]>;
-def GPT_DivOp : GPT_BinaryOp<"div", "quotient">;
+def GPT_AddOp : GPT_BinaryOp<"add", "sum", [Commutative, GPT_Differentiable]>;
+def GPT_SubOp : GPT_BinaryOp<"sub", "difference", [GPT_Differentiable]>;
+def GPT_MulOp : GPT_BinaryOp<"mul", "product", [Commutative, GPT_Differentiable]>;
+def GPT_DivOp : GPT_BinaryOp<"div", "quotient", [GPT_Differentiable]>;
 def GPT_MaxOp : GPT_BinaryOp<"max", "maximum", [Commutative]>;
 
-def GPT_NegOp : GPT_UnaryOp<"neg", "negation">;
-def GPT_ExpOp : GPT_UnaryOp<"exp", "natural exponential">;
-def GPT_LogOp : GPT_UnaryOp<"log", "natural logarithm">;
-def GPT_TanhOp : GPT_UnaryOp<"tanh", "hyperbolic tangent">;
-def GPT_SqrtOp : GPT_UnaryOp<"sqrt", "square root">;
-def GPT_RsqrtOp : GPT_UnaryOp<"rsqrt", "reciprocal square root">;
+def GPT_NegOp : GPT_UnaryOp<"neg", "negation", [GPT_Differentiable]>;
+def GPT_ExpOp : GPT_UnaryOp<"exp", "natural exponential", [GPT_Differentiable]>;
+def GPT_LogOp : GPT_UnaryOp<"log", "natural logarithm", [GPT_Differentiable]>;
+def GPT_TanhOp : GPT_UnaryOp<"tanh", "hyperbolic tangent", [GPT_Differentiable]>;
+def GPT_SqrtOp : GPT_UnaryOp<"sqrt", "square root", [GPT_Differentiable]>;
+def GPT_RsqrtOp : GPT_UnaryOp<"rsqrt", "reciprocal square root", [GPT_Differentiable]>;
 def GPT_GeluOp : GPT_UnaryOp<"gelu",
-    "GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))">;
-def GPT_SoftmaxOp : GPT_UnaryOp<"softmax", "softmax over the last dimension">;
+    "GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))", [GPT_Differentiable]>;
+def GPT_SoftmaxOp : GPT_UnaryOp<"softmax", "softmax over the last dimension", [GPT_Differentiable]>;
 
 def GPT_ScaleOp : GPT_Op<"scale", [Pure, SameOperandsAndResultType,
-                                   InferTypeOpInterface]> {
+                                   InferTypeOpInterface, GPT_Differentiable]> {
   let summary = "Multiplies every element by a constant";
   let description = [{
     ```mlir
@@ -277,7 +281,8 @@ def GPT_ConstantOp : GPT_Op<"constant", [Pure, ConstantLike]> {
   let hasVerifier = 1;
 }
 
-def GPT_CastOp : GPT_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def GPT_CastOp : GPT_Op<"cast", [Pure, SameOperandsAndResultShape,
+                                 GPT_Differentiable]> {
   let summary = "Converts the element type (f32, bf16, f16, f64)";
   let description = [{
     Rounds to nearest even when narrowing.
@@ -315,7 +320,7 @@ def GPT_ReduceOp : GPT_InferredOp<"reduce"> {
   }];
 }
 
-def GPT_ReshapeOp : GPT_Op<"reshape", [Pure]> {
+def GPT_ReshapeOp : GPT_Op<"reshape", [Pure, GPT_Differentiable]> {
   let summary = "Reinterprets a row-major tensor with another static shape";
   let description = [{
     The element count must not change.
@@ -324,13 +329,13 @@ def GPT_ReshapeOp : GPT_Op<"reshape", [Pure]> {
     %q4 = gpt.reshape %q : tensor<2x8x16xf32> to tensor<2x8x4x4xf32>
     ```
   }];
-  let arguments = (ins GPT_FloatTensor:$input);
-  let results = (outs GPT_FloatTensor:$result);
+  let arguments = (ins GPT_AnyTensor:$input);
+  let results = (outs GPT_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `to` type($result)";
   let hasVerifier = 1;
 }
 
-def GPT_TransposeOp : GPT_InferredOp<"transpose"> {
+def GPT_TransposeOp : GPT_InferredOp<"transpose", [GPT_Differentiable]> {
   let summary = "Permutes dimensions";
   let description = [{
     `out` dimension i is `input` dimension `permutation[i]`.
@@ -355,10 +360,228 @@ def GPT_SliceOp : GPT_InferredOp<"slice"> {
         : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
     ```
   }];
-  let arguments = (ins GPT_FloatTensor:$input, I64Attr:$dim, I64Attr:$start,
+  let arguments = (ins GPT_AnyTensor:$input, I64Attr:$dim, I64Attr:$start,
                        I64Attr:$size);
-  let results = (outs GPT_FloatTensor:$result);
+  let results = (outs GPT_AnyTensor:$result);
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+
+//===----------------------------------------------------------------------===//
+// Gradient ops (produced by gpt-autodiff)
+//===----------------------------------------------------------------------===//
+
+def GPT_EmbedGradOp : GPT_InferredOp<"embed_grad"> {
+  let summary = "Gradients of gpt.embed: scatter-add into wte rows, sum into wpe rows";
+  let description = [{
+    `dwte[ids[b, t]] += dy[b, t]` and `dwpe[t] += dy[b, t]`; rows that no
+    token reaches stay zero. `dy` is (B, T, C), `ids` (B, T); `dwte` is
+    (vocab_rows, C) and `dwpe` (position_rows, C).
+
+    ```mlir
+    %dwte, %dwpe = gpt.embed_grad %dy, %ids {vocab_rows = 64 : i64, position_rows = 16 : i64}
+        : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> (tensor<64x16xf32>, tensor<16x16xf32>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_IndexTensor:$ids,
+                       I64Attr:$vocab_rows, I64Attr:$position_rows);
+  let results = (outs GPT_FloatTensor:$wte_grad, GPT_FloatTensor:$wpe_grad);
+  let assemblyFormat = [{
+    $grad `,` $ids attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_LayerNormGradOp : GPT_InferredOp<"layernorm_grad"> {
+  let summary = "Gradients of gpt.layernorm with respect to input, weight and bias";
+  let description = [{
+    Recomputes the row statistics from the saved input `x`, then
+    `dx = rstd (dy w - mean(dy w) - xhat mean(dy w xhat))`,
+    `dweight = sum(dy xhat)`, `dbias = sum(dy)` over all rows.
+
+    ```mlir
+    %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input,
+                       GPT_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs GPT_FloatTensor:$input_grad, GPT_FloatTensor:$weight_grad,
+                      GPT_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_GeluGradOp : GPT_Op<"gelu_grad", [Pure, SameOperandsAndResultType,
+                                          InferTypeOpInterface]> {
+  let summary = "Gradient of the tanh-approximate GELU: dy * gelu'(x)";
+  let description = [{
+    ```mlir
+    %dx = gpt.gelu_grad %dy, %x : tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input attr-dict `:` type($result)";
+}
+
+def GPT_SoftmaxGradOp : GPT_Op<"softmax_grad", [Pure, SameOperandsAndResultType,
+                                                InferTypeOpInterface]> {
+  let summary = "Gradient of a last-dimension softmax from its output";
+  let description = [{
+    `dx = y (dy - sum(dy y))`, the sum over the last dimension.
+
+    ```mlir
+    %dx = gpt.softmax_grad %dy, %y : tensor<2x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$output);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $output attr-dict `:` type($result)";
+}
+
+def GPT_CausalAttentionGradOp : GPT_InferredOp<"causal_attention_grad"> {
+  let summary = "Gradient of gpt.causal_attention with respect to packed qkv";
+  let description = [{
+    Recomputes the attention probabilities from the saved `qkv` (as a flash
+    backward does) and returns d qkv, (B, T, 3C), for `dy` (B, T, C). One op
+    so that fusion can replace it with a flash-attention backward kernel.
+
+    ```mlir
+    %dqkv = gpt.causal_attention_grad %dy, %qkv {num_heads = 2 : i64}
+        : (tensor<2x8x16xf32>, tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$qkv,
+                       GPT_IntOrConfigAttr:$num_heads);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $qkv attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_CrossEntropyGradOp : GPT_InferredOp<"cross_entropy_grad"> {
+  let summary = "Gradient of the mean cross-entropy with respect to the logits";
+  let description = [{
+    `dlogits[p, i] = dloss (softmax(logits[p, :V])[i] - [i == target]) / P`
+    for the P positions; padded columns (i >= vocab_size) get zero.
+
+    ```mlir
+    %dl = gpt.cross_entropy_grad %dloss, %logits, %targets {vocab_size = 60 : i64}
+        : (tensor<f32>, tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<2x8x64xf32>
+    ```
+  }];
+  let arguments = (ins GPT_Scalar:$grad, GPT_FloatTensor:$logits,
+                       GPT_IndexTensor:$targets, GPT_IntOrConfigAttr:$vocab_size);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops (produced by gpt-insert-optimizer)
+//===----------------------------------------------------------------------===//
+
+def GPT_ScheduleKind : I32EnumAttr<"ScheduleKind", "learning-rate schedule", [
+    I32EnumAttrCase<"Constant", 0, "constant">,
+    I32EnumAttrCase<"Cosine", 1, "cosine">,
+    I32EnumAttrCase<"Linear", 2, "linear">]> {
+  let cppNamespace = "::mlir::gpt";
+  let genSpecializedAttr = 0;
+}
+def GPT_ScheduleKindAttr : EnumAttr<GPT_Dialect, GPT_ScheduleKind, "schedule"> {
+  let assemblyFormat = "$value";
+}
+
+def GPT_LRScheduleOp : GPT_Op<"lr_schedule", [Pure]> {
+  let summary = "Learning rate at a step: linear warm-up, then cosine/linear decay";
+  let description = [{
+    As llm.c: for 0-based `step` < `warmup_steps`,
+    `lr = max_lr (step + 1) / warmup_steps`; after it, with
+    `r = (step - warmup_steps) / (total_steps - warmup_steps)` clamped to
+    [0, 1], cosine gives `min_lr + 0.5 (1 + cos(pi r)) (max_lr - min_lr)`,
+    linear `max_lr - r (max_lr - min_lr)`; constant is always `max_lr`.
+
+    ```mlir
+    %lr = gpt.lr_schedule cosine %step {max_lr = 6.0e-04 : f64, min_lr = 6.0e-05 : f64,
+                                        warmup_steps = 700 : i64, total_steps = 5000 : i64}
+        : (tensor<i32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins GPT_ScheduleKindAttr:$kind, 0DTensorOf<[I32]>:$step,
+                       F64Attr:$max_lr, F64Attr:$min_lr, I64Attr:$warmup_steps,
+                       I64Attr:$total_steps);
+  let results = (outs GPT_Scalar:$result);
+  let assemblyFormat = "$kind $step attr-dict `:` functional-type(operands, results)";
+}
+
+def GPT_GlobalNormOp : GPT_Op<"global_norm", [Pure]> {
+  let summary = "The L2 norm of all given tensors taken together";
+  let description = [{
+    `sqrt(sum over every tensor of sum(x^2))`, accumulated in the result's
+    precision: the gradient norm for clipping.
+
+    ```mlir
+    %norm = gpt.global_norm %g0, %g1 : (tensor<64x16xf32>, tensor<16xf32>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<GPT_FloatTensor>:$inputs);
+  let results = (outs GPT_Scalar:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
+}
+
+def GPT_AdamWOp : GPT_Op<"adamw", [Pure, AllTypesMatch<["param", "grad", "m", "v",
+                                                         "new_param", "new_m", "new_v"]>]> {
+  let summary = "One AdamW update of a parameter and its moments";
+  let description = [{
+    With `g = grad * grad_scale` and `t = step + 1` (`step` is 0-based):
+    `m' = b1 m + (1 - b1) g`, `v' = b2 v + (1 - b2) g^2`,
+    `p' = p - lr (m' / (1 - b1^t) / (sqrt(v' / (1 - b2^t)) + eps) + wd p)`,
+    as torch.optim.AdamW. `grad_scale` carries gradient clipping and the
+    1/micro-steps factor of gradient accumulation.
+
+    ```mlir
+    %p1, %m1, %v1 = gpt.adamw %p, %g, %m, %v, %lr, %step, %scale
+        {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
+        : tensor<16x16xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$param, GPT_FloatTensor:$grad,
+                       GPT_FloatTensor:$m, GPT_FloatTensor:$v, GPT_Scalar:$lr,
+                       0DTensorOf<[I32]>:$step, GPT_Scalar:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       F64Attr:$weight_decay);
+  let results = (outs GPT_FloatTensor:$new_param, GPT_FloatTensor:$new_m,
+                      GPT_FloatTensor:$new_v);
+  let assemblyFormat = [{
+    $param `,` $grad `,` $m `,` $v `,` $lr `,` $step `,` $grad_scale attr-dict `:`
+    type($param) `,` type($lr) `,` type($step) `,` type($grad_scale)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Initialisation ops (produced by gpt-insert-init)
+//===----------------------------------------------------------------------===//
+
+def GPT_RandomNormalOp : GPT_Op<"random_normal", [Pure]> {
+  let summary = "Counter-based N(0, std^2) samples, identical on every target";
+  let description = [{
+    Element `i` is `std * z` where z comes from Box-Muller on two uniforms
+    drawn from SplitMix64 of (seed, stream, i). Being a pure function of the
+    index, any device produces the same tensor in any order.
+
+    ```mlir
+    %w = gpt.random_normal %seed {stream = 3 : i64, std = 2.0e-02 : f64}
+        : (tensor<i32>) -> tensor<48x16xf32>
+    ```
+  }];
+  let arguments = (ins 0DTensorOf<[I32]>:$seed, I64Attr:$stream, F64Attr:$std);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$seed attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
 }
 
 #endif // GPT_OPS_TD

@@ -1,0 +1,1039 @@
+// RUN: gpt-opt %s --split-input-file --verify-diagnostics
+
+// Tests that gpt.embed rejects ids that are not rank 2.
+func.func @embed_ids_rank(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xf32>, %ids: tensor<8xi32>) {
+  // expected-error @+2 {{expects wte (V, C), wpe (maxT, C) and ids (B, T), got ranks 2, 2, 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<8xi32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects a rank-1 position table.
+func.func @embed_wpe_rank(%wte: tensor<64x16xf32>, %wpe: tensor<16xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{got ranks 2, 1, 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects tables of different element types.
+func.func @embed_elt(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xbf16>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{wte and wpe must have one element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x16xbf16>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects tables with different channel counts.
+func.func @embed_channels(%wte: tensor<64x16xf32>, %wpe: tensor<16x8xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{wte has 16 channels but wpe has 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x8xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects a sequence longer than the position table.
+func.func @embed_seq(%wte: tensor<64x16xf32>, %wpe: tensor<8x16xf32>, %ids: tensor<2x9xi32>) {
+  // expected-error @+2 {{sequence length 9 exceeds the 8 rows of wpe}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<8x16xf32>, tensor<2x9xi32>) -> tensor<2x9x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects ids that are not i32.
+func.func @embed_ids_type(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xf32>, %ids: tensor<2x8xi64>) {
+  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit signless integer values, but got 'tensor<2x8xi64>'}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi64>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects float ids.
+func.func @embed_ids_float(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xf32>,
+                           %ids: tensor<2x8xf32>) {
+  // expected-error @+1 {{operand #2 must be ranked tensor of 32-bit signless integer values, but got 'tensor<2x8xf32>'}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects integer tables.
+func.func @embed_int_table(%wte: tensor<64x16xi32>, %wpe: tensor<16x16xi32>,
+                           %ids: tensor<2x8xi32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<64x16xi32>'}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xi32>, tensor<16x16xi32>, tensor<2x8xi32>) -> tensor<2x8x16xi32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed rejects a declared result type other than the inferred one.
+func.func @embed_result(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8x16xf32>' are incompatible with return type(s) of operation 'tensor<2x8x64xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm rejects a rank-2 weight.
+func.func @layernorm_weight_rank(%x: tensor<2x8x16xf32>, %w: tensor<1x16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+2 {{expects input (..., C), weight (C) and bias (C)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.layernorm %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<1x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm rejects a rank-0 input.
+func.func @layernorm_input_rank(%x: tensor<f32>, %w: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+2 {{expects input (..., C), weight (C) and bias (C)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.layernorm %x, %w, %b : (tensor<f32>, tensor<16xf32>, tensor<16xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm rejects a weight of the wrong size.
+func.func @layernorm_weight_size(%x: tensor<2x8x16xf32>, %w: tensor<8xf32>, %b: tensor<16xf32>) {
+  // expected-error @+2 {{normalises 16 channels but weight has 8 and bias 16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.layernorm %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<8xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm rejects a bias of the wrong size.
+func.func @layernorm_bias_size(%x: tensor<2x8x16xf32>, %w: tensor<?xf32>, %b: tensor<32xf32>) {
+  // expected-error @+2 {{normalises 16 channels but weight has ? and bias 32}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.layernorm %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<?xf32>, tensor<32xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm rejects mixed element types.
+func.func @layernorm_elt(%x: tensor<2x8x16xf32>, %w: tensor<16xbf16>, %b: tensor<16xf32>) {
+  // expected-error @+2 {{input, weight and bias must have one element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.layernorm %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<16xbf16>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm rejects an epsilon that is not f64.
+func.func @layernorm_eps_type(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute}}
+  %0 = gpt.layernorm %x, %w, %b {epsilon = 1.0e-05 : f32}
+      : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a rank-1 weight.
+func.func @linear_weight_rank(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) {
+  // expected-error @+2 {{expects input (..., K) and weight (N, K)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w : (tensor<2x8x16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a rank-0 input.
+func.func @linear_input_rank(%x: tensor<f32>, %w: tensor<4x16xf32>) {
+  // expected-error @+2 {{expects input (..., K) and weight (N, K)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w : (tensor<f32>, tensor<4x16xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a weight whose K differs from the input's.
+func.func @linear_k(%x: tensor<2x8x16xf32>, %w: tensor<48x15xf32>) {
+  // expected-error @+2 {{input has 16 features but weight (N, K) has K = 15}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w : (tensor<2x8x16xf32>, tensor<48x15xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a weight given as (K, N).
+func.func @linear_k_transposed(%x: tensor<2x8x16xf32>, %w: tensor<16x48xf32>) {
+  // expected-error @+2 {{input has 16 features but weight (N, K) has K = 48}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w : (tensor<2x8x16xf32>, tensor<16x48xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a weight of another element type.
+func.func @linear_elt(%x: tensor<2x8x16xf32>, %w: tensor<48x16xbf16>) {
+  // expected-error @+2 {{input and weight must have one element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w : (tensor<2x8x16xf32>, tensor<48x16xbf16>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a bias of the wrong size.
+func.func @linear_bias_size(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+2 {{bias must be (N) with N = 48}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<16xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a rank-2 bias.
+func.func @linear_bias_rank(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>, %b: tensor<1x48xf32>) {
+  // expected-error @+2 {{bias must be (N) with N = 48}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<1x48xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a bias of another element type.
+func.func @linear_bias_elt(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>, %b: tensor<48xf16>) {
+  // expected-error @+2 {{bias must have the input's element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<48x16xf32>, tensor<48xf16>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a declared result type other than the inferred one.
+func.func @linear_result(%x: tensor<2x8x16xf32>, %w: tensor<48x16xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8x48xf32>' are incompatible with return type(s) of operation 'tensor<2x8x47xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w : (tensor<2x8x16xf32>, tensor<48x16xf32>) -> tensor<2x8x47xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects a declared static result where the inferred one is dynamic.
+func.func @linear_result_refined(%x: tensor<?x16xf32>, %w: tensor<48x16xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<?x48xf32>' are incompatible with return type(s) of operation 'tensor<4x48xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.linear %x, %w : (tensor<?x16xf32>, tensor<48x16xf32>) -> tensor<4x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects integer operands.
+func.func @linear_int(%x: tensor<2x16xi32>, %w: tensor<4x16xf32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<2x16xi32>'}}
+  %0 = gpt.linear %x, %w : (tensor<2x16xi32>, tensor<4x16xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.linear rejects an unranked input.
+func.func @linear_unranked(%x: tensor<*xf32>, %w: tensor<4x16xf32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<*xf32>'}}
+  %0 = gpt.linear %x, %w : (tensor<*xf32>, tensor<4x16xf32>) -> tensor<*xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul rejects a rank-1 lhs.
+func.func @matmul_lhs_rank(%a: tensor<16xf32>, %b: tensor<16x4xf32>) {
+  // expected-error @+2 {{lhs must have rank >= 2, got 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b : (tensor<16xf32>, tensor<16x4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul rejects an rhs that is neither rank 2 nor the lhs rank.
+func.func @matmul_rhs_rank(%a: tensor<2x4x8x16xf32>, %b: tensor<4x16x8xf32>) {
+  // expected-error @+2 {{rhs must have rank 2 or the lhs rank (4), got 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b : (tensor<2x4x8x16xf32>, tensor<4x16x8xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul rejects a batched rhs with a rank-2 lhs.
+func.func @matmul_rhs_rank_higher(%a: tensor<8x16xf32>, %b: tensor<2x16x4xf32>) {
+  // expected-error @+2 {{rhs must have rank 2 or the lhs rank (2), got 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b : (tensor<8x16xf32>, tensor<2x16x4xf32>) -> tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul rejects operands of different element types.
+func.func @matmul_elt(%a: tensor<8x16xf32>, %b: tensor<16x4xbf16>) {
+  // expected-error @+2 {{lhs and rhs must have one element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b : (tensor<8x16xf32>, tensor<16x4xbf16>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul rejects different batch dimensions.
+func.func @matmul_batch(%a: tensor<2x4x8x16xf32>, %b: tensor<2x2x16x8xf32>) {
+  // expected-error @+2 {{batch dimension 1 differs: 4 vs 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b : (tensor<2x4x8x16xf32>, tensor<2x2x16x8xf32>) -> tensor<2x4x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul rejects different contraction sizes.
+func.func @matmul_k(%a: tensor<8x16xf32>, %b: tensor<8x4xf32>) {
+  // expected-error @+2 {{contraction sizes differ: lhs K = 16, rhs K = 8}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b : (tensor<8x16xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul takes K from the last rhs dimension under transpose_rhs.
+func.func @matmul_k_transpose_rhs(%x: tensor<2x8x16xf32>, %w: tensor<16x64xf32>) {
+  // expected-error @+2 {{contraction sizes differ: lhs K = 16, rhs K = 64}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %x, %w {transpose_rhs}
+      : (tensor<2x8x16xf32>, tensor<16x64xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul takes K from the second-last lhs dimension under transpose_lhs.
+func.func @matmul_k_transpose_lhs(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) {
+  // expected-error @+2 {{contraction sizes differ: lhs K = 8, rhs K = 16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b {transpose_lhs} : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<16x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.matmul rejects a declared result type other than the inferred one.
+func.func @matmul_result(%a: tensor<8x16xf32>, %b: tensor<16x4xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<8x4xf32>' are incompatible with return type(s) of operation 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.matmul %a, %b : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.bias_add rejects a rank-2 bias.
+func.func @bias_add_rank(%x: tensor<2x8x48xf32>, %b: tensor<8x48xf32>) {
+  // expected-error @+2 {{expects input (..., N) and bias (N)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.bias_add %x, %b : (tensor<2x8x48xf32>, tensor<8x48xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.bias_add rejects a bias of the wrong size.
+func.func @bias_add_size(%x: tensor<2x8x48xf32>, %b: tensor<16xf32>) {
+  // expected-error @+2 {{input has 48 columns but bias has 16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.bias_add %x, %b : (tensor<2x8x48xf32>, tensor<16xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.bias_add rejects a bias of another element type.
+func.func @bias_add_elt(%x: tensor<2x8x48xf32>, %b: tensor<48xf64>) {
+  // expected-error @+2 {{input and bias must have one element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.bias_add %x, %b : (tensor<2x8x48xf32>, tensor<48xf64>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention rejects qkv that is not rank 3.
+func.func @attention_rank(%qkv: tensor<8x48xf32>) {
+  // expected-error @+2 {{expects qkv (B, T, 3C), got rank 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention %qkv {num_heads = 4 : i64} : (tensor<8x48xf32>) -> tensor<8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention rejects a last dimension that is not 3C.
+func.func @attention_3c(%qkv: tensor<2x8x50xf32>) {
+  // expected-error @+2 {{last dimension 50 is not 3C}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<2x8x50xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention rejects a head count that does not divide C.
+func.func @attention_heads(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{16 channels do not split into 3 heads}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention %qkv {num_heads = 3 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention rejects zero heads.
+func.func @attention_zero_heads(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{num_heads must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention %qkv {num_heads = 0 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention rejects a negative head count, even with a dynamic C.
+func.func @attention_negative_heads(%qkv: tensor<?x?x?xf32>) {
+  // expected-error @+2 {{num_heads must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention %qkv {num_heads = -4 : i64} : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention rejects a num_heads that is neither i64 nor #gpt.cfg.
+func.func @attention_heads_type(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint}}
+  %0 = gpt.causal_attention %qkv {num_heads = 4 : i32} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention requires num_heads.
+func.func @attention_no_heads(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+1 {{requires attribute 'num_heads'}}
+  %0 = gpt.causal_attention %qkv : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention rejects a declared result type other than the inferred one.
+func.func @attention_result(%qkv: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8x16xf32>' are incompatible with return type(s) of operation 'tensor<2x8x48xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention %qkv {num_heads = 4 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects targets of the logits' rank.
+func.func @ce_rank(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8x1xi32>) {
+  // expected-error @+2 {{expects logits (..., Vp) and targets (...), got ranks 3 and 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+      : (tensor<2x8x64xf32>, tensor<2x8x1xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects rank-0 logits.
+func.func @ce_rank0(%logits: tensor<f32>, %targets: tensor<i32>) {
+  // expected-error @+2 {{expects logits (..., Vp) and targets (...), got ranks 0 and 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+      : (tensor<f32>, tensor<i32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects targets of another shape.
+func.func @ce_shape(%logits: tensor<2x8x64xf32>, %targets: tensor<2x4xi32>) {
+  // expected-error @+2 {{logits and targets differ in dimension 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+      : (tensor<2x8x64xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects a vocab_size larger than Vp.
+func.func @ce_vocab(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) {
+  // expected-error @+2 {{vocab_size 65 exceeds the 64 logits per position}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 65 : i64}
+      : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects a non-positive vocab_size.
+func.func @ce_vocab_zero(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) {
+  // expected-error @+2 {{vocab_size must be positive}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 0 : i64}
+      : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects float targets.
+func.func @ce_targets_type(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xf32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 32-bit signless integer values, but got 'tensor<2x8xf32>'}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+      : (tensor<2x8x64xf32>, tensor<2x8xf32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects a result that is not rank 0.
+func.func @ce_result_rank(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>) {
+  // expected-error @+1 {{result #0 must be 0D tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<1xf32>'}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+      : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<1xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cross_entropy rejects a loss of another element type than the logits.
+func.func @ce_result_elt(%logits: tensor<2x8x64xbf16>, %targets: tensor<2x8xi32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<bf16>' are incompatible with return type(s) of operation 'tensor<f32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
+      : (tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects an unknown callee.
+func.func @repeat_unknown(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{'nope' does not name a func.func}}
+  %0 = gpt.repeat @nope(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a callee without arguments.
+func.func private @block() -> tensor<2x8x16xf32>
+func.func @repeat_no_args(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{callee @block must take the activation first and return one value}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a callee with two results.
+func.func private @block(%x: tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+func.func @repeat_two_results(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{callee @block must take the activation first and return one value}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a callee whose activation argument has another shape.
+func.func private @block(%x: tensor<4x8x16xf32>) -> tensor<2x8x16xf32>
+func.func @repeat_arg_shape(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{activation type 'tensor<2x8x16xf32>' does not match callee @block type 'tensor<4x8x16xf32>'}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a callee whose result has another shape.
+func.func private @block(%x: tensor<?x?x?xf32>) -> tensor<?x?xf32>
+func.func @repeat_result_shape(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{activation type 'tensor<2x8x16xf32>' does not match callee @block type 'tensor<?x?xf32>'}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a callee of another element type.
+func.func private @block(%x: tensor<?x?x?xbf16>) -> tensor<?x?x?xbf16>
+func.func @repeat_elt(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{activation type 'tensor<2x8x16xf32>' does not match callee @block type 'tensor<?x?x?xbf16>'}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a callee that takes a vector instead of a tensor.
+func.func private @block(%x: vector<2x8x16xf32>) -> vector<2x8x16xf32>
+func.func @repeat_vector(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{activation type 'tensor<2x8x16xf32>' does not match callee @block type 'vector<2x8x16xf32>'}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a callee parameter without a gpt.param name.
+func.func private @block(%x: tensor<?x?x?xf32>, %w: tensor<?xf32> {gpt.param = "ln.weight"},
+                         %b: tensor<?xf32>) -> tensor<?x?x?xf32>
+func.func @repeat_param(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{callee @block argument 2 needs a 'gpt.param' name}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a gpt.param name that is not a string.
+func.func private @block(%x: tensor<?x?x?xf32>, %w: tensor<?xf32> {gpt.param = 1 : i64})
+    -> tensor<?x?x?xf32>
+func.func @repeat_param_type(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{callee @block argument 1 needs a 'gpt.param' name}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a zero count.
+func.func private @block(%x: tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+func.func @repeat_count_zero(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{count must be positive, got 0}}
+  %0 = gpt.repeat @block(%x) {count = 0 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a negative count.
+func.func private @block(%x: tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+func.func @repeat_count_negative(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{count must be positive, got -1}}
+  %0 = gpt.repeat @block(%x) {count = -1 : i64, prefix = "h"} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat requires a prefix.
+func.func private @block(%x: tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+func.func @repeat_no_prefix(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{requires attribute 'prefix'}}
+  %0 = gpt.repeat @block(%x) {count = 2 : i64} : tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.repeat rejects a result type other than the input type.
+func.func private @block(%x: tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+func.func @repeat_result(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{failed to verify that all of {input, result} have same type}}
+  %0 = "gpt.repeat"(%x) <{callee = @block, count = 2 : i64, prefix = "h"}>
+      : (tensor<2x8x16xf32>) -> tensor<?x?x?xf32>
+  return
+}
+
+// -----
+
+// Tests that the elementwise binary ops reject integer tensors.
+func.func @add_int(%a: tensor<2x8xi32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<2x8xi32>'}}
+  %0 = gpt.add %a, %a : tensor<2x8xi32>
+  return
+}
+
+// -----
+
+// Tests that the elementwise binary ops do not broadcast.
+func.func @mul_broadcast(%a: tensor<2x8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "gpt.mul"(%a, %b) : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the elementwise binary ops reject mixed element types.
+func.func @sub_elt(%a: tensor<2x8xf32>, %b: tensor<2x8xbf16>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "gpt.sub"(%a, %b) : (tensor<2x8xf32>, tensor<2x8xbf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that the elementwise unary ops reject integer tensors.
+func.func @exp_int(%x: tensor<2x8xi32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<2x8xi32>'}}
+  %0 = gpt.exp %x : tensor<2x8xi32>
+  return
+}
+
+// -----
+
+// Tests that the elementwise unary ops reject a result type other than the operand type.
+func.func @gelu_result(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{requires the same type for all operands and results}}
+  %0 = "gpt.gelu"(%x) : (tensor<2x8xf32>) -> tensor<2x8xf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.scale requires an f64 factor.
+func.func @scale_factor(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{attribute 'factor' failed to satisfy constraint: 64-bit float attribute}}
+  %0 = gpt.scale %x {factor = 2 : i64} : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.scale requires a factor.
+func.func @scale_no_factor(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{requires attribute 'factor'}}
+  %0 = gpt.scale %x : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_mask rejects non-square scores.
+func.func @causal_mask_square(%s: tensor<2x8x4xf32>) {
+  // expected-error @+1 {{expects scores (..., T, T), got 'tensor<2x8x4xf32>'}}
+  %0 = gpt.causal_mask %s : tensor<2x8x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_mask rejects rank-1 scores.
+func.func @causal_mask_rank(%s: tensor<8xf32>) {
+  // expected-error @+1 {{expects scores (..., T, T), got 'tensor<8xf32>'}}
+  %0 = gpt.causal_mask %s : tensor<8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.constant rejects a dynamic result type.
+func.func @constant_dynamic() {
+  // expected-error @+1 {{result type must be static, got 'tensor<?x16xf32>'}}
+  %0 = gpt.constant 1.0 : tensor<?x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.constant rejects an integer result type.
+func.func @constant_int() {
+  // expected-error @+1 {{result #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<4xi32>'}}
+  %0 = "gpt.constant"() <{value = 1.0 : f64}> : () -> tensor<4xi32>
+  return
+}
+
+// -----
+
+// Tests that gpt.constant requires an f64 value.
+func.func @constant_value_type() {
+  // expected-error @+1 {{attribute 'value' failed to satisfy constraint: 64-bit float attribute}}
+  %0 = "gpt.constant"() <{value = 1.0 : f32}> : () -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.cast rejects a change of shape.
+func.func @cast_shape(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{requires the same shape for all operands and results}}
+  %0 = gpt.cast %x : tensor<2x8xf32> to tensor<8x2xbf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.cast rejects integer element types.
+func.func @cast_int(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{result #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<2x8xi32>'}}
+  %0 = gpt.cast %x : tensor<2x8xf32> to tensor<2x8xi32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reduce rejects an empty dims list.
+func.func @reduce_empty(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{needs at least one dimension}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.reduce sum %x dims [] : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reduce rejects a dimension past the rank.
+func.func @reduce_range(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{dimension 3 is out of range for rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.reduce sum %x dims [3] : (tensor<2x8x16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reduce rejects a negative dimension.
+func.func @reduce_negative(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{dimension -1 is out of range for rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.reduce mean %x dims [-1] : (tensor<2x8x16xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reduce rejects unsorted dims.
+func.func @reduce_unsorted(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{dims must be sorted and unique}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.reduce sum %x dims [1, 0] : (tensor<2x8x16xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reduce rejects repeated dims.
+func.func @reduce_repeated(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{dims must be sorted and unique}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.reduce max %x dims [1, 1] : (tensor<2x8x16xf32>) -> tensor<2x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reduce without keep_dims drops the reduced dimensions.
+func.func @reduce_keep_dims_result(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8xf32>' are incompatible with return type(s) of operation 'tensor<2x8x1xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.reduce sum %x dims [2] : (tensor<2x8x16xf32>) -> tensor<2x8x1xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reduce rejects an unknown kind.
+func.func @reduce_kind(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{expected ::mlir::gpt::ReduceKind to be one of: sum, mean, max}}
+  // expected-error @+1 {{failed to parse GPT_ReduceKindAttr parameter 'value'}}
+  %0 = gpt.reduce min %x dims [2] : (tensor<2x8x16xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reshape rejects a change of element count.
+func.func @reshape_count(%x: tensor<2x8x16xf32>) {
+  // expected-error @+1 {{cannot reshape 256 elements into 255}}
+  %0 = gpt.reshape %x : tensor<2x8x16xf32> to tensor<255xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reshape rejects dynamic shapes.
+func.func @reshape_dynamic(%x: tensor<?x16xf32>) {
+  // expected-error @+1 {{needs static shapes, got 'tensor<?x16xf32>' to 'tensor<32xf32>'}}
+  %0 = gpt.reshape %x : tensor<?x16xf32> to tensor<32xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.reshape rejects a change of element type.
+func.func @reshape_elt(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{must keep the element type}}
+  %0 = gpt.reshape %x : tensor<2x8xf32> to tensor<16xbf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.transpose rejects a permutation of the wrong length.
+func.func @transpose_length(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{permutation has 2 entries for rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.transpose %x [1, 0] : (tensor<2x8x16xf32>) -> tensor<8x2x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.transpose rejects a repeated entry.
+func.func @transpose_repeated(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{permutation is not a permutation of [0, 3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.transpose %x [0, 1, 1] : (tensor<2x8x16xf32>) -> tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.transpose rejects an entry out of range.
+func.func @transpose_range(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{permutation is not a permutation of [0, 3)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.transpose %x [0, 3, 1] : (tensor<2x8x16xf32>) -> tensor<2x8x8xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.transpose rejects a declared result type other than the inferred one.
+func.func @transpose_result(%x: tensor<2x8x16xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<16x2x8xf32>' are incompatible with return type(s) of operation 'tensor<8x16x2xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.transpose %x [2, 0, 1] : (tensor<2x8x16xf32>) -> tensor<8x16x2xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.slice rejects a dimension past the rank.
+func.func @slice_dim(%x: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{dimension 3 is out of range for rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.slice %x {dim = 3 : i64, start = 0 : i64, size = 16 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.slice rejects a negative start.
+func.func @slice_start(%x: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{needs start >= 0 and size >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.slice %x {dim = 2 : i64, start = -1 : i64, size = 16 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.slice rejects an empty slice.
+func.func @slice_size(%x: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{needs start >= 0 and size >= 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.slice %x {dim = 2 : i64, start = 0 : i64, size = 0 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x0xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.slice rejects a range past the end of the dimension.
+func.func @slice_range(%x: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{range [40, 56) exceeds dimension 2 of size 48}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.slice %x {dim = 2 : i64, start = 40 : i64, size = 16 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.slice rejects a start so large that start + size overflows.
+func.func @slice_overflow(%x: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{range start 9223372036854775807 plus size 1 overflows}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.slice %x {dim = 2 : i64, start = 9223372036854775807 : i64, size = 1 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x1xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.slice rejects a size larger than the dimension.
+func.func @slice_size_too_large(%x: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{range [0, 64) exceeds dimension 2 of size 48}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.slice %x {dim = 2 : i64, start = 0 : i64, size = 64 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.slice rejects a declared result type other than the inferred one.
+func.func @slice_result(%x: tensor<2x8x48xf32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8x16xf32>' are incompatible with return type(s) of operation 'tensor<2x8x48xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.slice %x {dim = 2 : i64, start = 0 : i64, size = 16 : i64}
+      : (tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+  return
+}
