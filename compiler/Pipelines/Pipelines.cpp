@@ -4,6 +4,7 @@
 
 #include "dialects/GPT/IR/GPTDialect.h"
 #include "dialects/GPT/Transforms/Passes.h"
+#include "compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -30,6 +31,10 @@ static const PhaseInfo kPhases[] = {
     {Phase::Import, "import",
      "one configuration instantiated: static shapes, unrolled layers, named "
      "parameters"},
+    {Phase::Autodiff, "autodiff",
+     "+ @forward_grad: the loss and the gradient of every parameter"},
+    {Phase::TrainStep, "train-step",
+     "+ @train_step (accumulation, clipping, LR schedule, AdamW) and @init"},
 };
 
 llvm::ArrayRef<PhaseInfo> enumeratePhases() { return kPhases; }
@@ -62,10 +67,38 @@ void buildImportPassPipeline(OpPassManager &pm, const PipelineOptions &options) 
   pm.addPass(createCSEPass());
 }
 
+void buildAutodiffPassPipeline(OpPassManager &pm, const PipelineOptions &) {
+  pm.addPass(createAutodiffPass());
+  // Gradient rules rebuild shared subexpressions (e.g. the flattened
+  // activations read by both dW and db); CSE merges them.
+  pm.addPass(createCSEPass());
+}
+
+void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+  InsertOptimizerPassOptions opt;
+  opt.accumSteps = options.accumSteps;
+  opt.lr = options.lr;
+  opt.minLr = options.minLr;
+  opt.warmupSteps = options.warmupSteps;
+  opt.totalSteps = options.totalSteps;
+  opt.schedule = options.schedule;
+  opt.beta1 = options.beta1;
+  opt.beta2 = options.beta2;
+  opt.epsilon = options.epsilon;
+  opt.weightDecay = options.weightDecay;
+  opt.gradClip = options.gradClip;
+  pm.addPass(createInsertOptimizerPass(opt));
+  pm.addPass(createInsertInitPass());
+}
+
 void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
                    Phase compileTo) {
   if (compileTo >= Phase::Import)
     buildImportPassPipeline(pm, options);
+  if (compileTo >= Phase::Autodiff)
+    buildAutodiffPassPipeline(pm, options);
+  if (compileTo >= Phase::TrainStep)
+    buildTrainStepPassPipeline(pm, options);
 }
 
 void registerDialects(DialectRegistry &registry) {
@@ -74,6 +107,7 @@ void registerDialects(DialectRegistry &registry) {
 
 void registerPasses() {
   gpt::registerGPTPasses();
+  registerGPTCPasses();
   registerCanonicalizerPass();
   registerCSEPass();
   registerSymbolDCEPass();
@@ -81,6 +115,12 @@ void registerPasses() {
       "gpt-import-pipeline",
       "Import phase: instantiate a model preset with static shapes",
       buildImportPassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-autodiff-pipeline", "Autodiff phase: add @forward_grad",
+      buildAutodiffPassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-train-step-pipeline", "Train-step phase: add @train_step and @init",
+      buildTrainStepPassPipeline);
 }
 
 //===----------------------------------------------------------------------===//

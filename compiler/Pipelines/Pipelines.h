@@ -24,7 +24,9 @@ namespace gptc {
 /// Phases in pipeline order. `Input` is the parsed, verified file.
 enum class Phase {
   Input,
-  Import, // config instantiated: static shapes, unrolled layers
+  Import,    // config instantiated: static shapes, unrolled layers
+  Autodiff,  // + @forward_grad: loss and parameter gradients
+  TrainStep, // + @train_step (accumulation, clipping, schedule, AdamW), @init
 };
 
 struct PhaseInfo {
@@ -48,10 +50,41 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                         llvm::cl::init(0)};
   Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length T (0: preset's)"),
                       llvm::cl::init(0)};
+
+  // Train step (see gpt-insert-optimizer for the meaning of each).
+  Option<int64_t> accumSteps{*this, "accum-steps",
+                             llvm::cl::desc("Micro-batches per step"), llvm::cl::init(1)};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Peak learning rate"),
+                    llvm::cl::init(3.0e-4)};
+  Option<double> minLr{*this, "min-lr", llvm::cl::desc("Final learning rate"),
+                       llvm::cl::init(0.0)};
+  Option<int64_t> warmupSteps{*this, "warmup-steps", llvm::cl::desc("Warm-up steps"),
+                              llvm::cl::init(0)};
+  Option<int64_t> totalSteps{*this, "total-steps",
+                             llvm::cl::desc("Steps of the learning-rate decay"),
+                             llvm::cl::init(0)};
+  Option<std::string> schedule{*this, "schedule",
+                               llvm::cl::desc("constant, cosine or linear"),
+                               llvm::cl::init("constant")};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.95)};
+  Option<double> epsilon{*this, "epsilon", llvm::cl::desc("AdamW epsilon"),
+                         llvm::cl::init(1.0e-8)};
+  Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("AdamW weight decay"),
+                             llvm::cl::init(0.1)};
+  Option<double> gradClip{*this, "grad-clip",
+                          llvm::cl::desc("Global gradient-norm clip (0: off)"),
+                          llvm::cl::init(1.0)};
 };
 
 /// Import: pick the configuration, make shapes static, unroll the layers.
 void buildImportPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Autodiff: differentiate @forward into @forward_grad.
+void buildAutodiffPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Train step: optimizer around the gradient function, plus @init.
+void buildTrainStepPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Every phase after `Input` up to and including `compileTo`.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,

@@ -11,6 +11,8 @@
 
 #include "dialects/GPT/IR/GPTOps.h"
 
+#include "mlir/IR/SymbolTable.h"
+
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -87,6 +89,25 @@ std::vector<int64_t> stridesOf(ArrayRef<int64_t> shape) {
   return strides;
 }
 
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+} // namespace
+
+double counterNormal(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t key = splitmix64(seed) ^ splitmix64(stream * 0xD1B54A32D192ED03ull);
+  uint64_t a = splitmix64(key + 2 * index), b = splitmix64(key + 2 * index + 1);
+  double u1 = (static_cast<double>(a >> 11) + 1.0) * 0x1.0p-53; // (0, 1]
+  double u2 = static_cast<double>(b >> 11) * 0x1.0p-53;         // [0, 1)
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+namespace {
+
 template <typename T>
 class Evaluator {
 public:
@@ -98,6 +119,7 @@ public:
       return fn.emitError("reference interpreter: @")
              << fn.getName() << " takes " << fn.getNumArguments()
              << " arguments, got " << args.size();
+    std::vector<Buffer> buffers;
     for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
       auto type = llvm::dyn_cast<RankedTensorType>(arg.getType());
       if (!type || !type.hasStaticShape())
@@ -107,23 +129,35 @@ public:
           args[i].numElements() != type.getNumElements())
         return fn.emitError("reference interpreter: argument ")
                << i << " has the wrong shape for " << type;
-      Buffer &buf = out(arg);
-      buf.clear();
-      buf.reserve(args[i].data.size());
       // f32 storage is exact in fp64 mode: only narrow formats round.
       Type elt = type.getElementType();
       bool narrow = elt.isBF16() || elt.isF16();
+      Buffer buf;
+      buf.reserve(args[i].data.size());
       for (double x : args[i].data)
         buf.push_back(static_cast<T>(narrow ? roundTo(elt, x) : x));
+      buffers.push_back(std::move(buf));
     }
+    std::vector<Buffer> outs;
+    if (failed(call(fn, std::move(buffers), outs)))
+      return failure();
+    for (auto [v, buf] : llvm::zip(fn.getFunctionType().getResults(), outs)) {
+      auto shape = llvm::cast<ShapedType>(v).getShape();
+      results.emplace_back(std::vector<int64_t>(shape.begin(), shape.end()),
+                           std::vector<double>(buf.begin(), buf.end()));
+    }
+    return success();
+  }
+
+  /// Runs `fn` on buffers that already match its argument types.
+  LogicalResult call(func::FuncOp fn, std::vector<Buffer> args,
+                     std::vector<Buffer> &results) {
+    for (auto [arg, buf] : llvm::zip(fn.getArguments(), args))
+      env[arg] = std::make_unique<Buffer>(std::move(buf));
     for (Operation &op : fn.getBody().front()) {
       if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
-        for (Value v : ret.getOperands()) {
-          Tensor t(shapeOf(v));
-          const Buffer &buf = in(v);
-          t.data.assign(buf.begin(), buf.end());
-          results.push_back(std::move(t));
-        }
+        for (Value v : ret.getOperands())
+          results.push_back(in(v));
         return success();
       }
       if (failed(execute(&op)))
@@ -192,6 +226,17 @@ private:
         })
         .template Case<TransposeOp>([&](auto o) { return transpose(o); })
         .template Case<SliceOp>([&](auto o) { return slice(o); })
+        .template Case<EmbedGradOp>([&](auto o) { return embedGrad(o); })
+        .template Case<LayerNormGradOp>([&](auto o) { return layernormGrad(o); })
+        .template Case<GeluGradOp>([&](auto o) { return geluGrad(o); })
+        .template Case<SoftmaxGradOp>([&](auto o) { return softmaxGrad(o); })
+        .template Case<CausalAttentionGradOp>([&](auto o) { return attentionGrad(o); })
+        .template Case<CrossEntropyGradOp>([&](auto o) { return crossEntropyGrad(o); })
+        .template Case<LRScheduleOp>([&](auto o) { return lrSchedule(o); })
+        .template Case<GlobalNormOp>([&](auto o) { return globalNorm(o); })
+        .template Case<AdamWOp>([&](auto o) { return adamw(o); })
+        .template Case<RandomNormalOp>([&](auto o) { return randomNormal(o); })
+        .template Case<func::CallOp>([&](auto o) { return callOp(o); })
         .template Case<RepeatOp>([&](auto o) {
           return o.emitOpError("reference interpreter: instantiate the model "
                                "first (gpt-instantiate-model)");
@@ -451,6 +496,257 @@ private:
       for (int64_t s = 0; s < size; ++s)
         std::copy_n(&x[(o * xs[dim] + start + s) * inner], inner,
                     &y[(o * size + s) * inner]);
+    return success();
+  }
+  //===--------------------------------------------------------------------===//
+  // Gradient ops
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult embedGrad(EmbedGradOp op) {
+    const Buffer &dy = in(op.getGrad()), &ids = in(op.getIds());
+    int64_t c = shapeOf(op.getGrad())[2], t = shapeOf(op.getIds())[1];
+    int64_t v = op.getVocabRows();
+    Buffer &dwte = out(op.getWteGrad());
+    Buffer &dwpe = out(op.getWpeGrad());
+    for (int64_t r = 0; r < static_cast<int64_t>(ids.size()); ++r) {
+      int64_t id = static_cast<int64_t>(ids[r]);
+      if (id < 0 || id >= v)
+        return op.emitOpError("token id ") << id << " at position " << r
+                                           << " is outside the vocabulary [0, " << v << ")";
+      for (int64_t i = 0; i < c; ++i) {
+        dwte[id * c + i] += dy[r * c + i];
+        dwpe[(r % t) * c + i] += dy[r * c + i];
+      }
+    }
+    return success();
+  }
+
+  LogicalResult layernormGrad(LayerNormGradOp op) {
+    const Buffer &dy = in(op.getGrad()), &x = in(op.getInput()), &w = in(op.getWeight());
+    int64_t c = shapeOf(op.getInput()).back(), rows = x.size() / c;
+    T eps = static_cast<T>(op.getEpsilon().convertToDouble());
+    Buffer &dx = out(op.getInputGrad());
+    Buffer &dw = out(op.getWeightGrad());
+    Buffer &db = out(op.getBiasGrad());
+    std::vector<T> xhat(c);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = &x[r * c], *dyr = &dy[r * c];
+      T mean = 0, var = 0;
+      for (int64_t i = 0; i < c; ++i)
+        mean += xr[i];
+      mean /= static_cast<T>(c);
+      for (int64_t i = 0; i < c; ++i)
+        var += (xr[i] - mean) * (xr[i] - mean);
+      var /= static_cast<T>(c);
+      T rstd = T(1) / std::sqrt(var + eps);
+      T dnormMean = 0, dnormXhatMean = 0;
+      for (int64_t i = 0; i < c; ++i) {
+        xhat[i] = (xr[i] - mean) * rstd;
+        T dnorm = dyr[i] * w[i];
+        dnormMean += dnorm;
+        dnormXhatMean += dnorm * xhat[i];
+        dw[i] += dyr[i] * xhat[i];
+        db[i] += dyr[i];
+      }
+      dnormMean /= static_cast<T>(c);
+      dnormXhatMean /= static_cast<T>(c);
+      for (int64_t i = 0; i < c; ++i)
+        dx[r * c + i] = (dyr[i] * w[i] - dnormMean - xhat[i] * dnormXhatMean) * rstd;
+    }
+    return success();
+  }
+
+  LogicalResult geluGrad(GeluGradOp op) {
+    const Buffer &dy = in(op.getGrad()), &x = in(op.getInput());
+    const T k = static_cast<T>(0.7978845608028654), a = static_cast<T>(0.044715);
+    Buffer &dx = out(op.getResult());
+    for (size_t i = 0; i < x.size(); ++i) {
+      T xi = x[i], u = k * (xi + a * xi * xi * xi), th = std::tanh(u);
+      T sech2 = T(1) - th * th;
+      T local = T(0.5) * (T(1) + th) + T(0.5) * xi * sech2 * k * (T(1) + T(3) * a * xi * xi);
+      dx[i] = dy[i] * local;
+    }
+    return success();
+  }
+
+  LogicalResult softmaxGrad(SoftmaxGradOp op) {
+    const Buffer &dy = in(op.getGrad()), &y = in(op.getOutput());
+    int64_t c = shapeOf(op.getOutput()).back(), rows = y.size() / c;
+    Buffer &dx = out(op.getResult());
+    for (int64_t r = 0; r < rows; ++r) {
+      T dot = 0;
+      for (int64_t i = 0; i < c; ++i)
+        dot += dy[r * c + i] * y[r * c + i];
+      for (int64_t i = 0; i < c; ++i)
+        dx[r * c + i] = y[r * c + i] * (dy[r * c + i] - dot);
+    }
+    return success();
+  }
+
+  LogicalResult attentionGrad(CausalAttentionGradOp op) {
+    const Buffer &dy = in(op.getGrad()), &qkv = in(op.getQkv());
+    auto s = shapeOf(op.getQkv());
+    int64_t bsz = s[0], t = s[1], c = s[2] / 3;
+    int64_t h = *getConfigInt(op.getNumHeads()), d = c / h;
+    T scale = T(1) / std::sqrt(static_cast<T>(d));
+    Buffer &dqkv = out(op.getResult());
+    std::vector<T> p(t), dp(t);
+    auto at = [&](int64_t b, int64_t j, int64_t part, int64_t hd) {
+      return ((b * t + j) * 3 + part) * c + hd * d;
+    };
+    for (int64_t b = 0; b < bsz; ++b)
+      for (int64_t hd = 0; hd < h; ++hd)
+        for (int64_t i = 0; i < t; ++i) {
+          // Recompute the probabilities of row i (as the forward).
+          const T *q = &qkv[at(b, i, 0, hd)];
+          T mx = -std::numeric_limits<T>::infinity();
+          for (int64_t j = 0; j <= i; ++j) {
+            const T *kj = &qkv[at(b, j, 1, hd)];
+            T dot = 0;
+            for (int64_t e = 0; e < d; ++e)
+              dot += q[e] * kj[e];
+            p[j] = dot * scale;
+            mx = std::max(mx, p[j]);
+          }
+          T sum = 0;
+          for (int64_t j = 0; j <= i; ++j)
+            sum += (p[j] = std::exp(p[j] - mx));
+          for (int64_t j = 0; j <= i; ++j)
+            p[j] /= sum;
+          // dv_j += p_j dy_i;  dp_j = dy_i . v_j;  ds = p (dp - p.dp).
+          const T *dyi = &dy[(b * t + i) * c + hd * d];
+          T pdp = 0;
+          for (int64_t j = 0; j <= i; ++j) {
+            const T *vj = &qkv[at(b, j, 2, hd)];
+            T *dvj = &dqkv[at(b, j, 2, hd)];
+            T acc = 0;
+            for (int64_t e = 0; e < d; ++e) {
+              dvj[e] += p[j] * dyi[e];
+              acc += dyi[e] * vj[e];
+            }
+            dp[j] = acc;
+            pdp += p[j] * acc;
+          }
+          T *dq = &dqkv[at(b, i, 0, hd)];
+          for (int64_t j = 0; j <= i; ++j) {
+            T ds = p[j] * (dp[j] - pdp) * scale;
+            const T *kj = &qkv[at(b, j, 1, hd)];
+            T *dkj = &dqkv[at(b, j, 1, hd)];
+            for (int64_t e = 0; e < d; ++e) {
+              dq[e] += ds * kj[e];
+              dkj[e] += ds * q[e];
+            }
+          }
+        }
+    return success();
+  }
+
+  LogicalResult crossEntropyGrad(CrossEntropyGradOp op) {
+    const Buffer &dloss = in(op.getGrad()), &logits = in(op.getLogits());
+    const Buffer &targets = in(op.getTargets());
+    int64_t vp = shapeOf(op.getLogits()).back();
+    int64_t v = *getConfigInt(op.getVocabSize());
+    int64_t rows = targets.size();
+    T g = dloss[0] / static_cast<T>(rows);
+    Buffer &dl = out(op.getResult());
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t target = static_cast<int64_t>(targets[r]);
+      if (target < 0 || target >= v)
+        return op.emitOpError("target ") << target << " at position " << r
+                                         << " is outside the vocabulary [0, " << v << ")";
+      const T *lr = &logits[r * vp];
+      T mx = *std::max_element(lr, lr + v), sum = 0;
+      for (int64_t i = 0; i < v; ++i)
+        sum += std::exp(lr[i] - mx);
+      for (int64_t i = 0; i < v; ++i)
+        dl[r * vp + i] = g * (std::exp(lr[i] - mx) / sum - (i == target ? T(1) : T(0)));
+    }
+    return success();
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Optimizer and initialisation ops
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult lrSchedule(LRScheduleOp op) {
+    double step = static_cast<double>(in(op.getStep())[0]);
+    double maxLr = op.getMaxLr().convertToDouble(), minLr = op.getMinLr().convertToDouble();
+    double warmup = static_cast<double>(op.getWarmupSteps());
+    double total = static_cast<double>(op.getTotalSteps());
+    double lr = maxLr;
+    if (op.getKind() != ScheduleKind::Constant) {
+      if (step < warmup) {
+        lr = maxLr * (step + 1) / warmup;
+      } else {
+        double r = total > warmup ? (step - warmup) / (total - warmup) : 1.0;
+        r = std::min(1.0, std::max(0.0, r));
+        lr = op.getKind() == ScheduleKind::Cosine
+                 ? minLr + 0.5 * (1.0 + std::cos(M_PI * r)) * (maxLr - minLr)
+                 : maxLr - r * (maxLr - minLr);
+      }
+    }
+    out(op.getResult())[0] = static_cast<T>(lr);
+    return success();
+  }
+
+  LogicalResult globalNorm(GlobalNormOp op) {
+    T sum = 0;
+    for (Value v : op.getInputs())
+      for (T x : in(v))
+        sum += x * x;
+    out(op.getResult())[0] = std::sqrt(sum);
+    return success();
+  }
+
+  LogicalResult adamw(AdamWOp op) {
+    const Buffer &p = in(op.getParam()), &g = in(op.getGrad());
+    const Buffer &m = in(op.getM()), &v = in(op.getV());
+    T lr = in(op.getLr())[0], scale = in(op.getGradScale())[0];
+    double t = static_cast<double>(in(op.getStep())[0]) + 1.0;
+    T b1 = static_cast<T>(op.getBeta1().convertToDouble());
+    T b2 = static_cast<T>(op.getBeta2().convertToDouble());
+    T eps = static_cast<T>(op.getEpsilon().convertToDouble());
+    T wd = static_cast<T>(op.getWeightDecay().convertToDouble());
+    T c1 = static_cast<T>(1.0 - std::pow(op.getBeta1().convertToDouble(), t));
+    T c2 = static_cast<T>(1.0 - std::pow(op.getBeta2().convertToDouble(), t));
+    Buffer &np = out(op.getNewParam());
+    Buffer &nm = out(op.getNewM());
+    Buffer &nv = out(op.getNewV());
+    for (size_t i = 0; i < p.size(); ++i) {
+      T gi = g[i] * scale;
+      nm[i] = b1 * m[i] + (T(1) - b1) * gi;
+      nv[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+      T update = (nm[i] / c1) / (std::sqrt(nv[i] / c2) + eps);
+      np[i] = p[i] - lr * (update + wd * p[i]);
+    }
+    return success();
+  }
+
+  LogicalResult randomNormal(RandomNormalOp op) {
+    double seedValue = static_cast<double>(in(op.getSeed())[0]);
+    if (seedValue != std::floor(seedValue) || std::fabs(seedValue) >= 16777216.0)
+      return op.emitOpError("seed must be an integer below 2^24 in the interpreter");
+    uint64_t seed = static_cast<uint64_t>(static_cast<int64_t>(seedValue));
+    Buffer &y = out(op.getResult());
+    T std = static_cast<T>(op.getStd().convertToDouble());
+    for (size_t i = 0; i < y.size(); ++i)
+      y[i] = std * static_cast<T>(counterNormal(seed, op.getStream(), i));
+    return success();
+  }
+
+  LogicalResult callOp(func::CallOp op) {
+    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+        op, op.getCalleeAttr());
+    if (!callee || callee.isExternal())
+      return op.emitOpError("reference interpreter: cannot find @") << op.getCallee();
+    std::vector<Buffer> args;
+    for (Value v : op.getOperands())
+      args.push_back(in(v));
+    std::vector<Buffer> results;
+    if (failed(Evaluator<T>().call(callee, std::move(args), results)))
+      return failure();
+    for (auto [r, buf] : llvm::zip(op.getResults(), results))
+      env[r] = std::make_unique<Buffer>(std::move(buf));
     return success();
   }
 };

@@ -45,6 +45,10 @@ mlir::FailureOr<std::vector<Tensor>> evaluate(mlir::func::FuncOp fn,
 /// ties to even, overflowing to infinity.
 double roundTo(mlir::Type type, double x);
 
+/// The N(0, 1) sample of gpt.random_normal: Box-Muller on two uniforms from
+/// SplitMix64 of (seed, stream, index). Runtimes must compute the same.
+double counterNormal(uint64_t seed, uint64_t stream, uint64_t index);
+
 /// The `gpt.param` / `gpt.input` name of each argument of `fn` ("" if none).
 std::vector<std::string> getArgumentNames(mlir::func::FuncOp fn);
 

@@ -63,7 +63,32 @@ cl::opt<std::string> dumpDir("dump-ir-after-each-pass",
 cl::opt<bool> listPhases("list-phases", cl::desc("Print the phases and exit"),
                          cl::cat(compileCat));
 
+cl::OptionCategory trainCat("gptc train-step options (phase train-step)");
+cl::opt<int64_t> accumSteps("accum-steps", cl::desc("Micro-batches per step (gradient accumulation)"),
+                            cl::init(1), cl::cat(trainCat));
+cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3.0e-4), cl::cat(trainCat));
+cl::opt<double> minLr("min-lr", cl::desc("Final learning rate of the decay"), cl::init(0.0),
+                      cl::cat(trainCat));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("Linear warm-up steps"), cl::init(0),
+                             cl::cat(trainCat));
+cl::opt<int64_t> totalSteps("total-steps", cl::desc("Steps over which the LR decays to --min-lr"),
+                            cl::init(0), cl::cat(trainCat));
+cl::opt<std::string> schedule("schedule", cl::desc("LR schedule: constant, cosine or linear"),
+                              cl::init("constant"), cl::cat(trainCat));
+cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9), cl::cat(trainCat));
+cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.95), cl::cat(trainCat));
+cl::opt<double> adamEps("adam-epsilon", cl::desc("AdamW epsilon"), cl::init(1.0e-8),
+                        cl::cat(trainCat));
+cl::opt<double> weightDecay("weight-decay",
+                            cl::desc("AdamW weight decay (matrices and embeddings only)"),
+                            cl::init(0.1), cl::cat(trainCat));
+cl::opt<double> gradClip("grad-clip", cl::desc("Clip the global gradient norm (0: off)"),
+                         cl::init(1.0), cl::cat(trainCat));
+
 cl::OptionCategory referenceCat("gptc run-reference options");
+cl::opt<int64_t> steps("steps",
+                       cl::desc("Train steps to run (0: only the forward loss)"),
+                       cl::init(0), cl::cat(referenceCat));
 cl::opt<std::string> precision("precision", cl::desc("fp64 or fp32"), cl::init("fp64"),
                                cl::cat(referenceCat));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the initialisation and the random batch"),
@@ -87,6 +112,7 @@ Examples:
   gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o gpt2-124M.mlir
   gptc compile models/gpt2.mlir --model=tiny --compile-to=import --dump-ir-after-each-pass=out/
   gptc run-reference models/gpt2.mlir --model=tiny --precision=fp32
+  gptc run-reference models/gpt2.mlir --model=tiny --steps=10 --lr=1e-2
 
 MLIR's pass-manager flags also work (listed by --help-hidden), e.g.
   --mlir-print-ir-after-all, --mlir-print-ir-after=<pass>, --mlir-timing
@@ -106,6 +132,24 @@ OwningOpRef<ModuleOp> parseInput(MLIRContext &context, llvm::SourceMgr &sourceMg
   }
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
+}
+
+/// The driver's flags as pipeline options (PassOptions cannot be copied).
+void setPipelineOptions(PipelineOptions &options) {
+  options.model = model;
+  options.batch = batch;
+  options.seq = seq;
+  options.accumSteps = accumSteps;
+  options.lr = lr;
+  options.minLr = minLr;
+  options.warmupSteps = warmupSteps;
+  options.totalSteps = totalSteps;
+  options.schedule = schedule;
+  options.beta1 = beta1;
+  options.beta2 = beta2;
+  options.epsilon = adamEps;
+  options.weightDecay = weightDecay;
+  options.gradClip = gradClip;
 }
 
 int runCompile(MLIRContext &context) {
@@ -131,9 +175,7 @@ int runCompile(MLIRContext &context) {
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
   PipelineOptions options;
-  options.model = model;
-  options.batch = batch;
-  options.seq = seq;
+  setPipelineOptions(options);
   buildPipeline(pm, options, target);
 
   if (!dumpDir.empty()) {
@@ -189,9 +231,24 @@ int readTokens(int64_t needed, std::vector<int64_t> &tokens) {
   return 0;
 }
 
+/// Evaluates `name` in `module`, reporting a missing function.
+FailureOr<std::vector<reference::Tensor>>
+evaluateFunction(ModuleOp module, StringRef name, ArrayRef<reference::Tensor> args,
+                 reference::Precision precision) {
+  auto fn = module.lookupSymbol<func::FuncOp>(name);
+  if (!fn) {
+    fail("the compiled module has no @" + name);
+    return failure();
+  }
+  return reference::evaluate(fn, args, precision);
+}
+
 int runReference(MLIRContext &context) {
   if (precision != "fp64" && precision != "fp32")
     return fail("--precision: expected fp64 or fp32, got '" + precision + "'");
+  if (steps < 0)
+    return fail("--steps must not be negative");
+  auto prec = precision == "fp64" ? reference::Precision::F64 : reference::Precision::F32;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
@@ -201,53 +258,85 @@ int runReference(MLIRContext &context) {
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
   PipelineOptions options;
-  options.model = model;
-  options.batch = batch;
-  options.seq = seq;
-  buildPipeline(pm, options, Phase::Import);
+  setPipelineOptions(options);
+  buildPipeline(pm, options, Phase::TrainStep);
   if (decompose)
     pm.addNestedPass<func::FuncOp>(gpt::createDecomposeAttentionPass());
   if (failed(pm.run(*module)))
     return 1;
 
-  auto fn = module->lookupSymbol<func::FuncOp>("forward");
-  if (!fn)
-    return fail("'" + inputFile + "' has no @forward function");
   auto config = (*module)->getAttrOfType<DictionaryAttr>("gpt.config");
   auto configInt = [&](StringRef key) {
     auto attr = config ? config.getAs<IntegerAttr>(key) : IntegerAttr();
     return attr ? attr.getInt() : int64_t{0};
   };
-  int64_t nLayer = configInt("n_layer"), b = configInt("batch"), t = configInt("seq");
-  int64_t vocab = configInt("vocab_size");
+  int64_t b = configInt("batch"), t = configInt("seq"), vocab = configInt("vocab_size");
+  int64_t micro = steps > 0 ? accumSteps : 1;
 
-  std::vector<reference::Tensor> args =
-      reference::initializeArguments(fn, seed, nLayer);
+  // Tokens: consecutive windows of B*T+1 from --data, or seeded random ids.
+  int64_t window = b * t;
+  int64_t needed = std::max<int64_t>(steps, 1) * micro * window + 1;
   std::vector<int64_t> tokens;
   if (!dataFile.empty()) {
-    if (int rc = readTokens(b * t + 1, tokens))
+    if (int rc = readTokens(std::min<int64_t>(needed, window + 1), tokens))
       return rc;
+    std::vector<int64_t> all;
+    if (needed > window + 1 && readTokens(needed, all) == 0)
+      tokens = all;
   } else {
     std::mt19937_64 rng(seed + 1);
-    for (int64_t i = 0; i < b * t + 1; ++i)
+    for (int64_t i = 0; i < needed; ++i)
       tokens.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab)));
   }
-  std::vector<std::string> names = reference::getArgumentNames(fn);
-  for (size_t i = 0; i < names.size(); ++i) {
-    int64_t shift = names[i] == "tokens" ? 0 : names[i] == "targets" ? 1 : -1;
-    if (shift < 0)
-      continue;
-    for (int64_t j = 0; j < b * t; ++j)
-      args[i].data[j] = static_cast<double>(tokens[j + shift]);
-  }
-  auto results = reference::evaluate(
-      fn, args, precision == "fp64" ? reference::Precision::F64 : reference::Precision::F32);
-  if (failed(results))
+  // Batch k reads window k (wrapping around a short file).
+  auto batchOf = [&](int64_t k, int64_t shift, std::vector<int64_t> shape) {
+    reference::Tensor tensor(std::move(shape));
+    int64_t windows = (static_cast<int64_t>(tokens.size()) - 1) / window;
+    for (int64_t m = 0; m < tensor.numElements() / window; ++m)
+      for (int64_t j = 0; j < window; ++j)
+        tensor.data[m * window + j] =
+            static_cast<double>(tokens[((k + m) % windows) * window + j + shift]);
+    return tensor;
+  };
+
+  reference::Tensor seedTensor({}, static_cast<double>(seed % (1u << 24)));
+  auto params = evaluateFunction(*module, "init", {seedTensor}, prec);
+  if (failed(params))
     return 1;
+  auto forward = module->lookupSymbol<func::FuncOp>("forward");
   llvm::outs() << llvm::formatv("model {0}: B={1} T={2}, {3} parameters\n",
                                 config.getAs<StringAttr>("name").getValue(), b, t,
-                                fn->getAttrOfType<IntegerAttr>("gpt.num_parameters").getInt());
-  llvm::outs() << llvm::formatv("loss ({0}): {1:f10}\n", precision, (*results)[0].data[0]);
+                                forward->getAttrOfType<IntegerAttr>("gpt.num_parameters").getInt());
+
+  if (steps == 0) {
+    std::vector<reference::Tensor> args = {batchOf(0, 0, {b, t}), batchOf(0, 1, {b, t})};
+    args.insert(args.end(), params->begin(), params->end());
+    auto results = evaluateFunction(*module, "forward", args, prec);
+    if (failed(results))
+      return 1;
+    llvm::outs() << llvm::formatv("loss ({0}): {1:f10}\n", precision, (*results)[0].data[0]);
+    return 0;
+  }
+
+  // Train: state = params, m = v = 0; train_step returns the new state.
+  std::vector<reference::Tensor> state = *params;
+  for (int copy = 0; copy < 2; ++copy)
+    for (const reference::Tensor &p : *params)
+      state.emplace_back(p.shape, 0.0);
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<reference::Tensor> args = state;
+    args.push_back(batchOf(s * micro, 0, {micro, b, t}));
+    args.push_back(batchOf(s * micro, 1, {micro, b, t}));
+    args.emplace_back(std::vector<int64_t>{}, static_cast<double>(s));
+    auto results = evaluateFunction(*module, "train_step", args, prec);
+    if (failed(results))
+      return 1;
+    size_t n = results->size();
+    llvm::outs() << llvm::formatv("step {0,4}/{1}: loss {2:f6}  grad_norm {3:f6}\n", s + 1,
+                                  steps, (*results)[n - 2].data[0], (*results)[n - 1].data[0]);
+    results->resize(n - 2);
+    state = std::move(*results);
+  }
   return 0;
 }
 
@@ -275,7 +364,7 @@ int main(int argc, char **argv) {
     args[0] = program.data();
   }
   // libLLVM registers hundreds of backend flags; --help shows ours only.
-  cl::HideUnrelatedOptions({&compileCat, &referenceCat});
+  cl::HideUnrelatedOptions({&compileCat, &trainCat, &referenceCat});
   cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(), kOverview);
 
   if (listPhases) {
@@ -291,9 +380,10 @@ int main(int argc, char **argv) {
     return fail("missing input file (e.g. models/gpt2.mlir)");
   if (command == "compile" &&
       (precision.getNumOccurrences() || seed.getNumOccurrences() ||
-       decompose.getNumOccurrences() || dataFile.getNumOccurrences()))
-    return fail("--precision, --seed, --decompose-attention and --data apply to "
-                "run-reference, not compile");
+       decompose.getNumOccurrences() || dataFile.getNumOccurrences() ||
+       steps.getNumOccurrences()))
+    return fail("--precision, --seed, --decompose-attention, --data and --steps apply "
+                "to run-reference, not compile");
   if (command == "run-reference" &&
       (compileTo.getNumOccurrences() || dumpDir.getNumOccurrences() ||
        outputFile.getNumOccurrences()))

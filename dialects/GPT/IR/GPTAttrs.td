@@ -31,10 +31,6 @@ def GPT_ReduceKind : I32EnumAttr<"ReduceKind", "reduction kind", [
     I32EnumAttrCase<"Mean", 1, "mean">,
     I32EnumAttrCase<"Max", 2, "max">]> {
   let cppNamespace = "::mlir::gpt";
-  let genSpecializedAttr = 0;
-}
-def GPT_ReduceKindAttr : EnumAttr<GPT_Dialect, GPT_ReduceKind, "reduce_kind"> {
-  let assemblyFormat = "$value";
 }
 
 #endif // GPT_ATTRS_TD

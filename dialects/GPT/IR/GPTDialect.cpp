@@ -10,6 +10,7 @@ using namespace mlir::gpt;
 
 #include "dialects/GPT/IR/GPTDialect.cpp.inc"
 #include "dialects/GPT/IR/GPTEnums.cpp.inc"
+#include "dialects/GPT/IR/GPTInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "dialects/GPT/IR/GPTAttrs.cpp.inc"

@@ -384,5 +384,94 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Gradient ops
+//===----------------------------------------------------------------------===//
+
+LogicalResult EmbedGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  auto dy = rtt(adaptor.getGrad()), ids = rtt(adaptor.getIds());
+  if (dy.getRank() != 3 || ids.getRank() != 2)
+    return shapeError(loc, "embed_grad", "expects grad (B, T, C) and ids (B, T)");
+  for (int64_t i = 0; i < 2; ++i)
+    if (!compatible(dy.getDimSize(i), ids.getDimSize(i)))
+      return shapeError(loc, "embed_grad", "grad and ids differ in dimension ", i);
+  int64_t v = adaptor.getVocabRows(), maxT = adaptor.getPositionRows();
+  if (v < 1 || maxT < 1)
+    return shapeError(loc, "embed_grad", "row counts must be positive");
+  if (!isDyn(dy.getDimSize(1)) && dy.getDimSize(1) > maxT)
+    return shapeError(loc, "embed_grad", "sequence length ", dy.getDimSize(1),
+                      " exceeds position_rows ", maxT);
+  int64_t c = dy.getDimSize(2);
+  results.push_back(tensorOf({v, c}, dy.getElementType()));
+  results.push_back(tensorOf({maxT, c}, dy.getElementType()));
+  return success();
+}
+
+LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location> loc,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &results) {
+  auto dy = rtt(adaptor.getGrad()), x = rtt(adaptor.getInput());
+  auto w = rtt(adaptor.getWeight());
+  if (dy != x)
+    return shapeError(loc, "layernorm_grad", "grad ", dy, " and input ", x,
+                      " must have one type");
+  if (x.getRank() < 1 || w.getRank() != 1 ||
+      !compatible(x.getShape().back(), w.getDimSize(0)))
+    return shapeError(loc, "layernorm_grad", "expects input (..., C) and weight (C)");
+  results.push_back(x);
+  results.push_back(w);
+  results.push_back(w);
+  return success();
+}
+
+LogicalResult CausalAttentionGradOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  auto dy = rtt(adaptor.getGrad()), qkv = rtt(adaptor.getQkv());
+  if (qkv.getRank() != 3 || dy.getRank() != 3)
+    return shapeError(loc, "causal_attention_grad",
+                      "expects grad (B, T, C) and qkv (B, T, 3C)");
+  if (!isDyn(qkv.getDimSize(2)) && !isDyn(dy.getDimSize(2)) &&
+      qkv.getDimSize(2) != 3 * dy.getDimSize(2))
+    return shapeError(loc, "causal_attention_grad", "grad has ", dy.getDimSize(2),
+                      " channels but qkv has ", qkv.getDimSize(2));
+  std::optional<int64_t> heads = getConfigInt(adaptor.getNumHeads());
+  if (heads && (*heads < 1 || (!isDyn(dy.getDimSize(2)) && dy.getDimSize(2) % *heads)))
+    return shapeError(loc, "causal_attention_grad", "num_heads must divide C");
+  results.push_back(qkv);
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
+                                                   std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &results) {
+  auto logits = rtt(adaptor.getLogits()), targets = rtt(adaptor.getTargets());
+  if (logits.getRank() < 1 || targets.getRank() != logits.getRank() - 1)
+    return shapeError(loc, "cross_entropy_grad",
+                      "expects logits (..., Vp) and targets (...)");
+  for (int64_t i = 0; i < targets.getRank(); ++i)
+    if (!compatible(logits.getDimSize(i), targets.getDimSize(i)))
+      return shapeError(loc, "cross_entropy_grad",
+                        "logits and targets differ in dimension ", i);
+  if (std::optional<int64_t> v = getConfigInt(adaptor.getVocabSize()))
+    if (*v < 1 || (!isDyn(logits.getShape().back()) && *v > logits.getShape().back()))
+      return shapeError(loc, "cross_entropy_grad", "vocab_size ", *v,
+                        " must be in [1, ", dimStr(logits.getShape().back()), "]");
+  results.push_back(logits);
+  return success();
+}
+
+LogicalResult RandomNormalOp::verify() {
+  if (!getType().hasStaticShape())
+    return emitOpError("result type must be static, got ") << getType();
+  if (getStd().convertToDouble() < 0)
+    return emitOpError("std must not be negative");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/GPT/IR/GPTOps.cpp.inc"

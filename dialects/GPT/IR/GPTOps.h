@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "dialects/GPT/IR/GPTInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "dialects/GPT/IR/GPTOps.h.inc"
 

@@ -311,7 +311,7 @@ def GPT_ReduceOp : GPT_InferredOp<"reduce"> {
     %db = gpt.reduce sum %dy dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
     ```
   }];
-  let arguments = (ins GPT_ReduceKindAttr:$kind, GPT_FloatTensor:$input,
+  let arguments = (ins GPT_ReduceKind:$kind, GPT_FloatTensor:$input,
                        DenseI64ArrayAttr:$dims, UnitAttr:$keep_dims);
   let results = (outs GPT_FloatTensor:$result);
   let assemblyFormat = [{
@@ -490,10 +490,6 @@ def GPT_ScheduleKind : I32EnumAttr<"ScheduleKind", "learning-rate schedule", [
     I32EnumAttrCase<"Cosine", 1, "cosine">,
     I32EnumAttrCase<"Linear", 2, "linear">]> {
   let cppNamespace = "::mlir::gpt";
-  let genSpecializedAttr = 0;
-}
-def GPT_ScheduleKindAttr : EnumAttr<GPT_Dialect, GPT_ScheduleKind, "schedule"> {
-  let assemblyFormat = "$value";
 }
 
 def GPT_LRScheduleOp : GPT_Op<"lr_schedule", [Pure]> {
@@ -511,7 +507,7 @@ def GPT_LRScheduleOp : GPT_Op<"lr_schedule", [Pure]> {
         : (tensor<i32>) -> tensor<f32>
     ```
   }];
-  let arguments = (ins GPT_ScheduleKindAttr:$kind, 0DTensorOf<[I32]>:$step,
+  let arguments = (ins GPT_ScheduleKind:$kind, 0DTensorOf<[I32]>:$step,
                        F64Attr:$max_lr, F64Attr:$min_lr, I64Attr:$warmup_steps,
                        I64Attr:$total_steps);
   let results = (outs GPT_Scalar:$result);

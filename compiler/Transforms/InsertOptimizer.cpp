@@ -1,0 +1,198 @@
+//===- InsertOptimizer.cpp - build @train_step around @<fn>_grad ---------===//
+//
+/// Algorithm:
+///  1) Arguments: params (as @f), their AdamW moments m and v, tokens and
+///     targets as (accum_steps, B, T), the 0-based step.
+///  2) For each micro-batch: slice + reshape its tokens/targets, call
+///     @f_grad, sum loss and gradients. Divide the loss by accum_steps.
+///  3) grad_norm = ||sum g|| / accum_steps; grad_scale = clip / accum_steps.
+///  4) lr = gpt.lr_schedule(step); one gpt.adamw per parameter.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace gptc {
+#define GEN_PASS_DEF_INSERTOPTIMIZERPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+struct InsertOptimizerPass
+    : public gptc::impl::InsertOptimizerPassBase<InsertOptimizerPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (failed(build(module)))
+      signalPassFailure();
+  }
+
+  LogicalResult build(ModuleOp module) {
+    SymbolTable symbols(module);
+    std::string gradName = function + "_grad";
+    auto grad = symbols.lookup<func::FuncOp>(gradName);
+    if (!grad)
+      return module.emitError("gpt-insert-optimizer: no @")
+             << gradName << " (run gpt-autodiff first)";
+    if (symbols.lookup("train_step"))
+      return module.emitError("gpt-insert-optimizer: @train_step already exists");
+    std::optional<ScheduleKind> kind = symbolizeScheduleKind(schedule);
+    if (!kind)
+      return module.emitError("gpt-insert-optimizer: schedule must be constant, "
+                              "cosine or linear, got '")
+             << schedule << "'";
+    if (accumSteps < 1)
+      return module.emitError("gpt-insert-optimizer: accum-steps must be >= 1");
+    if (*kind != ScheduleKind::Constant && totalSteps <= warmupSteps)
+      return module.emitError("gpt-insert-optimizer: a ")
+             << schedule << " schedule needs total-steps > warmup-steps";
+    if (lr <= 0 || gradClip < 0 || weightDecay < 0 || beta1 < 0 || beta1 >= 1 ||
+        beta2 < 0 || beta2 >= 1 || epsilon <= 0)
+      return module.emitError("gpt-insert-optimizer: need lr > 0, 0 <= beta < 1, "
+                              "epsilon > 0, weight-decay >= 0, grad-clip >= 0");
+
+    // The gradient function's arguments: data inputs and parameters.
+    MLIRContext *ctx = module.getContext();
+    Builder b(ctx);
+    struct Param {
+      unsigned gradArg;
+      std::string name;
+      RankedTensorType type;
+    };
+    SmallVector<Param> params;
+    int tokensArg = -1, targetsArg = -1;
+    for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
+      auto type = llvm::cast<RankedTensorType>(grad.getArgumentTypes()[i]);
+      if (auto p = grad.getArgAttrOfType<StringAttr>(i, kParamAttrName))
+        params.push_back({i, p.str(), type});
+      else if (auto in = grad.getArgAttrOfType<StringAttr>(i, kInputAttrName);
+               in && in.getValue() == "tokens")
+        tokensArg = i;
+      else if (in && in.getValue() == "targets")
+        targetsArg = i;
+      else
+        return grad.emitError("gpt-insert-optimizer: argument ")
+               << i << " is neither a parameter nor tokens/targets";
+    }
+    if (tokensArg < 0 || targetsArg < 0)
+      return grad.emitError("gpt-insert-optimizer: @")
+             << gradName << " needs 'tokens' and 'targets' inputs";
+
+    // Signature.
+    auto batchType = llvm::cast<RankedTensorType>(grad.getArgumentTypes()[tokensArg]);
+    SmallVector<int64_t> microShape = {accumSteps};
+    llvm::append_range(microShape, batchType.getShape());
+    auto microType = RankedTensorType::get(microShape, batchType.getElementType());
+    auto stepType = RankedTensorType::get({}, b.getI32Type());
+    auto f32 = RankedTensorType::get({}, b.getF32Type());
+
+    SmallVector<Type> argTypes, resultTypes;
+    SmallVector<Attribute> argAttrs, resultAttrs;
+    auto named = [&](StringRef key, const Twine &value) {
+      return b.getDictionaryAttr(b.getNamedAttr(key, b.getStringAttr(value)));
+    };
+    for (const char *role : {"", ".adam_m", ".adam_v"})
+      for (const Param &p : params) {
+        argTypes.push_back(p.type);
+        resultTypes.push_back(p.type);
+        DictionaryAttr attr = *role ? named(gptc::kStateAttrName, p.name + role)
+                                    : named(kParamAttrName, p.name);
+        argAttrs.push_back(attr);
+        resultAttrs.push_back(attr);
+      }
+    argTypes.append({microType, microType, stepType});
+    argAttrs.append({named(kInputAttrName, "tokens"), named(kInputAttrName, "targets"),
+                     named(kInputAttrName, "step")});
+    resultTypes.append({f32, f32});
+    resultAttrs.append(
+        {named(gptc::kOutputAttrName, "loss"), named(gptc::kOutputAttrName, "grad_norm")});
+
+    OpBuilder ob(ctx);
+    ob.setInsertionPointToEnd(module.getBody());
+    Location loc = grad.getLoc();
+    auto step = func::FuncOp::create(ob, loc, "train_step",
+                                     ob.getFunctionType(argTypes, resultTypes));
+    step.setAllArgAttrs(argAttrs);
+    step.setAllResultAttrs(resultAttrs);
+    Block *entry = step.addEntryBlock();
+    ob.setInsertionPointToStart(entry);
+
+    size_t n = params.size();
+    auto paramArg = [&](size_t i) { return entry->getArgument(i); };
+    auto mArg = [&](size_t i) { return entry->getArgument(n + i); };
+    auto vArg = [&](size_t i) { return entry->getArgument(2 * n + i); };
+    Value tokens = entry->getArgument(3 * n), targets = entry->getArgument(3 * n + 1);
+    Value stepArg = entry->getArgument(3 * n + 2);
+
+    // Micro-batches: sum of losses and gradients.
+    Value lossSum;
+    SmallVector<Value> gradSum(n);
+    for (int64_t a = 0; a < accumSteps; ++a) {
+      auto micro = [&](Value all) -> Value {
+        Value s = SliceOp::create(ob, loc, all, /*dim=*/0, /*start=*/a, /*size=*/1);
+        return ReshapeOp::create(ob, loc, batchType, s);
+      };
+      SmallVector<Value> callArgs(grad.getNumArguments());
+      callArgs[tokensArg] = micro(tokens);
+      callArgs[targetsArg] = micro(targets);
+      for (size_t i = 0; i < n; ++i)
+        callArgs[params[i].gradArg] = paramArg(i);
+      auto call = func::CallOp::create(ob, loc, grad, callArgs);
+      auto add = [&](Value acc, Value v) -> Value {
+        return acc ? AddOp::create(ob, loc, acc, v).getResult() : v;
+      };
+      lossSum = add(lossSum, call.getResult(0));
+      for (size_t i = 0; i < n; ++i)
+        gradSum[i] = add(gradSum[i], call.getResult(1 + i));
+    }
+    double inv = 1.0 / static_cast<double>(accumSteps);
+    Value loss = accumSteps > 1 ? ScaleOp::create(ob, loc, lossSum, ob.getF64FloatAttr(inv)).getResult()
+                                : lossSum;
+    Value norm = GlobalNormOp::create(ob, loc, f32, gradSum);
+    if (accumSteps > 1)
+      norm = ScaleOp::create(ob, loc, norm, ob.getF64FloatAttr(inv));
+
+    // grad_scale = (clip / max(norm, clip)) / accum_steps.
+    Value gradScale;
+    if (gradClip > 0) {
+      Value clip = ConstantOp::create(ob, loc, f32, ob.getF64FloatAttr(gradClip));
+      Value factor = DivOp::create(ob, loc, clip, MaxOp::create(ob, loc, norm, clip));
+      gradScale = ScaleOp::create(ob, loc, factor, ob.getF64FloatAttr(inv));
+    } else {
+      gradScale = ConstantOp::create(ob, loc, f32, ob.getF64FloatAttr(inv));
+    }
+    Value lrValue = LRScheduleOp::create(
+        ob, loc, f32, ScheduleKindAttr::get(ctx, *kind), stepArg, ob.getF64FloatAttr(lr),
+        ob.getF64FloatAttr(minLr), ob.getI64IntegerAttr(warmupSteps),
+        ob.getI64IntegerAttr(totalSteps));
+
+    SmallVector<Value> newParams, newM, newV;
+    for (size_t i = 0; i < n; ++i) {
+      bool decay = params[i].type.getRank() >= 2 &&
+                   !llvm::is_contained(noDecay, params[i].name);
+      auto adam = AdamWOp::create(
+          ob, loc, paramArg(i), gradSum[i], mArg(i), vArg(i), lrValue, stepArg, gradScale,
+          ob.getF64FloatAttr(beta1), ob.getF64FloatAttr(beta2), ob.getF64FloatAttr(epsilon),
+          ob.getF64FloatAttr(decay ? weightDecay : 0.0));
+      newParams.push_back(adam.getNewParam());
+      newM.push_back(adam.getNewM());
+      newV.push_back(adam.getNewV());
+    }
+    SmallVector<Value> results = newParams;
+    results.append(newM);
+    results.append(newV);
+    results.append({loss, norm});
+    func::ReturnOp::create(ob, loc, results);
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,26 @@
+//===- Passes.h - gptc compiler passes -----------------------------------===//
+
+#ifndef GPTC_COMPILER_TRANSFORMS_PASSES_H
+#define GPTC_COMPILER_TRANSFORMS_PASSES_H
+
+#include "dialects/GPT/IR/GPTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace gptc {
+
+#define GEN_PASS_DECL
+#include "compiler/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "compiler/Transforms/Passes.h.inc"
+
+/// Result/argument attribute names of the train step.
+inline constexpr llvm::StringLiteral kGradOfAttrName = "gpt.grad_of";
+inline constexpr llvm::StringLiteral kOutputAttrName = "gpt.output";
+inline constexpr llvm::StringLiteral kStateAttrName = "gpt.state";
+
+} // namespace gptc
+
+#endif // GPTC_COMPILER_TRANSFORMS_PASSES_H

@@ -1,0 +1,118 @@
+//===- Passes.td - gptc compiler passes ----------------------------------===//
+
+#ifndef GPTC_COMPILER_TRANSFORMS_PASSES_TD
+#define GPTC_COMPILER_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// Autodiff phase
+//===----------------------------------------------------------------------===//
+
+def AutodiffPass : Pass<"gpt-autodiff", "::mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff: adds @<fn>_grad returning loss and parameter gradients";
+  let description = [{
+    Differentiates the function `function` (default `forward`), whose single
+    result is a scalar loss, with respect to every argument that carries a
+    `gpt.param` name. The new function `@<function>_grad` takes the same
+    arguments and returns the loss followed by one gradient per parameter,
+    in argument order (result attribute `gpt.grad_of = "<name>"`).
+
+    Algorithm: seed d loss = 1, visit the forward ops in reverse, and ask
+    each op's `DifferentiableOpInterface` rule for its operand gradients;
+    contributions to one value are summed with `gpt.add` (so the tied LM
+    head and token embedding both reach `wte`). The backward reads forward
+    values directly: those are the saved activations that rematerialization
+    later decides to keep or recompute. Ops without a rule are an error.
+
+    ```mlir
+    // Before:
+    func.func @forward(%x: tensor<4xf32> {gpt.input = "x"},
+                       %w: tensor<4xf32> {gpt.param = "w"}) -> tensor<f32>
+    // After, in addition:
+    func.func @forward_grad(%x: ..., %w: ...)
+        -> (tensor<f32> {gpt.output = "loss"}, tensor<4xf32> {gpt.grad_of = "w"})
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "Name of the function to differentiate">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// Train-step phase
+//===----------------------------------------------------------------------===//
+
+def InsertOptimizerPass : Pass<"gpt-insert-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Builds @train_step: gradient accumulation, clipping, LR schedule, AdamW";
+  let description = [{
+    From `@<function>_grad` (see gpt-autodiff) builds
+
+      @train_step(params..., adam_m..., adam_v..., tokens, targets, step)
+          -> (new params..., new adam_m..., new adam_v..., loss, grad_norm)
+
+    where tokens and targets are (accum_steps, B, T) micro-batches and
+    `step` is the 0-based step (a tensor<i32>). The body calls the gradient
+    function once per micro-batch and sums losses and gradients; the loss
+    and gradient are means over micro-batches. `grad_norm` is the global L2
+    norm of the mean gradient; with `grad-clip` > 0 the update uses the
+    gradient scaled by `grad_clip / max(norm, grad_clip)` (llm.c's rule).
+    The learning rate is `gpt.lr_schedule` of `step`; each parameter gets a
+    `gpt.adamw` update, with weight decay only for parameters of rank >= 2
+    that are not listed in `no-decay`.
+
+    Arguments and results carry `gpt.param`, `gpt.state`
+    (`<name>.adam_m` / `<name>.adam_v`), `gpt.input` and `gpt.output` names:
+    result i of a parameter or state replaces the argument of that name.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "The differentiated function (its gradient is @<function>_grad)">,
+    Option<"accumSteps", "accum-steps", "int64_t", /*default=*/"1",
+           "Micro-batches per step (gradient accumulation)">,
+    Option<"lr", "lr", "double", /*default=*/"3.0e-4", "Peak learning rate">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0.0",
+           "Final learning rate of the decay">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0",
+           "Steps of linear warm-up">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"0",
+           "Steps over which the decay reaches min-lr">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"",
+           "Learning-rate schedule: constant, cosine or linear">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.95", "AdamW beta2">,
+    Option<"epsilon", "epsilon", "double", /*default=*/"1.0e-8", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.1",
+           "Decoupled weight decay of rank >= 2 parameters">,
+    ListOption<"noDecay", "no-decay", "std::string",
+               "Parameters exempt from weight decay besides biases and LayerNorm">,
+    Option<"gradClip", "grad-clip", "double", /*default=*/"1.0",
+           "Clip the global gradient norm to this (0: no clipping)">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
+def InsertInitPass : Pass<"gpt-insert-init", "::mlir::ModuleOp"> {
+  let summary = "Adds @init(seed) producing GPT-2's initial parameters";
+  let description = [{
+    For each `gpt.param` argument of `function`, in order: LayerNorm weights
+    (`*ln_*.weight`) are ones, biases zeros, residual projections
+    (`*.c_proj.weight`) N(0, (0.02 / sqrt(2 n_layer))^2) and every other
+    weight N(0, 0.02^2). Samples come from `gpt.random_normal` with the
+    argument index as the stream, so they depend only on the seed and are
+    the same on every target. n_layer is read from the module's gpt.config.
+
+    ```mlir
+    func.func @init(%seed: tensor<i32>) -> (tensor<64x16xf32> {gpt.param = "wte"}, ...)
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "Function whose parameters are initialised">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
+#endif // GPTC_COMPILER_TRANSFORMS_PASSES_TD
