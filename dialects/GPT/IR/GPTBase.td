@@ -36,6 +36,7 @@ def GPT_Dialect : Dialect {
     instantiation pass share one set of shape rules.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasConstantMaterializer = 1;
 }
 
 class GPT_Op<string mnemonic, list<Trait> traits = []>

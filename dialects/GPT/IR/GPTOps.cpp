@@ -283,6 +283,17 @@ LogicalResult CausalMaskOp::verify() {
   return success();
 }
 
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValueAttr(); }
+
+Operation *GPTDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                           Type type, Location loc) {
+  auto f = llvm::dyn_cast<FloatAttr>(value);
+  auto t = llvm::dyn_cast<RankedTensorType>(type);
+  if (!f || !t || !t.hasStaticShape())
+    return nullptr;
+  return ConstantOp::create(builder, loc, t, builder.getF64FloatAttr(f.getValueAsDouble()));
+}
+
 LogicalResult ConstantOp::verify() {
   if (!getType().hasStaticShape())
     return emitOpError("result type must be static, got ") << getType();

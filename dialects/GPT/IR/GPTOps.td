@@ -279,6 +279,9 @@ def GPT_ConstantOp : GPT_Op<"constant", [Pure, ConstantLike]> {
   let results = (outs GPT_FloatTensor:$result);
   let assemblyFormat = "$value attr-dict `:` type($result)";
   let hasVerifier = 1;
+  // ConstantLike ops must fold to their value: pattern drivers deduplicate
+  // constants by (folded value, type).
+  let hasFolder = 1;
 }
 
 def GPT_CastOp : GPT_Op<"cast", [Pure, SameOperandsAndResultShape,

@@ -24,6 +24,16 @@
 // DUMPS: 00-input.mlir
 // DUMPS-NEXT: 01-gpt-instantiate-model.mlir
 // DUMPS-NEXT: 02-cse.mlir
+// DUMPS-NEXT: 03-gpt-autodiff.mlir
+// DUMPS-NEXT: 04-cse.mlir
+// DUMPS-NEXT: 05-gpt-insert-optimizer.mlir
+// DUMPS-NEXT: 06-gpt-insert-init.mlir
+// RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/03-gpt-autodiff.mlir
+// DUMP3: func.func @forward_grad
+// DUMP3: gpt.cross_entropy_grad
+// RUN: FileCheck %s --check-prefix=OUT < %t.out.mlir
+// OUT: func.func @train_step
+// OUT: func.func @init
 // RUN: FileCheck %s --check-prefix=DUMP1 < %t.dump/01-gpt-instantiate-model.mlir
 // DUMP1: gpt.param = "h.11.ln_2.weight"
 
@@ -35,13 +45,15 @@
 // RUN: gptc --list-phases | FileCheck %s --check-prefix=PHASES
 // PHASES: input
 // PHASES: import
+// PHASES: autodiff
+// PHASES: train-step
 
 // RUN: gptc --version | FileCheck %s --check-prefix=VERSION
 // VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+}} (MLIR/LLVM 22
 
 // An unknown phase is an error naming the flag and the known phases.
 // RUN: not gptc compile %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
-// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import)
+// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, autodiff, train-step)
 
 // An unknown preset is reported at the module, with the known ones.
 // RUN: not gptc compile %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL
@@ -53,4 +65,4 @@
 // RUN: not gptc 2>&1 | FileCheck %s --check-prefix=NOCMD
 // NOCMD: gptc: error: missing command: compile or run-reference
 // RUN: not gptc compile %models/gpt2.mlir --precision=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
-// WRONGFLAG: gptc: error: --precision, --seed, --decompose-attention and --data apply to run-reference
+// WRONGFLAG: gptc: error: --precision, --seed, --decompose-attention, --data and --steps apply to run-reference

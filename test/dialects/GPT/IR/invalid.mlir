@@ -888,8 +888,7 @@ func.func @reduce_keep_dims_result(%x: tensor<2x8x16xf32>) {
 
 // Tests that gpt.reduce rejects an unknown kind.
 func.func @reduce_kind(%x: tensor<2x8x16xf32>) {
-  // expected-error @+2 {{expected ::mlir::gpt::ReduceKind to be one of: sum, mean, max}}
-  // expected-error @+1 {{failed to parse GPT_ReduceKindAttr parameter 'value'}}
+  // expected-error @+1 {{expected string or keyword containing one of the following enum values for attribute 'kind' [sum, mean, max]}}
   %0 = gpt.reduce min %x dims [2] : (tensor<2x8x16xf32>) -> tensor<2x8xf32>
   return
 }
