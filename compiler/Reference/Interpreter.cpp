@@ -20,7 +20,6 @@
 #include <limits>
 #include <memory>
 #include <numeric>
-#include <random>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -779,34 +778,5 @@ std::vector<std::string> getArgumentNames(func::FuncOp fn) {
   return names;
 }
 
-std::vector<Tensor> initializeArguments(func::FuncOp fn, uint64_t seed,
-                                        int64_t nLayer) {
-  std::mt19937_64 rng(seed);
-  // Box-Muller on our own uniform draws, so the stream is the same with any
-  // standard library.
-  auto normal = [&]() {
-    double u1 = (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53;
-    double u2 = static_cast<double>(rng() >> 11) * 0x1.0p-53;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  };
-  std::vector<std::string> names = getArgumentNames(fn);
-  std::vector<Tensor> args;
-  for (auto [i, arg] : llvm::enumerate(fn.getArguments())) {
-    Tensor t(shapeOf(arg));
-    StringRef name = names[i];
-    bool isParam = static_cast<bool>(fn.getArgAttr(i, kParamAttrName));
-    if (isParam && (name.contains("ln_") && name.ends_with(".weight")))
-      std::fill(t.data.begin(), t.data.end(), 1.0);
-    else if (isParam && !name.ends_with(".bias")) {
-      double std = 0.02;
-      if (name.ends_with("c_proj.weight"))
-        std /= std::sqrt(2.0 * static_cast<double>(nLayer));
-      for (double &x : t.data)
-        x = std * normal();
-    }
-    args.push_back(std::move(t));
-  }
-  return args;
-}
 
 } // namespace gptc::reference

@@ -52,11 +52,6 @@ double counterNormal(uint64_t seed, uint64_t stream, uint64_t index);
 /// The `gpt.param` / `gpt.input` name of each argument of `fn` ("" if none).
 std::vector<std::string> getArgumentNames(mlir::func::FuncOp fn);
 
-/// GPT-2's initialisation, deterministic in `seed`: weights ~ N(0, 0.02),
-/// residual projections (`*.c_proj.weight`) ~ N(0, 0.02 / sqrt(2 n_layer)),
-/// LayerNorm weights 1, biases 0. Data inputs get zeros.
-std::vector<Tensor> initializeArguments(mlir::func::FuncOp fn, uint64_t seed,
-                                        int64_t nLayer);
 
 } // namespace gptc::reference
 

@@ -30,15 +30,19 @@ bool isFloatTensor(Type t) {
   return shaped && llvm::isa<FloatType>(shaped.getElementType());
 }
 
+/// The function returns exactly one rank-0 float tensor. isFloatTensor comes
+/// first: the rank is only defined for a ranked tensor (an `f32` or unranked
+/// result would otherwise crash the cast).
+bool isScalarLoss(func::FuncOp fn) {
+  FunctionType type = fn.getFunctionType();
+  return type.getNumResults() == 1 && isFloatTensor(type.getResult(0)) &&
+         llvm::cast<RankedTensorType>(type.getResult(0)).getRank() == 0;
+}
+
 LogicalResult differentiate(func::FuncOp grad) {
   Block &body = grad.getBody().front();
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
-  if (ret.getNumOperands() != 1 ||
-      llvm::cast<ShapedType>(ret.getOperand(0).getType()).getRank() != 0 ||
-      !isFloatTensor(ret.getOperand(0).getType()))
-    return grad.emitError("gpt-autodiff: @")
-           << grad.getName() << " must return one scalar float loss";
-  Value loss = ret.getOperand(0);
+  Value loss = ret.getOperand(0); // One scalar float: see isScalarLoss.
 
   OpBuilder b(ret);
   llvm::DenseMap<Value, Value> grads;
@@ -118,6 +122,12 @@ struct AutodiffPass : public gptc::impl::AutodiffPassBase<AutodiffPass> {
     }
     if (!fn.getBody().hasOneBlock()) {
       fn.emitError("gpt-autodiff: @") << function << " must have a single block";
+      return signalPassFailure();
+    }
+    // Checked on @<function> itself, before cloning, so that the message
+    // names the function the user wrote rather than the clone.
+    if (!isScalarLoss(fn)) {
+      fn.emitError("gpt-autodiff: @") << function << " must return one scalar float loss";
       return signalPassFailure();
     }
     auto grad = llvm::cast<func::FuncOp>(fn->clone());

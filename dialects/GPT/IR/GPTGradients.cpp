@@ -94,16 +94,30 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
     return emitOpError("gradient rule: a shared rank-2 rhs needs an "
                        "untransposed lhs");
   // C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, with the
-  // transposes folded into the matmul flags.
+  // transposes folded into the matmul flags. A shared rhs sums over the
+  // batch: its gradient contracts the flattened rows of A and dC. The
+  // flattened operands are built in separate statements so that the order
+  // of the emitted reshapes does not depend on the compiler's (unspecified)
+  // order of evaluating function arguments.
   Value da, db;
   if (!ta && !tb) {
     da = matmul(b, loc, dc, bm, false, true);
-    db = sharedRhs ? matmul(b, loc, flatten(b, loc, a), flatten(b, loc, dc), true, false)
-                   : matmul(b, loc, a, dc, true, false);
+    if (sharedRhs) {
+      Value a2 = flatten(b, loc, a);
+      Value dc2 = flatten(b, loc, dc);
+      db = matmul(b, loc, a2, dc2, true, false);
+    } else {
+      db = matmul(b, loc, a, dc, true, false);
+    }
   } else if (!ta && tb) {
     da = matmul(b, loc, dc, bm, false, false);
-    db = sharedRhs ? matmul(b, loc, flatten(b, loc, dc), flatten(b, loc, a), true, false)
-                   : matmul(b, loc, dc, a, true, false);
+    if (sharedRhs) {
+      Value dc2 = flatten(b, loc, dc);
+      Value a2 = flatten(b, loc, a);
+      db = matmul(b, loc, dc2, a2, true, false);
+    } else {
+      db = matmul(b, loc, dc, a, true, false);
+    }
   } else if (ta && !tb) {
     da = matmul(b, loc, bm, dc, false, true);
     db = matmul(b, loc, a, dc, false, false);
