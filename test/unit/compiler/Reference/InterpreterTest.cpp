@@ -265,4 +265,102 @@ TEST_F(InterpreterTest, RejectsWrongArgumentShape) {
   EXPECT_TRUE(mlir::failed(reference::evaluate(fn, {}, Precision::F64)));
 }
 
+// Verify the warm-up and cosine/linear decay of gpt.lr_schedule.
+TEST_F(InterpreterTest, LRScheduleWarmupAndDecay) {
+  auto lrAt = [&](const char *kind, double step) {
+    std::string src = std::string(R"mlir(
+      func.func @f(%s: tensor<i32>) -> tensor<f64> {
+        %lr = gpt.lr_schedule )mlir") + kind + R"mlir( %s {max_lr = 1.0 : f64, min_lr = 0.1 : f64,
+            warmup_steps = 2 : i64, total_steps = 10 : i64} : (tensor<i32>) -> tensor<f64>
+        return %lr : tensor<f64>
+      })mlir";
+    return run(src, {Tensor({}, step)}).data[0];
+  };
+  EXPECT_DOUBLE_EQ(lrAt("cosine", 0), 0.5); // (0 + 1) / 2 of the peak
+  EXPECT_DOUBLE_EQ(lrAt("cosine", 1), 1.0);
+  EXPECT_DOUBLE_EQ(lrAt("cosine", 2), 1.0);
+  EXPECT_DOUBLE_EQ(lrAt("cosine", 4), 0.8681980515339464); // r = 1/4
+  EXPECT_DOUBLE_EQ(lrAt("cosine", 6), 0.55);               // r = 1/2
+  EXPECT_DOUBLE_EQ(lrAt("cosine", 12), 0.1);               // clamped
+  EXPECT_DOUBLE_EQ(lrAt("linear", 4), 0.775);
+  EXPECT_DOUBLE_EQ(lrAt("constant", 0), 1.0);
+}
+
+// Verify one AdamW update worked by hand: g' = 0.5 * 2 = 1, m' = 0.1,
+// v' = 0.05, both bias-corrected to 1, p' = 1 - 0.1 (1 + 0.1 * 1) = 0.89.
+TEST_F(InterpreterTest, AdamWUpdateHandComputed) {
+  module = parse(R"mlir(
+    func.func @f(%p: tensor<1xf64>, %g: tensor<1xf64>, %m: tensor<1xf64>, %v: tensor<1xf64>,
+                 %lr: tensor<f64>, %step: tensor<i32>, %scale: tensor<f64>)
+        -> (tensor<1xf64>, tensor<1xf64>, tensor<1xf64>) {
+      %p1, %m1, %v1 = gpt.adamw %p, %g, %m, %v, %lr, %step, %scale
+          {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 0.0 : f64, weight_decay = 0.1 : f64}
+          : tensor<1xf64>, tensor<f64>, tensor<i32>, tensor<f64>
+      return %p1, %m1, %v1 : tensor<1xf64>, tensor<1xf64>, tensor<1xf64>
+    })mlir");
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  auto r = reference::evaluate(fn,
+                               {Tensor({1}, 1.0), Tensor({1}, 0.5), Tensor({1}, 0.0),
+                                Tensor({1}, 0.0), Tensor({}, 0.1), Tensor({}, 0.0),
+                                Tensor({}, 2.0)},
+                               Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(r)) << diagnostics;
+  EXPECT_NEAR((*r)[0].data[0], 0.89, 1e-15);
+  EXPECT_NEAR((*r)[1].data[0], 0.1, 1e-15);
+  EXPECT_NEAR((*r)[2].data[0], 0.05, 1e-15);
+}
+
+// Verify the global norm over several tensors: ||(3, 4)|| = 5.
+TEST_F(InterpreterTest, GlobalNormOfSeveralTensors) {
+  Tensor n = run(R"mlir(
+    func.func @f(%a: tensor<1xf64>, %b: tensor<1x1xf64>) -> tensor<f64> {
+      %n = gpt.global_norm %a, %b : (tensor<1xf64>, tensor<1x1xf64>) -> tensor<f64>
+      return %n : tensor<f64>
+    })mlir",
+                 {Tensor({1}, {3.0}), Tensor({1, 1}, {4.0})});
+  EXPECT_EQ(n.data[0], 5.0);
+}
+
+// Verify that embed_grad scatter-adds repeated tokens and sums positions
+// over the batch.
+TEST_F(InterpreterTest, EmbedGradScatterAdds) {
+  module = parse(R"mlir(
+    func.func @f(%dy: tensor<2x2x1xf64>, %ids: tensor<2x2xi32>) -> (tensor<3x1xf64>, tensor<4x1xf64>) {
+      %dwte, %dwpe = gpt.embed_grad %dy, %ids {vocab_rows = 3 : i64, position_rows = 4 : i64}
+          : (tensor<2x2x1xf64>, tensor<2x2xi32>) -> (tensor<3x1xf64>, tensor<4x1xf64>)
+      return %dwte, %dwpe : tensor<3x1xf64>, tensor<4x1xf64>
+    })mlir");
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  auto r = reference::evaluate(fn, {Tensor({2, 2, 1}, {1, 2, 3, 4}), Tensor({2, 2}, {2, 0, 2, 2})},
+                               Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(r)) << diagnostics;
+  expectNear((*r)[0], {2, 0, 8}, 0);    // token 2 at three places: 1 + 3 + 4
+  expectNear((*r)[1], {4, 6, 0, 0}, 0); // positions 0 and 1 over both rows
+}
+
+// Verify that gpt.random_normal is a pure function of (seed, stream, index)
+// with unit variance.
+TEST_F(InterpreterTest, RandomNormalIsCounterBased) {
+  EXPECT_EQ(reference::counterNormal(1, 2, 3), reference::counterNormal(1, 2, 3));
+  EXPECT_NE(reference::counterNormal(1, 2, 3), reference::counterNormal(1, 3, 3));
+  EXPECT_NE(reference::counterNormal(1, 2, 3), reference::counterNormal(2, 2, 3));
+  double sum = 0, sq = 0;
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) {
+    double z = reference::counterNormal(5, 0, i);
+    sum += z;
+    sq += z * z;
+  }
+  EXPECT_NEAR(sum / n, 0.0, 0.03);
+  EXPECT_NEAR(sq / n, 1.0, 0.03);
+  Tensor t = run(R"mlir(
+    func.func @f(%seed: tensor<i32>) -> tensor<4xf64> {
+      %r = gpt.random_normal %seed {stream = 9 : i64, std = 2.0 : f64} : (tensor<i32>) -> tensor<4xf64>
+      return %r : tensor<4xf64>
+    })mlir",
+                 {Tensor({}, 5.0)});
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(t.data[i], 2.0 * reference::counterNormal(5, 9, i));
+}
+
 } // namespace
