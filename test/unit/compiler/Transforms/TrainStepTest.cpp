@@ -32,11 +32,6 @@ std::vector<Tensor> nextState(std::vector<Tensor> results) {
   return results;
 }
 
-Tensor withLeadingOne(Tensor t) {
-  t.shape.insert(t.shape.begin(), 1);
-  return t;
-}
-
 class TrainStepTest : public GPT2FixtureTest {
 protected:
   /// The fixture's parameters in @train_step's order.
