@@ -97,8 +97,8 @@ cl::opt<bool> decompose("decompose-attention",
                         cl::desc("Run gpt-decompose-attention before interpreting"),
                         cl::cat(referenceCat));
 cl::opt<std::string> dataFile("data",
-                              cl::desc("llm.c token file (.bin) for the batch "
-                                       "(default: random tokens)"),
+                              cl::desc("llm.c token file (.bin) for the batches (default: a "
+                                       "synthetic stream where each token decides the next)"),
                               cl::value_desc("file"), cl::cat(referenceCat));
 
 const char *kOverview = R"(gptc: compiles a GPT-2 training step for the GPU.
@@ -284,9 +284,13 @@ int runReference(MLIRContext &context) {
     if (needed > window + 1 && readTokens(needed, all) == 0)
       tokens = all;
   } else {
+    // A learnable synthetic stream: each token decides the next
+    // (t' = 7 t + 3 mod V), from a seeded random start in every window.
     std::mt19937_64 rng(seed + 1);
     for (int64_t i = 0; i < needed; ++i)
-      tokens.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab)));
+      tokens.push_back(i % window == 0
+                           ? static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab))
+                           : (7 * tokens.back() + 3) % vocab);
   }
   // Batch k reads window k (wrapping around a short file).
   auto batchOf = [&](int64_t k, int64_t shift, std::vector<int64_t> shape) {
