@@ -1,0 +1,218 @@
+//===- Executable.cpp - load and check a step.fb executable --------------===//
+
+#include "runtime/executable/Executable.h"
+
+#include <fstream>
+#include <iterator>
+
+namespace gptc {
+
+namespace {
+
+std::string at(const std::string &what, size_t i) {
+  return what + " " + std::to_string(i);
+}
+
+Status checkTensorIndex(const schema::Executable &exe, uint64_t index,
+                        const std::string &where) {
+  size_t n = exe.tensors() ? exe.tensors()->size() : 0;
+  if (index >= n)
+    return Status::error(where + " refers to tensor " + std::to_string(index) +
+                         " but the executable has " + std::to_string(n));
+  return Status::ok();
+}
+
+Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
+                    const std::string &where) {
+  if (cmd.stream() >= exe.num_streams())
+    return Status::error(where + " runs on stream " + std::to_string(cmd.stream()) +
+                         " of " + std::to_string(exe.num_streams()));
+  auto tensor = [&](uint64_t i) { return checkTensorIndex(exe, i, where); };
+  switch (cmd.op_type()) {
+  case schema::Op::LaunchKernel: {
+    const auto *launch = cmd.op_as_LaunchKernel();
+    size_t kernels = exe.kernels() ? exe.kernels()->size() : 0;
+    if (launch->kernel() >= kernels)
+      return Status::error(where + " launches kernel " + std::to_string(launch->kernel()) +
+                           " but the executable has " + std::to_string(kernels));
+    if (!launch->grid() || launch->grid()->size() != 3 || !launch->block() ||
+        launch->block()->size() != 3)
+      return Status::error(where + " needs 3-dimensional grid and block sizes");
+    uint64_t threads = 1;
+    for (uint32_t d : *launch->block())
+      threads *= d;
+    for (uint32_t d : *launch->grid())
+      if (d == 0)
+        return Status::error(where + " has an empty grid");
+    if (threads == 0 || threads > 1024)
+      return Status::error(where + " has " + std::to_string(threads) +
+                           " threads per block (1..1024)");
+    const auto *kernel = exe.kernels()->Get(launch->kernel());
+    size_t nargs = launch->args() ? launch->args()->size() : 0;
+    if (nargs != kernel->num_args())
+      return Status::error(where + " passes " + std::to_string(nargs) + " arguments to " +
+                           (kernel->name() ? kernel->name()->str() : "a kernel") +
+                           ", which takes " + std::to_string(kernel->num_args()));
+    for (size_t i = 0; i < nargs; ++i)
+      if (launch->args_type()->Get(i) == schema::Arg::TensorArg)
+        if (Status s = tensor(launch->args()->GetAs<schema::TensorArg>(i)->tensor()); !s)
+          return s;
+    return Status::ok();
+  }
+  case schema::Op::RunGemm: {
+    const auto *gemm = cmd.op_as_RunGemm();
+    size_t gemms = exe.gemms() ? exe.gemms()->size() : 0;
+    if (gemm->gemm() >= gemms)
+      return Status::error(where + " runs GEMM " + std::to_string(gemm->gemm()) +
+                           " but the executable has " + std::to_string(gemms));
+    for (uint64_t t : {uint64_t(gemm->a()), uint64_t(gemm->b()), uint64_t(gemm->c())})
+      if (Status s = tensor(t); !s)
+        return s;
+    for (int64_t t : {gemm->bias(), gemm->aux()})
+      if (t >= 0)
+        if (Status s = tensor(static_cast<uint64_t>(t)); !s)
+          return s;
+    return Status::ok();
+  }
+  case schema::Op::Memset:
+    return tensor(cmd.op_as_Memset()->tensor());
+  case schema::Op::Copy: {
+    const auto *copy = cmd.op_as_Copy();
+    if (Status s = tensor(copy->src()); !s)
+      return s;
+    if (Status s = tensor(copy->dst()); !s)
+      return s;
+    if (exe.tensors()->Get(copy->src())->size_bytes() !=
+        exe.tensors()->Get(copy->dst())->size_bytes())
+      return Status::error(where + " copies between tensors of different sizes");
+    return Status::ok();
+  }
+  case schema::Op::RecordEvent:
+  case schema::Op::WaitEvent: {
+    uint32_t event = cmd.op_type() == schema::Op::RecordEvent
+                         ? cmd.op_as_RecordEvent()->event()
+                         : cmd.op_as_WaitEvent()->event();
+    if (event >= exe.num_events())
+      return Status::error(where + " uses event " + std::to_string(event) + " of " +
+                           std::to_string(exe.num_events()));
+    return Status::ok();
+  }
+  case schema::Op::AllReduce: {
+    const auto *ar = cmd.op_as_AllReduce();
+    if (ar->tensors())
+      for (uint32_t t : *ar->tensors())
+        if (Status s = tensor(t); !s)
+          return s;
+    return Status::ok();
+  }
+  case schema::Op::NONE:
+    break;
+  }
+  return Status::error(where + " has no operation");
+}
+
+} // namespace
+
+uint32_t elementSize(schema::DType dtype) {
+  switch (dtype) {
+  case schema::DType::F64:
+    return 8;
+  case schema::DType::F32:
+  case schema::DType::I32:
+    return 4;
+  case schema::DType::BF16:
+  case schema::DType::F16:
+    return 2;
+  }
+  return 0;
+}
+
+Status checkExecutable(const schema::Executable &exe) {
+  if (exe.version() != static_cast<uint32_t>(schema::FormatVersion::Current))
+    return Status::error("format version " + std::to_string(exe.version()) +
+                         ", this runtime reads version " +
+                         std::to_string(static_cast<uint32_t>(schema::FormatVersion::Current)) +
+                         " (recompile with this gptc)");
+  if (!exe.target() || !exe.model())
+    return Status::error("no target or model description");
+  if (exe.num_streams() == 0)
+    return Status::error("needs at least one stream");
+  size_t pools = exe.pools() ? exe.pools()->size() : 0;
+  if (exe.tensors())
+    for (size_t i = 0; i < exe.tensors()->size(); ++i) {
+      const auto *t = exe.tensors()->Get(i);
+      std::string name = at("tensor", i) + (t->name() ? " '" + t->name()->str() + "'" : "");
+      if (t->pool() >= pools)
+        return Status::error(name + " is in pool " + std::to_string(t->pool()) +
+                             " but the executable has " + std::to_string(pools));
+      uint64_t elements = 1;
+      if (t->shape())
+        for (int64_t d : *t->shape()) {
+          if (d < 0)
+            return Status::error(name + " has a negative dimension");
+          elements *= static_cast<uint64_t>(d);
+        }
+      if (elements * elementSize(t->dtype()) != t->size_bytes())
+        return Status::error(name + " has size " + std::to_string(t->size_bytes()) +
+                             " bytes, its shape and type need " +
+                             std::to_string(elements * elementSize(t->dtype())));
+      uint64_t poolSize = exe.pools()->Get(t->pool())->size_bytes();
+      if (t->offset_bytes() > poolSize || t->size_bytes() > poolSize - t->offset_bytes())
+        return Status::error(name + " [" + std::to_string(t->offset_bytes()) + ", +" +
+                             std::to_string(t->size_bytes()) + ") lies outside its pool of " +
+                             std::to_string(poolSize) + " bytes");
+      if (t->first_use() > t->last_use())
+        return Status::error(name + " has a lifetime that ends before it starts");
+    }
+  if (exe.programs())
+    for (size_t p = 0; p < exe.programs()->size(); ++p) {
+      const auto *program = exe.programs()->Get(p);
+      std::string pname = program->name() ? program->name()->str() : at("program", p);
+      for (const auto *list : {program->inputs(), program->outputs()})
+        if (list)
+          for (uint32_t t : *list)
+            if (Status s = checkTensorIndex(exe, t, "program '" + pname + "'"); !s)
+              return s;
+      if (program->commands())
+        for (size_t c = 0; c < program->commands()->size(); ++c)
+          if (Status s = checkCommand(exe, *program->commands()->Get(c),
+                                      "program '" + pname + "' " + at("command", c));
+              !s)
+            return s;
+    }
+  return Status::ok();
+}
+
+StatusOr<Executable> Executable::loadBytes(std::vector<uint8_t> bytes,
+                                           const std::string &origin) {
+  if (bytes.size() < 8 || !schema::ExecutableBufferHasIdentifier(bytes.data()))
+    return Status::error(origin + ": not a gptc executable (no 'GPTX' identifier)");
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  if (!schema::VerifyExecutableBuffer(verifier))
+    return Status::error(origin + ": corrupt or truncated executable (FlatBuffers "
+                                  "verification failed)");
+  if (Status s = checkExecutable(*schema::GetExecutable(bytes.data())); !s)
+    return Status::error(origin + ": " + s.message());
+  return Executable(std::move(bytes));
+}
+
+StatusOr<Executable> Executable::loadFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path + ": cannot open");
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  if (in.bad())
+    return Status::error(path + ": read error");
+  return loadBytes(std::move(bytes), path);
+}
+
+const schema::Program *Executable::findProgram(const std::string &name) const {
+  if (const auto *programs = get().programs())
+    for (const auto *p : *programs)
+      if (p->name() && p->name()->str() == name)
+        return p;
+  return nullptr;
+}
+
+} // namespace gptc

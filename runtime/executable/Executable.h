@@ -1,0 +1,50 @@
+//===- Executable.h - load and check a step.fb executable ----------------===//
+//
+// The loader is the runtime's gate: the FlatBuffers verifier checks the
+// buffer's structure, then checkExecutable checks what the schema cannot
+// (version, every index in range, tensors inside their pools, launch
+// shapes). Nothing downstream re-checks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_EXECUTABLE_EXECUTABLE_H
+#define GPTC_RUNTIME_EXECUTABLE_EXECUTABLE_H
+
+#include "runtime/schemas/executable_generated.h"
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gptc {
+
+/// A loaded, verified executable. Owns its bytes.
+class Executable {
+public:
+  /// Reads and verifies `path`; errors name the file.
+  static StatusOr<Executable> loadFile(const std::string &path);
+  /// Verifies `bytes` (copied); `origin` names them in errors.
+  static StatusOr<Executable> loadBytes(std::vector<uint8_t> bytes,
+                                        const std::string &origin);
+
+  const schema::Executable &get() const { return *schema::GetExecutable(bytes_.data()); }
+  const schema::Executable *operator->() const { return &get(); }
+
+  /// The program named `name`, or null.
+  const schema::Program *findProgram(const std::string &name) const;
+
+private:
+  explicit Executable(std::vector<uint8_t> bytes) : bytes_(std::move(bytes)) {}
+  std::vector<uint8_t> bytes_;
+};
+
+/// The semantic checks beyond the FlatBuffers verifier.
+Status checkExecutable(const schema::Executable &exe);
+
+/// Bytes per element of `dtype`.
+uint32_t elementSize(schema::DType dtype);
+
+} // namespace gptc
+
+#endif // GPTC_RUNTIME_EXECUTABLE_EXECUTABLE_H

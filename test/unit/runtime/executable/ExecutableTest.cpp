@@ -1,0 +1,143 @@
+//===- ExecutableTest.cpp - step.fb loading and checking -----------------===//
+//
+// Builds small executables with the FlatBuffers builder, then checks that
+// the loader accepts the good one and names the fault in each bad one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executable/Executable.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <functional>
+
+using namespace gptc;
+namespace fb = flatbuffers;
+namespace s = gptc::schema;
+
+namespace {
+
+/// Knobs for building a one-kernel, one-GEMM executable.
+struct Spec {
+  uint32_t version = static_cast<uint32_t>(s::FormatVersion::Current);
+  uint64_t poolSize = 1024;
+  uint64_t tensorOffset = 0;
+  uint64_t tensorBytes = 64; // 16 x f32
+  uint32_t kernelIndex = 0;
+  uint32_t gemmIndex = 0;
+  uint32_t stream = 0;
+  uint32_t blockX = 128;
+  uint32_t argTensor = 0;
+  uint32_t numArgs = 1;
+};
+
+std::vector<uint8_t> build(const Spec &spec) {
+  fb::FlatBufferBuilder b;
+  auto pool = s::CreatePool(b, b.CreateString("activations"), spec.poolSize);
+  std::vector<int64_t> shape = {16};
+  auto tensor = s::CreateTensor(b, b.CreateString("x"), s::TensorRole::Activation,
+                                s::DType::F32, b.CreateVector(shape), 0, spec.tensorOffset,
+                                spec.tensorBytes, 0, 1);
+  auto kernel = s::CreateKernel(b, b.CreateString("gelu_forward"), 0,
+                                b.CreateString(".version 8.0"), 0, spec.numArgs);
+  auto gemm = s::CreateGemm(b, 4, 4, 4);
+  std::vector<uint32_t> grid = {1, 1, 1}, block = {spec.blockX, 1, 1};
+  std::vector<fb::Offset<void>> args = {s::CreateTensorArg(b, spec.argTensor).Union()};
+  std::vector<s::Arg> argTypes = {s::Arg::TensorArg};
+  auto launch = s::CreateLaunchKernel(b, spec.kernelIndex, b.CreateVector(grid),
+                                      b.CreateVector(block), 0, b.CreateVector(argTypes),
+                                      b.CreateVector(args));
+  auto runGemm = s::CreateRunGemm(b, spec.gemmIndex, 0, 0, 0);
+  std::vector<fb::Offset<s::Command>> cmds = {
+      s::CreateCommand(b, spec.stream, s::Op::LaunchKernel, launch.Union()),
+      s::CreateCommand(b, 0, s::Op::RunGemm, runGemm.Union())};
+  std::vector<uint32_t> io = {0};
+  auto program = s::CreateProgram(b, b.CreateString("train_step"), b.CreateVector(io),
+                                  b.CreateVector(io), b.CreateVector(cmds));
+  auto model = s::CreateModel(b, b.CreateString("tiny"), 0, 7872);
+  auto target = s::CreateTarget(b, s::TargetKind::CUDA, b.CreateString("sm_90"));
+  std::vector<fb::Offset<s::Pool>> pools = {pool};
+  std::vector<fb::Offset<s::Tensor>> tensors = {tensor};
+  std::vector<fb::Offset<s::Kernel>> kernels = {kernel};
+  std::vector<fb::Offset<s::Gemm>> gemms = {gemm};
+  std::vector<fb::Offset<s::Program>> programs = {program};
+  auto exe = s::CreateExecutable(b, spec.version, target, model, b.CreateVector(pools),
+                                 b.CreateVector(tensors), b.CreateVector(kernels),
+                                 b.CreateVector(gemms), b.CreateVector(programs), 1, 0);
+  s::FinishExecutableBuffer(b, exe);
+  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+}
+
+std::string loadError(std::vector<uint8_t> bytes) {
+  auto exe = Executable::loadBytes(std::move(bytes), "step.fb");
+  return exe ? "" : exe.status().message();
+}
+
+// Verify that a well-formed executable loads and its program is found.
+TEST(ExecutableTest, LoadsAWellFormedExecutable) {
+  auto exe = Executable::loadBytes(build({}), "step.fb");
+  ASSERT_TRUE(exe) << exe.status().message();
+  EXPECT_NE(exe->findProgram("train_step"), nullptr);
+  EXPECT_EQ(exe->findProgram("forward"), nullptr);
+  EXPECT_EQ((*exe)->model()->num_parameters(), 7872);
+}
+
+// Verify that every truncation of the file is rejected, never read past.
+TEST(ExecutableTest, RejectsEveryTruncation) {
+  std::vector<uint8_t> bytes = build({});
+  for (size_t n = 0; n < bytes.size(); n += 7) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + n);
+    EXPECT_NE(loadError(cut), "") << "truncated to " << n << " bytes";
+  }
+}
+
+// Verify that a file of another kind is rejected by its identifier.
+TEST(ExecutableTest, RejectsWrongIdentifier) {
+  std::vector<uint8_t> bytes = build({});
+  bytes[4] = 'X';
+  EXPECT_EQ(loadError(bytes), "step.fb: not a gptc executable (no 'GPTX' identifier)");
+}
+
+// Verify that a corrupted offset inside the buffer fails verification.
+TEST(ExecutableTest, RejectsCorruptOffsets) {
+  std::vector<uint8_t> bytes = build({});
+  bytes[0] = 0xff; // root table offset far outside the buffer
+  bytes[1] = 0xff;
+  EXPECT_NE(loadError(bytes).find("corrupt or truncated"), std::string::npos);
+}
+
+// Verify the semantic checks, each naming the fault.
+TEST(ExecutableTest, RejectsSemanticErrors) {
+  auto with = [](std::function<void(Spec &)> edit) {
+    Spec spec;
+    edit(spec);
+    return loadError(build(spec));
+  };
+  EXPECT_NE(with([](Spec &s) { s.version = 99; }).find("format version 99"), std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.tensorOffset = 1000; }).find("lies outside its pool"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.tensorBytes = 60; }).find("its shape and type need 64"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.kernelIndex = 3; }).find("launches kernel 3"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.gemmIndex = 1; }).find("runs GEMM 1"), std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.stream = 2; }).find("runs on stream 2 of 1"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.blockX = 2048; }).find("2048 threads per block"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.argTensor = 5; }).find("refers to tensor 5"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.numArgs = 2; }).find("passes 1 arguments to gelu_forward"),
+            std::string::npos);
+}
+
+// Verify file loading: a missing file is named.
+TEST(ExecutableTest, LoadFileNamesMissingFile) {
+  auto exe = Executable::loadFile("/nonexistent/step.fb");
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.status().message(), "/nonexistent/step.fb: cannot open");
+}
+
+} // namespace
