@@ -6,6 +6,7 @@
 #include "dialects/GPT/Transforms/Passes.h"
 #include "compiler/Transforms/Passes.h"
 
+#include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -35,6 +36,8 @@ static const PhaseInfo kPhases[] = {
      "+ @forward_grad: the loss and the gradient of every parameter"},
     {Phase::TrainStep, "train-step",
      "+ @train_step (accumulation, clipping, LR schedule, AdamW) and @init"},
+    {Phase::MemoryPlan, "memory-plan",
+     "@train_step inlined into one graph; every tensor at a static offset in a pool"},
 };
 
 llvm::ArrayRef<PhaseInfo> enumeratePhases() { return kPhases; }
@@ -91,6 +94,15 @@ void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createInsertInitPass());
 }
 
+void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &) {
+  // One graph per program: the planner sees every tensor's whole lifetime.
+  pm.addPass(createInlinerPass());
+  pm.addPass(createCSEPass());
+  // NOTE: must stay last before serialization; any pass that moves or
+  // rewrites ops afterwards (CSE included) invalidates the offsets.
+  pm.addPass(createPlanMemoryPass());
+}
+
 void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
                    Phase compileTo) {
   if (compileTo >= Phase::Import)
@@ -99,10 +111,13 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     buildAutodiffPassPipeline(pm, options);
   if (compileTo >= Phase::TrainStep)
     buildTrainStepPassPipeline(pm, options);
+  if (compileTo >= Phase::MemoryPlan)
+    buildMemoryPlanPassPipeline(pm, options);
 }
 
 void registerDialects(DialectRegistry &registry) {
   registry.insert<gpt::GPTDialect, func::FuncDialect>();
+  func::registerInlinerExtension(registry);
 }
 
 void registerPasses() {
@@ -121,6 +136,9 @@ void registerPasses() {
   PassPipelineRegistration<PipelineOptions>(
       "gpt-train-step-pipeline", "Train-step phase: add @train_step and @init",
       buildTrainStepPassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-memory-plan-pipeline", "Memory-plan phase: inline and plan @train_step",
+      buildMemoryPlanPassPipeline);
 }
 
 //===----------------------------------------------------------------------===//

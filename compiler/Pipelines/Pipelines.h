@@ -27,6 +27,7 @@ enum class Phase {
   Import,    // config instantiated: static shapes, unrolled layers
   Autodiff,  // + @forward_grad: loss and parameter gradients
   TrainStep, // + @train_step (accumulation, clipping, schedule, AdamW), @init
+  MemoryPlan, // calls inlined; static offsets of every tensor of @train_step
 };
 
 struct PhaseInfo {
@@ -85,6 +86,9 @@ void buildAutodiffPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &o
 
 /// Train step: optimizer around the gradient function, plus @init.
 void buildTrainStepPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Memory plan: inline the train step's calls, then plan its memory.
+void buildMemoryPlanPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Every phase after `Input` up to and including `compileTo`.
 void buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,

@@ -21,6 +21,11 @@ inline constexpr llvm::StringLiteral kGradOfAttrName = "gpt.grad_of";
 inline constexpr llvm::StringLiteral kOutputAttrName = "gpt.output";
 inline constexpr llvm::StringLiteral kStateAttrName = "gpt.state";
 
+/// Checks a gpt-plan-memory result: every activation buffer lies inside the
+/// pool and no two buffers that are live at once overlap. Emits an error at
+/// the offending op.
+mlir::LogicalResult verifyMemoryPlan(mlir::func::FuncOp fn);
+
 } // namespace gptc
 
 #endif // GPTC_COMPILER_TRANSFORMS_PASSES_H

@@ -115,4 +115,42 @@ def InsertInitPass : Pass<"gpt-insert-init", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Memory planning phase
+//===----------------------------------------------------------------------===//
+
+def PlanMemoryPass : Pass<"gpt-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Static memory plan: liveness-based offsets of every tensor in a few pools";
+  let description = [{
+    Plans the memory of `function` (default `train_step`; calls must have
+    been inlined). Arguments go to their own pools by role: `params`,
+    `state` (AdamW moments) and `inputs`. Every other tensor gets an offset
+    in the `activations` pool:
+
+      1) Each op result is a buffer live from its op to its last use (to the
+         end for returned values). `gpt.reshape` and a `gpt.slice` of the
+         outermost dimension are views: they share their operand's buffer.
+         A `gpt.adamw` whose parameter and moments die there updates them in
+         place: its results share the arguments' buffers.
+      2) Buffers are placed largest first at the lowest 256-byte-aligned
+         offset that overlaps no placed buffer of overlapping lifetime.
+
+    Results: per op, `gpt.offsets` (one activations offset per result, -1
+    for a view into an argument), per argument `gpt.pool`/`gpt.offset`, and
+    the function attribute `gpt.memory_plan` = pool sizes in bytes, with
+    `activations` the peak. Reordering ops after this pass invalidates it:
+    it runs last before serialization.
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "Function to plan">,
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "Alignment of every buffer in bytes">,
+  ];
+  let statistics = [
+    Statistic<"numBuffers", "buffers", "Activation buffers placed">,
+    Statistic<"peakBytes", "peak-bytes", "Activation pool size in bytes">,
+  ];
+}
+
 #endif // GPTC_COMPILER_TRANSFORMS_PASSES_TD

@@ -3,6 +3,7 @@
 #include "dialects/GPT/IR/GPTDialect.h"
 #include "dialects/GPT/IR/GPTOps.h"
 
+#include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -15,7 +16,19 @@ using namespace mlir::gpt;
 #define GET_ATTRDEF_CLASSES
 #include "dialects/GPT/IR/GPTAttrs.cpp.inc"
 
+namespace {
+/// Every gpt op is pure dataflow on tensors, so any of them can be inlined
+/// (the train step inlines its calls of @forward_grad before planning).
+struct GPTInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+} // namespace
+
 void GPTDialect::initialize() {
+  addInterfaces<GPTInlinerInterface>();
   addOperations<
 #define GET_OP_LIST
 #include "dialects/GPT/IR/GPTOps.cpp.inc"

@@ -28,11 +28,15 @@
 // DUMPS-NEXT: 04-cse.mlir
 // DUMPS-NEXT: 05-gpt-insert-optimizer.mlir
 // DUMPS-NEXT: 06-gpt-insert-init.mlir
+// DUMPS-NEXT: 07-inline.mlir
+// DUMPS-NEXT: 08-cse.mlir
+// DUMPS-NEXT: 09-gpt-plan-memory.mlir
 // RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/03-gpt-autodiff.mlir
 // DUMP3: func.func @forward_grad
 // DUMP3: gpt.cross_entropy_grad
 // RUN: FileCheck %s --check-prefix=OUT < %t.out.mlir
 // OUT: func.func @train_step
+// OUT: gpt.memory_plan = {activations =
 // OUT: func.func @init
 // RUN: FileCheck %s --check-prefix=DUMP1 < %t.dump/01-gpt-instantiate-model.mlir
 // DUMP1: gpt.param = "h.11.ln_2.weight"
@@ -47,13 +51,14 @@
 // PHASES: import
 // PHASES: autodiff
 // PHASES: train-step
+// PHASES: memory-plan
 
 // RUN: gptc --version | FileCheck %s --check-prefix=VERSION
 // VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+}} (MLIR/LLVM 22
 
 // An unknown phase is an error naming the flag and the known phases.
 // RUN: not gptc compile %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
-// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, autodiff, train-step)
+// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, autodiff, train-step, memory-plan)
 
 // An unknown preset is reported at the module, with the known ones.
 // RUN: not gptc compile %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL

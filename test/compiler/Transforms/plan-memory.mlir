@@ -1,0 +1,56 @@
+// RUN: gpt-opt %s --split-input-file --gpt-plan-memory=function=f | FileCheck %s
+
+// Tests that a buffer whose value is dead is reused by a later one of the
+// same size, while buffers live at once get disjoint offsets.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: %{{.*}}: tensor<64xf32> {gpt.input = "x", gpt.offset = 0 : i64, gpt.pool = "inputs"}
+// CHECK-SAME: gpt.memory_plan = {activations = 512 : i64, inputs = 256 : i64}
+// CHECK: gpt.exp {{.*}} {gpt.offsets = array<i64: [[A:[0-9]+]]>}
+// CHECK: gpt.tanh {{.*}} {gpt.offsets = array<i64: [[B:[0-9]+]]>}
+// CHECK: gpt.neg {{.*}} {gpt.offsets = array<i64: [[A]]>}
+func.func @f(%x: tensor<64xf32> {gpt.input = "x"}) -> tensor<64xf32> {
+  %a = gpt.exp %x : tensor<64xf32>
+  %b = gpt.tanh %a : tensor<64xf32>
+  %c = gpt.neg %b : tensor<64xf32>
+  return %c : tensor<64xf32>
+}
+
+// -----
+
+// Tests that a reshape is a view sharing its operand's buffer, which stays
+// live as long as the view is read.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: gpt.memory_plan = {activations = 768
+// CHECK: gpt.exp {{.*}} {gpt.offsets = array<i64: [[A:[0-9]+]]>}
+// CHECK: gpt.reshape {{.*}} {gpt.offsets = array<i64: [[A]]>}
+// CHECK: gpt.tanh {{.*}} {gpt.offsets = array<i64: [[B:[0-9]+]]>}
+// CHECK-NOT: array<i64: [[A]]>
+// CHECK: return
+func.func @f(%x: tensor<64xf32> {gpt.input = "x"}) -> tensor<8x8xf32> {
+  %a = gpt.exp %x : tensor<64xf32>
+  %r = gpt.reshape %a : tensor<64xf32> to tensor<8x8xf32>
+  %b = gpt.tanh %r : tensor<8x8xf32>
+  %c = gpt.add %b, %r : tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
+// Tests that AdamW updates a parameter and its moments in place when it
+// reads them last (offset -1: the result lives in the argument).
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: gpt.pool = "params"
+// CHECK-SAME: gpt.pool = "state"
+// CHECK: gpt.adamw {{.*}} {{{.*}}gpt.offsets = array<i64: -1, -1, -1>
+func.func @f(%p: tensor<4xf32> {gpt.param = "w"}, %g: tensor<4xf32> {gpt.input = "g"},
+             %m: tensor<4xf32> {gpt.state = "w.adam_m"}, %v: tensor<4xf32> {gpt.state = "w.adam_v"},
+             %lr: tensor<f32> {gpt.input = "lr"}, %step: tensor<i32> {gpt.input = "step"},
+             %s: tensor<f32> {gpt.input = "s"}) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %p1, %m1, %v1 = gpt.adamw %p, %g, %m, %v, %lr, %step, %s
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64}
+      : tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  return %p1, %m1, %v1 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
