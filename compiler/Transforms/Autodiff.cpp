@@ -39,6 +39,30 @@ bool isScalarLoss(func::FuncOp fn) {
          llvm::cast<RankedTensorType>(type.getResult(0)).getRank() == 0;
 }
 
+/// Parameters are float tensors and every shape is static: the rules'
+/// reshapes and the zero gradients of unused parameters need static types.
+LogicalResult checkTypes(func::FuncOp fn) {
+  for (auto [i, type] : llvm::enumerate(fn.getArgumentTypes())) {
+    if (fn.getArgAttrOfType<StringAttr>(i, kParamAttrName) && !isFloatTensor(type))
+      return fn.emitError("gpt-autodiff: parameter argument ")
+             << i << " of @" << fn.getName() << " must be a float tensor, got " << type;
+    if (auto shaped = llvm::dyn_cast<ShapedType>(type); shaped && !shaped.hasStaticShape())
+      return fn.emitError("gpt-autodiff: argument ")
+             << i << " of @" << fn.getName() << " has type " << type
+             << "; gpt-autodiff needs static shapes (run gpt-instantiate-model first)";
+  }
+  WalkResult walk = fn.walk([](Operation *op) {
+    for (Type type : op->getResultTypes())
+      if (auto shaped = llvm::dyn_cast<ShapedType>(type); shaped && !shaped.hasStaticShape()) {
+        op->emitOpError("has result type ")
+            << type << "; gpt-autodiff needs static shapes (run gpt-instantiate-model first)";
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 LogicalResult differentiate(func::FuncOp grad) {
   Block &body = grad.getBody().front();
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
@@ -64,6 +88,10 @@ LogicalResult differentiate(func::FuncOp grad) {
       reached |= static_cast<bool>(resultGrads.back());
     }
     if (!reached)
+      continue;
+    // Nothing flows through an op without a float-tensor operand (a
+    // constant, a random draw): it needs no rule.
+    if (llvm::none_of(op->getOperandTypes(), isFloatTensor))
       continue;
     auto rule = llvm::dyn_cast<DifferentiableOpInterface>(op);
     if (!rule)
@@ -130,6 +158,8 @@ struct AutodiffPass : public gptc::impl::AutodiffPassBase<AutodiffPass> {
       fn.emitError("gpt-autodiff: @") << function << " must return one scalar float loss";
       return signalPassFailure();
     }
+    if (failed(checkTypes(fn)))
+      return signalPassFailure();
     auto grad = llvm::cast<func::FuncOp>(fn->clone());
     grad.setName(function + "_grad");
     if (symbols.lookup(grad.getName())) {

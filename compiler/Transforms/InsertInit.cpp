@@ -50,6 +50,14 @@ struct InsertInitPass : public gptc::impl::InsertInitPassBase<InsertInitPass> {
     SmallVector<unsigned> indices;
     for (unsigned i = 0; i < fn.getNumArguments(); ++i)
       if (auto name = fn.getArgAttrOfType<StringAttr>(i, kParamAttrName)) {
+        // gpt.constant and gpt.random_normal produce static float tensors.
+        auto t = llvm::dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+        if (!t || !t.hasStaticShape() || !llvm::isa<FloatType>(t.getElementType())) {
+          fn.emitError("gpt-insert-init: parameter argument ")
+              << i << " of @" << function << " must be a static float tensor, got "
+              << fn.getArgumentTypes()[i];
+          return signalPassFailure();
+        }
         indices.push_back(i);
         types.push_back(fn.getArgumentTypes()[i]);
         attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(kParamAttrName, name)));

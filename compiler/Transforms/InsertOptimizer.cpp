@@ -7,6 +7,7 @@
 ///     @f_grad, sum loss and gradients. Divide the loss by accum_steps.
 ///  3) grad_norm = ||sum g|| / accum_steps; grad_scale = clip / accum_steps.
 ///  4) lr = gpt.lr_schedule(step); one gpt.adamw per parameter.
+///  5) Return the new state, then loss, grad_norm and lr (for the logs).
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,7 +71,10 @@ struct InsertOptimizerPass
     SmallVector<Param> params;
     int tokensArg = -1, targetsArg = -1;
     for (unsigned i = 0; i < grad.getNumArguments(); ++i) {
-      auto type = llvm::cast<RankedTensorType>(grad.getArgumentTypes()[i]);
+      auto type = llvm::dyn_cast<RankedTensorType>(grad.getArgumentTypes()[i]);
+      if (!type)
+        return grad.emitError("gpt-insert-optimizer: argument ")
+               << i << " must be a ranked tensor, got " << grad.getArgumentTypes()[i];
       if (auto p = grad.getArgAttrOfType<StringAttr>(i, kParamAttrName))
         params.push_back({i, p.str(), type});
       else if (auto in = grad.getArgAttrOfType<StringAttr>(i, kInputAttrName);
@@ -85,6 +89,16 @@ struct InsertOptimizerPass
     if (tokensArg < 0 || targetsArg < 0)
       return grad.emitError("gpt-insert-optimizer: @")
              << gradName << " needs 'tokens' and 'targets' inputs";
+    // The call results are used as the loss and the gradients below.
+    FunctionType gradType = grad.getFunctionType();
+    bool resultsOk = gradType.getNumResults() == 1 + params.size() &&
+                     gradType.getResult(0) == RankedTensorType::get({}, b.getF32Type());
+    for (size_t i = 0; resultsOk && i < params.size(); ++i)
+      resultsOk = gradType.getResult(1 + i) == params[i].type;
+    if (!resultsOk)
+      return grad.emitError("gpt-insert-optimizer: @")
+             << gradName << " must return a tensor<f32> loss, then one gradient "
+             << "per parameter with the parameter's type";
 
     // Signature.
     auto batchType = llvm::cast<RankedTensorType>(grad.getArgumentTypes()[tokensArg]);
@@ -111,9 +125,10 @@ struct InsertOptimizerPass
     argTypes.append({microType, microType, stepType});
     argAttrs.append({named(kInputAttrName, "tokens"), named(kInputAttrName, "targets"),
                      named(kInputAttrName, "step")});
-    resultTypes.append({f32, f32});
-    resultAttrs.append(
-        {named(gptc::kOutputAttrName, "loss"), named(gptc::kOutputAttrName, "grad_norm")});
+    resultTypes.append({f32, f32, f32});
+    resultAttrs.append({named(gptc::kOutputAttrName, "loss"),
+                        named(gptc::kOutputAttrName, "grad_norm"),
+                        named(gptc::kOutputAttrName, "lr")});
 
     OpBuilder ob(ctx);
     ob.setInsertionPointToEnd(module.getBody());
@@ -189,7 +204,7 @@ struct InsertOptimizerPass
     SmallVector<Value> results = newParams;
     results.append(newM);
     results.append(newV);
-    results.append({loss, norm});
+    results.append({loss, norm, lrValue});
     func::ReturnOp::create(ob, loc, results);
     return success();
   }

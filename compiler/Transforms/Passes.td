@@ -23,7 +23,10 @@ def AutodiffPass : Pass<"gpt-autodiff", "::mlir::ModuleOp"> {
     contributions to one value are summed with `gpt.add` (so the tied LM
     head and token embedding both reach `wte`). The backward reads forward
     values directly: those are the saved activations that rematerialization
-    later decides to keep or recompute. Ops without a rule are an error.
+    later decides to keep or recompute. An op on the path to the loss
+    without a rule is an error, except one without float-tensor operands
+    (a constant), through which nothing flows. Parameters must be float
+    tensors and every shape static (run gpt-instantiate-model first).
 
     ```mlir
     // Before:
@@ -51,7 +54,7 @@ def InsertOptimizerPass : Pass<"gpt-insert-optimizer", "::mlir::ModuleOp"> {
     From `@<function>_grad` (see gpt-autodiff) builds
 
       @train_step(params..., adam_m..., adam_v..., tokens, targets, step)
-          -> (new params..., new adam_m..., new adam_v..., loss, grad_norm)
+          -> (new params..., new adam_m..., new adam_v..., loss, grad_norm, lr)
 
     where tokens and targets are (accum_steps, B, T) micro-batches and
     `step` is the 0-based step (a tensor<i32>). The body calls the gradient

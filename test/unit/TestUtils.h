@@ -179,6 +179,16 @@ public:
     return mlir::succeeded(results) ? *results : std::vector<reference::Tensor>();
   }
 
+  /// The index of the result of @`fn` named `name` by gpt.output.
+  size_t output(llvm::StringRef fn, llvm::StringRef name) {
+    mlir::func::FuncOp f = function(fn);
+    for (unsigned i = 0; i < f.getNumResults(); ++i)
+      if (auto n = f.getResultAttrOfType<mlir::StringAttr>(i, "gpt.output"); n && n == name)
+        return i;
+    ADD_FAILURE() << "@" << fn.str() << " has no output " << name.str();
+    return 0;
+  }
+
   /// Arguments of `fn` filled from `f` by gpt.param / gpt.input name.
   std::vector<reference::Tensor> fixtureArgs(mlir::func::FuncOp fn, const Fixture &f) {
     std::vector<reference::Tensor> args;

@@ -337,8 +337,8 @@ int runReference(MLIRContext &context) {
       return 1;
     size_t n = results->size();
     llvm::outs() << llvm::formatv("step {0,4}/{1}: loss {2:f6}  grad_norm {3:f6}\n", s + 1,
-                                  steps, (*results)[n - 2].data[0], (*results)[n - 1].data[0]);
-    results->resize(n - 2);
+                                  steps, (*results)[n - 3].data[0], (*results)[n - 2].data[0]);
+    results->resize(n - 3); // drop loss, grad_norm, lr
     state = std::move(*results);
   }
   return 0;

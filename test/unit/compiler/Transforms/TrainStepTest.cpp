@@ -26,9 +26,9 @@ std::vector<Tensor> trainArgs(const std::vector<Tensor> &params, const Tensor &t
   return args;
 }
 
-/// @train_step's results minus loss and grad norm: the next arguments' state.
+/// @train_step's results minus loss, grad norm and lr: the next state.
 std::vector<Tensor> nextState(std::vector<Tensor> results) {
-  results.resize(results.size() - 2);
+  results.resize(results.size() - 3);
   return results;
 }
 
@@ -65,7 +65,7 @@ TEST_F(TrainStepTest, MatchesPyTorchAdamW) {
     args.back().data[0] = static_cast<double>(s);
     auto out = evaluate("train_step", args);
     ASSERT_FALSE(out.empty());
-    EXPECT_NEAR(out[out.size() - 2].data[0], fixture.trainLosses[s],
+    EXPECT_NEAR(out[output("train_step", "loss")].data[0], fixture.trainLosses[s],
                 1e-9 * fixture.trainLosses[s])
         << "step " << s;
     std::vector<Tensor> state = nextState(out);
@@ -101,8 +101,8 @@ TEST_F(TrainStepTest, GradientAccumulationAveragesMicroBatches) {
       double mean = 0.5 * (g0[r].data[k] + g1[r].data[k]);
       sumSq += mean * mean;
     }
-  EXPECT_NEAR(out[out.size() - 2].data[0], 0.5 * (g0[0].data[0] + g1[0].data[0]), 1e-12);
-  EXPECT_NEAR(out.back().data[0], std::sqrt(sumSq), 1e-12);
+  EXPECT_NEAR(out[output("train_step", "loss")].data[0], 0.5 * (g0[0].data[0] + g1[0].data[0]), 1e-12);
+  EXPECT_NEAR(out[output("train_step", "grad_norm")].data[0], std::sqrt(sumSq), 1e-12);
 }
 
 // Verify llm.c's clipping rule: with the norm above grad-clip, the first
@@ -112,7 +112,7 @@ TEST_F(TrainStepTest, ClippingScalesTheGradient) {
   ASSERT_TRUE(compile("tiny", Phase::TrainStep, [&](PipelineOptions &o) { o.gradClip = clip; }));
   auto out = evaluate("train_step", trainArgs(fixtureParams(), tokens(), targets(), 0));
   ASSERT_FALSE(out.empty());
-  double norm = out.back().data[0];
+  double norm = out[output("train_step", "grad_norm")].data[0];
   ASSERT_GT(norm, clip);
   auto g = evaluate("forward_grad", fixtureArgs(function("forward_grad"), fixture));
   size_t n = g.size() - 1; // parameters
@@ -149,7 +149,7 @@ TEST_F(TrainStepTest, LearnsARealTextBatch) {
     args.back().data[0] = static_cast<double>(s);
     auto out = evaluate("train_step", args, Precision::F32);
     ASSERT_FALSE(out.empty());
-    losses.push_back(out[out.size() - 2].data[0]);
+    losses.push_back(out[output("train_step", "loss")].data[0]);
     std::vector<Tensor> state = nextState(out);
     std::copy(state.begin(), state.end(), args.begin());
   }
