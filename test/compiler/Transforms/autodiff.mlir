@@ -652,6 +652,30 @@ func.func @forward(%w: tensor<2x4xf32> {gpt.param = "w"}, %unused: tensor<3xf32>
 
 // -----
 
+// Tests that constants on the path to the loss need no gradient rule:
+// nothing flows through an op without float-tensor operands.
+
+// CHECK-LABEL: func.func @forward_grad
+// CHECK-SAME: (%[[W:.*]]: tensor<2x4xf32> {gpt.param = "w"}, %[[T:.*]]: tensor<2xi32> {gpt.input = "targets"})
+// CHECK: %[[C:.*]] = gpt.constant 2.000000e+00 : tensor<2x4xf32>
+// CHECK: %[[Y:.*]] = gpt.mul %[[W]], %[[C]]
+// CHECK: %[[CE:.*]] = gpt.cross_entropy %[[Y]], %[[T]]
+// CHECK: %[[K:.*]] = gpt.constant 1.500000e+00 : tensor<f32>
+// CHECK: %[[LOSS:.*]] = gpt.add %[[CE]], %[[K]] : tensor<f32>
+// CHECK: %[[DY:.*]] = gpt.cross_entropy_grad %{{.*}}, %[[Y]], %[[T]]
+// CHECK-NEXT: %[[DW:.*]] = gpt.mul %[[DY]], %[[C]] : tensor<2x4xf32>
+// CHECK: return %[[LOSS]], %[[DW]] : tensor<f32>, tensor<2x4xf32>
+func.func @forward(%w: tensor<2x4xf32> {gpt.param = "w"}, %t: tensor<2xi32> {gpt.input = "targets"}) -> tensor<f32> {
+  %c = gpt.constant 2.0 : tensor<2x4xf32>
+  %y = gpt.mul %w, %c : tensor<2x4xf32>
+  %ce = gpt.cross_entropy %y, %t {vocab_size = 4 : i64} : (tensor<2x4xf32>, tensor<2xi32>) -> tensor<f32>
+  %k = gpt.constant 1.5 : tensor<f32>
+  %loss = gpt.add %ce, %k : tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Tests that @forward_grad keeps @forward's argument attributes and returns
 // the loss first (named gpt.output = "loss") and then one gradient per
 // gpt.param argument in argument order, skipping gpt.input arguments.
