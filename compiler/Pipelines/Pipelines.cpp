@@ -4,6 +4,7 @@
 
 #include "dialects/GPT/IR/GPTDialect.h"
 #include "dialects/GPT/Transforms/Passes.h"
+#include "compiler/Codegen/EmitExecutable.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/Extensions/InlinerExtension.h"
@@ -38,6 +39,8 @@ static const PhaseInfo kPhases[] = {
      "+ @train_step (accumulation, clipping, LR schedule, AdamW) and @init"},
     {Phase::MemoryPlan, "memory-plan",
      "@train_step inlined into one graph; every tensor at a static offset in a pool"},
+    {Phase::Executable, "executable",
+     "kernels compiled (CUDA: PTX + cubin), GEMM descriptors, the step.fb file (-o)"},
 };
 
 llvm::ArrayRef<PhaseInfo> enumeratePhases() { return kPhases; }
@@ -99,8 +102,13 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &) {
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   // NOTE: must stay last before serialization; any pass that moves or
-  // rewrites ops afterwards (CSE included) invalidates the offsets.
-  pm.addPass(createPlanMemoryPass());
+  // rewrites ops afterwards (CSE included) invalidates the offsets. Each
+  // program is planned alone: they run one after another.
+  for (const char *program : {"train_step", "init", "forward"}) {
+    PlanMemoryPassOptions plan;
+    plan.function = program;
+    pm.addPass(createPlanMemoryPass(plan));
+  }
 }
 
 void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
@@ -113,10 +121,12 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     buildTrainStepPassPipeline(pm, options);
   if (compileTo >= Phase::MemoryPlan)
     buildMemoryPlanPassPipeline(pm, options);
+  // Executable adds no passes: the driver serializes the planned module.
 }
 
 void registerDialects(DialectRegistry &registry) {
   registry.insert<gpt::GPTDialect, func::FuncDialect>();
+  codegen::registerCodegenDialects(registry);
   func::registerInlinerExtension(registry);
 }
 

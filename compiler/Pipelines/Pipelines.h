@@ -27,7 +27,8 @@ enum class Phase {
   Import,    // config instantiated: static shapes, unrolled layers
   Autodiff,  // + @forward_grad: loss and parameter gradients
   TrainStep, // + @train_step (accumulation, clipping, schedule, AdamW), @init
-  MemoryPlan, // calls inlined; static offsets of every tensor of @train_step
+  MemoryPlan, // calls inlined; static offsets of every tensor of each program
+  Executable, // kernels and GEMMs: the step.fb file (written by the driver)
 };
 
 struct PhaseInfo {

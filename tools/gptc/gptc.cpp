@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Codegen/EmitExecutable.h"
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Reference/Interpreter.h"
 #include "dialects/GPT/IR/GPTDialect.h"
@@ -28,6 +29,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -60,6 +62,14 @@ cl::opt<std::string> compileTo("compile-to",
 cl::opt<std::string> dumpDir("dump-ir-after-each-pass",
                              cl::desc("Write DIR/NN-<pass>.mlir after every pass"),
                              cl::value_desc("dir"), cl::cat(compileCat));
+cl::opt<std::string> target("target", cl::desc("Executable target: cuda or host"),
+                           cl::init("cuda"), cl::cat(compileCat));
+cl::opt<std::string> cudaArch("cuda-arch", cl::desc("CUDA target chip (e.g. sm_90)"),
+                             cl::init("sm_90"), cl::cat(compileCat));
+cl::opt<std::string> cudaToolkit("cuda-toolkit",
+                                 cl::desc("CUDA toolkit for ptxas and libdevice "
+                                          "(default: $CUDA_HOME or /usr/local/cuda)"),
+                                 cl::value_desc("dir"), cl::cat(compileCat));
 cl::opt<bool> listPhases("list-phases", cl::desc("Print the phases and exit"),
                          cl::cat(compileCat));
 
@@ -153,7 +163,9 @@ void setPipelineOptions(PipelineOptions &options) {
 }
 
 int runCompile(MLIRContext &context) {
-  Phase target = getLastPhase();
+  // Default: the executable when -o names a .fb file, else the last IR phase.
+  Phase target = llvm::StringRef(outputFile).ends_with(".fb") ? Phase::Executable
+                                                               : Phase::MemoryPlan;
   if (!compileTo.empty()) {
     std::optional<Phase> parsed = parsePhase(compileTo);
     if (!parsed) {
@@ -194,6 +206,30 @@ int runCompile(MLIRContext &context) {
     return 1;
 
   std::string error;
+  if (target == Phase::Executable) {
+    if (outputFile == "-")
+      return fail("the executable is binary: give -o FILE.fb");
+    codegen::EmitOptions emit;
+    if (::target != "cuda" && ::target != "host")
+      return fail("--target: expected cuda or host, got '" + ::target + "'");
+    emit.target = ::target == "host" ? codegen::EmitOptions::Target::Host
+                                     : codegen::EmitOptions::Target::CUDA;
+    emit.chip = cudaArch;
+    if (!cudaToolkit.empty())
+      emit.toolkit = cudaToolkit;
+    else if (const char *home = std::getenv("CUDA_HOME"))
+      emit.toolkit = home;
+    emit.dumpDir = dumpDir;
+    FailureOr<std::vector<uint8_t>> bytes = codegen::emitExecutable(*module, emit);
+    if (failed(bytes))
+      return 1;
+    auto output = openOutputFile(outputFile, &error);
+    if (!output)
+      return fail("-o: " + error);
+    output->os().write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
+    output->keep();
+    return 0;
+  }
   auto output = openOutputFile(outputFile, &error);
   if (!output)
     return fail("-o: " + error);

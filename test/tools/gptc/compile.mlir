@@ -31,6 +31,8 @@
 // DUMPS-NEXT: 07-inline.mlir
 // DUMPS-NEXT: 08-cse.mlir
 // DUMPS-NEXT: 09-gpt-plan-memory.mlir
+// DUMPS-NEXT: 10-gpt-plan-memory.mlir
+// DUMPS-NEXT: 11-gpt-plan-memory.mlir
 // RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/03-gpt-autodiff.mlir
 // DUMP3: func.func @forward_grad
 // DUMP3: gpt.cross_entropy_grad
@@ -52,13 +54,14 @@
 // PHASES: autodiff
 // PHASES: train-step
 // PHASES: memory-plan
+// PHASES: executable
 
 // RUN: gptc --version | FileCheck %s --check-prefix=VERSION
 // VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+}} (MLIR/LLVM 22
 
 // An unknown phase is an error naming the flag and the known phases.
 // RUN: not gptc compile %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
-// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, autodiff, train-step, memory-plan)
+// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, autodiff, train-step, memory-plan, executable)
 
 // An unknown preset is reported at the module, with the known ones.
 // RUN: not gptc compile %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL

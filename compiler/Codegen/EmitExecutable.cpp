@@ -1,0 +1,323 @@
+//===- EmitExecutable.cpp - lowered programs -> step.fb ------------------===//
+//
+/// 1) lowerPrograms: commands, kernels (bodies), GEMMs, tensors.
+/// 2) CUDA: the bodies become gpu.funcs of one gpu.module with an NVVM
+///    target; MLIR lowers them to NVVM and serializes PTX and a cubin.
+/// 3) The FlatBuffer (runtime/schemas/executable.fbs) is written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/EmitExecutable.h"
+
+#include "compiler/Codegen/HostTarget.h"
+#include "compiler/Codegen/Lowering.h"
+#include "runtime/schemas/executable_generated.h"
+
+#include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
+#include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
+#include "mlir/Conversion/FuncToLLVM/ConvertFuncToLLVM.h"
+#include "mlir/Conversion/GPUToNVVM/GPUToNVVMPass.h"
+#include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
+#include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
+#include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
+#include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
+#include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/GPU/IR/CompilationInterfaces.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVM/NVVM/Target.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace fb = flatbuffers;
+namespace s = gptc::schema;
+
+namespace gptc::codegen {
+
+void registerCodegenDialects(DialectRegistry &registry) {
+  registry.insert<arith::ArithDialect, cf::ControlFlowDialect, gpu::GPUDialect,
+                  LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect,
+                  NVVM::NVVMDialect, scf::SCFDialect, ub::UBDialect>();
+  arith::registerConvertArithToLLVMInterface(registry);
+  cf::registerConvertControlFlowToLLVMInterface(registry);
+  registerConvertFuncToLLVMInterface(registry);
+  registerConvertMathToLLVMInterface(registry);
+  registerConvertMemRefToLLVMInterface(registry);
+  registerConvertNVVMToLLVMInterface(registry);
+  ub::registerConvertUBToLLVMInterface(registry);
+  NVVM::registerNVVMTargetInterfaceExternalModels(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerGPUDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerNVVMDialectTranslation(registry);
+}
+
+namespace {
+
+void dump(const EmitOptions &options, const std::string &name,
+          llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  if (options.dumpDir.empty())
+    return;
+  std::error_code ec;
+  llvm::raw_fd_ostream os(options.dumpDir + "/" + name, ec);
+  if (!ec)
+    write(os);
+}
+
+/// The kernel module: one gpu.func per kernel, thread idx = global x id.
+OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
+                                      const EmitOptions &options) {
+  OpBuilder b(ctx);
+  Location loc = b.getUnknownLoc();
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda",
+                                          options.chip, options.features);
+  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "gptc_kernels", b.getArrayAttr({target}));
+  b.setInsertionPointToStart(gpuModule.getBody());
+  for (const KernelDef &k : lowered.kernels) {
+    auto fn = gpu::GPUFuncOp::create(b, loc, k.name, b.getFunctionType(k.argTypes, {}));
+    fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&fn.getBody().front());
+    Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value bdim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value idx = arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, bid, bdim), tid);
+    gpu::ReturnOp::create(b, loc);
+    b.setInsertionPoint(fn.getBody().front().getTerminator());
+    // The launch may round the grid up: guard with the kernel's thread count.
+    int64_t threads = 0;
+    for (const ProgramInfo &p : lowered.programs)
+      for (const Command &c : p.commands)
+        if (c.kind == Command::Launch && &lowered.kernels[c.kernel] == &k)
+          threads = c.threads;
+    Value n = arith::ConstantIndexOp::create(b, loc, threads);
+    Value inRange = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, idx, n);
+    auto ifOp = scf::IfOp::create(b, loc, inRange, /*withElse=*/false);
+    b.setInsertionPointToStart(&ifOp.getThenRegion().front());
+    k.body(b, loc, idx, fn.getArguments());
+  }
+  return module;
+}
+
+struct CompiledKernels {
+  std::string ptx;
+  std::vector<uint8_t> cubin;
+};
+
+FailureOr<CompiledKernels> compileGpuKernels(ModuleOp module, const EmitOptions &options) {
+  dump(options, "kernels.gpu.mlir", [&](llvm::raw_ostream &os) { module.print(os); });
+  if (failed(module.verify()))
+    return failure();
+  PassManager pm(module.getContext());
+  OpPassManager &nested = pm.nest<gpu::GPUModuleOp>();
+  nested.addPass(createSCFToControlFlowPass());
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true; // kernels take plain pointers (the ABI)
+  nested.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  nested.addPass(createReconcileUnrealizedCastsPass());
+  if (failed(pm.run(module)))
+    return failure();
+  dump(options, "kernels.nvvm.mlir", [&](llvm::raw_ostream &os) { module.print(os); });
+
+  auto gpuModule = *module.getOps<gpu::GPUModuleOp>().begin();
+  auto target = llvm::cast<gpu::TargetAttrInterface>(gpuModule.getTargetsAttr()[0]);
+  CompiledKernels out;
+  for (auto kind : {gpu::CompilationTarget::Assembly, gpu::CompilationTarget::Binary}) {
+    gpu::TargetOptions opts(options.toolkit, {}, "", "", kind);
+    std::optional<SmallVector<char, 0>> object = target.serializeToObject(gpuModule, opts);
+    if (!object)
+      return gpuModule.emitError("codegen: NVVM serialization failed (")
+             << (kind == gpu::CompilationTarget::Assembly ? "PTX" : "cubin")
+             << "); is the CUDA toolkit at " << options.toolkit << "?";
+    if (kind == gpu::CompilationTarget::Assembly)
+      out.ptx.assign(object->begin(), object->end());
+    else
+      out.cubin.assign(object->begin(), object->end());
+  }
+  dump(options, "kernels.ptx", [&](llvm::raw_ostream &os) { os << out.ptx; });
+  return out;
+}
+
+s::DType dtypeOf(Type t) {
+  if (t.isF64())
+    return s::DType::F64;
+  if (t.isBF16())
+    return s::DType::BF16;
+  if (t.isF16())
+    return s::DType::F16;
+  if (t.isInteger(32))
+    return s::DType::I32;
+  return s::DType::F32;
+}
+
+s::TensorRole roleOf(const std::string &role) {
+  if (role == "params")
+    return s::TensorRole::Parameter;
+  if (role == "state")
+    return s::TensorRole::OptimizerState;
+  if (role == "inputs")
+    return s::TensorRole::Input;
+  if (role == "outputs")
+    return s::TensorRole::Output;
+  if (role == "workspace")
+    return s::TensorRole::Workspace;
+  return s::TensorRole::Activation;
+}
+
+} // namespace
+
+FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOptions &options) {
+  MLIRContext *ctx = module.getContext();
+  FailureOr<Lowered> lowered = lowerPrograms(module, {"init", "train_step", "forward"});
+  if (failed(lowered))
+    return failure();
+  bool host = options.target == EmitOptions::Target::Host;
+  CompiledKernels compiled;
+  std::vector<uint8_t> hostObject;
+  if (host) {
+    FailureOr<std::vector<uint8_t>> so = compileHostKernels(ctx, *lowered, options.dumpDir);
+    if (failed(so))
+      return failure();
+    hostObject = std::move(*so);
+  } else {
+    OwningOpRef<ModuleOp> kernels = buildGpuKernels(ctx, *lowered, options);
+    FailureOr<CompiledKernels> cuda = compileGpuKernels(*kernels, options);
+    if (failed(cuda))
+      return failure();
+    compiled = std::move(*cuda);
+  }
+
+  fb::FlatBufferBuilder b;
+  // Pools.
+  std::vector<std::string> poolNames = {"params", "state", "inputs", "activations", "workspace"};
+  std::vector<fb::Offset<s::Pool>> pools;
+  std::map<std::string, uint32_t> poolIndex;
+  for (const std::string &p : poolNames) {
+    poolIndex[p] = pools.size();
+    uint64_t bytes = lowered->poolBytes.count(p) ? lowered->poolBytes.at(p) : 0;
+    pools.push_back(s::CreatePool(b, b.CreateString(p), std::max<uint64_t>(bytes, 256)));
+  }
+  // Tensors, plus one per scratch operand.
+  std::vector<fb::Offset<s::Tensor>> tensors;
+  auto addTensor = [&](const std::string &name, s::TensorRole role, s::DType dt,
+                       const std::vector<int64_t> &shape, const std::string &pool,
+                       uint64_t offset, uint64_t bytes) {
+    tensors.push_back(s::CreateTensor(b, b.CreateString(name), role, dt, b.CreateVector(shape),
+                                      poolIndex.at(pool), offset, bytes, 0, 0));
+    return static_cast<uint32_t>(tensors.size() - 1);
+  };
+  for (const TensorInfo &t : lowered->tensors)
+    addTensor(t.name, roleOf(t.role), dtypeOf(t.elementType), t.shape, t.pool, t.offset, t.bytes);
+
+  auto operandTensor = [&](const Operand &o) -> uint32_t {
+    if (o.kind == Operand::Tensor)
+      return static_cast<uint32_t>(o.tensor);
+    return addTensor("scratch", s::TensorRole::Workspace, s::DType::F32, {o.bytes / 4},
+                     "workspace", o.scratch, o.bytes / 4 * 4);
+  };
+  // Kernels share one cubin: each Kernel entry names its function.
+  std::vector<fb::Offset<s::Kernel>> kernelDefs;
+  fb::Offset<fb::Vector<uint8_t>> cubin;
+  fb::Offset<fb::String> ptx;
+  if (!host) {
+    cubin = b.CreateVector(compiled.cubin);
+    ptx = b.CreateString(compiled.ptx);
+  }
+  for (const KernelDef &k : lowered->kernels)
+    kernelDefs.push_back(s::CreateKernel(b, b.CreateString(k.name), cubin, ptx,
+                                         host ? b.CreateString(k.name) : 0,
+                                         static_cast<uint32_t>(k.argTypes.size())));
+  auto hostBytes = host ? b.CreateVector(hostObject) : fb::Offset<fb::Vector<uint8_t>>();
+  std::vector<fb::Offset<s::Gemm>> gemms;
+  for (const GemmDesc &g : lowered->gemms)
+    gemms.push_back(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb,
+                                  g.ldc, g.strideA, g.strideB, g.strideC, s::DType::F32,
+                                  s::DType::F32, s::DType::F32, s::ComputeType::F32,
+                                  g.bias ? s::Epilogue::Bias : s::Epilogue::None));
+  std::vector<fb::Offset<s::Program>> programs;
+  for (const ProgramInfo &p : lowered->programs) {
+    std::vector<fb::Offset<s::Command>> cmds;
+    for (const Command &c : p.commands) {
+      switch (c.kind) {
+      case Command::Launch: {
+        std::vector<fb::Offset<void>> args;
+        std::vector<s::Arg> types;
+        for (const Operand &o : c.args) {
+          args.push_back(s::CreateTensorArg(b, operandTensor(o)).Union());
+          types.push_back(s::Arg::TensorArg);
+        }
+        uint32_t blocks = static_cast<uint32_t>((c.threads + options.blockSize - 1) / options.blockSize);
+        std::vector<uint32_t> grid = {blocks, 1, 1};
+        std::vector<uint32_t> block = {static_cast<uint32_t>(options.blockSize), 1, 1};
+        auto launch = s::CreateLaunchKernel(b, c.kernel, b.CreateVector(grid), b.CreateVector(block), 0,
+                                            b.CreateVector(types), b.CreateVector(args));
+        cmds.push_back(s::CreateCommand(b, 0, s::Op::LaunchKernel, launch.Union()));
+        break;
+      }
+      case Command::Gemm: {
+        int64_t bias = c.args.size() > 3 ? static_cast<int64_t>(operandTensor(c.args[3])) : -1;
+        auto gemm = s::CreateRunGemm(b, c.gemm, operandTensor(c.args[0]), operandTensor(c.args[1]),
+                                     operandTensor(c.args[2]), bias, -1);
+        cmds.push_back(s::CreateCommand(b, 0, s::Op::RunGemm, gemm.Union()));
+        break;
+      }
+      case Command::Zero: {
+        auto memset = s::CreateMemset(b, operandTensor(c.args[0]), 0);
+        cmds.push_back(s::CreateCommand(b, 0, s::Op::Memset, memset.Union()));
+        break;
+      }
+      case Command::Copy: {
+        auto copy = s::CreateCopy(b, operandTensor(c.args[0]), operandTensor(c.args[1]));
+        cmds.push_back(s::CreateCommand(b, 0, s::Op::Copy, copy.Union()));
+        break;
+      }
+      }
+    }
+    std::vector<uint32_t> ins(p.inputs.begin(), p.inputs.end()), outs(p.outputs.begin(), p.outputs.end());
+    programs.push_back(s::CreateProgram(b, b.CreateString(p.name), b.CreateVector(ins),
+                                        b.CreateVector(outs), b.CreateVector(cmds)));
+  }
+  // Model metadata.
+  std::vector<fb::Offset<s::KeyValue>> config;
+  std::string modelName;
+  if (auto cfg = module->getAttrOfType<DictionaryAttr>("gpt.config"))
+    for (NamedAttribute e : cfg) {
+      if (auto i = llvm::dyn_cast<IntegerAttr>(e.getValue()))
+        config.push_back(s::CreateKeyValue(b, b.CreateString(e.getName().str()), i.getInt()));
+      else if (auto str = llvm::dyn_cast<StringAttr>(e.getValue()))
+        modelName = str.str();
+    }
+  int64_t params = 0;
+  if (auto fwd = module.lookupSymbol<func::FuncOp>("forward"))
+    if (auto n = fwd->getAttrOfType<IntegerAttr>("gpt.num_parameters"))
+      params = n.getInt();
+  auto model = s::CreateModel(b, b.CreateString(modelName), b.CreateVector(config), params);
+  auto target = s::CreateTarget(b, host ? s::TargetKind::Host : s::TargetKind::CUDA,
+                                b.CreateString(host ? "x86_64" : options.chip));
+  auto exe = s::CreateExecutable(
+      b, static_cast<uint32_t>(s::FormatVersion::Current), target, model, b.CreateVector(pools),
+      b.CreateVector(tensors), b.CreateVector(kernelDefs), b.CreateVector(gemms),
+      b.CreateVector(programs), /*num_streams=*/1, /*num_events=*/0, hostBytes,
+      b.CreateString("gptc 0.1.0"));
+  s::FinishExecutableBuffer(b, exe);
+  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+} // namespace gptc::codegen

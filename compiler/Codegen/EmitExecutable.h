@@ -1,0 +1,34 @@
+//===- EmitExecutable.h - lowered programs -> step.fb --------------------===//
+
+#ifndef GPTC_COMPILER_CODEGEN_EMITEXECUTABLE_H
+#define GPTC_COMPILER_CODEGEN_EMITEXECUTABLE_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gptc::codegen {
+
+struct EmitOptions {
+  enum class Target { CUDA, Host } target = Target::CUDA;
+  std::string chip = "sm_90";
+  std::string features = "+ptx80";
+  std::string toolkit = "/usr/local/cuda"; // ptxas and libdevice
+  std::string dumpDir;                     // kernels' IR and PTX, if set
+  int blockSize = 256;
+};
+
+/// Dialects and interfaces the kernel lowering needs (GPU, NVVM, LLVM...).
+void registerCodegenDialects(mlir::DialectRegistry &registry);
+
+/// Lowers the planned programs of `module` (init, train_step, forward),
+/// compiles their kernels and returns the FlatBuffer executable.
+mlir::FailureOr<std::vector<uint8_t>> emitExecutable(mlir::ModuleOp module,
+                                                     const EmitOptions &options);
+
+} // namespace gptc::codegen
+
+#endif // GPTC_COMPILER_CODEGEN_EMITEXECUTABLE_H

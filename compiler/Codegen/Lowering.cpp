@@ -1,0 +1,1081 @@
+//===- Lowering.cpp - planned gpt programs -> kernels, GEMMs, commands ---===//
+//
+// One lowering per op kind. Kernels are "index-space" bodies: thread `idx`
+// of `threads` computes one element, one row or one column, with loops for
+// the rest. These are simple, deterministic kernels (no atomics): speed is
+// the business of the fusion and Hopper-kernel passes that replace them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Codegen/Lowering.h"
+
+#include "dialects/GPT/IR/GPTOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace gptc::codegen {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Kernel-body helpers
+//===----------------------------------------------------------------------===//
+
+/// Small arithmetic DSL over an OpBuilder, for kernel bodies.
+struct KB {
+  OpBuilder &b;
+  Location loc;
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value f(double v, Type t) {
+    return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+  }
+  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v); }
+  Value ld(Value mem, Value i) { return memref::LoadOp::create(b, loc, mem, ValueRange{i}); }
+  void st(Value v, Value mem, Value i) { memref::StoreOp::create(b, loc, v, mem, ValueRange{i}); }
+  Value add(Value x, Value y) {
+    return llvm::isa<IndexType, IntegerType>(x.getType())
+               ? arith::AddIOp::create(b, loc, x, y).getResult()
+               : arith::AddFOp::create(b, loc, x, y).getResult();
+  }
+  Value sub(Value x, Value y) {
+    return llvm::isa<IndexType, IntegerType>(x.getType())
+               ? arith::SubIOp::create(b, loc, x, y).getResult()
+               : arith::SubFOp::create(b, loc, x, y).getResult();
+  }
+  Value mul(Value x, Value y) {
+    return llvm::isa<IndexType, IntegerType>(x.getType())
+               ? arith::MulIOp::create(b, loc, x, y).getResult()
+               : arith::MulFOp::create(b, loc, x, y).getResult();
+  }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value udiv(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value urem(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
+  Value fmax(Value x, Value y) { return arith::MaximumFOp::create(b, loc, x, y); }
+  Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value log(Value x) { return math::LogOp::create(b, loc, x); }
+  Value tanh(Value x) { return math::TanhOp::create(b, loc, x); }
+  Value sqrt(Value x) { return math::SqrtOp::create(b, loc, x); }
+  // 1 / sqrt(x): libm has no rsqrtf for the host target.
+  Value rsqrt(Value x) { return div(f(1.0, x.getType()), sqrt(x)); }
+  Value cos(Value x) { return math::CosOp::create(b, loc, x); }
+  Value toIndex(Value i32) { return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32); }
+  Value cmpEq(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
+  }
+  Value cmpUlt(Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
+  }
+  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
+  Value ext(Value x, Type t) { return arith::ExtFOp::create(b, loc, t, x); }
+  Value trunc(Value x, Type t) { return arith::TruncFOp::create(b, loc, t, x); }
+  Value convert(Value x, Type t) {
+    unsigned from = x.getType().getIntOrFloatBitWidth(), to = t.getIntOrFloatBitWidth();
+    return from == to ? x : from < to ? ext(x, t) : trunc(x, t);
+  }
+
+  /// for (i = lb; i < ub; ++i) body(i)
+  void loop(Value lb, Value ub, function_ref<void(Value)> body) {
+    auto op = scf::ForOp::create(b, loc, lb, ub, idx(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(op.getBody());
+    body(op.getInductionVar());
+  }
+  /// A loop carrying values: body(i, carried) returns the next ones.
+  SmallVector<Value> loop(Value lb, Value ub, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto op = scf::ForOp::create(
+        b, loc, lb, ub, idx(1), init,
+        [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToEnd(nb.getInsertionBlock());
+          scf::YieldOp::create(b, loc, body(iv, carried));
+        });
+    return SmallVector<Value>(op.getResults());
+  }
+  /// Private per-thread scratch of `n` elements (registers or local memory).
+  Value privateBuffer(int64_t n, Type t) {
+    return memref::AllocaOp::create(b, loc, MemRefType::get({n}, t));
+  }
+};
+
+RankedTensorType rtt(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+int64_t numel(Value v) { return rtt(v).getNumElements(); }
+int64_t lastDim(Value v) { return rtt(v).getShape().back(); }
+Type eltOf(Value v) { return rtt(v).getElementType(); }
+MemRefType flat(Value v) { return MemRefType::get({numel(v)}, eltOf(v)); }
+MemRefType flatOf(int64_t n, Type t) { return MemRefType::get({n}, t); }
+
+int64_t bytesOf(Type t) {
+  auto s = llvm::cast<ShapedType>(t);
+  return s.getNumElements() * std::max<int64_t>(s.getElementTypeBitWidth() / 8, 1);
+}
+
+/// llm.c's tanh-approximate GELU and its derivative, in type `t`.
+Value geluOf(KB &k, Value x) {
+  Type t = x.getType();
+  Value inner = k.mul(k.f(0.7978845608028654, t),
+                      k.add(x, k.mul(k.f(0.044715, t), k.mul(x, k.mul(x, x)))));
+  return k.mul(k.mul(k.f(0.5, t), x), k.add(k.f(1.0, t), k.tanh(inner)));
+}
+
+Value geluGradOf(KB &k, Value x) {
+  Type t = x.getType();
+  Value kk = k.f(0.7978845608028654, t), a = k.f(0.044715, t);
+  Value u = k.mul(kk, k.add(x, k.mul(a, k.mul(x, k.mul(x, x)))));
+  Value th = k.tanh(u);
+  Value sech2 = k.sub(k.f(1.0, t), k.mul(th, th));
+  Value poly = k.add(k.f(1.0, t), k.mul(k.f(3.0, t), k.mul(a, k.mul(x, x))));
+  return k.add(k.mul(k.f(0.5, t), k.add(k.f(1.0, t), th)),
+               k.mul(k.mul(k.f(0.5, t), x), k.mul(sech2, k.mul(kk, poly))));
+}
+
+/// SplitMix64 on i64 (wrapping multiply, logical shifts).
+Value splitmix(KB &k, Value x) {
+  auto shr = [&](Value v, int64_t s) { return arith::ShRUIOp::create(k.b, k.loc, v, k.i64(s)); };
+  auto xorv = [&](Value p, Value q) { return arith::XOrIOp::create(k.b, k.loc, p, q); };
+  x = k.add(x, k.i64(static_cast<int64_t>(0x9E3779B97F4A7C15ull)));
+  x = k.mul(xorv(x, shr(x, 30)), k.i64(static_cast<int64_t>(0xBF58476D1CE4E5B9ull)));
+  x = k.mul(xorv(x, shr(x, 27)), k.i64(static_cast<int64_t>(0x94D049BB133111EBull)));
+  return xorv(x, shr(x, 31));
+}
+
+//===----------------------------------------------------------------------===//
+// The lowering
+//===----------------------------------------------------------------------===//
+
+class Lowerer {
+public:
+  explicit Lowerer(ModuleOp module) : module(module), ctx(module.getContext()) {}
+
+  LogicalResult lowerProgram(func::FuncOp fn);
+  Lowered result;
+
+private:
+  ModuleOp module;
+  MLIRContext *ctx;
+  ProgramInfo *program = nullptr;
+  llvm::DenseMap<Value, int64_t> tensorOf;     // SSA value -> tensor index
+  std::map<std::string, int64_t> globals;      // param/state name -> tensor
+  std::map<std::string, unsigned> kernelByKey; // dedupe
+  std::map<std::string, int64_t> argOffsets;   // program-local input offsets
+  int64_t scratchTop = 0;                      // per command
+  int kernelCounter = 0;
+
+  int64_t addTensor(TensorInfo info) {
+    result.tensors.push_back(std::move(info));
+    return static_cast<int64_t>(result.tensors.size()) - 1;
+  }
+
+  Operand t(Value v) { return Operand{Operand::Tensor, tensorOf.lookup(v)}; }
+  Operand scratch(int64_t bytes) {
+    Operand o{Operand::Scratch};
+    o.scratch = scratchTop;
+    o.bytes = bytes;
+    scratchTop += (bytes + 255) / 256 * 256;
+    int64_t &ws = result.poolBytes["workspace"];
+    ws = std::max(ws, scratchTop);
+    return o;
+  }
+
+  /// Adds (or reuses) the kernel `key` and launches it over `threads`.
+  void launch(Operation *op, const std::string &key, const std::string &base,
+              std::vector<Type> argTypes, std::vector<Operand> args, int64_t threads,
+              BodyFn body) {
+    std::string fullKey = key;
+    llvm::raw_string_ostream os(fullKey);
+    for (Type ty : argTypes)
+      os << "|" << ty;
+    os << "|t" << threads;
+    auto [it, inserted] = kernelByKey.try_emplace(fullKey, result.kernels.size());
+    if (inserted)
+      result.kernels.push_back({base + "_" + std::to_string(kernelCounter++),
+                                std::move(argTypes), std::move(body)});
+    Command c;
+    c.kernel = it->second;
+    c.threads = threads;
+    c.args = std::move(args);
+    c.op = op->getName().getStringRef().str();
+    program->commands.push_back(std::move(c));
+  }
+
+  std::string keyOf(Operation *op) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << op->getName() << op->getRawDictionaryAttrs();
+    for (Type ty : op->getOperandTypes())
+      os << ty;
+    for (Type ty : op->getResultTypes())
+      os << ty;
+    if (op->getPropertiesStorage())
+      os << op->getPropertiesAsAttribute();
+    return s;
+  }
+
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerElementwise(Operation *op);
+  LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias);
+  LogicalResult mapResults(Operation *op);
+};
+
+LogicalResult Lowerer::mapResults(Operation *op) {
+  auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("gpt.offsets");
+  if (!offsets)
+    return op->emitOpError("codegen: no gpt.offsets (run gpt-plan-memory)");
+  // Views live in their source's bytes.
+  if (llvm::isa<ReshapeOp>(op) ||
+      (llvm::isa<SliceOp>(op) && llvm::cast<SliceOp>(op).getDim() == 0)) {
+    Value src = op->getOperand(0);
+    TensorInfo info = result.tensors[tensorOf.lookup(src)];
+    if (auto s = llvm::dyn_cast<SliceOp>(op))
+      info.offset += s.getStart() * bytesOf(src.getType()) / rtt(src).getDimSize(0);
+    auto shape = rtt(op->getResult(0)).getShape();
+    info.shape.assign(shape.begin(), shape.end());
+    info.bytes = bytesOf(op->getResult(0).getType());
+    info.name += ".view";
+    tensorOf[op->getResult(0)] = addTensor(info);
+    return success();
+  }
+  if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
+    // In place: the new parameter and moments are the arguments' tensors.
+    for (auto [r, src] : llvm::zip(adam->getResults(),
+                                   ValueRange{adam.getParam(), adam.getM(), adam.getV()}))
+      tensorOf[r] = tensorOf.lookup(src);
+    return success();
+  }
+  for (auto [r, off] : llvm::zip(op->getResults(), offsets.asArrayRef())) {
+    if (off < 0)
+      return op->emitOpError("codegen: result planned inside an argument");
+    auto shape = rtt(r).getShape();
+    tensorOf[r] = addTensor({"%" + std::to_string(result.tensors.size()), "activations",
+                             "activations", eltOf(r),
+                             std::vector<int64_t>(shape.begin(), shape.end()), off,
+                             bytesOf(r.getType())});
+  }
+  return success();
+}
+
+LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
+  result.programs.push_back(ProgramInfo{fn.getName().str(), {}, {}, {}});
+  program = &result.programs.back();
+  auto plan = fn->getAttrOfType<DictionaryAttr>("gpt.memory_plan");
+  if (!plan)
+    return fn.emitError("codegen: @") << fn.getName() << " has no memory plan";
+  for (NamedAttribute entry : plan) {
+    int64_t &pool = result.poolBytes[entry.getName().str()];
+    pool = std::max(pool, llvm::cast<IntegerAttr>(entry.getValue()).getInt());
+  }
+  // Arguments: parameters and state are shared by name across programs.
+  for (BlockArgument arg : fn.getArguments()) {
+    unsigned i = arg.getArgNumber();
+    auto name = fn.getArgAttrOfType<StringAttr>(i, kParamAttrName);
+    std::string role = "params";
+    if (!name) {
+      name = fn.getArgAttrOfType<StringAttr>(i, "gpt.state");
+      role = "state";
+    }
+    if (!name) {
+      name = fn.getArgAttrOfType<StringAttr>(i, kInputAttrName);
+      role = "inputs";
+    }
+    auto pool = fn.getArgAttrOfType<StringAttr>(i, "gpt.pool");
+    auto offset = fn.getArgAttrOfType<IntegerAttr>(i, "gpt.offset");
+    if (!name || !pool || !offset)
+      return fn.emitError("codegen: argument ") << i << " lacks a name or a planned offset";
+    auto shape = rtt(arg).getShape();
+    TensorInfo info{name.str(), role, pool.str(), eltOf(arg),
+                    std::vector<int64_t>(shape.begin(), shape.end()), offset.getInt(),
+                    bytesOf(arg.getType())};
+    int64_t index;
+    if (role != "inputs") {
+      auto [it, inserted] = globals.try_emplace(info.name, result.tensors.size());
+      if (inserted)
+        addTensor(info);
+      else if (result.tensors[it->second].bytes != info.bytes)
+        return fn.emitError("codegen: '") << info.name << "' has different sizes in programs";
+      index = it->second;
+    } else {
+      index = addTensor(info);
+    }
+    tensorOf[arg] = index;
+    program->inputs.push_back(index);
+  }
+  for (Operation &op : fn.getBody().front()) {
+    scratchTop = 0;
+    if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+        int64_t src = tensorOf.lookup(v);
+        auto param = fn.getResultAttrOfType<StringAttr>(i, kParamAttrName);
+        auto state = fn.getResultAttrOfType<StringAttr>(i, "gpt.state");
+        auto out = fn.getResultAttrOfType<StringAttr>(i, "gpt.output");
+        if (param || state) {
+          std::string name = (param ? param : state).str();
+          auto [it, inserted] = globals.try_emplace(name, result.tensors.size());
+          if (inserted) {
+            TensorInfo info = result.tensors[src];
+            info.name = name;
+            info.role = info.pool = param ? "params" : "state";
+            info.offset = result.poolBytes[info.pool];
+            result.poolBytes[info.pool] += (info.bytes + 255) / 256 * 256;
+            addTensor(info);
+          }
+          if (it->second != src)
+            program->commands.push_back({Command::Copy, 0, 0, 0,
+                                         {Operand{Operand::Tensor, src},
+                                          Operand{Operand::Tensor, it->second}},
+                                         "func.return"});
+          program->outputs.push_back(it->second);
+        } else {
+          if (out)
+            result.tensors[src].name = out.str();
+          result.tensors[src].role = "outputs";
+          program->outputs.push_back(src);
+        }
+      }
+      return success();
+    }
+    if (failed(mapResults(&op)) || failed(lowerOp(&op)))
+      return failure();
+  }
+  return success();
+}
+
+LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb,
+                                   Value bias) {
+  auto as = rtt(a).getShape(), bs = rtt(bm).getShape();
+  auto ys = rtt(op->getResult(0)).getShape();
+  size_t r = ys.size();
+  int64_t m = ys[r - 2], n = ys[r - 1], k = ta ? as[r - 2] : as[r - 1];
+  int64_t batch = 1;
+  for (size_t i = 0; i + 2 < r; ++i)
+    batch *= ys[i];
+  bool shared = bs.size() == 2 && as.size() > 2;
+  // Row-major Y = op(A) op(B) is column-major Y^T = op(B)^T op(A)^T: the
+  // cuBLASLt "A" is our rhs and its "B" our lhs.
+  GemmDesc g;
+  g.transa = tb;
+  g.transb = ta;
+  g.lda = tb ? k : n;
+  g.ldb = ta ? m : k;
+  g.ldc = n;
+  g.m = n;
+  g.n = m;
+  g.k = k;
+  g.bias = static_cast<bool>(bias);
+  if (shared && !ta) {
+    g.n = batch * m; // the batch folds into the rows of the lhs
+  } else if (batch > 1) {
+    g.batch = batch;
+    g.strideA = shared ? 0 : k * n;
+    g.strideB = m * k;
+    g.strideC = m * n;
+  }
+  if (!eltOf(a).isF32())
+    return op->emitOpError("codegen: only f32 GEMMs so far");
+  result.gemms.push_back(g);
+  Command c;
+  c.kind = Command::Gemm;
+  c.gemm = result.gemms.size() - 1;
+  c.args = {t(bm), t(a), t(op->getResult(0))};
+  if (bias)
+    c.args.push_back(t(bias));
+  c.op = op->getName().getStringRef().str();
+  program->commands.push_back(std::move(c));
+  return success();
+}
+
+LogicalResult Lowerer::lowerOp(Operation *op) {
+  std::string key = keyOf(op);
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<ReshapeOp>([&](auto) { return success(); })
+      .Case<SliceOp>([&](SliceOp s) -> LogicalResult {
+        if (s.getDim() == 0)
+          return success();
+        // A strided copy: out[o, j, i] = in[o, start + j, i].
+        auto xs = rtt(s.getInput()).getShape();
+        int64_t inner = 1, outer = 1;
+        for (size_t d = s.getDim() + 1; d < xs.size(); ++d)
+          inner *= xs[d];
+        for (int64_t d = 0; d < static_cast<int64_t>(s.getDim()); ++d)
+          outer *= xs[d];
+        int64_t extent = xs[s.getDim()], start = s.getStart(), size = s.getSize();
+        launch(op, key, "slice", {flat(s.getInput()), flat(s.getResult())},
+               {t(s.getInput()), t(s.getResult())}, numel(s.getResult()),
+               [=](OpBuilder &b, Location loc, Value i, ValueRange args) {
+                 KB k{b, loc};
+                 Value in = k.urem(i, k.idx(inner));
+                 Value j = k.urem(k.udiv(i, k.idx(inner)), k.idx(size));
+                 Value o = k.udiv(i, k.idx(inner * size));
+                 Value src = k.add(k.mul(k.add(k.mul(o, k.idx(extent)), k.add(j, k.idx(start))),
+                                         k.idx(inner)),
+                                   in);
+                 k.st(k.ld(args[0], src), args[1], i);
+               });
+        return success();
+      })
+      .Case<LinearOp>([&](LinearOp l) {
+        return lowerMatmul(op, l.getInput(), l.getWeight(), false, true, l.getBias());
+      })
+      .Case<MatmulOp>([&](MatmulOp mm) {
+        return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
+                           mm.getTransposeRhs(), Value());
+      })
+      .Case<EmbedOp>([&](EmbedOp e) {
+        int64_t c = lastDim(e.getResult()), tlen = rtt(e.getIds()).getDimSize(1);
+        launch(op, key, "embed_forward",
+               {flat(e.getWte()), flat(e.getWpe()), flat(e.getIds()), flat(e.getResult())},
+               {t(e.getWte()), t(e.getWpe()), t(e.getIds()), t(e.getResult())},
+               numel(e.getResult()), [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+                 KB k{b, loc};
+                 Value row = k.udiv(i, k.idx(c)), col = k.urem(i, k.idx(c));
+                 Value id = k.toIndex(k.ld(a[2], row));
+                 Value pos = k.urem(row, k.idx(tlen));
+                 Value w = k.ld(a[0], k.add(k.mul(id, k.idx(c)), col));
+                 Value p = k.ld(a[1], k.add(k.mul(pos, k.idx(c)), col));
+                 k.st(k.add(w, p), a[3], i);
+               });
+        return success();
+      })
+      .Case<EmbedGradOp>([&](EmbedGradOp e) {
+        int64_t c = lastDim(e.getGrad()), rows = numel(e.getIds());
+        int64_t tlen = rtt(e.getIds()).getDimSize(1);
+        program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWteGrad())}, "embed_grad"});
+        program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWpeGrad())}, "embed_grad"});
+        // One thread per channel walks every position in order: a
+        // deterministic scatter-add without atomics.
+        launch(op, key, "embed_backward",
+               {flat(e.getGrad()), flat(e.getIds()), flat(e.getWteGrad()), flat(e.getWpeGrad())},
+               {t(e.getGrad()), t(e.getIds()), t(e.getWteGrad()), t(e.getWpeGrad())}, c,
+               [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
+                 KB k{b, loc};
+                 k.loop(k.idx(0), k.idx(rows), [&](Value r) {
+                   Value g = k.ld(a[0], k.add(k.mul(r, k.idx(c)), col));
+                   Value id = k.toIndex(k.ld(a[1], r));
+                   Value wi = k.add(k.mul(id, k.idx(c)), col);
+                   k.st(k.add(k.ld(a[2], wi), g), a[2], wi);
+                   Value pi = k.add(k.mul(k.urem(r, k.idx(tlen)), k.idx(c)), col);
+                   k.st(k.add(k.ld(a[3], pi), g), a[3], pi);
+                 });
+               });
+        return success();
+      })
+      .Case<LayerNormOp>([&](LayerNormOp ln) {
+        int64_t c = lastDim(ln.getInput()), rows = numel(ln.getInput()) / c;
+        double eps = ln.getEpsilon().convertToDouble();
+        launch(op, key, "layernorm_forward",
+               {flat(ln.getInput()), flat(ln.getWeight()), flat(ln.getBias()), flat(ln.getResult())},
+               {t(ln.getInput()), t(ln.getWeight()), t(ln.getBias()), t(ln.getResult())}, rows,
+               [=](OpBuilder &b, Location loc, Value row, ValueRange a) {
+                 KB k{b, loc};
+                 Type ft = b.getF32Type();
+                 Value base = k.mul(row, k.idx(c));
+                 Value sum = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.add(s[0], k.ld(a[0], k.add(base, i)))};
+                 })[0];
+                 Value mean = k.div(sum, k.f(c, ft));
+                 Value var = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   Value d = k.sub(k.ld(a[0], k.add(base, i)), mean);
+                   return SmallVector<Value>{k.add(s[0], k.mul(d, d))};
+                 })[0];
+                 Value rstd = k.rsqrt(k.add(k.div(var, k.f(c, ft)), k.f(eps, ft)));
+                 k.loop(k.idx(0), k.idx(c), [&](Value i) {
+                   Value xh = k.mul(k.sub(k.ld(a[0], k.add(base, i)), mean), rstd);
+                   k.st(k.add(k.mul(xh, k.ld(a[1], i)), k.ld(a[2], i)), a[3], k.add(base, i));
+                 });
+               });
+        return success();
+      })
+      .Case<LayerNormGradOp>([&](LayerNormGradOp ln) {
+        int64_t c = lastDim(ln.getInput()), rows = numel(ln.getInput()) / c;
+        double eps = ln.getEpsilon().convertToDouble();
+        Operand stats = scratch(rows * 2 * 4); // mean, rstd per row
+        Type ft = Float32Type::get(ctx);
+        auto statsType = flatOf(rows * 2, ft);
+        // Per row: statistics, then dx.
+        launch(op, key + "rows", "layernorm_backward_rows",
+               {flat(ln.getGrad()), flat(ln.getInput()), flat(ln.getWeight()), statsType,
+                flat(ln.getInputGrad())},
+               {t(ln.getGrad()), t(ln.getInput()), t(ln.getWeight()), stats, t(ln.getInputGrad())},
+               rows, [=](OpBuilder &b, Location loc, Value row, ValueRange a) {
+                 KB k{b, loc};
+                 Value base = k.mul(row, k.idx(c));
+                 auto x = [&](Value i) { return k.ld(a[1], k.add(base, i)); };
+                 auto dy = [&](Value i) { return k.ld(a[0], k.add(base, i)); };
+                 Value sum = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.add(s[0], x(i))};
+                 })[0];
+                 Value mean = k.div(sum, k.f(c, ft));
+                 Value var = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   Value d = k.sub(x(i), mean);
+                   return SmallVector<Value>{k.add(s[0], k.mul(d, d))};
+                 })[0];
+                 Value rstd = k.rsqrt(k.add(k.div(var, k.f(c, ft)), k.f(eps, ft)));
+                 k.st(mean, a[3], k.mul(row, k.idx(2)));
+                 k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
+                 auto sums = k.loop(k.idx(0), k.idx(c), {k.f(0, ft), k.f(0, ft)},
+                                    [&](Value i, ValueRange s) {
+                                      Value xh = k.mul(k.sub(x(i), mean), rstd);
+                                      Value dn = k.mul(dy(i), k.ld(a[2], i));
+                                      return SmallVector<Value>{k.add(s[0], dn),
+                                                                k.add(s[1], k.mul(dn, xh))};
+                                    });
+                 Value m1 = k.div(sums[0], k.f(c, ft)), m2 = k.div(sums[1], k.f(c, ft));
+                 k.loop(k.idx(0), k.idx(c), [&](Value i) {
+                   Value xh = k.mul(k.sub(x(i), mean), rstd);
+                   Value dn = k.mul(dy(i), k.ld(a[2], i));
+                   k.st(k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd), a[4], k.add(base, i));
+                 });
+               });
+        // Per column: dweight and dbias over all rows.
+        launch(op, key + "cols", "layernorm_backward_cols",
+               {flat(ln.getGrad()), flat(ln.getInput()), statsType, flat(ln.getWeightGrad()),
+                flat(ln.getBiasGrad())},
+               {t(ln.getGrad()), t(ln.getInput()), stats, t(ln.getWeightGrad()),
+                t(ln.getBiasGrad())},
+               c, [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
+                 KB k{b, loc};
+                 auto s = k.loop(k.idx(0), k.idx(rows), {k.f(0, ft), k.f(0, ft)},
+                                 [&](Value r, ValueRange acc) {
+                                   Value at = k.add(k.mul(r, k.idx(c)), col);
+                                   Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
+                                   Value rstd = k.ld(a[2], k.add(k.mul(r, k.idx(2)), k.idx(1)));
+                                   Value xh = k.mul(k.sub(k.ld(a[1], at), mean), rstd);
+                                   Value g = k.ld(a[0], at);
+                                   return SmallVector<Value>{k.add(acc[0], k.mul(g, xh)),
+                                                             k.add(acc[1], g)};
+                                 });
+                 k.st(s[0], a[3], col);
+                 k.st(s[1], a[4], col);
+               });
+        return success();
+      })
+      .Case<CausalAttentionOp>([&](CausalAttentionOp at) {
+        auto s = rtt(at.getQkv()).getShape();
+        int64_t bsz = s[0], tl = s[1], c = s[2] / 3, h = *getConfigInt(at.getNumHeads()),
+                d = c / h;
+        double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        Type ft = Float32Type::get(ctx);
+        // One thread per (b, h, i) query row, online softmax over j <= i.
+        launch(op, key, "attention_forward", {flat(at.getQkv()), flat(at.getResult())},
+               {t(at.getQkv()), t(at.getResult())}, bsz * h * tl,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                 KB k{b, loc};
+                 Value i = k.urem(idx, k.idx(tl));
+                 Value hd = k.urem(k.udiv(idx, k.idx(tl)), k.idx(h));
+                 Value bb = k.udiv(idx, k.idx(tl * h));
+                 auto at3 = [&](Value row, int64_t part) {
+                   return k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), row), k.idx(3 * c)),
+                                k.add(k.idx(part * c), k.mul(hd, k.idx(d))));
+                 };
+                 Value acc = k.privateBuffer(d, ft);
+                 k.loop(k.idx(0), k.idx(d), [&](Value e) { k.st(k.f(0, ft), acc, e); });
+                 Value qBase = at3(i, 0);
+                 auto ml = k.loop(
+                     k.idx(0), k.add(i, k.idx(1)),
+                     {k.f(-INFINITY, ft), k.f(0, ft)}, [&](Value j, ValueRange s) {
+                       Value kBase = at3(j, 1), vBase = at3(j, 2);
+                       Value dot = k.loop(k.idx(0), k.idx(d), {k.f(0, ft)}, [&](Value e, ValueRange p) {
+                         return SmallVector<Value>{k.add(
+                             p[0], k.mul(k.ld(a[0], k.add(qBase, e)), k.ld(a[0], k.add(kBase, e))))};
+                       })[0];
+                       Value sc = k.mul(dot, k.f(scale, ft));
+                       Value mNew = k.fmax(s[0], sc);
+                       Value corr = k.exp(k.sub(s[0], mNew));
+                       Value p = k.exp(k.sub(sc, mNew));
+                       k.loop(k.idx(0), k.idx(d), [&](Value e) {
+                         Value v = k.ld(a[0], k.add(vBase, e));
+                         k.st(k.add(k.mul(k.ld(acc, e), corr), k.mul(p, v)), acc, e);
+                       });
+                       return SmallVector<Value>{mNew, k.add(k.mul(s[1], corr), p)};
+                     });
+                 Value yBase = k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), i), k.idx(c)),
+                                     k.mul(hd, k.idx(d)));
+                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
+                   k.st(k.div(k.ld(acc, e), ml[1]), a[1], k.add(yBase, e));
+                 });
+               });
+        return success();
+      })
+      .Case<CausalAttentionGradOp>([&](CausalAttentionGradOp at) {
+        auto s = rtt(at.getQkv()).getShape();
+        int64_t bsz = s[0], tl = s[1], c = s[2] / 3, h = *getConfigInt(at.getNumHeads()),
+                d = c / h;
+        double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        Type ft = Float32Type::get(ctx);
+        int64_t rowsN = bsz * h * tl;
+        Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = dy_i . y_i
+        auto statsType = flatOf(rowsN * 2, ft);
+        program->commands.push_back({Command::Zero, 0, 0, 0, {t(at.getResult())}, "attention_grad"});
+        // Shared index helpers (captured by value in both kernels).
+        auto helpers = [=](KB &k, Value idx) {
+          Value i = k.urem(idx, k.idx(tl));
+          Value hd = k.urem(k.udiv(idx, k.idx(tl)), k.idx(h));
+          Value bb = k.udiv(idx, k.idx(tl * h));
+          return std::make_tuple(i, hd, bb);
+        };
+        auto qkvAt = [=](KB &k, Value bb, Value hd, Value row, int64_t part) {
+          return k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), row), k.idx(3 * c)),
+                       k.add(k.idx(part * c), k.mul(hd, k.idx(d))));
+        };
+        auto yAt = [=](KB &k, Value bb, Value hd, Value row) {
+          return k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), row), k.idx(c)), k.mul(hd, k.idx(d)));
+        };
+        auto dot = [=](KB &k, Value m0, Value b0, Value m1, Value b1) {
+          return k.loop(k.idx(0), k.idx(d), {k.f(0, ft)}, [&](Value e, ValueRange p) {
+            return SmallVector<Value>{
+                k.add(p[0], k.mul(k.ld(m0, k.add(b0, e)), k.ld(m1, k.add(b1, e))))};
+          })[0];
+        };
+        // Rows: lse_i, D_i and dq_i.
+        launch(op, key + "q", "attention_backward_q",
+               {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
+               {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())}, rowsN,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                 KB k{b, loc};
+                 auto [i, hd, bb] = helpers(k, idx);
+                 Value q = qkvAt(k, bb, hd, i, 0), dyi = yAt(k, bb, hd, i);
+                 Value end = k.add(i, k.idx(1));
+                 auto ml = k.loop(k.idx(0), end, {k.f(-INFINITY, ft), k.f(0, ft)},
+                                  [&](Value j, ValueRange st) {
+                                    Value sc = k.mul(dot(k, a[1], q, a[1], qkvAt(k, bb, hd, j, 1)),
+                                                     k.f(scale, ft));
+                                    Value mNew = k.fmax(st[0], sc);
+                                    return SmallVector<Value>{
+                                        mNew, k.add(k.mul(st[1], k.exp(k.sub(st[0], mNew))),
+                                                    k.exp(k.sub(sc, mNew)))};
+                                  });
+                 Value lse = k.add(ml[0], k.log(ml[1]));
+                 // D_i = sum_j p_ij (dy_i . v_j)
+                 Value dsum = k.loop(k.idx(0), end, {k.f(0, ft)}, [&](Value j, ValueRange st) {
+                   Value sc = k.mul(dot(k, a[1], q, a[1], qkvAt(k, bb, hd, j, 1)), k.f(scale, ft));
+                   Value p = k.exp(k.sub(sc, lse));
+                   return SmallVector<Value>{
+                       k.add(st[0], k.mul(p, dot(k, a[0], dyi, a[1], qkvAt(k, bb, hd, j, 2))))};
+                 })[0];
+                 k.st(lse, a[2], k.mul(idx, k.idx(2)));
+                 k.st(dsum, a[2], k.add(k.mul(idx, k.idx(2)), k.idx(1)));
+                 Value dq = k.privateBuffer(d, ft);
+                 k.loop(k.idx(0), k.idx(d), [&](Value e) { k.st(k.f(0, ft), dq, e); });
+                 k.loop(k.idx(0), end, [&](Value j) {
+                   Value kb = qkvAt(k, bb, hd, j, 1);
+                   Value sc = k.mul(dot(k, a[1], q, a[1], kb), k.f(scale, ft));
+                   Value p = k.exp(k.sub(sc, lse));
+                   Value dp = dot(k, a[0], dyi, a[1], qkvAt(k, bb, hd, j, 2));
+                   Value ds = k.mul(k.mul(p, k.sub(dp, dsum)), k.f(scale, ft));
+                   k.loop(k.idx(0), k.idx(d), [&](Value e) {
+                     k.st(k.add(k.ld(dq, e), k.mul(ds, k.ld(a[1], k.add(kb, e)))), dq, e);
+                   });
+                 });
+                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
+                   k.st(k.ld(dq, e), a[3], k.add(q, e));
+                 });
+               });
+        // Columns: dk_j and dv_j over the rows i >= j that see them.
+        launch(op, key + "kv", "attention_backward_kv",
+               {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
+               {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())}, rowsN,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                 KB k{b, loc};
+                 auto [j, hd, bb] = helpers(k, idx);
+                 Value kb = qkvAt(k, bb, hd, j, 1), vb = qkvAt(k, bb, hd, j, 2);
+                 Value dk = k.privateBuffer(d, ft), dv = k.privateBuffer(d, ft);
+                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
+                   k.st(k.f(0, ft), dk, e);
+                   k.st(k.f(0, ft), dv, e);
+                 });
+                 Value rowBase = k.sub(idx, j); // (b, h, 0)
+                 k.loop(j, k.idx(tl), [&](Value i) {
+                   Value q = qkvAt(k, bb, hd, i, 0), dyi = yAt(k, bb, hd, i);
+                   Value srow = k.mul(k.add(rowBase, i), k.idx(2));
+                   Value lse = k.ld(a[2], srow), dsum = k.ld(a[2], k.add(srow, k.idx(1)));
+                   Value sc = k.mul(dot(k, a[1], q, a[1], kb), k.f(scale, ft));
+                   Value p = k.exp(k.sub(sc, lse));
+                   Value dp = dot(k, a[0], dyi, a[1], vb);
+                   Value ds = k.mul(k.mul(p, k.sub(dp, dsum)), k.f(scale, ft));
+                   k.loop(k.idx(0), k.idx(d), [&](Value e) {
+                     k.st(k.add(k.ld(dk, e), k.mul(ds, k.ld(a[1], k.add(q, e)))), dk, e);
+                     k.st(k.add(k.ld(dv, e), k.mul(p, k.ld(a[0], k.add(dyi, e)))), dv, e);
+                   });
+                 });
+                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
+                   k.st(k.ld(dk, e), a[3], k.add(kb, e));
+                   k.st(k.ld(dv, e), a[3], k.add(vb, e));
+                 });
+               });
+        return success();
+      })
+      .Case<CrossEntropyOp>([&](CrossEntropyOp ce) {
+        int64_t vp = lastDim(ce.getLogits()), rows = numel(ce.getTargets());
+        int64_t v = *getConfigInt(ce.getVocabSize());
+        Type ft = Float32Type::get(ctx);
+        Operand losses = scratch(rows * 4);
+        launch(op, key + "rows", "crossentropy_forward_rows",
+               {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft)},
+               {t(ce.getLogits()), t(ce.getTargets()), losses}, rows,
+               [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
+                 KB k{b, loc};
+                 Value base = k.mul(r, k.idx(vp));
+                 Value mx = k.loop(k.idx(0), k.idx(v), {k.f(-INFINITY, ft)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.fmax(s[0], k.ld(a[0], k.add(base, i)))};
+                 })[0];
+                 Value sum = k.loop(k.idx(0), k.idx(v), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx)))};
+                 })[0];
+                 Value target = k.toIndex(k.ld(a[1], r));
+                 Value lt = k.ld(a[0], k.add(base, target));
+                 k.st(k.sub(k.add(k.log(sum), mx), lt), a[2], r);
+               });
+        launch(op, key + "mean", "crossentropy_forward_mean",
+               {flatOf(rows, ft), flat(ce.getResult())}, {losses, t(ce.getResult())}, 1,
+               [=](OpBuilder &b, Location loc, Value, ValueRange a) {
+                 KB k{b, loc};
+                 Value sum = k.loop(k.idx(0), k.idx(rows), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.add(s[0], k.ld(a[0], i))};
+                 })[0];
+                 k.st(k.div(sum, k.f(rows, ft)), a[1], k.idx(0));
+               });
+        return success();
+      })
+      .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp ce) {
+        int64_t vp = lastDim(ce.getLogits()), rows = numel(ce.getTargets());
+        int64_t v = *getConfigInt(ce.getVocabSize());
+        Type ft = Float32Type::get(ctx);
+        Operand stats = scratch(rows * 2 * 4);
+        launch(op, key + "rows", "crossentropy_backward_rows",
+               {flat(ce.getLogits()), flatOf(rows * 2, ft)}, {t(ce.getLogits()), stats}, rows,
+               [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
+                 KB k{b, loc};
+                 Value base = k.mul(r, k.idx(vp));
+                 Value mx = k.loop(k.idx(0), k.idx(v), {k.f(-INFINITY, ft)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.fmax(s[0], k.ld(a[0], k.add(base, i)))};
+                 })[0];
+                 Value sum = k.loop(k.idx(0), k.idx(v), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx)))};
+                 })[0];
+                 k.st(mx, a[1], k.mul(r, k.idx(2)));
+                 k.st(sum, a[1], k.add(k.mul(r, k.idx(2)), k.idx(1)));
+               });
+        launch(op, key + "elems", "crossentropy_backward",
+               {flat(ce.getGrad()), flat(ce.getLogits()), flat(ce.getTargets()),
+                flatOf(rows * 2, ft), flat(ce.getResult())},
+               {t(ce.getGrad()), t(ce.getLogits()), t(ce.getTargets()), stats, t(ce.getResult())},
+               rows * vp, [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+                 KB k{b, loc};
+                 Value r = k.udiv(i, k.idx(vp)), col = k.urem(i, k.idx(vp));
+                 Value mx = k.ld(a[3], k.mul(r, k.idx(2)));
+                 Value sum = k.ld(a[3], k.add(k.mul(r, k.idx(2)), k.idx(1)));
+                 Value p = k.div(k.exp(k.sub(k.ld(a[1], i), mx)), sum);
+                 Value hit = k.cmpEq(col, k.toIndex(k.ld(a[2], r)));
+                 Value g = k.div(k.ld(a[0], k.idx(0)), k.f(rows, ft));
+                 Value d = k.mul(g, k.sub(p, k.select(hit, k.f(1, ft), k.f(0, ft))));
+                 k.st(k.select(k.cmpUlt(col, k.idx(v)), d, k.f(0, ft)), a[4], i);
+               });
+        return success();
+      })
+      .Case<ReduceOp>([&](ReduceOp red) -> LogicalResult {
+        ArrayRef<int64_t> dims = red.getDims();
+        for (auto [i, d] : llvm::enumerate(dims))
+          if (d != static_cast<int64_t>(i))
+            return op->emitOpError("codegen: only reductions over leading dimensions");
+        int64_t cols = numel(red.getResult()), rows = numel(red.getInput()) / cols;
+        ReduceKind kind = red.getKind();
+        Type ft = eltOf(red.getInput());
+        launch(op, key, "reduce_leading", {flat(red.getInput()), flat(red.getResult())},
+               {t(red.getInput()), t(red.getResult())}, cols,
+               [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
+                 KB k{b, loc};
+                 Value init = k.f(kind == ReduceKind::Max ? -INFINITY : 0.0, ft);
+                 Value acc = k.loop(k.idx(0), k.idx(rows), {init}, [&](Value r, ValueRange s) {
+                   Value x = k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col));
+                   return SmallVector<Value>{kind == ReduceKind::Max ? k.fmax(s[0], x)
+                                                                     : k.add(s[0], x)};
+                 })[0];
+                 if (kind == ReduceKind::Mean)
+                   acc = k.div(acc, k.f(rows, ft));
+                 k.st(acc, a[1], col);
+               });
+        return success();
+      })
+      .Case<GlobalNormOp>([&](GlobalNormOp gn) {
+        const int64_t chunk = 4096;
+        Type ft = Float32Type::get(ctx);
+        int64_t parts = 0;
+        for (Value in : gn.getInputs())
+          parts += (numel(in) + chunk - 1) / chunk;
+        Operand partials = scratch(parts * 4);
+        int64_t done = 0;
+        for (Value in : gn.getInputs()) {
+          int64_t n = numel(in), pieces = (n + chunk - 1) / chunk;
+          Operand slice = partials;
+          slice.scratch += done * 4;
+          slice.bytes = pieces * 4;
+          launch(op, "sumsq" + std::to_string(n), "sum_of_squares",
+                 {flat(in), flatOf(pieces, ft)}, {t(in), slice}, pieces,
+                 [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+                   KB k{b, loc};
+                   Value lo = k.mul(p, k.idx(chunk));
+                   Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(chunk)), k.idx(n));
+                   Value s = k.loop(lo, hi, {k.f(0, ft)}, [&](Value i, ValueRange acc) {
+                     Value x = k.ld(a[0], i);
+                     return SmallVector<Value>{k.add(acc[0], k.mul(x, x))};
+                   })[0];
+                   k.st(s, a[1], p);
+                 });
+          done += pieces;
+        }
+        launch(op, "norm" + std::to_string(parts), "global_norm", {flatOf(parts, ft), flat(gn.getResult())},
+               {partials, t(gn.getResult())}, 1,
+               [=](OpBuilder &b, Location loc, Value, ValueRange a) {
+                 KB k{b, loc};
+                 Value s = k.loop(k.idx(0), k.idx(parts), {k.f(0, ft)}, [&](Value i, ValueRange acc) {
+                   return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
+                 })[0];
+                 k.st(k.sqrt(s), a[1], k.idx(0));
+               });
+        return success();
+      })
+      .Case<LRScheduleOp>([&](LRScheduleOp lr) {
+        double maxLr = lr.getMaxLr().convertToDouble(), minLr = lr.getMinLr().convertToDouble();
+        double warmup = static_cast<double>(lr.getWarmupSteps());
+        double total = static_cast<double>(lr.getTotalSteps());
+        ScheduleKind kind = lr.getKind();
+        Type outT = eltOf(lr.getResult());
+        launch(op, key, "lr_schedule", {flat(lr.getStep()), flat(lr.getResult())},
+               {t(lr.getStep()), t(lr.getResult())}, 1,
+               [=](OpBuilder &b, Location loc, Value, ValueRange a) {
+                 KB k{b, loc};
+                 Type dt = b.getF64Type();
+                 Value step = arith::SIToFPOp::create(b, loc, dt, k.ld(a[0], k.idx(0)));
+                 Value out = k.f(maxLr, dt);
+                 if (kind != ScheduleKind::Constant) {
+                   Value warm = k.div(k.mul(k.f(maxLr, dt), k.add(step, k.f(1, dt))),
+                                      k.f(std::max(warmup, 1.0), dt));
+                   Value r = k.div(k.sub(step, k.f(warmup, dt)),
+                                   k.f(total > warmup ? total - warmup : 1.0, dt));
+                   r = arith::MinimumFOp::create(b, loc, k.fmax(r, k.f(0, dt)), k.f(1, dt));
+                   Value decay =
+                       kind == ScheduleKind::Cosine
+                           ? k.add(k.f(minLr, dt),
+                                   k.mul(k.mul(k.f(0.5, dt),
+                                               k.add(k.f(1, dt), k.cos(k.mul(k.f(M_PI, dt), r)))),
+                                         k.f(maxLr - minLr, dt)))
+                           : k.sub(k.f(maxLr, dt), k.mul(r, k.f(maxLr - minLr, dt)));
+                   Value inWarmup = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, step,
+                                                          k.f(warmup, dt));
+                   out = k.select(inWarmup, warm, decay);
+                 }
+                 k.st(k.convert(out, outT), a[1], k.idx(0));
+               });
+        return success();
+      })
+      .Case<AdamWOp>([&](AdamWOp adam) {
+        double b1 = adam.getBeta1().convertToDouble(), b2 = adam.getBeta2().convertToDouble();
+        double eps = adam.getEpsilon().convertToDouble();
+        double wd = adam.getWeightDecay().convertToDouble();
+        launch(op, key, "adamw",
+               {flat(adam.getParam()), flat(adam.getGrad()), flat(adam.getM()), flat(adam.getV()),
+                flat(adam.getLr()), flat(adam.getStep()), flat(adam.getGradScale()),
+                flat(adam.getNewParam()), flat(adam.getNewM()), flat(adam.getNewV())},
+               {t(adam.getParam()), t(adam.getGrad()), t(adam.getM()), t(adam.getV()),
+                t(adam.getLr()), t(adam.getStep()), t(adam.getGradScale()),
+                t(adam.getNewParam()), t(adam.getNewM()), t(adam.getNewV())},
+               numel(adam.getParam()), [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+                 KB k{b, loc};
+                 Type ft = b.getF32Type(), dt = b.getF64Type();
+                 Value tt = k.add(arith::SIToFPOp::create(b, loc, dt, k.ld(a[5], k.idx(0))),
+                                  k.f(1, dt));
+                 Value c1 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b1, dt), tt)), ft);
+                 Value c2 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b2, dt), tt)), ft);
+                 Value lr = k.ld(a[4], k.idx(0));
+                 Value g = k.mul(k.ld(a[1], i), k.ld(a[6], k.idx(0)));
+                 Value p = k.ld(a[0], i);
+                 Value m = k.add(k.mul(k.f(b1, ft), k.ld(a[2], i)), k.mul(k.f(1 - b1, ft), g));
+                 Value v = k.add(k.mul(k.f(b2, ft), k.ld(a[3], i)), k.mul(k.f(1 - b2, ft), k.mul(g, g)));
+                 Value upd = k.div(k.div(m, c1), k.add(k.sqrt(k.div(v, c2)), k.f(eps, ft)));
+                 Value np = k.sub(p, k.mul(lr, k.add(upd, k.mul(k.f(wd, ft), p))));
+                 k.st(np, a[7], i);
+                 k.st(m, a[8], i);
+                 k.st(v, a[9], i);
+               });
+        return success();
+      })
+      .Case<RandomNormalOp>([&](RandomNormalOp rn) {
+        int64_t stream = rn.getStream();
+        double stdev = rn.getStd().convertToDouble();
+        Type outT = eltOf(rn.getResult());
+        launch(op, key, "random_normal", {flat(rn.getSeed()), flat(rn.getResult())},
+               {t(rn.getSeed()), t(rn.getResult())}, numel(rn.getResult()),
+               [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+                 KB k{b, loc};
+                 Type i64 = b.getI64Type(), dt = b.getF64Type();
+                 Value seed = arith::ExtSIOp::create(b, loc, i64, k.ld(a[0], k.idx(0)));
+                 Value key = arith::XOrIOp::create(
+                     b, loc, splitmix(k, seed),
+                     splitmix(k, k.i64(static_cast<int64_t>(static_cast<uint64_t>(stream) *
+                                                            0xD1B54A32D192ED03ull))));
+                 Value ii = arith::IndexCastUIOp::create(b, loc, i64, i);
+                 Value two = k.mul(ii, k.i64(2));
+                 Value x = splitmix(k, k.add(key, two));
+                 Value y = splitmix(k, k.add(key, k.add(two, k.i64(1))));
+                 auto unit = [&](Value v) {
+                   Value top = arith::ShRUIOp::create(b, loc, v, k.i64(11));
+                   return arith::UIToFPOp::create(b, loc, dt, top).getResult();
+                 };
+                 Value u1 = k.mul(k.add(unit(x), k.f(1, dt)), k.f(0x1.0p-53, dt));
+                 Value u2 = k.mul(unit(y), k.f(0x1.0p-53, dt));
+                 Value z = k.mul(k.sqrt(k.mul(k.f(-2, dt), k.log(u1))),
+                                 k.cos(k.mul(k.f(2 * M_PI, dt), u2)));
+                 k.st(k.convert(k.mul(z, k.f(stdev, dt)), outT), a[1], i);
+               });
+        return success();
+      })
+      .Default([&](Operation *o) { return lowerElementwise(o); });
+}
+
+LogicalResult Lowerer::lowerElementwise(Operation *op) {
+  std::string key = keyOf(op);
+  if (op->getNumResults() != 1 || !llvm::isa<RankedTensorType>(op->getResult(0).getType()))
+    return op->emitOpError("codegen: no lowering for this op");
+  Value res = op->getResult(0);
+  std::vector<Type> types;
+  std::vector<Operand> args;
+  for (Value v : op->getOperands()) {
+    types.push_back(flat(v));
+    args.push_back(t(v));
+  }
+  types.push_back(flat(res));
+  args.push_back(t(res));
+  int64_t n = numel(res);
+  auto elementwise = [&](std::function<Value(KB &, ValueRange)> f, const char *name) {
+    launch(op, key, name, types, args, n,
+           [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+             KB k{b, loc};
+             SmallVector<Value> xs;
+             for (Value m : a.drop_back())
+               xs.push_back(k.ld(m, i));
+             k.st(f(k, xs), a.back(), i);
+           });
+    return success();
+  };
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<AddOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.add(x[0], x[1]); }, "add"); })
+      .Case<SubOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.sub(x[0], x[1]); }, "sub"); })
+      .Case<MulOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.mul(x[0], x[1]); }, "mul"); })
+      .Case<DivOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.div(x[0], x[1]); }, "div"); })
+      .Case<MaxOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.fmax(x[0], x[1]); }, "max"); })
+      .Case<NegOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.neg(x[0]); }, "neg"); })
+      .Case<ExpOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.exp(x[0]); }, "exp"); })
+      .Case<LogOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.log(x[0]); }, "log"); })
+      .Case<TanhOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.tanh(x[0]); }, "tanh"); })
+      .Case<SqrtOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.sqrt(x[0]); }, "sqrt"); })
+      .Case<RsqrtOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.rsqrt(x[0]); }, "rsqrt"); })
+      .Case<GeluOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return geluOf(k, x[0]); }, "gelu_forward"); })
+      .Case<GeluGradOp>([&](auto) {
+        return elementwise([](KB &k, ValueRange x) { return k.mul(x[0], geluGradOf(k, x[1])); },
+                           "gelu_backward");
+      })
+      .Case<ScaleOp>([&](ScaleOp s) {
+        double f = s.getFactor().convertToDouble();
+        return elementwise([f](KB &k, ValueRange x) { return k.mul(x[0], k.f(f, x[0].getType())); }, "scale");
+      })
+      .Case<CastOp>([&](CastOp c) {
+        Type to = eltOf(c.getResult());
+        return elementwise([to](KB &k, ValueRange x) { return k.convert(x[0], to); }, "cast");
+      })
+      .Case<ConstantOp>([&](ConstantOp c) {
+        double v = c.getValue().convertToDouble();
+        Type et = eltOf(c.getResult());
+        return elementwise([v, et](KB &k, ValueRange) { return k.f(v, et); }, "fill");
+      })
+      .Case<BiasAddOp>([&](BiasAddOp ba) {
+        int64_t nb = numel(ba.getBias());
+        launch(op, key, "bias_add", types, args, n,
+               [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+                 KB k{b, loc};
+                 k.st(k.add(k.ld(a[0], i), k.ld(a[1], k.urem(i, k.idx(nb)))), a[2], i);
+               });
+        return success();
+      })
+      .Case<TransposeOp>([&](TransposeOp tr) {
+        auto xs = rtt(tr.getInput()).getShape(), ys = rtt(tr.getResult()).getShape();
+        std::vector<int64_t> perm(tr.getPermutation().begin(), tr.getPermutation().end());
+        std::vector<int64_t> inStride(xs.size(), 1);
+        for (int64_t d = static_cast<int64_t>(xs.size()) - 2; d >= 0; --d)
+          inStride[d] = inStride[d + 1] * xs[d + 1];
+        std::vector<int64_t> yshape(ys.begin(), ys.end());
+        launch(op, key, "transpose", types, args, n,
+               [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+                 KB k{b, loc};
+                 Value rest = i, src = k.idx(0);
+                 for (int64_t d = static_cast<int64_t>(yshape.size()) - 1; d >= 0; --d) {
+                   Value coord = k.urem(rest, k.idx(yshape[d]));
+                   rest = k.udiv(rest, k.idx(yshape[d]));
+                   src = k.add(src, k.mul(coord, k.idx(inStride[perm[d]])));
+                 }
+                 k.st(k.ld(a[0], src), a[1], i);
+               });
+        return success();
+      })
+      .Case<SoftmaxOp>([&](SoftmaxOp sm) {
+        int64_t c = lastDim(sm.getInput());
+        Type et = eltOf(sm.getInput());
+        launch(op, key, "softmax_forward", types, args, n / c,
+               [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
+                 KB k{b, loc};
+                 Value base = k.mul(r, k.idx(c));
+                 Value mx = k.loop(k.idx(0), k.idx(c), {k.f(-INFINITY, et)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.fmax(s[0], k.ld(a[0], k.add(base, i)))};
+                 })[0];
+                 Value sum = k.loop(k.idx(0), k.idx(c), {k.f(0, et)}, [&](Value i, ValueRange s) {
+                   return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx)))};
+                 })[0];
+                 k.loop(k.idx(0), k.idx(c), [&](Value i) {
+                   Value e = k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx));
+                   k.st(k.div(e, sum), a[1], k.add(base, i));
+                 });
+               });
+        return success();
+      })
+      .Case<CausalMaskOp>([&](CausalMaskOp cm) {
+        int64_t tl = lastDim(cm.getInput());
+        Type et = eltOf(cm.getInput());
+        launch(op, key, "causal_mask", types, args, n,
+               [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+                 KB k{b, loc};
+                 Value col = k.urem(i, k.idx(tl)), row = k.urem(k.udiv(i, k.idx(tl)), k.idx(tl));
+                 Value masked = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ugt, col, row);
+                 k.st(k.select(masked, k.f(-INFINITY, et), k.ld(a[0], i)), a[1], i);
+               });
+        return success();
+      })
+      .Default([&](Operation *o) {
+        return o->emitOpError("codegen: no lowering for this op yet");
+      });
+}
+
+} // namespace
+
+FailureOr<Lowered> lowerPrograms(ModuleOp module, ArrayRef<std::string> programs) {
+  Lowerer lowerer(module);
+  for (const std::string &name : programs) {
+    auto fn = module.lookupSymbol<func::FuncOp>(name);
+    if (!fn)
+      return module.emitError("codegen: no program @") << name;
+    if (failed(lowerer.lowerProgram(fn)))
+      return failure();
+  }
+  return std::move(lowerer.result);
+}
+
+} // namespace gptc::codegen

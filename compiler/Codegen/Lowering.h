@@ -1,0 +1,99 @@
+//===- Lowering.h - planned gpt programs -> kernels, GEMMs, commands -----===//
+//
+// Codegen turns each planned program (@train_step, @init, @forward) into a
+// list of commands over the tensors of the memory plan:
+//   - gpt.matmul / gpt.linear become cuBLASLt GEMM descriptors;
+//   - views (gpt.reshape, outer gpt.slice) become nothing;
+//   - every other op becomes one or more index-space kernels: a body run
+//     for each index in [0, threads), built with arith/math/scf/memref ops
+//     on flat 1-D memrefs. The same body becomes a gpu.func (CUDA) or a
+//     host loop (Host), so both targets compute the same thing.
+// Kernels with the same op, types and attributes are built once.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_COMPILER_CODEGEN_LOWERING_H
+#define GPTC_COMPILER_CODEGEN_LOWERING_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gptc::codegen {
+
+/// Builds a kernel body for one index: `args` are the kernel's arguments
+/// (1-D memrefs, or i64/f64 scalars), `idx` an index in [0, threads).
+using BodyFn = std::function<void(mlir::OpBuilder &, mlir::Location, mlir::Value idx,
+                                  mlir::ValueRange args)>;
+
+struct KernelDef {
+  std::string name;
+  std::vector<mlir::Type> argTypes;
+  BodyFn body;
+};
+
+/// What a command argument refers to.
+struct Operand {
+  enum Kind { Tensor, Scratch, Int, Float } kind = Tensor;
+  int64_t tensor = -1;   // Tensor: index into Program::tensors
+  int64_t scratch = 0;   // Scratch: byte offset in the workspace
+  int64_t bytes = 0;     // Scratch: size
+  int64_t i64 = 0;
+  double f64 = 0;
+};
+
+struct GemmDesc {
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool transa = false, transb = false;
+  int64_t lda = 0, ldb = 0, ldc = 0, strideA = 0, strideB = 0, strideC = 0;
+  bool bias = false;
+};
+
+struct Command {
+  enum Kind { Launch, Gemm, Zero, Copy } kind = Launch;
+  unsigned kernel = 0;  // Launch
+  int64_t threads = 0;  // Launch
+  unsigned gemm = 0;    // Gemm
+  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias]; Zero/Copy: tensors
+  std::string op;       // the gpt op it comes from, for dumps and errors
+};
+
+/// A tensor of the executable: an argument, a planned activation, or the
+/// home of a program output.
+struct TensorInfo {
+  std::string name;
+  std::string role;   // params, state, inputs, outputs, activations
+  std::string pool;   // params, state, inputs, activations
+  mlir::Type elementType;
+  std::vector<int64_t> shape;
+  int64_t offset = 0, bytes = 0;
+};
+
+struct ProgramInfo {
+  std::string name;
+  std::vector<int64_t> inputs, outputs; // tensor indices
+  std::vector<Command> commands;
+};
+
+/// Everything an executable needs, before kernels are compiled.
+struct Lowered {
+  std::vector<KernelDef> kernels;
+  std::vector<GemmDesc> gemms;
+  std::vector<TensorInfo> tensors;
+  std::vector<ProgramInfo> programs;
+  std::map<std::string, int64_t> poolBytes; // params, state, inputs, activations, workspace
+};
+
+/// Lowers the planned functions `programs` of `module` (gpt-plan-memory
+/// must have run on each). Errors are emitted at the offending op.
+mlir::FailureOr<Lowered> lowerPrograms(mlir::ModuleOp module,
+                                       llvm::ArrayRef<std::string> programs);
+
+} // namespace gptc::codegen
+
+#endif // GPTC_COMPILER_CODEGEN_LOWERING_H

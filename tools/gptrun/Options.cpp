@@ -1,0 +1,158 @@
+//===- Options.cpp - gptrun's command line --------------------------------===//
+
+#include "tools/gptrun/Options.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+namespace gptc::gptrun {
+
+const char *helpText() {
+  return R"(gptrun: train a GPT-2 with a gptc executable (step.fb)
+
+usage: gptrun STEP.fb --data TRAIN.bin [options]
+
+Runs program "init" once (input "seed"), zeroes the optimizer state, then
+for each step loads an (accum_steps, B, T) batch of tokens and next-token
+targets, runs "train_step" and prints its loss, gradient norm and learning
+rate. With --val, program "forward" computes the mean loss over (B, T)
+validation batches. B, T and accum_steps come from the executable's model
+config and its tensors' shapes.
+
+options:
+  --data FILE        llm.c token file for training (required)
+  --val FILE         llm.c token file for validation
+  --steps N          training steps (default 10)
+  --val-every K      validate every K steps (default 0: after the last step)
+  --val-batches M    batches per validation, from the file's start (default 20)
+  --seed S           seed of "init", taken mod 2^24 as gptc run-reference does
+                     (default 1337)
+  --target T         cuda or host (default: the executable's target)
+  --graph            CUDA: capture each program in a CUDA graph on its first
+                     run and replay it afterwards
+  --device D         CUDA device ordinal (default 0)
+  --peak-tflops X    peak for MFU, overriding the GPU table
+  -h, --help         this text
+
+Each step prints
+  step 1/N | loss 10.9876 | norm 1.2345 | lr 3.00e-04 | 123.4 ms | 53,120 tok/s | MFU 12.3%
+where tok/s = accum_steps*B*T / step time and
+  MFU = tok/s * (6*N_params + 12*n_layer*T*n_embd) / peak,
+peak = the GPU's dense BF16 peak (H100/H200 SXM: 989.5 TFLOP/s, H100 PCIe:
+756, H100 NVL: 835, A100: 312). MFU is left out on the host and on GPUs
+not in the table (give --peak-tflops).
+
+examples:
+  gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
+  gptrun step.fb --data train.bin --val val.bin --val-every 25 --val-batches 10 --graph
+  gptrun step-host.fb --data train.bin --target host --steps 3
+
+exit status: 0 on success, 1 when an input or the run fails (missing or bad
+file, missing program, no GPU), 2 for a usage error.
+)";
+}
+
+namespace {
+
+StatusOr<int64_t> parseInt(const std::string &flag, const std::string &text, int64_t min) {
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno == ERANGE)
+    return Status::error(flag + " wants an integer, got '" + text + "'");
+  if (v < min)
+    return Status::error(flag + " must be at least " + std::to_string(min) + ", got " + text);
+  return int64_t(v);
+}
+
+} // namespace
+
+StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
+  Options o;
+  std::vector<std::string> positional;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      o.help = true;
+      return o;
+    }
+    if (arg.size() < 2 || arg[0] != '-' || arg == "--") {
+      positional.push_back(arg);
+      continue;
+    }
+    // --flag=value or --flag value.
+    std::string flag = arg, value;
+    bool inlineValue = false;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inlineValue = true;
+    }
+    if (flag == "--graph") {
+      if (inlineValue)
+        return Status::error("--graph takes no value");
+      o.graph = true;
+      continue;
+    }
+    static const char *const kValued[] = {"--data",       "--val",    "--steps",
+                                          "--val-every",  "--val-batches", "--seed",
+                                          "--target",     "--device", "--peak-tflops"};
+    bool known = false;
+    for (const char *k : kValued)
+      known |= flag == k;
+    if (!known)
+      return Status::error("unknown option '" + flag + "'");
+    if (!inlineValue) {
+      if (i + 1 >= args.size())
+        return Status::error(flag + " needs a value");
+      value = args[++i];
+    }
+    auto integer = [&](int64_t min, auto &out) -> Status {
+      StatusOr<int64_t> v = parseInt(flag, value, min);
+      if (!v)
+        return v.status();
+      out = static_cast<std::decay_t<decltype(out)>>(*v);
+      return Status::ok();
+    };
+    Status s = Status::ok();
+    if (flag == "--data")
+      o.data = value;
+    else if (flag == "--val")
+      o.val = value;
+    else if (flag == "--steps")
+      s = integer(1, o.steps);
+    else if (flag == "--val-every")
+      s = integer(0, o.valEvery);
+    else if (flag == "--val-batches")
+      s = integer(1, o.valBatches);
+    else if (flag == "--seed")
+      s = integer(0, o.seed);
+    else if (flag == "--device")
+      s = integer(0, o.device);
+    else if (flag == "--target") {
+      if (value != "cuda" && value != "host")
+        return Status::error("--target is cuda or host, got '" + value + "'");
+      o.target = value;
+    } else if (flag == "--peak-tflops") {
+      char *end = nullptr;
+      o.peakTflops = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || !(o.peakTflops > 0))
+        return Status::error("--peak-tflops wants a positive number, got '" + value + "'");
+    }
+    if (!s)
+      return s;
+  }
+  if (positional.empty())
+    return Status::error("no executable given (gptrun STEP.fb --data TRAIN.bin)");
+  if (positional.size() > 1)
+    return Status::error("one executable only, got '" + positional[0] + "' and '" +
+                         positional[1] + "'");
+  o.executable = positional[0];
+  if (o.data.empty())
+    return Status::error("--data TRAIN.bin is required");
+  if (o.graph && o.target && *o.target == "host")
+    return Status::error("--graph applies to the CUDA target only");
+  return o;
+}
+
+} // namespace gptc::gptrun

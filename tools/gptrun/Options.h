@@ -1,0 +1,38 @@
+//===- Options.h - gptrun's command line ----------------------------------===//
+
+#ifndef GPTC_TOOLS_GPTRUN_OPTIONS_H
+#define GPTC_TOOLS_GPTRUN_OPTIONS_H
+
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gptc::gptrun {
+
+struct Options {
+  std::string executable;           // step.fb
+  std::string data;                 // --data: training token file
+  std::string val;                  // --val: validation token file ("" = none)
+  int64_t steps = 10;               // --steps
+  int64_t valEvery = 0;             // --val-every (0: after the last step only)
+  int64_t valBatches = 20;          // --val-batches
+  uint64_t seed = 1337;             // --seed
+  std::optional<std::string> target; // --target cuda|host
+  bool graph = false;               // --graph
+  int device = 0;                   // --device
+  double peakTflops = 0;            // --peak-tflops (0: from the GPU table)
+  bool help = false;
+};
+
+/// The --help text.
+const char *helpText();
+
+/// Parses argv (without argv[0]). Errors are usage errors.
+StatusOr<Options> parseOptions(const std::vector<std::string> &args);
+
+} // namespace gptc::gptrun
+
+#endif // GPTC_TOOLS_GPTRUN_OPTIONS_H

@@ -1,0 +1,309 @@
+//===- Trainer.cpp - gptrun's training loop -------------------------------===//
+
+#include "tools/gptrun/Trainer.h"
+
+#include "runtime/data/DataLoader.h"
+#include "runtime/executor/OpenSession.h"
+#include "tools/gptrun/Throughput.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+
+namespace gptc::gptrun {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// A program's token input as the loader fills it: `accum` micro-batches
+/// of (rows, seq), row-major.
+struct BatchShape {
+  int64_t accum = 1, rows = 1, seq = 1;
+  int64_t tokens() const { return accum * rows * seq; }
+};
+
+std::string shapeText(const BatchShape &s) {
+  return "accum_steps=" + std::to_string(s.accum) + " B=" + std::to_string(s.rows) +
+         " T=" + std::to_string(s.seq);
+}
+
+/// tokens/targets of `program`: I32 inputs of equal shape (B, T), or
+/// (accum_steps, B, T) when `allowAccum`.
+StatusOr<BatchShape> batchShape(Session &session, const std::string &program, bool allowAccum) {
+  BatchShape shape;
+  for (const char *name : {"tokens", "targets"}) {
+    StatusOr<uint32_t> index = session.findTensor(name, program);
+    if (!index)
+      return Status::error("program '" + program + "': " + index.status().message());
+    const schema::Tensor &t = session.tensor(*index);
+    size_t rank = t.shape() ? t.shape()->size() : 0;
+    if (t.dtype() != schema::DType::I32 || rank < 2 || rank > (allowAccum ? 3u : 2u))
+      return Status::error("program '" + program + "': input " + session.describeTensor(*index) +
+                           " should be I32 " + (allowAccum ? "(accum_steps, B, T)" : "(B, T)"));
+    BatchShape s;
+    s.seq = t.shape()->Get(rank - 1);
+    s.rows = t.shape()->Get(rank - 2);
+    s.accum = rank == 3 ? t.shape()->Get(0) : 1;
+    if (std::string(name) == "targets" &&
+        (s.accum != shape.accum || s.rows != shape.rows || s.seq != shape.seq))
+      return Status::error("program '" + program + "': tokens and targets differ in shape");
+    shape = s;
+  }
+  return shape;
+}
+
+/// Sets `name` of `program` to one int32 if the program reads it.
+Status setScalarI32(Session &session, const std::string &program, const std::string &name,
+                    int32_t value) {
+  StatusOr<uint32_t> index = session.findTensor(name, program);
+  if (!index)
+    return Status::ok();
+  if (session.tensor(*index).dtype() != schema::DType::I32 ||
+      session.tensor(*index).size_bytes() != 4)
+    return Status::error("program '" + program + "': input " + session.describeTensor(*index) +
+                         " should be an I32 scalar");
+  return session.setInput(program, name, &value, 4);
+}
+
+bool hasOutput(Session &session, const std::string &program, const std::string &name) {
+  StatusOr<const schema::Program *> p = session.program(program);
+  if (!p || !(*p)->outputs())
+    return false;
+  for (uint32_t t : *(*p)->outputs())
+    if (const auto *n = session.tensor(t).name(); n && n->str() == name)
+      return true;
+  return false;
+}
+
+struct Trainer {
+  const Options &o;
+  std::unique_ptr<Session> session;
+  std::map<std::string, int64_t> config;
+  BatchShape train, val;
+  std::optional<data::DataLoader> trainData, valData;
+  double flopsPerTok = 0, peak = 0; // peak 0: no MFU
+  bool hasLr = false;
+  std::vector<int32_t> tokens, targets;
+
+  int64_t cfg(const std::string &key, int64_t fallback) const {
+    auto it = config.find(key);
+    return it == config.end() ? fallback : it->second;
+  }
+
+  Status setUp();
+  Status checkConfig() const;
+  Status validate(int64_t step);
+  Status run();
+};
+
+Status Trainer::setUp() {
+  SessionOptions so;
+  if (o.target)
+    so.target = *o.target == "host" ? schema::TargetKind::Host : schema::TargetKind::CUDA;
+  so.cuda.device = o.device;
+  so.cuda.graphs = o.graph;
+  StatusOr<std::unique_ptr<Session>> s = openSession(o.executable, so);
+  if (!s)
+    return s.status();
+  session = std::move(*s);
+  const schema::Executable &exe = session->schema();
+  if (exe.model()->config())
+    for (const schema::KeyValue *kv : *exe.model()->config())
+      if (kv->key())
+        config[kv->key()->str()] = kv->value();
+  if (o.graph && session->backend().kind() != schema::TargetKind::CUDA)
+    return Status::error("--graph applies to the CUDA target only");
+
+  for (const char *p : {"init", "train_step"})
+    if (StatusOr<const schema::Program *> prog = session->program(p); !prog)
+      return Status::error(o.executable + ": " + prog.status().message());
+  StatusOr<BatchShape> shape = batchShape(*session, "train_step", true);
+  if (!shape)
+    return Status::error(o.executable + ": " + shape.status().message());
+  train = *shape;
+  if (Status st = checkConfig(); !st)
+    return Status::error(o.executable + ": " + st.message());
+  hasLr = hasOutput(*session, "train_step", "lr");
+
+  int64_t vocab = cfg("vocab_size", 0);
+  StatusOr<data::DataLoader> loader =
+      data::DataLoader::open(o.data, {train.rows, train.seq}, vocab);
+  if (!loader)
+    return loader.status();
+  trainData.emplace(std::move(*loader));
+  if (!o.val.empty()) {
+    if (StatusOr<const schema::Program *> prog = session->program("forward"); !prog)
+      return Status::error(o.executable + ": --val needs program 'forward': " +
+                           prog.status().message());
+    StatusOr<BatchShape> vshape = batchShape(*session, "forward", false);
+    if (!vshape)
+      return Status::error(o.executable + ": " + vshape.status().message());
+    val = *vshape;
+    StatusOr<data::DataLoader> vloader = data::DataLoader::open(o.val, {val.rows, val.seq}, vocab);
+    if (!vloader)
+      return vloader.status();
+    valData.emplace(std::move(*vloader));
+  }
+
+  int64_t params = exe.model()->num_parameters();
+  if (params <= 0 && exe.tensors())
+    for (const schema::Tensor *t : *exe.tensors())
+      if (t->role() == schema::TensorRole::Parameter)
+        params += int64_t(t->size_bytes() / elementSize(t->dtype()));
+  flopsPerTok = flopsPerToken(params, cfg("n_layer", 0), train.seq, cfg("n_embd", 0));
+  if (session->backend().kind() == schema::TargetKind::CUDA)
+    peak = o.peakTflops > 0 ? o.peakTflops : peakTflops(session->backend().deviceName());
+
+  std::string model = exe.model()->name() ? exe.model()->name()->str() : "?";
+  std::printf("gptrun: %s: model %s, %s parameters, %s (%s tokens/step)\n",
+              o.executable.c_str(), model.c_str(), withCommas(params).c_str(),
+              shapeText(train).c_str(), withCommas(train.tokens()).c_str());
+  std::printf("gptrun: target %s on %s%s; pools: %s\n",
+              session->backend().kind() == schema::TargetKind::CUDA ? "cuda" : "host",
+              session->backend().deviceName().c_str(), o.graph ? ", CUDA graphs" : "",
+              session->poolReport().c_str());
+  std::printf("gptrun: %s: %s tokens, %s steps per epoch\n", o.data.c_str(),
+              withCommas(int64_t(trainData->tokens().size())).c_str(),
+              withCommas(trainData->stepsPerEpoch() / train.accum).c_str());
+  if (valData)
+    std::printf("gptrun: %s: %s tokens, %s batches of B=%lld T=%lld\n", o.val.c_str(),
+                withCommas(int64_t(valData->tokens().size())).c_str(),
+                withCommas(valData->stepsPerEpoch()).c_str(), (long long)val.rows,
+                (long long)val.seq);
+  if (session->backend().kind() == schema::TargetKind::CUDA && peak == 0)
+    std::printf("gptrun: no peak FLOP/s known for %s; give --peak-tflops for MFU\n",
+                session->backend().deviceName().c_str());
+  std::fflush(stdout);
+  return Status::ok();
+}
+
+Status Trainer::checkConfig() const {
+  struct Key {
+    const char *name;
+    int64_t actual;
+  };
+  for (Key k : {Key{"batch", train.rows}, Key{"seq", train.seq}, Key{"accum_steps", train.accum}})
+    if (auto it = config.find(k.name); it != config.end() && it->second != k.actual)
+      return Status::error("model config says " + std::string(k.name) + "=" +
+                           std::to_string(it->second) + " but train_step's tokens are " +
+                           shapeText(train));
+  return Status::ok();
+}
+
+Status Trainer::validate(int64_t step) {
+  int64_t batches = std::min<int64_t>(o.valBatches, valData->stepsPerEpoch());
+  valData->reset(); // the same batches every time, so the numbers compare
+  std::vector<int32_t> vt(val.tokens()), vy(val.tokens());
+  Clock::time_point start = Clock::now();
+  double sum = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    valData->next(vt.data(), vy.data());
+    if (Status s = session->setInput("forward", "tokens", vt); !s)
+      return s;
+    if (Status s = session->setInput("forward", "targets", vy); !s)
+      return s;
+    if (Status s = session->run("forward"); !s)
+      return s;
+    StatusOr<float> loss = session->getScalarF32("forward", "loss");
+    if (!loss)
+      return loss.status();
+    sum += *loss;
+  }
+  std::printf("val after step %lld | loss %.4f | %lld batches | %.1f ms\n", (long long)step,
+              sum / double(batches), (long long)batches, secondsSince(start) * 1e3);
+  std::fflush(stdout);
+  return Status::ok();
+}
+
+Status Trainer::run() {
+  if (Status s = session->zeroTensors(schema::TensorRole::OptimizerState); !s)
+    return s;
+  // The same seed mapping as gptc run-reference, so both start equal.
+  if (Status s = setScalarI32(*session, "init", "seed", int32_t(o.seed % (1u << 24))); !s)
+    return s;
+  Clock::time_point initStart = Clock::now();
+  if (Status s = session->run("init"); !s)
+    return s;
+  std::printf("gptrun: init in %.1f ms\n", secondsSince(initStart) * 1e3);
+
+  tokens.resize(train.tokens());
+  targets.resize(train.tokens());
+  const int64_t micro = train.rows * train.seq;
+  double steadySeconds = 0;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    Clock::time_point start = Clock::now();
+    for (int64_t a = 0; a < train.accum; ++a)
+      trainData->next(tokens.data() + a * micro, targets.data() + a * micro);
+    if (Status s = session->setInput("train_step", "tokens", tokens); !s)
+      return s;
+    if (Status s = session->setInput("train_step", "targets", targets); !s)
+      return s;
+    if (Status s = setScalarI32(*session, "train_step", "step", int32_t(step)); !s)
+      return s;
+    if (Status s = session->run("train_step"); !s)
+      return s;
+    StatusOr<float> loss = session->getScalarF32("train_step", "loss");
+    if (!loss)
+      return loss.status();
+    StatusOr<float> norm = session->getScalarF32("train_step", "grad_norm");
+    if (!norm)
+      return norm.status();
+    StatusOr<float> lr = hasLr ? session->getScalarF32("train_step", "lr") : StatusOr<float>(0.f);
+    if (!lr)
+      return lr.status();
+    double seconds = secondsSince(start);
+    if (step > 0)
+      steadySeconds += seconds;
+    double tokPerSec = double(train.tokens()) / seconds;
+    std::string line = "step " + std::to_string(step + 1) + "/" + std::to_string(o.steps);
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), " | loss %.4f | norm %.4f", *loss, *norm);
+    line += buf;
+    if (hasLr) {
+      std::snprintf(buf, sizeof(buf), " | lr %.2e", *lr);
+      line += buf;
+    }
+    std::snprintf(buf, sizeof(buf), " | %.1f ms | %s tok/s", seconds * 1e3,
+                  withCommas(std::llround(tokPerSec)).c_str());
+    line += buf;
+    if (peak > 0) {
+      std::snprintf(buf, sizeof(buf), " | MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
+      line += buf;
+    }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    bool last = step + 1 == o.steps;
+    if (valData && ((o.valEvery > 0 && (step + 1) % o.valEvery == 0) || last))
+      if (Status s = validate(step + 1); !s)
+        return s;
+  }
+  if (o.steps > 1) {
+    double perStep = steadySeconds / double(o.steps - 1);
+    double tokPerSec = double(train.tokens()) / perStep;
+    std::printf("gptrun: steps 2-%lld: %.1f ms/step, %s tok/s", (long long)o.steps,
+                perStep * 1e3, withCommas(std::llround(tokPerSec)).c_str());
+    if (peak > 0)
+      std::printf(", MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
+    std::printf("\n");
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+Status train(const Options &options) {
+  Trainer t{options};
+  if (Status s = t.setUp(); !s)
+    return s;
+  return t.run();
+}
+
+} // namespace gptc::gptrun

@@ -1,0 +1,33 @@
+//===- gptrun.cpp - train a GPT-2 with a gptc executable ------------------===//
+//
+//   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
+//   gptrun step.fb --data train.bin --val val.bin --val-every 25 --graph
+//
+// Exit status: 0 on success, 1 when an input or the run fails, 2 for a
+// usage error. See --help (Options.cpp) for the flags and the MFU formula.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tools/gptrun/Options.h"
+#include "tools/gptrun/Trainer.h"
+
+#include <cstdio>
+
+int main(int argc, char **argv) {
+  using namespace gptc::gptrun;
+  gptc::StatusOr<Options> options = parseOptions(std::vector<std::string>(argv + 1, argv + argc));
+  if (!options) {
+    std::fprintf(stderr, "gptrun: %s (see gptrun --help)\n", options.status().message().c_str());
+    return 2;
+  }
+  if (options->help) {
+    std::fputs(helpText(), stdout);
+    return 0;
+  }
+  if (gptc::Status s = train(*options); !s) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "gptrun: error: %s\n", s.message().c_str());
+    return 1;
+  }
+  return 0;
+}
