@@ -41,6 +41,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -188,6 +189,34 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   FailureOr<Lowered> lowered = lowerPrograms(module, {"init", "train_step", "forward"});
   if (failed(lowered))
     return failure();
+  dump(options, "commands.txt", [&](llvm::raw_ostream &os) {
+    auto name = [&](const Operand &o) -> std::string {
+      if (o.kind != Operand::Tensor)
+        return "scratch+" + std::to_string(o.scratch);
+      const TensorInfo &t = lowered->tensors[o.tensor];
+      std::string shape;
+      for (int64_t d : t.shape)
+        shape += (shape.empty() ? "" : "x") + std::to_string(d);
+      return t.name + "<" + shape + ">@" + t.pool + "+" + std::to_string(t.offset);
+    };
+    for (const ProgramInfo &p : lowered->programs) {
+      os << "program " << p.name << "\n";
+      for (auto [i, c] : llvm::enumerate(p.commands)) {
+        static const char *kinds[] = {"launch", "gemm", "zero", "copy"};
+        os << llvm::format("  %4d ", static_cast<int>(i)) << kinds[c.kind] << " ";
+        if (c.kind == Command::Launch)
+          os << lowered->kernels[c.kernel].name << " threads=" << c.threads;
+        if (c.kind == Command::Gemm) {
+          const GemmDesc &g = lowered->gemms[c.gemm];
+          os << "m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch
+             << (g.transa ? " T" : " N") << (g.transb ? "T" : "N");
+        }
+        for (const Operand &o : c.args)
+          os << " " << name(o);
+        os << "   // " << c.op << "\n";
+      }
+    }
+  });
   bool host = options.target == EmitOptions::Target::Host;
   CompiledKernels compiled;
   std::vector<uint8_t> hostObject;

@@ -249,8 +249,9 @@ LogicalResult Lowerer::mapResults(Operation *op) {
   }
   if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
     // In place: the new parameter and moments are the arguments' tensors.
-    for (auto [r, src] : llvm::zip(adam->getResults(),
-                                   ValueRange{adam.getParam(), adam.getM(), adam.getV()}))
+    // A named vector: a braced ValueRange in the loop header would dangle.
+    SmallVector<Value, 3> sources = {adam.getParam(), adam.getM(), adam.getV()};
+    for (auto [r, src] : llvm::zip(adam->getResults(), sources))
       tensorOf[r] = tensorOf.lookup(src);
     return success();
   }

@@ -108,8 +108,9 @@ struct Planner {
         continue;
       }
       if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && inPlace(adam)) {
-        for (auto [res, src] : llvm::zip(adam->getResults(),
-                                         ValueRange{adam.getParam(), adam.getM(), adam.getV()}))
+        // A named vector: a braced ValueRange in the loop header would dangle.
+        SmallVector<Value, 3> sources = {adam.getParam(), adam.getM(), adam.getV()};
+        for (auto [res, src] : llvm::zip(adam->getResults(), sources))
           homes[res] = homes.lookup(src);
         continue;
       }
