@@ -75,7 +75,7 @@ module attributes {gpt.models = {
       %wpe:     tensor<?x?xf32> {gpt.param = "wpe",         gpt.shape = "(maxT, C)"},
       %lnf_w:   tensor<?xf32>   {gpt.param = "ln_f.weight", gpt.shape = "(C)"},
       %lnf_b:   tensor<?xf32>   {gpt.param = "ln_f.bias",   gpt.shape = "(C)"}
-  ) -> tensor<f32> {
+  ) -> (tensor<f32> {gpt.output = "loss"}) {
     %x0 = gpt.embed %wte, %wpe, %tokens
         : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xi32>) -> tensor<?x?x?xf32>  // (B, T, C)
     %x = gpt.repeat @block(%x0) {count = #gpt.cfg<"n_layer">, prefix = "h"}
