@@ -8,10 +8,15 @@ tied to wte and the loss reads only the first vocab_size logits, so padded
 vocabulary rows do not matter.
 """
 import math
+import os
+import sys
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from counter_normal import counter_normal, fill_counter_normal_  # noqa: E402,F401
 
 
 @dataclass
@@ -71,6 +76,58 @@ def init_gpt2(cfg: Config, generator=None, dtype=torch.float32):
             t = torch.randn(shape, generator=generator, dtype=dtype) * std
         params[name] = t
     return params
+
+
+# @forward's arguments are tokens, targets, then the parameters in
+# parameter_shapes order: parameter k is argument k + 2, and gpt-insert-init
+# uses the argument index as the random stream.
+FIRST_PARAM_STREAM = 2
+
+
+def counter_init_std(cfg: Config, name: str):
+    """gpt-insert-init's rule for one parameter: "zero", "one" or the std.
+
+    Biases 0; LayerNorm weights (``ln_`` in the name, ending .weight) 1;
+    ``*c_proj.weight`` N(0, 0.02 / sqrt(2 n_layer)); other weights N(0, 0.02).
+    The checks run in this order, as in compiler/Transforms/InsertInit.cpp.
+    """
+    if name.endswith(".bias"):
+        return "zero"
+    if "ln_" in name and name.endswith(".weight"):
+        return "one"
+    if name.endswith("c_proj.weight"):
+        return 0.02 / math.sqrt(2.0 * cfg.n_layer)
+    return 0.02
+
+
+def init_counter(cfg: Config, seed: int, dtype=torch.float32, device="cpu"):
+    """Exactly gptc's @init(seed): the same parameters the compiled program makes.
+
+    Parameter k (parameter_shapes order) uses stream k + 2; element i (row-major)
+    is std * counter_normal(seed, k + 2, i), rounded to float32 as the fp32
+    program does (float64 for dtype=float64; bf16 rounds the float32 value).
+    Vectorised on `device` (torch int64 arithmetic, in chunks): meant to make
+    1.5B parameters in seconds on a GPU (bench/test_counter_normal.py --torch
+    times the 124M and 1558M inits there); 124M takes about 16 s on 2 CPU cores.
+    Returns {name: tensor} in parameter_shapes order.
+    """
+    params = {}
+    for k, (name, shape) in enumerate(parameter_shapes(cfg)):
+        rule = counter_init_std(cfg, name)
+        if rule == "zero":
+            t = torch.zeros(shape, dtype=dtype, device=device)
+        elif rule == "one":
+            t = torch.ones(shape, dtype=dtype, device=device)
+        else:
+            t = torch.empty(shape, dtype=dtype, device=device)
+            fill_counter_normal_(t, seed, FIRST_PARAM_STREAM + k, rule)
+        params[name] = t
+    return params
+
+
+def num_parameters(cfg: Config) -> int:
+    """Parameter count with the padded vocabulary (gpt.num_parameters)."""
+    return sum(math.prod(s) for _, s in parameter_shapes(cfg))
 
 
 def attention(qkv, n_head, fused=True):

@@ -1,4 +1,4 @@
-//===- gpt-data.cpp - make and inspect llm.c token files -------------------===//
+//===- gpt-data.cpp - make and inspect llm.c token files ------------------===//
 //
 //   gpt-data encode --vocab-dir data/gpt2 wiki.train.raw -o data/wiki_train.bin
 //   gpt-data decode --vocab-dir data/gpt2 data/austen_val.bin | head
@@ -33,7 +33,8 @@ using namespace gptc::data;
 
 namespace {
 
-const char *const kUsage = R"(gpt-data: make and inspect llm.c token files (GPT-2 BPE, uint16 tokens)
+const char *const kUsage = R"(
+gpt-data: make and inspect llm.c token files (GPT-2 BPE, uint16 tokens)
 
 usage: gpt-data <command> [options]
 
@@ -46,8 +47,9 @@ commands:
 Run 'gpt-data <command> --help' for a command's options and examples.
 )";
 
-const char *const kEncodeHelp = R"(usage: gpt-data encode --vocab-dir DIR [--split-on-blank-lines] [--allow-special]
-                       IN.txt... -o OUT.bin
+const char *const kEncodeHelp = R"(
+usage: gpt-data encode --vocab-dir DIR [--split-on-blank-lines]
+                       [--allow-special] IN.txt... -o OUT.bin
 
 Encodes UTF-8 text with GPT-2's tokenizer into an llm.c token file. As in
 llm.c, every document is prefixed with <|endoftext|> (50256). Each input file
@@ -67,7 +69,8 @@ examples:
   gpt-data encode --vocab-dir data/gpt2 --split-on-blank-lines wiki.train.raw -o wiki_train.bin
 )";
 
-const char *const kDecodeHelp = R"(usage: gpt-data decode --vocab-dir DIR IN.bin [-o OUT.txt]
+const char *const kDecodeHelp = R"(
+usage: gpt-data decode --vocab-dir DIR IN.bin [-o OUT.txt]
 
 Writes the text of a token file (to stdout unless -o). Document separators
 appear as <|endoftext|>.
@@ -77,7 +80,8 @@ examples:
   gpt-data decode --vocab-dir data/gpt2 data/austen_val.bin -o persuasion.txt
 )";
 
-const char *const kInfoHelp = R"(usage: gpt-data info [--vocab-dir DIR] [-n N] FILE.bin
+const char *const kInfoHelp = R"(
+usage: gpt-data info [--vocab-dir DIR] [-n N] FILE.bin
 
 Checks a token file and prints its token count, document count (tokens
 50256), largest id and first N tokens (default 16). With --vocab-dir the ids
@@ -88,7 +92,9 @@ examples:
   gpt-data info --vocab-dir data/gpt2 -n 32 data/austen_val.bin
 )";
 
-const char *const kAustenHelp = R"(usage: gpt-data austen --vocab-dir DIR (--deb FILE.deb | --rdb Rdata.rdb) -o OUTDIR
+const char *const kAustenHelp = R"(
+usage: gpt-data austen --vocab-dir DIR (--deb FILE.deb | --rdb Rdata.rdb)
+                       -o OUTDIR
 
 Extracts the six novels of Debian's r-cran-janeaustenr (without installing R:
 'apt-get download r-cran-janeaustenr'), ends each line of a novel with "\n",
@@ -100,11 +106,15 @@ each novel prefixed with <|endoftext|>.
 
   --deb FILE.deb   the package; unpacked with 'dpkg-deb -x' into a temporary
                    folder, which is removed afterwards
-  --rdb FILE       or the package's usr/lib/R/site-library/janeaustenr/data/Rdata.rdb
+  --rdb FILE       or the package's Rdata.rdb, found at
+                   usr/lib/R/site-library/janeaustenr/data/Rdata.rdb
 
 examples:
+  apt-get download r-cran-janeaustenr
   gpt-data austen --vocab-dir data/gpt2 --deb r-cran-janeaustenr_1.0.0-1_all.deb -o data
-  gpt-data austen --vocab-dir data/gpt2 --rdb /tmp/x/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb -o data
+  dpkg-deb -x r-cran-janeaustenr_1.0.0-1_all.deb /tmp/x
+  gpt-data austen --vocab-dir data/gpt2 -o data \
+      --rdb /tmp/x/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb
 )";
 
 //===----------------------------------------------------------------------===//
@@ -188,7 +198,7 @@ std::string withCommas(uint64_t n) {
 }
 
 int printHelp(const char *text) {
-  std::fputs(text, stdout);
+  std::fputs(text + (*text == '\n'), stdout); // the raw strings open with a newline
   return 0;
 }
 
@@ -465,7 +475,7 @@ int runAusten(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   if (argc < 2)
-    return usage(kUsage);
+    return usage(kUsage + 1); // without the raw string's first newline
   std::string command = argv[1];
   if (command == "-h" || command == "--help" || command == "help")
     return printHelp(kUsage);

@@ -94,9 +94,9 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       o.graph = true;
       continue;
     }
-    static const char *const kValued[] = {"--data",       "--val",    "--steps",
-                                          "--val-every",  "--val-batches", "--seed",
-                                          "--target",     "--device", "--peak-tflops"};
+    static const char *const kValued[] = {"--data",      "--val",         "--steps",
+                                          "--val-every", "--val-batches", "--seed",
+                                          "--target",    "--device",      "--peak-tflops"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;
@@ -145,8 +145,8 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   if (positional.empty())
     return Status::error("no executable given (gptrun STEP.fb --data TRAIN.bin)");
   if (positional.size() > 1)
-    return Status::error("one executable only, got '" + positional[0] + "' and '" +
-                         positional[1] + "'");
+    return Status::error("one executable only, got '" + positional[0] + "' and '" + positional[1] +
+                         "'");
   o.executable = positional[0];
   if (o.data.empty())
     return Status::error("--data TRAIN.bin is required");

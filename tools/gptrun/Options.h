@@ -13,17 +13,17 @@
 namespace gptc::gptrun {
 
 struct Options {
-  std::string executable;           // step.fb
-  std::string data;                 // --data: training token file
-  std::string val;                  // --val: validation token file ("" = none)
-  int64_t steps = 10;               // --steps
-  int64_t valEvery = 0;             // --val-every (0: after the last step only)
-  int64_t valBatches = 20;          // --val-batches
-  uint64_t seed = 1337;             // --seed
+  std::string executable;            // step.fb
+  std::string data;                  // --data: training token file
+  std::string val;                   // --val: validation token file ("" = none)
+  int64_t steps = 10;                // --steps
+  int64_t valEvery = 0;              // --val-every (0: after the last step only)
+  int64_t valBatches = 20;           // --val-batches
+  uint64_t seed = 1337;              // --seed
   std::optional<std::string> target; // --target cuda|host
-  bool graph = false;               // --graph
-  int device = 0;                   // --device
-  double peakTflops = 0;            // --peak-tflops (0: from the GPU table)
+  bool graph = false;                // --graph
+  int device = 0;                    // --device
+  double peakTflops = 0;             // --peak-tflops (0: from the GPU table)
   bool help = false;
 };
 

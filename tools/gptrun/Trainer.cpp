@@ -60,6 +60,19 @@ StatusOr<BatchShape> batchShape(Session &session, const std::string &program, bo
   return shape;
 }
 
+/// Fails unless `program` writes an F32 scalar output `name`.
+Status requireScalarOutput(Session &session, const std::string &program, const std::string &name) {
+  StatusOr<uint32_t> index = session.findTensor(name, program);
+  if (!index)
+    return index.status();
+  const schema::Tensor &t = session.tensor(*index);
+  if (t.role() != schema::TensorRole::Output || t.dtype() != schema::DType::F32 ||
+      t.size_bytes() != 4)
+    return Status::error("program '" + program + "': " + session.describeTensor(*index) +
+                         " should be an F32 scalar output");
+  return Status::ok();
+}
+
 /// Sets `name` of `program` to one int32 if the program reads it.
 Status setScalarI32(Session &session, const std::string &program, const std::string &name,
                     int32_t value) {
@@ -84,6 +97,8 @@ bool hasOutput(Session &session, const std::string &program, const std::string &
 }
 
 struct Trainer {
+  explicit Trainer(const Options &options) : o(options) {}
+
   const Options &o;
   std::unique_ptr<Session> session;
   std::map<std::string, int64_t> config;
@@ -132,6 +147,11 @@ Status Trainer::setUp() {
   if (Status st = checkConfig(); !st)
     return Status::error(o.executable + ": " + st.message());
   hasLr = hasOutput(*session, "train_step", "lr");
+  // Checked now rather than after the first step (or the last, for forward).
+  for (const char *out : {"loss", "grad_norm", "lr"})
+    if (std::string(out) != "lr" || hasLr)
+      if (Status st = requireScalarOutput(*session, "train_step", out); !st)
+        return Status::error(o.executable + ": " + st.message());
 
   int64_t vocab = cfg("vocab_size", 0);
   StatusOr<data::DataLoader> loader =
@@ -141,12 +161,14 @@ Status Trainer::setUp() {
   trainData.emplace(std::move(*loader));
   if (!o.val.empty()) {
     if (StatusOr<const schema::Program *> prog = session->program("forward"); !prog)
-      return Status::error(o.executable + ": --val needs program 'forward': " +
-                           prog.status().message());
+      return Status::error(o.executable +
+                           ": --val needs program 'forward': " + prog.status().message());
     StatusOr<BatchShape> vshape = batchShape(*session, "forward", false);
     if (!vshape)
       return Status::error(o.executable + ": " + vshape.status().message());
     val = *vshape;
+    if (Status st = requireScalarOutput(*session, "forward", "loss"); !st)
+      return Status::error(o.executable + ": --val: " + st.message());
     StatusOr<data::DataLoader> vloader = data::DataLoader::open(o.val, {val.rows, val.seq}, vocab);
     if (!vloader)
       return vloader.status();
@@ -163,9 +185,9 @@ Status Trainer::setUp() {
     peak = o.peakTflops > 0 ? o.peakTflops : peakTflops(session->backend().deviceName());
 
   std::string model = exe.model()->name() ? exe.model()->name()->str() : "?";
-  std::printf("gptrun: %s: model %s, %s parameters, %s (%s tokens/step)\n",
-              o.executable.c_str(), model.c_str(), withCommas(params).c_str(),
-              shapeText(train).c_str(), withCommas(train.tokens()).c_str());
+  std::printf("gptrun: %s: model %s, %s parameters, %s (%s tokens/step)\n", o.executable.c_str(),
+              model.c_str(), withCommas(params).c_str(), shapeText(train).c_str(),
+              withCommas(train.tokens()).c_str());
   std::printf("gptrun: target %s on %s%s; pools: %s\n",
               session->backend().kind() == schema::TargetKind::CUDA ? "cuda" : "host",
               session->backend().deviceName().c_str(), o.graph ? ", CUDA graphs" : "",
@@ -288,8 +310,8 @@ Status Trainer::run() {
   if (o.steps > 1) {
     double perStep = steadySeconds / double(o.steps - 1);
     double tokPerSec = double(train.tokens()) / perStep;
-    std::printf("gptrun: steps 2-%lld: %.1f ms/step, %s tok/s", (long long)o.steps,
-                perStep * 1e3, withCommas(std::llround(tokPerSec)).c_str());
+    std::printf("gptrun: steps 2-%lld: %.1f ms/step, %s tok/s", (long long)o.steps, perStep * 1e3,
+                withCommas(std::llround(tokPerSec)).c_str());
     if (peak > 0)
       std::printf(", MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
     std::printf("\n");
@@ -300,7 +322,7 @@ Status Trainer::run() {
 } // namespace
 
 Status train(const Options &options) {
-  Trainer t{options};
+  Trainer t(options);
   if (Status s = t.setUp(); !s)
     return s;
   return t.run();

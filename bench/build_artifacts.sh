@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# bench/build_artifacts.sh: CPU side. Compiles the benchmark executables with
+# gptc (bench/configs.sh holds the configurations) into bench/artifacts/:
+#
+#   gpt2-124M-parity.fb   PARITY_MODEL, B=PARITY_B, T=PARITY_T, PARITY_OPT
+#   gpt2-124M-train.fb    TRAIN_MODEL,  B=TRAIN_B,  T=TRAIN_T,  TRAIN_OPT
+#   manifest.json         per file: config (model, B, T, the *_OPT string, extra
+#                         flags), gptc command, compile seconds, bytes, sha256;
+#                         the commit and date
+#
+# Usage (repo root, after scripts/setup.sh built build/bin/gptc):
+#   bash bench/build_artifacts.sh
+#   GPTC=/path/to/gptc GPTC_FLAGS="--compile-to=serialize" bash bench/build_artifacts.sh
+# Then carry bench/artifacts (and the data files) to the device call; see
+# bench/README.md.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=bench/configs.sh
+source bench/configs.sh
+
+GPTC=${GPTC:-build/bin/gptc}
+GPTC_FLAGS=${GPTC_FLAGS:-}               # extra flags for both executables
+PARITY_GPTC_FLAGS=${PARITY_GPTC_FLAGS:-} # extra flags for the parity one (e.g. no TF32)
+TRAIN_GPTC_FLAGS=${TRAIN_GPTC_FLAGS:-}
+ART=$ARTIFACTS
+mkdir -p "$ART"
+[ -x "$GPTC" ] || { echo "build_artifacts: no $GPTC (run scripts/setup.sh)"; exit 1; }
+
+rows=()
+status=0
+compile() { # name file model B T opt extra
+  local name=$1 file=$2 model=$3 b=$4 t=$5 opt=$6 extra=$7
+  # shellcheck disable=SC2206
+  local cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq="$t" $opt $GPTC_FLAGS $extra -o "$file")
+  echo "+ ${cmd[*]}"
+  local t0 t1
+  t0=$(date +%s.%N)
+  if "${cmd[@]}"; then
+    t1=$(date +%s.%N)
+    local magic
+    magic=$(head -c 8 "$file" | tail -c 4)
+    if [ "$magic" != "GPTX" ]; then
+      echo "build_artifacts: $file has identifier '$magic', not GPTX (is serialize the last phase?)"
+      status=1
+    fi
+    rows+=("$name|$file|$model|$b|$t|$opt|$GPTC_FLAGS $extra|$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')|${cmd[*]}")
+  else
+    echo "build_artifacts: gptc failed for $name"
+    status=1
+  fi
+}
+
+compile parity "$PARITY_FB" "$PARITY_MODEL" "$PARITY_B" "$PARITY_T" "$PARITY_OPT" "$PARITY_GPTC_FLAGS"
+compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS"
+
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+git diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
+printf '%s\n' "${rows[@]}" | python3 -c '
+import hashlib, json, os, sys, time
+commit, version = sys.argv[1], sys.argv[2]
+out = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "gptc_version": version,
+       "executables": {}}
+for line in sys.stdin.read().splitlines():
+    if not line:
+        continue
+    name, path, model, b, t, opt, extra, secs, cmd = line.split("|", 8)
+    data = open(path, "rb").read()
+    out["executables"][name] = {
+        "file": path, "model": model, "batch": int(b), "seq": int(t),
+        "opt": " ".join(opt.split()), "extra_flags": " ".join(extra.split()),
+        "gptc_s": float(secs), "command": cmd,
+        "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+json.dump(out, open(sys.argv[3], "w"), indent=1)
+print(json.dumps(out, indent=1))
+' "$commit" "$("$GPTC" --version 2>/dev/null | head -1)" "$ART/manifest.json"
+du -sh "$ART"
+exit $status

@@ -1,0 +1,46 @@
+# shellcheck shell=bash
+# bench/configs.sh: the benchmark configurations, sourced by
+# bench/build_artifacts.sh (CPU side: gptc compiles the executables) and
+# bench/run_device.sh (GPU side: gptrun and the PyTorch twin run them).
+# One source of truth, so the compiled train step and train_torch.py use the
+# same model, batch, schedule and AdamW settings. Every value can be
+# overridden from the environment (e.g. TRAIN_STEPS=50 bash bench/run_device.sh);
+# change a *_OPT string or a shape and the .fb files must be rebuilt.
+#
+# *_OPT strings use gptc compile's train-step flags; bench/train_torch.py
+# takes the same flags with the same meaning. Their --total-steps follows
+# PARITY_STEPS / TRAIN_STEPS (the schedule ends with the run).
+
+SEED=${SEED:-1337}
+ARTIFACTS=${ARTIFACTS:-bench/artifacts}   # the compiled executables + manifest.json
+
+# Parity: fp32, TF32 off, identical init (@init(SEED)) and batches, 10 steps.
+# Cosine with a short warm-up so both warm-up and decay are exercised.
+PARITY_MODEL=${PARITY_MODEL:-124M}
+PARITY_B=${PARITY_B:-4}
+PARITY_T=${PARITY_T:-1024}
+PARITY_STEPS=${PARITY_STEPS:-10}
+PARITY_OPT=${PARITY_OPT:---accum-steps=1 --lr=6e-4 --min-lr=6e-5 --warmup-steps=3 --total-steps=$PARITY_STEPS --schedule=cosine --beta1=0.9 --beta2=0.95 --adam-epsilon=1e-8 --weight-decay=0.1 --grad-clip=1.0}
+PARITY_DATA=${PARITY_DATA:-data/austen_train.bin}
+PARITY_TOL=${PARITY_TOL:-1e-4}          # max relative loss difference, any step
+PARITY_FB=${PARITY_FB:-$ARTIFACTS/gpt2-$PARITY_MODEL-parity.fb}
+
+# Training and speed: 124M, B=16, T=1024, 200 steps on Austen (llm.c-like
+# schedule: 20 warm-up steps, cosine to lr/10).
+TRAIN_MODEL=${TRAIN_MODEL:-124M}
+TRAIN_B=${TRAIN_B:-16}
+TRAIN_T=${TRAIN_T:-1024}
+TRAIN_STEPS=${TRAIN_STEPS:-200}
+TRAIN_OPT=${TRAIN_OPT:---accum-steps=1 --lr=6e-4 --min-lr=6e-5 --warmup-steps=20 --total-steps=$TRAIN_STEPS --schedule=cosine --beta1=0.9 --beta2=0.95 --adam-epsilon=1e-8 --weight-decay=0.1 --grad-clip=1.0}
+TRAIN_DATA=${TRAIN_DATA:-data/austen_train.bin}
+VAL_DATA=${VAL_DATA:-data/austen_val.bin}
+TRAIN_FB=${TRAIN_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-train.fb}
+
+# Precision of the PyTorch runs that are compared with the train .fb. Set it
+# to what the .fb computes in (today's gptc has no precision phase: fp32).
+SPEED_DTYPE=${SPEED_DTYPE:-fp32}        # fp32 | bf16
+SPEED_TF32=${SPEED_TF32:-on}            # off | on (fp32 only)
+SPEED_STEPS=${SPEED_STEPS:-$TRAIN_STEPS}
+TIMING_WARMUP=${TIMING_WARMUP:-10}      # steps left out of every median
+# Extra PyTorch-only rows in bf16 (the numbers to beat), fewer steps; 0: off.
+TORCH_BF16_STEPS=${TORCH_BF16_STEPS:-50}

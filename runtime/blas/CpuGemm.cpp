@@ -1,0 +1,165 @@
+//===- CpuGemm.cpp - the schema's GEMM with loops, for the Host target ----===//
+
+#include "runtime/blas/CpuGemm.h"
+
+#include "runtime/blas/GemmCheck.h"
+#include "runtime/executable/Executable.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace gptc::blas {
+
+namespace {
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float floatOf(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+double load(schema::DType t, const void *base, uint64_t i) {
+  switch (t) {
+  case schema::DType::F32:
+    return static_cast<const float *>(base)[i];
+  case schema::DType::F64:
+    return static_cast<const double *>(base)[i];
+  case schema::DType::BF16:
+    return bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
+  case schema::DType::F16:
+    return f16ToFloat(static_cast<const uint16_t *>(base)[i]);
+  case schema::DType::I32:
+    break; // rejected by checkGemm
+  }
+  return 0;
+}
+
+void store(schema::DType t, void *base, uint64_t i, double v) {
+  switch (t) {
+  case schema::DType::F32:
+    static_cast<float *>(base)[i] = static_cast<float>(v);
+    return;
+  case schema::DType::F64:
+    static_cast<double *>(base)[i] = v;
+    return;
+  case schema::DType::BF16:
+    static_cast<uint16_t *>(base)[i] = floatToBf16(static_cast<float>(v));
+    return;
+  case schema::DType::F16:
+    static_cast<uint16_t *>(base)[i] = floatToF16(static_cast<float>(v));
+    return;
+  case schema::DType::I32:
+    return;
+  }
+}
+
+const void *offset(const void *base, schema::DType t, uint64_t elements) {
+  return static_cast<const char *>(base) + elements * elementSize(t);
+}
+
+/// One batch in accumulator type Acc. opA is op(A) as a contiguous (m x k)
+/// column-major copy, opB is op(B) as (k x n): converting once keeps the
+/// inner loop a plain multiply-add over contiguous memory.
+template <typename Acc>
+void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c, const void *bias,
+               std::vector<Acc> &opA, std::vector<Acc> &opB, std::vector<Acc> &column) {
+  const int64_t m = g.m(), n = g.n(), k = g.k();
+  const int64_t lda = g.lda(), ldb = g.ldb(), ldc = g.ldc();
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t i = 0; i < m; ++i)
+      opA[i + p * m] =
+          static_cast<Acc>(load(g.a_type(), a, g.transa() ? p + i * lda : i + p * lda));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t p = 0; p < k; ++p)
+      opB[p + j * k] =
+          static_cast<Acc>(load(g.b_type(), b, g.transb() ? j + p * ldb : p + j * ldb));
+  const Acc alpha = static_cast<Acc>(g.alpha()), beta = static_cast<Acc>(g.beta());
+  for (int64_t j = 0; j < n; ++j) {
+    // (m) column j of op(A) op(B), summed over p in ascending order.
+    std::fill(column.begin(), column.end(), Acc(0));
+    for (int64_t p = 0; p < k; ++p) {
+      const Acc bpj = opB[p + j * k];
+      const Acc *ap = &opA[p * m];
+      for (int64_t i = 0; i < m; ++i)
+        column[i] += ap[i] * bpj;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      Acc d = alpha * column[i];
+      if (g.beta() != 0)
+        d += beta * static_cast<Acc>(load(g.c_type(), c, i + j * ldc));
+      if (bias)
+        d += static_cast<Acc>(load(g.c_type(), bias, i));
+      store(g.c_type(), c, i + j * ldc, d);
+    }
+  }
+}
+
+template <typename Acc>
+void gemm(const schema::Gemm &g, const void *a, const void *b, void *c, const void *bias) {
+  std::vector<Acc> opA(g.m() * g.k()), opB(g.k() * g.n()), column(g.m());
+  for (int64_t batch = 0; batch < g.batch(); ++batch)
+    gemmBatch<Acc>(
+        g, offset(a, g.a_type(), batch * g.stride_a()), offset(b, g.b_type(), batch * g.stride_b()),
+        const_cast<void *>(offset(c, g.c_type(), batch * g.stride_c())), bias, opA, opB, column);
+}
+
+} // namespace
+
+float bf16ToFloat(uint16_t h) { return floatOf(uint32_t(h) << 16); }
+
+uint16_t floatToBf16(float f) {
+  uint32_t u = bitsOf(f);
+  if (std::isnan(f))
+    return uint16_t((u >> 16) | 0x0040); // keep it a (quiet) NaN
+  u += 0x7fff + ((u >> 16) & 1);         // round to nearest, ties to even
+  return uint16_t(u >> 16);
+}
+
+float f16ToFloat(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16;
+  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  if (exp == 0) // zero or subnormal: mant * 2^-24
+    return floatOf(bitsOf(std::ldexp(float(mant), -24)) | sign);
+  if (exp == 31)
+    return floatOf(sign | 0x7f800000 | (mant << 13));
+  return floatOf(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+uint16_t floatToF16(float f) {
+  uint32_t x = bitsOf(f);
+  uint16_t sign = uint16_t((x >> 16) & 0x8000);
+  x &= 0x7fffffff;
+  if (x >= 0x7f800000) // inf or NaN
+    return sign | (x > 0x7f800000 ? 0x7e00 : 0x7c00);
+  if (x >= 0x477ff000) // rounds above 65504
+    return sign | 0x7c00;
+  if (x < 0x38800000) // below 2^-14: subnormal; the scaling is exact, lrint rounds to even
+    return sign | uint16_t(std::lrint(std::ldexp(floatOf(x), 24)));
+  x += 0xfff + ((x >> 13) & 1);
+  x -= uint32_t(127 - 15) << 23;
+  return sign | uint16_t(x >> 13);
+}
+
+Status cpuGemm(const schema::Gemm &g, uint32_t index, const void *a, const void *b, void *c,
+               const void *bias) {
+  if (Status s = checkGemm(g, index); !s)
+    return s;
+  if (epilogueHasBias(g.epilogue()) != (bias != nullptr))
+    return Status::error("GEMM " + std::to_string(index) + ": epilogue " +
+                         schema::EnumNameEpilogue(g.epilogue()) +
+                         (bias ? " takes no bias" : " needs a bias"));
+  if (g.compute() == schema::ComputeType::F64)
+    gemm<double>(g, a, b, c, bias);
+  else
+    gemm<float>(g, a, b, c, bias);
+  return Status::ok();
+}
+
+} // namespace gptc::blas

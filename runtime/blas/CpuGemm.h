@@ -1,0 +1,42 @@
+//===- CpuGemm.h - the schema's GEMM with loops, for the Host target ------===//
+//
+// Computes exactly what executable.fbs defines for a Gemm, in cuBLASLt's
+// column-major terms:
+//   D[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] + bias (epilogue Bias)
+// with A[b] = a + b*stride_a (elements), op(A) = A or A^T per transa, A
+// stored with leading dimension lda, likewise B and C/D (ldc, stride_c;
+// D overwrites C). C is read only when beta != 0, so garbage there never
+// propagates, as in cuBLASLt. bias has m entries of c_type, shared by all
+// columns and batches.
+//
+// Accumulation is in the compute type, over k in ascending order: float
+// for F32 (and the fast F32 kinds: the CPU has no TF32/BF16 inputs to
+// round to), double for F64. Element types F32, F64, BF16 and F16 are
+// converted on load and rounded to nearest-even on store.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_BLAS_CPUGEMM_H
+#define GPTC_RUNTIME_BLAS_CPUGEMM_H
+
+#include "runtime/schemas/executable_generated.h"
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+
+namespace gptc::blas {
+
+/// Runs `gemm` (checked with checkGemm first; `index` names it in errors)
+/// on host memory. The operands must span what checkRunGemm requires.
+Status cpuGemm(const schema::Gemm &gemm, uint32_t index, const void *a, const void *b, void *c,
+               const void *bias);
+
+/// Element conversions used by cpuGemm, exposed for tests.
+float bf16ToFloat(uint16_t h);
+uint16_t floatToBf16(float f);
+float f16ToFloat(uint16_t h);
+uint16_t floatToF16(float f);
+
+} // namespace gptc::blas
+
+#endif // GPTC_RUNTIME_BLAS_CPUGEMM_H

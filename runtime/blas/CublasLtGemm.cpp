@@ -1,0 +1,254 @@
+//===- CublasLtGemm.cpp - schema::Gemm on cuBLASLt ------------------------===//
+
+#include "runtime/blas/CublasLtGemm.h"
+
+#include "runtime/blas/GemmCheck.h"
+#include "runtime/device/CudaCheck.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace gptc::blas {
+
+struct CublasLtGemm::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr; // D uses c's layout
+  cublasLtMatmulAlgo_t algo{};
+  uint32_t alignment = 0; // of the pointers the algorithm was chosen for
+  bool f64Scale = false;  // alpha/beta are double (F64 compute), else float
+
+  Status release() {
+    Status first = Status::ok();
+    auto keep = [&](Status s) {
+      if (first && !s)
+        first = std::move(s);
+    };
+    for (cublasLtMatrixLayout_t *l : {&a, &b, &c})
+      if (*l) {
+        keep(GPT_CUBLAS_STATUS(cublasLtMatrixLayoutDestroy(*l)));
+        *l = nullptr;
+      }
+    if (desc) {
+      keep(GPT_CUBLAS_STATUS(cublasLtMatmulDescDestroy(desc)));
+      desc = nullptr;
+    }
+    return first;
+  }
+  ~Plan() { (void)release(); }
+};
+
+namespace {
+
+StatusOr<cudaDataType_t> dataType(schema::DType t) {
+  switch (t) {
+  case schema::DType::F32:
+    return CUDA_R_32F;
+  case schema::DType::BF16:
+    return CUDA_R_16BF;
+  case schema::DType::F16:
+    return CUDA_R_16F;
+  case schema::DType::F64:
+    return CUDA_R_64F;
+  case schema::DType::I32:
+    break;
+  }
+  return Status::error(std::string("cuBLASLt GEMMs take no ") + schema::EnumNameDType(t) +
+                       " operands");
+}
+
+cublasComputeType_t computeType(schema::ComputeType t) {
+  switch (t) {
+  case schema::ComputeType::F32:
+    return CUBLAS_COMPUTE_32F;
+  case schema::ComputeType::F32FastTF32:
+    return CUBLAS_COMPUTE_32F_FAST_TF32;
+  case schema::ComputeType::F32FastBF16:
+    return CUBLAS_COMPUTE_32F_FAST_16BF;
+  case schema::ComputeType::F64:
+    return CUBLAS_COMPUTE_64F;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+/// The largest power of two (<= 256) dividing every non-null pointer.
+uint32_t alignmentOf(std::initializer_list<const void *> ptrs) {
+  uint32_t align = 256;
+  for (const void *p : ptrs)
+    if (p)
+      while (align > 1 && reinterpret_cast<uintptr_t>(p) % align)
+        align /= 2;
+  return align;
+}
+
+template <typename T>
+Status setDesc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T &v) {
+  GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
+  return Status::ok();
+}
+
+/// A (rows x cols) column-major layout with `batch` batches `stride` apart.
+Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type, const StoredMatrix &s,
+                  int64_t batch) {
+  GPT_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(layout, type, uint64_t(s.rows), uint64_t(s.cols), s.ld));
+  int32_t count = static_cast<int32_t>(batch);
+  int64_t stride = s.stride;
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                    &count, sizeof(count)));
+  GPT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(
+      *layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  return Status::ok();
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::create(uint32_t numGemms, uint32_t numStreams,
+                                                             size_t workspaceBytes) {
+  std::unique_ptr<CublasLtGemm> g(new CublasLtGemm());
+  GPT_CUBLAS_CHECK(cublasLtCreate(&g->handle_));
+  g->numStreams_ = std::max<uint32_t>(numStreams, 1);
+  g->workspaceBytes_ = workspaceBytes;
+  if (workspaceBytes)
+    GPT_CUDA_CHECK(cudaMalloc(&g->workspace_, workspaceBytes * g->numStreams_));
+  g->plans_.resize(numGemms);
+  return g;
+}
+
+CublasLtGemm::~CublasLtGemm() {
+  if (Status s = release(); !s)
+    std::fprintf(stderr, "gptc: warning: %s\n", s.message().c_str());
+}
+
+Status CublasLtGemm::release() {
+  Status first = Status::ok();
+  auto keep = [&](Status s) {
+    if (first && !s)
+      first = std::move(s);
+  };
+  for (auto &p : plans_)
+    if (p)
+      keep(p->release());
+  plans_.clear();
+  if (workspace_) {
+    keep(GPT_CUDA_STATUS(cudaFree(workspace_)));
+    workspace_ = nullptr;
+  }
+  if (handle_) {
+    keep(GPT_CUBLAS_STATUS(cublasLtDestroy(handle_)));
+    handle_ = nullptr;
+  }
+  return first;
+}
+
+StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::Gemm &g,
+                                                  const GemmOperands &ops) {
+  uint32_t align = alignmentOf({ops.a, ops.b, ops.c, ops.bias});
+  std::unique_ptr<Plan> &cached = plans_[index];
+  if (cached && cached->alignment <= align)
+    return cached.get();
+
+  std::string where = "GEMM " + std::to_string(index) + ": ";
+  auto p = std::make_unique<Plan>();
+  StatusOr<cudaDataType_t> at = dataType(g.a_type()), bt = dataType(g.b_type()),
+                           ct = dataType(g.c_type());
+  for (const StatusOr<cudaDataType_t> *t : {&at, &bt, &ct})
+    if (!*t)
+      return Status::error(where + t->status().message());
+  p->f64Scale = g.compute() == schema::ComputeType::F64;
+  GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, computeType(g.compute()),
+                                            p->f64Scale ? CUDA_R_64F : CUDA_R_32F));
+  cublasOperation_t opA = g.transa() ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = g.transb() ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, opA); !s)
+    return s;
+  if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, opB); !s)
+    return s;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  switch (g.epilogue()) {
+  case schema::Epilogue::None:
+    break;
+  case schema::Epilogue::Bias:
+    epilogue = CUBLASLT_EPILOGUE_BIAS;
+    break;
+  default: // checkGemm rejects the rest before a program runs
+    return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
+                         " is not supported by this runtime (it runs None and Bias)");
+  }
+  if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue); !s)
+    return s;
+  if (ops.bias) {
+    // The heuristic reads the pointer's alignment; run() sets it per call.
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias); !s)
+      return s;
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(*ct)); !s)
+      return s;
+  }
+  if (Status s = makeLayout(&p->a, *at, storedA(g), g.batch()); !s)
+    return s;
+  if (Status s = makeLayout(&p->b, *bt, storedB(g), g.batch()); !s)
+    return s;
+  if (Status s = makeLayout(&p->c, *ct, storedC(g), g.batch()); !s)
+    return s;
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  // Destroyed on every path below; its status joins the result.
+  auto heuristic = [&]() -> Status {
+    GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes_, sizeof(workspaceBytes_)));
+    for (auto attr :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
+                                                    1, &result, &found));
+    if (found == 0)
+      return Status::error(
+          where + "cuBLASLt has no algorithm for m=" + std::to_string(g.m()) +
+          " n=" + std::to_string(g.n()) + " k=" + std::to_string(g.k()) +
+          " batch=" + std::to_string(g.batch()) + " (" + schema::EnumNameDType(g.a_type()) + " x " +
+          schema::EnumNameDType(g.b_type()) + " -> " + schema::EnumNameDType(g.c_type()) +
+          ", compute " + schema::EnumNameComputeType(g.compute()) + ")");
+    p->algo = result.algo;
+    return Status::ok();
+  };
+  Status found = heuristic();
+  Status destroyed = GPT_CUBLAS_STATUS(cublasLtMatmulPreferenceDestroy(pref));
+  if (!found)
+    return found;
+  if (!destroyed)
+    return destroyed;
+  p->alignment = align;
+  if (cached)
+    if (Status s = cached->release(); !s)
+      return s;
+  cached = std::move(p);
+  return cached.get();
+}
+
+Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperands &ops,
+                         cudaStream_t stream, uint32_t streamIndex) {
+  if (index >= plans_.size() || streamIndex >= numStreams_)
+    return Status::error("GEMM " + std::to_string(index) + " on stream " +
+                         std::to_string(streamIndex) + " is out of range");
+  StatusOr<Plan *> p = plan(index, g, ops);
+  if (!p)
+    return p.status();
+  if (ops.bias)
+    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias); !s)
+      return s;
+  float alpha32 = static_cast<float>(g.alpha()), beta32 = static_cast<float>(g.beta());
+  double alpha64 = g.alpha(), beta64 = g.beta();
+  const void *alpha = (*p)->f64Scale ? static_cast<const void *>(&alpha64) : &alpha32;
+  const void *beta = (*p)->f64Scale ? static_cast<const void *>(&beta64) : &beta32;
+  void *workspace =
+      workspace_ ? static_cast<char *>(workspace_) + streamIndex * workspaceBytes_ : nullptr;
+  GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, (*p)->desc, alpha, ops.a, (*p)->a, ops.b, (*p)->b, beta,
+                                  ops.c, (*p)->c, ops.c, (*p)->c, &(*p)->algo, workspace,
+                                  workspaceBytes_, stream));
+  return Status::ok();
+}
+
+} // namespace gptc::blas

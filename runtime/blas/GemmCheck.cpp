@@ -1,0 +1,130 @@
+//===- GemmCheck.cpp - operand shapes and extents of a schema::Gemm -------===//
+
+#include "runtime/blas/GemmCheck.h"
+
+#include "runtime/executable/Executable.h"
+
+#include <string>
+
+namespace gptc::blas {
+
+StoredMatrix storedA(const schema::Gemm &g) {
+  return g.transa() ? StoredMatrix{g.k(), g.m(), g.lda(), g.stride_a()}
+                    : StoredMatrix{g.m(), g.k(), g.lda(), g.stride_a()};
+}
+
+StoredMatrix storedB(const schema::Gemm &g) {
+  return g.transb() ? StoredMatrix{g.n(), g.k(), g.ldb(), g.stride_b()}
+                    : StoredMatrix{g.k(), g.n(), g.ldb(), g.stride_b()};
+}
+
+StoredMatrix storedC(const schema::Gemm &g) {
+  return StoredMatrix{g.m(), g.n(), g.ldc(), g.stride_c()};
+}
+
+uint64_t spanElements(const StoredMatrix &s, int64_t batch) {
+  // checkGemm bounds the span by 2^48, so this cannot overflow.
+  return uint64_t(batch - 1) * uint64_t(s.stride) + uint64_t(s.cols - 1) * uint64_t(s.ld) +
+         uint64_t(s.rows);
+}
+
+bool isSupportedEpilogue(schema::Epilogue e) {
+  return e == schema::Epilogue::None || e == schema::Epilogue::Bias;
+}
+
+bool epilogueHasBias(schema::Epilogue e) {
+  return e == schema::Epilogue::Bias || e == schema::Epilogue::BiasGelu ||
+         e == schema::Epilogue::BiasGeluAux;
+}
+
+namespace {
+
+constexpr int64_t kMaxDim = int64_t(1) << 31;
+// No tensor is this large; bounding spans keeps all later arithmetic exact.
+constexpr double kMaxSpan = double(int64_t(1) << 48);
+
+/// spanElements in double: it cannot overflow, and its rounding is far too
+/// small to matter against kMaxSpan.
+double wideSpan(const StoredMatrix &s, int64_t batch) {
+  return double(batch - 1) * double(s.stride) + double(s.cols - 1) * double(s.ld) + double(s.rows);
+}
+
+bool isFloatType(schema::DType t) { return t != schema::DType::I32; }
+
+std::string dims(const schema::Gemm &g) {
+  return "m=" + std::to_string(g.m()) + " n=" + std::to_string(g.n()) +
+         " k=" + std::to_string(g.k()) + " batch=" + std::to_string(g.batch());
+}
+
+} // namespace
+
+Status checkGemm(const schema::Gemm &g, uint32_t index) {
+  std::string where = "GEMM " + std::to_string(index) + " (" + dims(g) + "): ";
+  for (int64_t d : {g.m(), g.n(), g.k(), g.batch()})
+    if (d < 1 || d >= kMaxDim)
+      return Status::error(where + "sizes must be in 1..2^31-1");
+  struct Named {
+    const char *name;
+    StoredMatrix s;
+  };
+  for (const Named &op : {Named{"A", storedA(g)}, Named{"B", storedB(g)}, Named{"C", storedC(g)}}) {
+    if (op.s.ld < op.s.rows || op.s.ld >= kMaxDim)
+      return Status::error(where + "leading dimension of " + op.name + " is " +
+                           std::to_string(op.s.ld) + ", its stored columns have " +
+                           std::to_string(op.s.rows) + " rows");
+    if (op.s.stride < 0 || wideSpan(op.s, g.batch()) >= kMaxSpan)
+      return Status::error(where + "batch stride of " + op.name + " is " +
+                           std::to_string(op.s.stride));
+  }
+  // Overlapping batches of D would race on the GPU.
+  if (g.batch() > 1 && g.stride_c() < (g.n() - 1) * g.ldc() + g.m())
+    return Status::error(where + "batches of D overlap (stride_c " + std::to_string(g.stride_c()) +
+                         " < (n-1)*ldc + m)");
+  for (schema::DType t : {g.a_type(), g.b_type(), g.c_type()})
+    if (!isFloatType(t))
+      return Status::error(where + std::string("operand type ") + schema::EnumNameDType(t) +
+                           " is not a floating-point type");
+  if (!isSupportedEpilogue(g.epilogue()))
+    return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
+                         " is not supported by this runtime (it runs None and Bias)");
+  return Status::ok();
+}
+
+Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd) {
+  const schema::Gemm &g = *exe.gemms()->Get(cmd.gemm());
+  if (Status s = checkGemm(g, cmd.gemm()); !s)
+    return s;
+  std::string where = "GEMM " + std::to_string(cmd.gemm()) + ": ";
+  auto operand = [&](const char *name, uint64_t tensor, schema::DType type,
+                     uint64_t elements) -> Status {
+    const schema::Tensor &t = *exe.tensors()->Get(tensor);
+    std::string tname = t.name() ? t.name()->str() : std::to_string(tensor);
+    if (t.dtype() != type)
+      return Status::error(where + name + " is tensor '" + tname + "' of type " +
+                           schema::EnumNameDType(t.dtype()) + ", the GEMM reads " +
+                           schema::EnumNameDType(type));
+    uint64_t need = elements * elementSize(type);
+    if (need > t.size_bytes())
+      return Status::error(where + name + " spans " + std::to_string(need) + " bytes but tensor '" +
+                           tname + "' has " + std::to_string(t.size_bytes()));
+    return Status::ok();
+  };
+  if (Status s = operand("A", cmd.a(), g.a_type(), spanElements(storedA(g), g.batch())); !s)
+    return s;
+  if (Status s = operand("B", cmd.b(), g.b_type(), spanElements(storedB(g), g.batch())); !s)
+    return s;
+  if (Status s = operand("C", cmd.c(), g.c_type(), spanElements(storedC(g), g.batch())); !s)
+    return s;
+  bool wantsBias = epilogueHasBias(g.epilogue());
+  if (wantsBias != (cmd.bias() >= 0))
+    return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
+                         (wantsBias ? " needs a bias tensor" : " takes no bias tensor"));
+  if (wantsBias)
+    if (Status s = operand("bias", uint64_t(cmd.bias()), g.c_type(), uint64_t(g.m())); !s)
+      return s;
+  if (cmd.aux() >= 0)
+    return Status::error(where + "has an aux tensor, which no supported epilogue uses");
+  return Status::ok();
+}
+
+} // namespace gptc::blas

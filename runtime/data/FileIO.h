@@ -1,0 +1,22 @@
+//===- FileIO.h - whole-file reads and writes with readable errors --------===//
+
+#ifndef GPTC_RUNTIME_DATA_FILEIO_H
+#define GPTC_RUNTIME_DATA_FILEIO_H
+
+#include "runtime/support/Status.h"
+
+#include <string>
+#include <string_view>
+
+namespace gptc::data {
+
+/// All of `path`; errors name the file and the reason.
+StatusOr<std::string> readFile(const std::string &path);
+
+/// Writes `path` through a temporary file renamed into place, so a failed
+/// or interrupted write never leaves a truncated file behind.
+Status writeFile(const std::string &path, std::string_view contents);
+
+} // namespace gptc::data
+
+#endif // GPTC_RUNTIME_DATA_FILEIO_H

@@ -1,0 +1,209 @@
+//===- Json.cpp - a minimal JSON reader for {string: integer} objects -----===//
+
+#include "runtime/data/Json.h"
+
+#include "runtime/data/Unicode.h"
+
+#include <unordered_set>
+
+namespace gptc::data {
+namespace {
+
+class Parser {
+public:
+  Parser(std::string_view input, std::string &errorOut) : text(input), error(errorOut) {}
+
+  bool parseObject(StringIntEntries &entries) {
+    std::unordered_set<std::string> seen;
+    skipSpace();
+    if (!expect('{'))
+      return false;
+    skipSpace();
+    if (peek() == '}') {
+      ++pos;
+    } else {
+      while (true) {
+        std::string key;
+        int64_t value;
+        skipSpace();
+        if (!parseString(key))
+          return false;
+        skipSpace();
+        if (!expect(':'))
+          return false;
+        skipSpace();
+        if (!parseInteger(value))
+          return false;
+        if (!seen.insert(key).second)
+          return fail("duplicate key \"" + key + "\"");
+        entries.emplace_back(std::move(key), value);
+        skipSpace();
+        if (peek() == ',') {
+          ++pos;
+          continue;
+        }
+        if (!expect('}'))
+          return false;
+        break;
+      }
+    }
+    skipSpace();
+    if (pos != text.size())
+      return fail("unexpected content after the object");
+    return true;
+  }
+
+private:
+  int peek() const { return pos < text.size() ? static_cast<uint8_t>(text[pos]) : -1; }
+
+  void skipSpace() {
+    while (pos < text.size() &&
+           (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
+      ++pos;
+  }
+
+  /// Records "line L, column C: message" for the current position.
+  bool fail(const std::string &message) {
+    size_t line = 1, column = 1;
+    for (size_t i = 0; i < pos && i < text.size(); ++i) {
+      if (text[i] == '\n')
+        ++line, column = 1;
+      else
+        ++column;
+    }
+    error = "line " + std::to_string(line) + ", column " + std::to_string(column) + ": " +
+            message;
+    return false;
+  }
+
+  bool expect(char c) {
+    if (peek() == static_cast<uint8_t>(c)) {
+      ++pos;
+      return true;
+    }
+    std::string got = peek() < 0 ? "end of input" : "'" + std::string(1, text[pos]) + "'";
+    return fail(std::string("expected '") + c + "', got " + got);
+  }
+
+  bool parseHex4(uint32_t &value) {
+    if (pos + 4 > text.size())
+      return fail("truncated \\u escape");
+    value = 0;
+    for (int i = 0; i < 4; ++i) {
+      char c = text[pos + i];
+      int digit = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                         : -1;
+      if (digit < 0)
+        return fail("bad hex digit in \\u escape");
+      value = value * 16 + digit;
+    }
+    pos += 4;
+    return true;
+  }
+
+  bool parseString(std::string &out) {
+    if (!expect('"'))
+      return false;
+    while (true) {
+      if (pos >= text.size())
+        return fail("unterminated string");
+      uint8_t c = text[pos];
+      if (c == '"') {
+        ++pos;
+        return true;
+      }
+      if (c < 0x20)
+        return fail("control character in string");
+      if (c != '\\') {
+        CodePoint cp = decodeUtf8(text, pos);
+        if (!cp.valid)
+          return fail("invalid UTF-8 in string");
+        out.append(text.substr(pos, cp.length));
+        pos += cp.length;
+        continue;
+      }
+      ++pos;
+      if (pos >= text.size())
+        return fail("unterminated string");
+      char e = text[pos++];
+      switch (e) {
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case '/': out += '/'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': {
+        uint32_t cp;
+        if (!parseHex4(cp))
+          return false;
+        // Code points above U+FFFF arrive as a surrogate pair.
+        if (cp >= 0xDC00 && cp <= 0xDFFF)
+          return fail("lone low surrogate in \\u escape");
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+          uint32_t low;
+          if (text.substr(pos, 2) != "\\u")
+            return fail("high surrogate not followed by a low one");
+          pos += 2;
+          if (!parseHex4(low))
+            return false;
+          if (low < 0xDC00 || low > 0xDFFF)
+            return fail("high surrogate not followed by a low one");
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        }
+        appendUtf8(cp, out);
+        break;
+      }
+      default:
+        pos -= 2; // point at the backslash
+        return fail(std::string("bad escape '\\") + e + "'");
+      }
+    }
+  }
+
+  bool parseInteger(int64_t &value) {
+    size_t start = pos;
+    bool negative = peek() == '-';
+    if (negative)
+      ++pos;
+    if (peek() < '0' || peek() > '9')
+      return fail("expected an integer value");
+    if (peek() == '0' && pos + 1 < text.size() && text[pos + 1] >= '0' && text[pos + 1] <= '9')
+      return fail("leading zero in integer");
+    uint64_t magnitude = 0;
+    const uint64_t limit = negative ? uint64_t(INT64_MAX) + 1 : uint64_t(INT64_MAX);
+    while (peek() >= '0' && peek() <= '9') {
+      uint64_t digit = text[pos] - '0';
+      if (magnitude > (limit - digit) / 10) {
+        pos = start;
+        return fail("integer out of range");
+      }
+      magnitude = magnitude * 10 + digit;
+      ++pos;
+    }
+    if (peek() == '.' || peek() == 'e' || peek() == 'E')
+      return fail("expected an integer value, got a fraction or exponent");
+    value = negative ? static_cast<int64_t>(0 - magnitude) : static_cast<int64_t>(magnitude);
+    return true;
+  }
+
+  std::string_view text;
+  std::string &error;
+  size_t pos = 0;
+};
+
+} // namespace
+
+StatusOr<StringIntEntries> parseStringIntObject(std::string_view text) {
+  StringIntEntries entries;
+  std::string error;
+  if (!Parser(text, error).parseObject(entries))
+    return Status::error(error);
+  return entries;
+}
+
+} // namespace gptc::data

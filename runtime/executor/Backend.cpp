@@ -1,0 +1,82 @@
+//===- Backend.cpp - checks and helpers shared by the backends ------------===//
+
+#include "runtime/executor/Backend.h"
+
+#include "runtime/blas/GemmCheck.h"
+
+#include <cstring>
+
+namespace gptc {
+
+namespace {
+
+std::string programName(const schema::Program &p) {
+  return p.name() ? p.name()->str() : "<unnamed>";
+}
+
+} // namespace
+
+Status checkGemmCommands(const schema::Executable &exe) {
+  if (!exe.programs())
+    return Status::ok();
+  for (const schema::Program *p : *exe.programs()) {
+    if (!p->commands())
+      continue;
+    for (size_t c = 0; c < p->commands()->size(); ++c)
+      if (const schema::RunGemm *gemm = p->commands()->Get(c)->op_as_RunGemm())
+        if (Status s = blas::checkRunGemm(exe, *gemm); !s)
+          return Status::error("program '" + programName(*p) + "' command " + std::to_string(c) +
+                               ": " + s.message());
+  }
+  return Status::ok();
+}
+
+Status checkRunnable(const schema::Program &program) {
+  if (!program.commands())
+    return Status::ok();
+  for (size_t c = 0; c < program.commands()->size(); ++c)
+    if (program.commands()->Get(c)->op_type() == schema::Op::AllReduce)
+      return Status::error("program '" + programName(program) + "' command " + std::to_string(c) +
+                           ": AllReduce needs NCCL, which this runtime does not use yet "
+                           "(multi-GPU issue); compile for one GPU");
+  return Status::ok();
+}
+
+uint32_t programIndex(const schema::Executable &exe, const schema::Program &program) {
+  for (uint32_t i = 0; i < exe.programs()->size(); ++i)
+    if (exe.programs()->Get(i) == &program)
+      return i;
+  return UINT32_MAX;
+}
+
+StatusOr<KernelArgs> kernelArgs(const schema::Executable &exe, const schema::LaunchKernel &launch,
+                                const std::vector<char *> &poolBases) {
+  KernelArgs args;
+  size_t n = launch.args() ? launch.args()->size() : 0;
+  args.values.resize(n);
+  args.argv.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t &v = args.values[i];
+    if (launch.args_type()->Get(i) == schema::Arg::TensorArg) {
+      void *p = tensorAddress(exe, poolBases, launch.args()->GetAs<schema::TensorArg>(i)->tensor());
+      std::memcpy(&v, &p, sizeof(p));
+    } else if (launch.args_type()->Get(i) == schema::Arg::ScalarArg) {
+      const auto *s = launch.args()->GetAs<schema::ScalarArg>(i);
+      if (s->is_float()) {
+        double d = s->f64();
+        std::memcpy(&v, &d, 8);
+      } else {
+        int64_t x = s->i64();
+        std::memcpy(&v, &x, 8);
+      }
+    } else {
+      const schema::Kernel *k = exe.kernels()->Get(launch.kernel());
+      return Status::error("argument " + std::to_string(i) + " of kernel '" +
+                           (k->name() ? k->name()->str() : "?") + "' has no value");
+    }
+    args.argv[i] = &v;
+  }
+  return args;
+}
+
+} // namespace gptc

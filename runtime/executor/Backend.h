@@ -1,0 +1,86 @@
+//===- Backend.h - where an executable's programs run ---------------------===//
+//
+// A Backend owns the memory of one executable's pools and runs its
+// programs: the CUDA backend on one GPU, the Host backend on the CPU (for
+// tests and the Host target). Both allocate every pool once, when created,
+// and check every command they could run (GEMM operands, kernels found),
+// so that run() only executes.
+//
+// Backends address tensors by index and trust the indices: the loader's
+// checkExecutable has bounded them. Session is the named, checked API over
+// a backend.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_EXECUTOR_BACKEND_H
+#define GPTC_RUNTIME_EXECUTOR_BACKEND_H
+
+#include "runtime/executable/Executable.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gptc {
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  virtual schema::TargetKind kind() const = 0;
+  /// The device, e.g. "NVIDIA H200" or "host".
+  virtual std::string deviceName() const = 0;
+
+  /// Copies exactly the tensor's size_bytes between host memory and the
+  /// tensor. Not ordered against a running program: run() has returned.
+  virtual Status write(uint32_t tensor, const void *data) = 0;
+  virtual Status read(uint32_t tensor, void *data) = 0;
+  /// Sets every byte of the tensor to `byte`.
+  virtual Status fill(uint32_t tensor, uint8_t byte) = 0;
+
+  /// Runs the commands of `program` (one of the executable's) in order,
+  /// each on its stream, and returns when all of them have finished.
+  virtual Status run(const schema::Program &program) = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Shared by the backends
+//===----------------------------------------------------------------------===//
+
+/// Checks every RunGemm of every program (blas::checkRunGemm); errors name
+/// the program and command.
+Status checkGemmCommands(const schema::Executable &exe);
+
+/// Fails for commands no backend runs yet (AllReduce), naming the first.
+Status checkRunnable(const schema::Program &program);
+
+/// The index of `program` in exe.programs().
+uint32_t programIndex(const schema::Executable &exe, const schema::Program &program);
+
+/// A launch's arguments as the kernel ABI passes them: `values` holds each
+/// argument's 8 bytes (a tensor's address, an int64_t or a double) and
+/// argv[i] points to values[i]. Built once per launch command.
+/// Move-only: argv points into values.
+struct KernelArgs {
+  KernelArgs() = default;
+  KernelArgs(KernelArgs &&) = default;
+  KernelArgs &operator=(KernelArgs &&) = default;
+  KernelArgs(const KernelArgs &) = delete;
+  KernelArgs &operator=(const KernelArgs &) = delete;
+
+  std::vector<uint64_t> values;
+  std::vector<void *> argv;
+};
+StatusOr<KernelArgs> kernelArgs(const schema::Executable &exe, const schema::LaunchKernel &launch,
+                                const std::vector<char *> &poolBases);
+
+/// The address of tensor `index` given the pools' base addresses.
+inline char *tensorAddress(const schema::Executable &exe, const std::vector<char *> &poolBases,
+                           uint32_t index) {
+  const schema::Tensor *t = exe.tensors()->Get(index);
+  return poolBases[t->pool()] + t->offset_bytes();
+}
+
+} // namespace gptc
+
+#endif // GPTC_RUNTIME_EXECUTOR_BACKEND_H

@@ -1,0 +1,418 @@
+//===- CudaBackend.cpp - run an executable's programs on one GPU ----------===//
+
+#include "runtime/executor/CudaBackend.h"
+
+#include "runtime/blas/CublasLtGemm.h"
+#include "runtime/device/CudaCheck.h"
+#include "runtime/device/Device.h"
+#include "runtime/device/Driver.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string_view>
+
+namespace gptc {
+
+namespace {
+
+std::string kernelName(const schema::Kernel &k) { return k.name() ? k.name()->str() : "<unnamed>"; }
+
+// Launches above this much dynamic shared memory must opt in per function.
+constexpr uint32_t kDefaultSharedLimit = 48 << 10;
+
+class CudaBackend final : public Backend {
+public:
+  CudaBackend(const Executable &exe, const CudaBackendOptions &options)
+      : exe_(exe), options_(options) {}
+  ~CudaBackend() override {
+    if (Status s = release(); !s)
+      std::fprintf(stderr, "gptc: warning: releasing the CUDA backend: %s\n", s.message().c_str());
+  }
+
+  Status init();
+
+  schema::TargetKind kind() const override { return schema::TargetKind::CUDA; }
+  std::string deviceName() const override { return info_.name; }
+
+  Status write(uint32_t tensor, const void *data) override {
+    GPT_CUDA_CHECK(
+        cudaMemcpyAsync(address(tensor), data, size(tensor), cudaMemcpyHostToDevice, streams_[0]));
+    GPT_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    return Status::ok();
+  }
+  Status read(uint32_t tensor, void *data) override {
+    GPT_CUDA_CHECK(
+        cudaMemcpyAsync(data, address(tensor), size(tensor), cudaMemcpyDeviceToHost, streams_[0]));
+    GPT_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    return Status::ok();
+  }
+  Status fill(uint32_t tensor, uint8_t byte) override {
+    GPT_CUDA_CHECK(cudaMemsetAsync(address(tensor), byte, size(tensor), streams_[0]));
+    GPT_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
+    return Status::ok();
+  }
+  Status run(const schema::Program &program) override;
+
+private:
+  Status allocatePools();
+  Status loadKernels();
+  Status prepareLaunches();
+  Status enqueue(const schema::Program &program, uint32_t index);
+  Status capture(const schema::Program &program, uint32_t index, cudaGraphExec_t *exec);
+  Status synchronize();
+  Status release();
+  char *address(uint32_t tensor) const { return tensorAddress(exe_.get(), pools_, tensor); }
+  size_t size(uint32_t tensor) const { return exe_->tensors()->Get(tensor)->size_bytes(); }
+
+  const Executable &exe_;
+  CudaBackendOptions options_;
+  const device::Driver *driver_ = nullptr;
+  device::DeviceInfo info_;
+  std::vector<void *> allocations_;        // cudaMalloc results
+  std::vector<char *> pools_;              // aligned base of each pool
+  std::vector<cudaStream_t> streams_;      // num_streams
+  std::vector<cudaEvent_t> events_;        // num_events
+  std::vector<cudaEvent_t> captureEvents_; // fork + one join per stream
+  std::vector<CUmodule> modules_;          // distinct images
+  std::vector<CUfunction> functions_;      // by kernel index
+  std::unique_ptr<blas::CublasLtGemm> gemm_;
+  std::vector<std::vector<KernelArgs>> args_;  // by program, then command
+  std::map<uint32_t, cudaGraphExec_t> graphs_; // by program index
+};
+
+Status CudaBackend::init() {
+  StatusOr<const device::Driver *> driver = device::Driver::get();
+  if (!driver)
+    return driver.status();
+  driver_ = *driver;
+  StatusOr<device::DeviceInfo> info = device::queryDevice(options_.device);
+  if (!info)
+    return info.status();
+  info_ = *info;
+  if (Status s = device::activateDevice(options_.device); !s)
+    return s;
+  const schema::Executable &exe = exe_.get();
+  if (Status s = checkGemmCommands(exe); !s)
+    return s;
+  if (Status s = allocatePools(); !s)
+    return s;
+  for (uint32_t i = 0; i < exe.num_streams(); ++i) {
+    cudaStream_t s = nullptr;
+    GPT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    streams_.push_back(s);
+  }
+  for (uint32_t i = 0; i < exe.num_events() + (options_.graphs ? exe.num_streams() : 0); ++i) {
+    cudaEvent_t e = nullptr;
+    GPT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    (i < exe.num_events() ? events_ : captureEvents_).push_back(e);
+  }
+  if (Status s = loadKernels(); !s)
+    return s;
+  StatusOr<std::unique_ptr<blas::CublasLtGemm>> gemm = blas::CublasLtGemm::create(
+      exe.gemms() ? exe.gemms()->size() : 0, exe.num_streams(), options_.gemmWorkspaceBytes);
+  if (!gemm)
+    return gemm.status();
+  gemm_ = std::move(*gemm);
+  return prepareLaunches();
+}
+
+Status CudaBackend::allocatePools() {
+  const schema::Executable &exe = exe_.get();
+  if (!exe.pools())
+    return Status::ok();
+  for (const schema::Pool *pool : *exe.pools()) {
+    // cudaMalloc aligns to 256 bytes; a larger alignment is padded for.
+    uint64_t align = std::max<uint64_t>(pool->alignment(), 1);
+    if (align & (align - 1))
+      return Status::error("pool '" + (pool->name() ? pool->name()->str() : "") +
+                           "' has alignment " + std::to_string(align) + ", not a power of two");
+    uint64_t pad = align > 256 ? align : 0;
+    void *p = nullptr;
+    if (pool->size_bytes() > 0) {
+      cudaError_t err = cudaMalloc(&p, pool->size_bytes() + pad);
+      if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError(); // not sticky; clear it for the next call
+        return Status::error("cannot allocate pool '" + (pool->name() ? pool->name()->str() : "") +
+                             "' of " + std::to_string(pool->size_bytes()) + " bytes on " +
+                             info_.name + " (" + std::to_string(info_.memoryBytes >> 20) + " MiB)");
+      }
+      GPT_CUDA_CHECK(err);
+      allocations_.push_back(p);
+      // Zeroed once so that a run never depends on stale memory.
+      GPT_CUDA_CHECK(cudaMemset(p, 0, pool->size_bytes() + pad));
+    }
+    uintptr_t base = (reinterpret_cast<uintptr_t>(p) + align - 1) / align * align;
+    pools_.push_back(reinterpret_cast<char *>(base));
+  }
+  GPT_CUDA_CHECK(cudaDeviceSynchronize());
+  return Status::ok();
+}
+
+Status CudaBackend::loadKernels() {
+  const schema::Executable &exe = exe_.get();
+  if (!exe.kernels())
+    return Status::ok();
+  std::string device = "sm_" + std::to_string(info_.major) + std::to_string(info_.minor);
+  std::string target = exe.target()->arch() ? exe.target()->arch()->str() : "?";
+  // Kernels that carry the same image share one module (the compiler puts
+  // all kernels in one cubin); a failed load is remembered as well. Looking
+  // up by address first saves comparing megabytes of identical bytes.
+  struct Loaded {
+    Status status;
+    CUmodule module;
+  };
+  std::map<std::string_view, Loaded> byContent;
+  std::map<const char *, const Loaded *> byAddress;
+  for (const schema::Kernel *k : *exe.kernels()) {
+    std::string name = kernelName(*k);
+    bool hasCubin = k->cubin() && k->cubin()->size() > 0;
+    bool hasPtx = k->ptx() && k->ptx()->size() > 0;
+    if (!hasCubin && !hasPtx)
+      return Status::error("kernel '" + name +
+                           "' has no cubin or PTX (compiled for the Host target? use "
+                           "--target host)");
+    // Load `image` (cubin bytes, or NUL-terminated PTX text) once.
+    auto load = [&](std::string_view image, CUmodule *module) -> Status {
+      auto known = byAddress.find(image.data());
+      if (known == byAddress.end()) {
+        auto same = byContent.find(image);
+        if (same == byContent.end()) {
+          CUmodule m = nullptr;
+          Status st = GPT_CU_STATUS(driver_->moduleLoadData(&m, image.data()));
+          if (st)
+            modules_.push_back(m);
+          same = byContent.emplace(image, Loaded{st, st ? m : nullptr}).first;
+        }
+        known = byAddress.emplace(image.data(), &same->second).first;
+      }
+      *module = known->second->module;
+      return known->second->status;
+    };
+    CUmodule module = nullptr;
+    Status cubinStatus = Status::ok();
+    if (hasCubin)
+      cubinStatus = load(
+          std::string_view(reinterpret_cast<const char *>(k->cubin()->data()), k->cubin()->size()),
+          &module);
+    if (!module && hasPtx) {
+      // The driver JIT-compiles PTX for this device: slower to load, but it
+      // runs where the cubin's architecture does not.
+      if (Status ptxStatus = load(std::string_view(k->ptx()->c_str(), k->ptx()->size()), &module);
+          !ptxStatus)
+        return Status::error("kernel '" + name + "' (" + target + ") does not load on " +
+                             info_.name + " (" + device +
+                             "): " + (cubinStatus ? "" : "cubin: " + cubinStatus.message() + "; ") +
+                             "PTX: " + ptxStatus.message());
+    }
+    if (!module)
+      return Status::error("kernel '" + name + "' (" + target + ") does not load on " + info_.name +
+                           " (" + device + ") and has no PTX: " + cubinStatus.message());
+    CUfunction fn = nullptr;
+    if (Status s = GPT_CU_STATUS(driver_->moduleGetFunction(&fn, module, name.c_str())); !s)
+      return Status::error("kernel '" + name + "': " + s.message());
+    functions_.push_back(fn);
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::prepareLaunches() {
+  const schema::Executable &exe = exe_.get();
+  size_t programs = exe.programs() ? exe.programs()->size() : 0;
+  std::vector<uint32_t> sharedNeeded(functions_.size(), 0);
+  args_.resize(programs);
+  for (size_t p = 0; p < programs; ++p) {
+    const auto *commands = exe.programs()->Get(p)->commands();
+    size_t n = commands ? commands->size() : 0;
+    args_[p].resize(n);
+    for (size_t c = 0; c < n; ++c)
+      if (const auto *launch = commands->Get(c)->op_as_LaunchKernel()) {
+        StatusOr<KernelArgs> a = kernelArgs(exe, *launch, pools_);
+        if (!a)
+          return a.status();
+        args_[p][c] = std::move(*a);
+        sharedNeeded[launch->kernel()] =
+            std::max(sharedNeeded[launch->kernel()], launch->shared_bytes());
+      }
+  }
+  for (size_t k = 0; k < functions_.size(); ++k)
+    if (sharedNeeded[k] > kDefaultSharedLimit)
+      if (Status s = GPT_CU_STATUS(driver_->funcSetAttribute(
+              functions_[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+              int(sharedNeeded[k])));
+          !s)
+        return Status::error("kernel '" + kernelName(*exe.kernels()->Get(k)) + "' wants " +
+                             std::to_string(sharedNeeded[k]) +
+                             " bytes of shared memory: " + s.message());
+  return Status::ok();
+}
+
+Status CudaBackend::enqueue(const schema::Program &program, uint32_t index) {
+  const schema::Executable &exe = exe_.get();
+  if (!program.commands())
+    return Status::ok();
+  std::vector<KernelArgs> &args = args_[index];
+  for (size_t c = 0; c < program.commands()->size(); ++c) {
+    const schema::Command *cmd = program.commands()->Get(c);
+    cudaStream_t stream = streams_[cmd->stream()];
+    Status s = Status::ok();
+    switch (cmd->op_type()) {
+    case schema::Op::LaunchKernel: {
+      const auto *l = cmd->op_as_LaunchKernel();
+      const auto &g = *l->grid(), &b = *l->block();
+      s = GPT_CU_STATUS(driver_->launchKernel(functions_[l->kernel()], g[0], g[1], g[2], b[0], b[1],
+                                              b[2], l->shared_bytes(), stream, args[c].argv.data(),
+                                              nullptr));
+      if (!s)
+        s = Status::error("kernel '" + kernelName(*exe.kernels()->Get(l->kernel())) +
+                          "': " + s.message());
+      break;
+    }
+    case schema::Op::RunGemm: {
+      const auto *r = cmd->op_as_RunGemm();
+      blas::GemmOperands ops;
+      ops.a = address(r->a());
+      ops.b = address(r->b());
+      ops.c = address(r->c());
+      ops.bias = r->bias() >= 0 ? address(uint32_t(r->bias())) : nullptr;
+      s = gemm_->run(r->gemm(), *exe.gemms()->Get(r->gemm()), ops, stream, cmd->stream());
+      break;
+    }
+    case schema::Op::Memset: {
+      const auto *m = cmd->op_as_Memset();
+      s = GPT_CUDA_STATUS(
+          cudaMemsetAsync(address(m->tensor()), m->byte_value(), size(m->tensor()), stream));
+      break;
+    }
+    case schema::Op::Copy: {
+      const auto *cp = cmd->op_as_Copy();
+      s = GPT_CUDA_STATUS(cudaMemcpyAsync(address(cp->dst()), address(cp->src()), size(cp->src()),
+                                          cudaMemcpyDeviceToDevice, stream));
+      break;
+    }
+    case schema::Op::RecordEvent:
+      s = GPT_CUDA_STATUS(cudaEventRecord(events_[cmd->op_as_RecordEvent()->event()], stream));
+      break;
+    case schema::Op::WaitEvent:
+      s = GPT_CUDA_STATUS(cudaStreamWaitEvent(stream, events_[cmd->op_as_WaitEvent()->event()], 0));
+      break;
+    case schema::Op::AllReduce:
+    case schema::Op::NONE:
+      s = Status::error("cannot run this command on the GPU");
+      break;
+    }
+    if (!s)
+      return Status::error("command " + std::to_string(c) + ": " + s.message());
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::capture(const schema::Program &program, uint32_t index, cudaGraphExec_t *exec) {
+  cudaStream_t origin = streams_[0];
+  GPT_CUDA_CHECK(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal));
+  // The other streams join the capture by waiting on an event of stream 0,
+  // and stream 0 waits for each of them at the end.
+  auto body = [&]() -> Status {
+    if (streams_.size() > 1) {
+      GPT_CUDA_CHECK(cudaEventRecord(captureEvents_[0], origin));
+      for (size_t s = 1; s < streams_.size(); ++s)
+        GPT_CUDA_CHECK(cudaStreamWaitEvent(streams_[s], captureEvents_[0], 0));
+    }
+    if (Status s = enqueue(program, index); !s)
+      return s;
+    for (size_t s = 1; s < streams_.size(); ++s) {
+      GPT_CUDA_CHECK(cudaEventRecord(captureEvents_[s], streams_[s]));
+      GPT_CUDA_CHECK(cudaStreamWaitEvent(origin, captureEvents_[s], 0));
+    }
+    return Status::ok();
+  };
+  Status enqueued = body();
+  // End the capture on every path, or stream 0 stays unusable.
+  cudaGraph_t graph = nullptr;
+  Status ended = GPT_CUDA_STATUS(cudaStreamEndCapture(origin, &graph));
+  if (!enqueued || !ended) {
+    if (graph)
+      (void)GPT_CUDA_STATUS(cudaGraphDestroy(graph));
+    (void)cudaGetLastError(); // capture errors are not sticky
+    return Status::error("capturing a CUDA graph: " +
+                         (!enqueued ? enqueued.message() : ended.message()));
+  }
+  Status made = GPT_CUDA_STATUS(cudaGraphInstantiate(exec, graph, 0));
+  Status destroyed = GPT_CUDA_STATUS(cudaGraphDestroy(graph));
+  if (!made)
+    return made;
+  return destroyed;
+}
+
+Status CudaBackend::synchronize() {
+  for (cudaStream_t s : streams_)
+    GPT_CUDA_CHECK(cudaStreamSynchronize(s));
+  return Status::ok();
+}
+
+Status CudaBackend::run(const schema::Program &program) {
+  if (Status s = checkRunnable(program); !s)
+    return s;
+  uint32_t index = programIndex(exe_.get(), program);
+  if (!options_.graphs) {
+    if (Status s = enqueue(program, index); !s) {
+      (void)synchronize(); // leave nothing in flight; the enqueue error is the news
+      return s;
+    }
+    return synchronize();
+  }
+  auto it = graphs_.find(index);
+  if (it == graphs_.end()) {
+    cudaGraphExec_t exec = nullptr;
+    if (Status s = capture(program, index, &exec); !s)
+      return s;
+    it = graphs_.emplace(index, exec).first;
+  }
+  GPT_CUDA_CHECK(cudaGraphLaunch(it->second, streams_[0]));
+  return synchronize();
+}
+
+Status CudaBackend::release() {
+  Status first = Status::ok();
+  auto keep = [&](Status s) {
+    if (first && !s)
+      first = std::move(s);
+  };
+  // Let in-flight work finish before its memory goes.
+  for (cudaStream_t s : streams_)
+    keep(GPT_CUDA_STATUS(cudaStreamSynchronize(s)));
+  for (auto &[index, exec] : graphs_)
+    keep(GPT_CUDA_STATUS(cudaGraphExecDestroy(exec)));
+  graphs_.clear();
+  if (gemm_)
+    keep(gemm_->release());
+  gemm_.reset();
+  for (CUmodule m : modules_)
+    keep(GPT_CU_STATUS(driver_->moduleUnload(m)));
+  modules_.clear();
+  for (cudaEvent_t e : events_)
+    keep(GPT_CUDA_STATUS(cudaEventDestroy(e)));
+  for (cudaEvent_t e : captureEvents_)
+    keep(GPT_CUDA_STATUS(cudaEventDestroy(e)));
+  events_.clear();
+  captureEvents_.clear();
+  for (cudaStream_t s : streams_)
+    keep(GPT_CUDA_STATUS(cudaStreamDestroy(s)));
+  streams_.clear();
+  for (void *p : allocations_)
+    keep(GPT_CUDA_STATUS(cudaFree(p)));
+  allocations_.clear();
+  return first;
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<Backend>> createCudaBackend(const Executable &exe,
+                                                     const CudaBackendOptions &options) {
+  auto backend = std::make_unique<CudaBackend>(exe, options);
+  if (Status s = backend->init(); !s)
+    return s;
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+} // namespace gptc

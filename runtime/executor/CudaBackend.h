@@ -1,0 +1,42 @@
+//===- CudaBackend.h - run an executable's programs on one GPU ------------===//
+//
+// Pools are cudaMalloc'ed once (and zeroed); num_streams non-blocking
+// streams and num_events events are created once; each kernel's module is
+// loaded once from its cubin, falling back to its PTX (JIT-compiled by the
+// driver) when the cubin is missing or does not load; cuBLASLt plans are
+// cached per GEMM. A program's commands are enqueued in order, each on its
+// stream, with RecordEvent/WaitEvent ordering the streams; run() then
+// waits for all streams.
+//
+// With `graphs`, a program's first run captures all its commands into a
+// CUDA graph (the other streams fork from and join stream 0), and every
+// run launches that graph: one launch instead of one per command. This is
+// valid because every address is fixed: inputs are copied into their
+// tensors before run().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_EXECUTOR_CUDABACKEND_H
+#define GPTC_RUNTIME_EXECUTOR_CUDABACKEND_H
+
+#include "runtime/executor/Backend.h"
+
+#include <cstddef>
+#include <memory>
+
+namespace gptc {
+
+struct CudaBackendOptions {
+  int device = 0;
+  bool graphs = false;                          // capture each program once, replay it afterwards
+  size_t gemmWorkspaceBytes = size_t(32) << 20; // per stream
+};
+
+/// Fails with "no CUDA device: <reason>" on a machine without a usable GPU.
+/// `exe` must outlive the backend.
+StatusOr<std::unique_ptr<Backend>> createCudaBackend(const Executable &exe,
+                                                     const CudaBackendOptions &options = {});
+
+} // namespace gptc
+
+#endif // GPTC_RUNTIME_EXECUTOR_CUDABACKEND_H

@@ -1,0 +1,213 @@
+//===- HostBackend.cpp - run an executable's programs on the CPU ----------===//
+
+#include "runtime/executor/HostBackend.h"
+
+#include "runtime/blas/CpuGemm.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+
+namespace gptc {
+
+namespace {
+
+/// Host ABI: extern "C" void name(void **argv, const uint32_t *grid,
+/// const uint32_t *block).
+using HostKernel = void (*)(void **, const uint32_t *, const uint32_t *);
+
+std::string kernelName(const schema::Kernel &k) { return k.name() ? k.name()->str() : "<unnamed>"; }
+
+class HostBackend final : public Backend {
+public:
+  explicit HostBackend(const Executable &exe) : exe_(exe) {}
+  ~HostBackend() override {
+    for (char *p : pools_)
+      std::free(p);
+    if (library_)
+      dlclose(library_);
+  }
+
+  Status init();
+
+  schema::TargetKind kind() const override { return schema::TargetKind::Host; }
+  std::string deviceName() const override { return "host"; }
+
+  Status write(uint32_t tensor, const void *data) override {
+    std::memcpy(address(tensor), data, size(tensor));
+    return Status::ok();
+  }
+  Status read(uint32_t tensor, void *data) override {
+    std::memcpy(data, address(tensor), size(tensor));
+    return Status::ok();
+  }
+  Status fill(uint32_t tensor, uint8_t byte) override {
+    std::memset(address(tensor), byte, size(tensor));
+    return Status::ok();
+  }
+  Status run(const schema::Program &program) override;
+
+private:
+  Status loadHostObject();
+  char *address(uint32_t tensor) const { return tensorAddress(exe_.get(), pools_, tensor); }
+  size_t size(uint32_t tensor) const { return exe_->tensors()->Get(tensor)->size_bytes(); }
+
+  const Executable &exe_;
+  std::vector<char *> pools_;                 // base of each pool
+  void *library_ = nullptr;                   // dlopen'ed host_object
+  std::vector<HostKernel> kernels_;           // by kernel index
+  std::vector<std::vector<KernelArgs>> args_; // by program, then command
+};
+
+Status HostBackend::init() {
+  const schema::Executable &exe = exe_.get();
+  if (exe.pools())
+    for (const schema::Pool *pool : *exe.pools()) {
+      // aligned_alloc wants a power-of-two alignment and a size it divides.
+      size_t align = std::max<size_t>(pool->alignment(), alignof(std::max_align_t));
+      if (align & (align - 1))
+        return Status::error("pool '" + (pool->name() ? pool->name()->str() : "") +
+                             "' has alignment " + std::to_string(align) + ", not a power of two");
+      size_t bytes = (std::max<uint64_t>(pool->size_bytes(), 1) + align - 1) / align * align;
+      char *p = static_cast<char *>(std::aligned_alloc(align, bytes));
+      if (!p)
+        return Status::error("cannot allocate pool '" + (pool->name() ? pool->name()->str() : "") +
+                             "' of " + std::to_string(pool->size_bytes()) + " bytes on the host");
+      std::memset(p, 0, bytes);
+      pools_.push_back(p);
+    }
+  if (Status s = checkGemmCommands(exe); !s)
+    return s;
+  if (Status s = loadHostObject(); !s)
+    return s;
+  // Argument arrays of every launch, built once.
+  size_t programs = exe.programs() ? exe.programs()->size() : 0;
+  args_.resize(programs);
+  for (size_t p = 0; p < programs; ++p) {
+    const auto *commands = exe.programs()->Get(p)->commands();
+    size_t n = commands ? commands->size() : 0;
+    args_[p].resize(n);
+    for (size_t c = 0; c < n; ++c)
+      if (const auto *launch = commands->Get(c)->op_as_LaunchKernel()) {
+        StatusOr<KernelArgs> a = kernelArgs(exe, *launch, pools_);
+        if (!a)
+          return a.status();
+        args_[p][c] = std::move(*a);
+      }
+  }
+  return Status::ok();
+}
+
+Status HostBackend::loadHostObject() {
+  const schema::Executable &exe = exe_.get();
+  size_t numKernels = exe.kernels() ? exe.kernels()->size() : 0;
+  if (numKernels == 0)
+    return Status::ok();
+  const auto *object = exe.host_object();
+  if (!object || object->size() == 0)
+    return Status::error("kernel '" + kernelName(*exe.kernels()->Get(0)) +
+                         "' needs host_object, which the executable lacks (compiled for "
+                         "the CUDA target? use --target cuda)");
+  // dlopen needs a file: write one, open it, and unlink it at once (the
+  // mapping stays valid).
+  const char *tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/gptc-host-XXXXXX.so";
+  int fd = mkstemps(path.data(), 3);
+  if (fd < 0)
+    return Status::error("cannot create a temporary file for host_object in " + path + ": " +
+                         std::strerror(errno));
+  const uint8_t *bytes = object->data();
+  size_t left = object->size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, bytes, left);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      std::string why = std::strerror(errno);
+      ::close(fd);
+      ::unlink(path.c_str());
+      return Status::error("cannot write host_object to " + path + ": " + why);
+    }
+    bytes += n;
+    left -= size_t(n);
+  }
+  ::close(fd);
+  library_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string why = library_ ? "" : dlerror();
+  ::unlink(path.c_str());
+  if (!library_)
+    return Status::error("cannot load host_object: " + why);
+  for (const schema::Kernel *k : *exe.kernels()) {
+    std::string symbol =
+        k->host_symbol() && k->host_symbol()->size() ? k->host_symbol()->str() : kernelName(*k);
+    dlerror();
+    void *fn = dlsym(library_, symbol.c_str());
+    if (!fn)
+      return Status::error("kernel '" + kernelName(*k) + "': host_object has no symbol '" + symbol +
+                           "'");
+    kernels_.push_back(reinterpret_cast<HostKernel>(fn));
+  }
+  return Status::ok();
+}
+
+Status HostBackend::run(const schema::Program &program) {
+  if (Status s = checkRunnable(program); !s)
+    return s;
+  const schema::Executable &exe = exe_.get();
+  if (!program.commands())
+    return Status::ok();
+  std::vector<KernelArgs> &args = args_[programIndex(exe, program)];
+  for (size_t c = 0; c < program.commands()->size(); ++c) {
+    const schema::Command *cmd = program.commands()->Get(c);
+    switch (cmd->op_type()) {
+    case schema::Op::LaunchKernel: {
+      const auto *launch = cmd->op_as_LaunchKernel();
+      kernels_[launch->kernel()](args[c].argv.data(), launch->grid()->data(),
+                                 launch->block()->data());
+      break;
+    }
+    case schema::Op::RunGemm: {
+      const auto *r = cmd->op_as_RunGemm();
+      const char *bias = r->bias() >= 0 ? address(uint32_t(r->bias())) : nullptr;
+      if (Status s = blas::cpuGemm(*exe.gemms()->Get(r->gemm()), r->gemm(), address(r->a()),
+                                   address(r->b()), address(r->c()), bias);
+          !s)
+        return s;
+      break;
+    }
+    case schema::Op::Memset: {
+      const auto *m = cmd->op_as_Memset();
+      std::memset(address(m->tensor()), m->byte_value(), size(m->tensor()));
+      break;
+    }
+    case schema::Op::Copy: {
+      const auto *cp = cmd->op_as_Copy();
+      std::memmove(address(cp->dst()), address(cp->src()), size(cp->src()));
+      break;
+    }
+    case schema::Op::RecordEvent:
+    case schema::Op::WaitEvent:
+      break; // serial execution already orders everything
+    case schema::Op::AllReduce:
+    case schema::Op::NONE:
+      return Status::error("command " + std::to_string(c) + " cannot run on the host");
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
+StatusOr<std::unique_ptr<Backend>> createHostBackend(const Executable &exe) {
+  auto backend = std::make_unique<HostBackend>(exe);
+  if (Status s = backend->init(); !s)
+    return s;
+  return std::unique_ptr<Backend>(std::move(backend));
+}
+
+} // namespace gptc

@@ -1,0 +1,28 @@
+//===- OpenSession.cpp - a Session on the target of choice ----------------===//
+
+#include "runtime/executor/OpenSession.h"
+
+#include "runtime/executor/HostBackend.h"
+
+namespace gptc {
+
+StatusOr<std::unique_ptr<Session>> createSession(Executable exe, const SessionOptions &options) {
+  schema::TargetKind target = options.target.value_or(exe->target()->kind());
+  CudaBackendOptions cuda = options.cuda;
+  return Session::create(std::move(exe), [&](const Executable &e) {
+    return target == schema::TargetKind::Host ? createHostBackend(e) : createCudaBackend(e, cuda);
+  });
+}
+
+StatusOr<std::unique_ptr<Session>> openSession(const std::string &path,
+                                               const SessionOptions &options) {
+  StatusOr<Executable> exe = Executable::loadFile(path);
+  if (!exe)
+    return exe.status();
+  StatusOr<std::unique_ptr<Session>> session = createSession(std::move(*exe), options);
+  if (!session)
+    return Status::error(path + ": " + session.status().message());
+  return session;
+}
+
+} // namespace gptc

@@ -1,0 +1,142 @@
+//===- GptDataToolTest.cpp - the gpt-data command line --------------------===//
+
+#include "DataTestUtils.h"
+
+#include "runtime/data/FileIO.h"
+#include "runtime/data/TokenFile.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+
+using namespace gptc;
+using namespace gptc::data;
+using gptc::data::testing::tempPath;
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output; // stdout and stderr
+};
+
+Result run(const std::string &args) {
+  std::string command = std::string(GPTC_GPT_DATA_TOOL) + " " + args + " 2>&1";
+  Result r{-1, ""};
+  FILE *p = popen(command.c_str(), "r");
+  if (!p)
+    return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), p)) > 0)
+    r.output.append(buffer, n);
+  int status = pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+const std::string kVocab = std::string("--vocab-dir ") + GPTC_VOCAB_DIR;
+
+TEST(GptDataToolTest, Help) {
+  for (const char *command : {"", "encode ", "decode ", "info ", "austen "}) {
+    Result r = run(std::string(command) + "--help");
+    EXPECT_EQ(r.status, 0) << command;
+    EXPECT_NE(r.output.find("usage: gpt-data"), std::string::npos) << command;
+  }
+  EXPECT_NE(run("encode --help").output.find("examples:"), std::string::npos);
+}
+
+TEST(GptDataToolTest, UsageErrors) {
+  Result r = run("");
+  EXPECT_EQ(r.status, 2);
+  r = run("frobnicate");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "gpt-data: unknown command 'frobnicate' (encode, decode, info, austen)\n");
+  r = run("encode --bogus x.txt -o y.bin");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "gpt-data encode: unknown option --bogus (see gpt-data encode --help)\n");
+  r = run("encode x.txt -o");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "gpt-data encode: --output needs a value\n");
+  r = run("encode x.txt -o y.bin");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--vocab-dir DIR is required"), std::string::npos);
+  r = run("austen " + kVocab + " -o /tmp");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output,
+            "gpt-data austen: give exactly one of --deb FILE.deb and --rdb Rdata.rdb\n");
+  r = run("info -n x y.bin");
+  EXPECT_EQ(r.status, 2);
+}
+
+TEST(GptDataToolTest, EncodeDecodeInfo) {
+  std::string txt = tempPath("tool.txt"), bin = tempPath("tool.bin"), out = tempPath("out.txt");
+  ASSERT_TRUE(writeFile(txt, "Hello world\n\n the"));
+  Result r = run("encode " + kVocab + " " + txt + " -o " + bin);
+  ASSERT_EQ(r.status, 0) << r.output;
+  StatusOr<std::vector<uint16_t>> tokens = readTokenFile(bin);
+  ASSERT_TRUE(tokens);
+  EXPECT_EQ(*tokens, (std::vector<uint16_t>{50256, 15496, 995, 628, 262}));
+
+  r = run("decode " + kVocab + " " + bin);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.output, "<|endoftext|>Hello world\n\n the");
+  r = run("decode " + kVocab + " " + bin + " -o " + out);
+  EXPECT_EQ(r.status, 0);
+  StatusOr<std::string> text = readFile(out);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, "<|endoftext|>Hello world\n\n the");
+
+  r = run("info " + kVocab + " -n 3 " + bin);
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("tokens:    5\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("documents: 1 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("first 3: 50256 15496 995\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("as text:   \"<|endoftext|>Hello world\""), std::string::npos)
+      << r.output;
+
+  // Split at blank lines: the "\n\n" ends the first document.
+  r = run("encode " + kVocab + " --split-on-blank-lines " + txt + " " + txt + " -o " + bin);
+  ASSERT_EQ(r.status, 0) << r.output;
+  tokens = readTokenFile(bin);
+  ASSERT_TRUE(tokens);
+  EXPECT_EQ(*tokens, (std::vector<uint16_t>{50256, 15496, 995, 628, 50256, 262, 50256, 15496,
+                                            995, 628, 50256, 262}));
+
+  ASSERT_TRUE(writeFile(txt, "a<|endoftext|>b"));
+  r = run("encode " + kVocab + " --allow-special " + txt + " -o " + bin);
+  ASSERT_EQ(r.status, 0) << r.output;
+  tokens = readTokenFile(bin);
+  ASSERT_TRUE(tokens);
+  EXPECT_EQ(*tokens, (std::vector<uint16_t>{50256, 64, 50256, 65}));
+}
+
+TEST(GptDataToolTest, BadInputsExitOne) {
+  std::string bad = tempPath("bad.txt"), bin = tempPath("bad.bin");
+  ASSERT_TRUE(writeFile(bad, "ok\xFFno"));
+  Result r = run("encode " + kVocab + " " + bad + " -o " + bin);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, bad + ": not UTF-8 text (invalid byte at offset 2)\n");
+  r = run("encode " + kVocab + " " + tempPath("none.txt") + " -o " + bin);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, tempPath("none.txt") + ": No such file or directory\n");
+  r = run("info " + bad);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, bad + ": too short for the 1024-byte header (5 bytes)\n");
+  ASSERT_TRUE(writeTokenFile(bin, {1, 60000}));
+  r = run("decode " + kVocab + " " + bin);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, bin + ": token 60000 at index 1 is outside the vocabulary (size 50257)\n");
+  r = run("encode --vocab-dir /nonexistent " + bad + " -o " + bin);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "/nonexistent/encoder.json: No such file or directory\n");
+  r = run("austen " + kVocab + " --rdb " + bad + " -o " + tempPath("austen"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, bad + ": record 0 (offset 0): truncated zlib stream (0 of 1869348718 "
+                            "bytes)\n");
+  r = run("austen " + kVocab + " --deb " + bad + " -o " + tempPath("austen"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find(bad + ": 'dpkg-deb -x' failed"), std::string::npos) << r.output;
+}
+
+} // namespace

@@ -1,0 +1,230 @@
+//===- CudaBackendTest.cpp - CudaBackend, on both kinds of machine --------===//
+//
+// Without a GPU (CI) the backend must fail with "no CUDA device". With one
+// (scripts/device-build.sh on the GPU machine) the hand-built programs of
+// TestPrograms.h run from a cubin, from PTX, with two streams and as CUDA
+// graphs, and every GEMM case of GemmCases.h is checked against the same
+// exact reference the CPU GEMM passes. The kernels are DeviceKernels.cu,
+// compiled by nvcc at build time (GPTC_TEST_CUBIN / GPTC_TEST_PTX).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executor/CudaBackend.h"
+#include "runtime/blas/CpuGemm.h"
+#include "runtime/device/Device.h"
+#include "runtime/executor/Session.h"
+#include "test/unit/runtime/blas/GemmCases.h"
+#include "test/unit/runtime/executor/TestPrograms.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+using namespace gptc;
+using namespace gptc::testing;
+
+namespace {
+
+bool haveGpu() { return bool(device::deviceCount()); }
+
+std::string errorOf(const Status &s) { return s ? "" : s.message(); }
+template <typename T> std::string errorOf(const StatusOr<T> &s) {
+  return s ? "" : s.status().message();
+}
+
+StatusOr<std::unique_ptr<Session>> cudaSession(const ExecutableSpec &spec,
+                                               CudaBackendOptions options = {}) {
+  StatusOr<Executable> exe = Executable::loadBytes(spec.build(), "test.fb");
+  if (!exe)
+    return exe.status();
+  return Session::create(std::move(*exe),
+                         [&](const Executable &e) { return createCudaBackend(e, options); });
+}
+
+/// Adds the images to the pipeline's two kernels.
+void addImages(ExecutableSpec &spec, bool cubin, bool ptx) {
+  std::vector<uint8_t> bin = readFileBytes(GPTC_TEST_CUBIN);
+  std::vector<uint8_t> text = readFileBytes(GPTC_TEST_PTX);
+  for (auto &k : spec.kernels) {
+    if (cubin)
+      k.cubin = bin;
+    if (ptx)
+      k.ptx.assign(text.begin(), text.end());
+  }
+}
+
+#define REQUIRE_GPU_AND_KERNELS()                                                                  \
+  do {                                                                                             \
+    if (!haveGpu())                                                                                \
+      GTEST_SKIP() << "no GPU on this machine";                                                    \
+    if (readFileBytes(GPTC_TEST_CUBIN).empty())                                                    \
+      GTEST_SKIP() << "no nvcc-built test kernels (" GPTC_TEST_CUBIN ")";                          \
+  } while (0)
+
+std::vector<float> output(Session &session, const std::string &name, size_t n) {
+  std::vector<float> v(n);
+  Status s = session.getOutput("main", name, v.data(), n * 4);
+  EXPECT_TRUE(s) << s.message();
+  return v;
+}
+
+void runPipeline(Session &session, int runs = 1) {
+  PipelineValues v;
+  for (auto [name, data] : {std::pair{"x", &v.x}, std::pair{"a", &v.a}, std::pair{"b", &v.b}})
+    ASSERT_TRUE(session.setInput("main", name, *data));
+  ASSERT_TRUE(session.writeTensor(*session.findTensor("bias"), v.bias.data(), 8));
+  for (int r = 0; r < runs; ++r) {
+    Status s = session.run("main");
+    ASSERT_TRUE(s) << s.message();
+  }
+  EXPECT_EQ(output(session, "y", 4), v.y());
+  std::vector<float> m = output(session, "m", 2);
+  EXPECT_EQ(std::memcmp(m.data(), v.m().data(), 8), 0);
+  std::vector<float> xs = v.xs();
+  for (int r = 1; r < runs; ++r)
+    for (float &f : xs)
+      f *= 0.5f;
+  EXPECT_EQ(output(session, "xs", 8), xs);
+}
+
+// Verify that without a GPU the backend fails cleanly and says why.
+TEST(CudaBackendTest, NoDeviceFailsCleanly) {
+  if (haveGpu())
+    GTEST_SKIP() << "this machine has a GPU";
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
+  auto session = cudaSession(spec);
+  ASSERT_FALSE(session);
+  EXPECT_EQ(errorOf(session).rfind("no CUDA device: ", 0), 0u) << errorOf(session);
+}
+
+// Verify every command kind from cubins.
+TEST(CudaBackendTest, RunsEveryCommandKindFromCubin) {
+  REQUIRE_GPU_AND_KERNELS();
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
+  addImages(spec, /*cubin=*/true, /*ptx=*/false);
+  auto session = cudaSession(spec);
+  ASSERT_TRUE(session) << errorOf(session);
+  runPipeline(**session);
+}
+
+// Verify the PTX path: PTX alone, and PTX behind a cubin that does not load.
+TEST(CudaBackendTest, FallsBackToPtx) {
+  REQUIRE_GPU_AND_KERNELS();
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
+  addImages(spec, false, true);
+  auto session = cudaSession(spec);
+  ASSERT_TRUE(session) << errorOf(session);
+  runPipeline(**session);
+
+  ExecutableSpec broken = pipelineExecutable(s::TargetKind::CUDA);
+  addImages(broken, false, true);
+  for (auto &k : broken.kernels)
+    k.cubin = {0x7f, 'E', 'L', 'F', 0, 0, 0, 0};
+  auto fallback = cudaSession(broken);
+  ASSERT_TRUE(fallback) << errorOf(fallback);
+  runPipeline(**fallback);
+
+  ExecutableSpec none = pipelineExecutable(s::TargetKind::CUDA);
+  for (auto &k : none.kernels)
+    k.cubin = {0x7f, 'E', 'L', 'F', 0, 0, 0, 0};
+  std::string error = errorOf(cudaSession(none));
+  EXPECT_NE(error.find("kernel 'gptc_test_scale' (sm_90) does not load on"), std::string::npos)
+      << error;
+}
+
+// Verify two streams ordered by events, with and without CUDA graphs, and
+// that a replayed graph runs the program again (x halves once per run).
+TEST(CudaBackendTest, TwoStreamsEventsAndGraphs) {
+  REQUIRE_GPU_AND_KERNELS();
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "graphs" : "streams");
+    ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA, /*twoStreams=*/true);
+    addImages(spec, true, false);
+    CudaBackendOptions options;
+    options.graphs = graphs;
+    auto session = cudaSession(spec, options);
+    ASSERT_TRUE(session) << errorOf(session);
+    runPipeline(**session, /*runs=*/3);
+  }
+}
+
+// Verify that an AllReduce fails the run with the NCCL message.
+TEST(CudaBackendTest, AllReduceNeedsNccl) {
+  REQUIRE_GPU_AND_KERNELS();
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
+  addImages(spec, true, false);
+  spec.addProgram("reduce").allReduce({6});
+  auto session = cudaSession(spec);
+  ASSERT_TRUE(session) << errorOf(session);
+  EXPECT_NE(errorOf((*session)->run("reduce")).find("AllReduce needs NCCL"), std::string::npos);
+}
+
+/// One GEMM case on the GPU: operands uploaded with NaN gaps, D read back.
+void checkGemmOnGpu(const GemmCase &tc, s::DType inType, s::ComputeType compute, bool graphs) {
+  GemmData d = makeGemm(tc, 11);
+  d.spec.aType = d.spec.bType = inType;
+  d.spec.compute = compute;
+  ExecutableSpec e;
+  e.target = s::TargetKind::CUDA;
+  uint32_t inBytes = elementSize(inType);
+  auto round = [](uint64_t b) { return (b + 255) / 256 * 256; };
+  uint64_t aBytes = round(d.a.size() * inBytes), bBytes = round(d.b.size() * inBytes);
+  uint64_t cBytes = round(d.c.size() * 4),
+           biasBytes = round(std::max<size_t>(d.bias.size(), 1) * 4);
+  uint32_t pool = e.addPool("all", aBytes + bBytes + cBytes + biasBytes);
+  uint32_t a = e.addTensor("a", s::TensorRole::Input, inType, {int64_t(d.a.size())}, pool, 0);
+  uint32_t b = e.addTensor("b", s::TensorRole::Input, inType, {int64_t(d.b.size())}, pool, aBytes);
+  uint32_t c = e.addTensor("c", s::TensorRole::Output, s::DType::F32, {int64_t(d.c.size())}, pool,
+                           aBytes + bBytes);
+  uint32_t bias =
+      e.addTensor("bias", s::TensorRole::Input, s::DType::F32,
+                  {int64_t(std::max<size_t>(d.bias.size(), 1))}, pool, aBytes + bBytes + cBytes);
+  uint32_t g = e.addGemm(d.spec);
+  e.addProgram("gemm", {a, b, bias}, {c}).gemm(g, a, b, c, tc.bias ? int64_t(bias) : -1);
+  CudaBackendOptions options;
+  options.graphs = graphs;
+  auto session = cudaSession(e, options);
+  ASSERT_TRUE(session) << errorOf(session);
+  Session &ss = **session;
+  auto upload = [&](uint32_t t, const std::vector<double> &v, s::DType type) {
+    std::vector<uint8_t> bytes(ss.tensor(t).size_bytes());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (type == s::DType::F32) {
+        float f = float(v[i]);
+        std::memcpy(&bytes[i * 4], &f, 4);
+      } else {
+        uint16_t h =
+            type == s::DType::BF16 ? blas::floatToBf16(float(v[i])) : blas::floatToF16(float(v[i]));
+        std::memcpy(&bytes[i * 2], &h, 2);
+      }
+    }
+    ASSERT_TRUE(ss.writeTensor(t, bytes.data(), bytes.size()));
+  };
+  upload(a, d.a, inType);
+  upload(b, d.b, inType);
+  upload(c, d.c, s::DType::F32);
+  upload(bias, d.bias, s::DType::F32);
+  Status run = ss.run("gemm");
+  ASSERT_TRUE(run) << run.message();
+  std::vector<float> got(d.c.size());
+  ASSERT_TRUE(ss.readTensor(c, got.data(), got.size() * 4));
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE((std::isnan(got[i]) && std::isnan(d.expected[i])) || got[i] == d.expected[i])
+        << "element " << i << ": " << got[i] << " vs " << d.expected[i];
+}
+
+// Verify cuBLASLt against the exact reference for every case: F32, TF32
+// and BF16 inputs (small integers are exact in all), F16 under graphs.
+TEST(CudaBackendTest, GemmMatchesReference) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  for (const GemmCase &tc : allGemmCases()) {
+    SCOPED_TRACE(tc.name());
+    checkGemmOnGpu(tc, s::DType::F32, s::ComputeType::F32, false);
+    checkGemmOnGpu(tc, s::DType::F32, s::ComputeType::F32FastTF32, false);
+    checkGemmOnGpu(tc, s::DType::BF16, s::ComputeType::F32, false);
+    checkGemmOnGpu(tc, s::DType::F16, s::ComputeType::F32, true);
+  }
+}
+
+} // namespace

@@ -1,0 +1,79 @@
+//===- GptrunOptionsTest.cpp - gptrun's flags and throughput math ---------===//
+
+#include "tools/gptrun/Options.h"
+#include "tools/gptrun/Throughput.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+using namespace gptc;
+using namespace gptc::gptrun;
+
+namespace {
+
+std::string parseError(std::vector<std::string> args) {
+  StatusOr<Options> o = parseOptions(args);
+  return o ? "" : o.status().message();
+}
+
+// Verify both flag spellings and every value.
+TEST(GptrunOptionsTest, ParsesEveryFlag) {
+  StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin", "--val=v.bin", "--steps", "7",
+                                      "--val-every=3", "--val-batches", "4", "--seed=9", "--target",
+                                      "cuda", "--graph", "--device=1", "--peak-tflops", "100.5"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->executable, "step.fb");
+  EXPECT_EQ(o->data, "t.bin");
+  EXPECT_EQ(o->val, "v.bin");
+  EXPECT_EQ(o->steps, 7);
+  EXPECT_EQ(o->valEvery, 3);
+  EXPECT_EQ(o->valBatches, 4);
+  EXPECT_EQ(o->seed, 9u);
+  EXPECT_EQ(o->target, std::optional<std::string>("cuda"));
+  EXPECT_TRUE(o->graph);
+  EXPECT_EQ(o->device, 1);
+  EXPECT_DOUBLE_EQ(o->peakTflops, 100.5);
+  EXPECT_TRUE(parseOptions({"--help"})->help);
+}
+
+// Verify that every usage error names the flag.
+TEST(GptrunOptionsTest, UsageErrors) {
+  EXPECT_EQ(parseError({"--data", "t.bin"}),
+            "no executable given (gptrun STEP.fb --data TRAIN.bin)");
+  EXPECT_EQ(parseError({"step.fb"}), "--data TRAIN.bin is required");
+  EXPECT_EQ(parseError({"step.fb", "--data"}), "--data needs a value");
+  EXPECT_EQ(parseError({"step.fb", "--data", "t", "--steps", "x"}),
+            "--steps wants an integer, got 'x'");
+  EXPECT_EQ(parseError({"step.fb", "--data", "t", "--steps", "0"}),
+            "--steps must be at least 1, got 0");
+  EXPECT_EQ(parseError({"step.fb", "--data", "t", "--frobnicate"}),
+            "unknown option '--frobnicate'");
+  EXPECT_EQ(parseError({"step.fb", "--data", "t", "--target", "tpu"}),
+            "--target is cuda or host, got 'tpu'");
+  EXPECT_EQ(parseError({"a.fb", "b.fb", "--data", "t"}),
+            "one executable only, got 'a.fb' and 'b.fb'");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--graph", "--target", "host"}),
+            "--graph applies to the CUDA target only");
+}
+
+// Verify the MFU arithmetic on GPT-2 124M's numbers (llm.c's formula).
+TEST(GptrunOptionsTest, MfuAndPeakTable) {
+  double f = flopsPerToken(124475904, 12, 1024, 768);
+  EXPECT_DOUBLE_EQ(f, 6.0 * 124475904 + 12.0 * 12 * 1024 * 768);
+  EXPECT_DOUBLE_EQ(peakTflops("NVIDIA H200"), 989.5);
+  EXPECT_DOUBLE_EQ(peakTflops("NVIDIA H100 80GB HBM3"), 989.5);
+  EXPECT_DOUBLE_EQ(peakTflops("NVIDIA H100 PCIe"), 756.0);
+  EXPECT_DOUBLE_EQ(peakTflops("NVIDIA A100-SXM4-80GB"), 312.0);
+  EXPECT_DOUBLE_EQ(peakTflops("NVIDIA GeForce RTX 4090"), 0.0);
+  // 1M tok/s at ~0.86 GFLOP/token is ~86.5% of an H100.
+  EXPECT_NEAR(mfuPercent(1e6, f, 989.5), 100.0 * 1e6 * f / 989.5e12, 1e-9);
+  EXPECT_EQ(mfuPercent(1e6, f, 0), 0);
+  EXPECT_EQ(withCommas(53120), "53,120");
+  EXPECT_EQ(withCommas(999), "999");
+  EXPECT_EQ(withCommas(1000000), "1,000,000");
+  EXPECT_EQ(withCommas(-1234), "-1,234");
+}
+
+} // namespace

@@ -1,0 +1,235 @@
+//===- GptrunTest.cpp - gptrun end to end on a fake Host executable -------===//
+//
+// Builds a step.fb whose init/train_step/forward are the fake kernels of
+// TestKernels.c (host_object), plus llm.c token files, then runs the real
+// gptrun binary (GPTC_GPTRUN) and checks its output and exit status: the
+// training loop's plumbing on CI, without a GPU or a compiled model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/data/TokenFile.h"
+#include "runtime/device/Device.h"
+#include "test/unit/runtime/ExecutableBuilder.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+using namespace gptc;
+using namespace gptc::testing;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int status = -1;
+  std::string output; // stdout and stderr
+};
+
+RunResult gptrun(const std::string &args) {
+  RunResult r;
+  std::string cmd = std::string(GPTC_GPTRUN) + " " + args + " 2>&1";
+  FILE *pipe = popen(cmd.c_str(), "r");
+  if (!pipe)
+    return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0)
+    r.output.append(buf, n);
+  int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+/// The fake model: accum_steps=2, B=2, T=4, one parameter vector w (4).
+/// Leave out a program by name with `without`.
+ExecutableSpec fakeExecutable(const std::string &without = "") {
+  ExecutableSpec e;
+  e.modelName = "fake";
+  e.numParameters = 4;
+  e.config = {{"n_layer", 1}, {"n_embd", 4}, {"vocab_size", 16},
+              {"batch", 2},   {"seq", 4},    {"accum_steps", 2}};
+  e.hostObject = readFileBytes(GPTC_TEST_KERNELS_SO);
+  uint32_t params = e.addPool("params", 256), state = e.addPool("state", 256);
+  uint32_t inputs = e.addPool("inputs", 1024), outputs = e.addPool("outputs", 256);
+  using R = s::TensorRole;
+  using D = s::DType;
+  uint32_t w = e.addTensor("w", R::Parameter, D::F32, {4}, params, 0);
+  uint32_t m = e.addTensor("w.adam_m", R::OptimizerState, D::F32, {4}, state, 0);
+  uint32_t seed = e.addTensor("seed", R::Input, D::I32, {}, inputs, 0);
+  uint32_t step = e.addTensor("step", R::Input, D::I32, {}, inputs, 128);
+  uint32_t tokens = e.addTensor("tokens", R::Input, D::I32, {2, 2, 4}, inputs, 256);
+  uint32_t targets = e.addTensor("targets", R::Input, D::I32, {2, 2, 4}, inputs, 512);
+  uint32_t vtokens = e.addTensor("tokens", R::Input, D::I32, {2, 4}, inputs, 768);
+  uint32_t vtargets = e.addTensor("targets", R::Input, D::I32, {2, 4}, inputs, 896);
+  uint32_t loss = e.addTensor("loss", R::Output, D::F32, {}, outputs, 0);
+  uint32_t norm = e.addTensor("grad_norm", R::Output, D::F32, {}, outputs, 16);
+  uint32_t lr = e.addTensor("lr", R::Output, D::F32, {}, outputs, 32);
+  uint32_t vloss = e.addTensor("loss", R::Output, D::F32, {}, outputs, 64);
+  uint32_t init = e.addKernel("gptc_fake_init", 3);
+  uint32_t train = e.addKernel("gptc_fake_step", 8);
+  uint32_t fwd = e.addKernel("gptc_fake_forward", 3);
+  if (without != "init")
+    e.addProgram("init", {seed}, {w}).launch(init, {tensorArg(w), intArg(4), tensorArg(seed)});
+  if (without != "train_step")
+    e.addProgram("train_step", {w, m, tokens, targets, step}, {w, m, loss, norm, lr})
+        .launch(train, {tensorArg(targets), intArg(16), tensorArg(step), tensorArg(w), tensorArg(m),
+                        tensorArg(loss), tensorArg(norm), tensorArg(lr)});
+  if (without != "forward")
+    e.addProgram("forward", {w, vtokens, vtargets}, {vloss})
+        .launch(fwd, {tensorArg(vtargets), intArg(8), tensorArg(vloss)});
+  return e;
+}
+
+class GptrunTest : public ::testing::Test {
+protected:
+  static void SetUpTestSuite() {
+    dir = new fs::path(fs::temp_directory_path() / ("gptrun-test-" + std::to_string(::getpid())));
+    fs::create_directories(*dir);
+    write("fake.fb", fakeExecutable().build());
+    write("no-forward.fb", fakeExecutable("forward").build());
+    write("no-init.fb", fakeExecutable("init").build());
+    // The same model for the GPU: cubins of DeviceKernels.cu, no host_object.
+    ExecutableSpec cuda = fakeExecutable();
+    cuda.target = s::TargetKind::CUDA;
+    cuda.arch = "sm_90";
+    cuda.hostObject.clear();
+    for (auto &k : cuda.kernels)
+      k.cubin = readFileBytes(GPTC_TEST_CUBIN);
+    write("fake-cuda.fb", cuda.build());
+    // Token i is i % 16: every window pair's targets average 7.5, and a
+    // (B, T) = (2, 4) validation batch's 4.5 or 10.5.
+    std::vector<int32_t> tokens(200);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = int32_t(i % 16);
+    ASSERT_TRUE(data::writeTokenFile(path("train.bin"), tokens));
+    ASSERT_TRUE(data::writeTokenFile(path("val.bin"), tokens));
+  }
+  static void TearDownTestSuite() {
+    if (!std::getenv("GPTC_KEEP_TEST_DIR"))
+      fs::remove_all(*dir);
+    delete dir;
+  }
+  static void write(const std::string &name, const std::vector<uint8_t> &bytes) {
+    std::ofstream(path(name), std::ios::binary)
+        .write(reinterpret_cast<const char *>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  static std::string path(const std::string &name) { return (*dir / name).string(); }
+
+  static fs::path *dir;
+};
+
+fs::path *GptrunTest::dir = nullptr;
+
+// Verify the whole loop: init with the seed, the per-step line (loss =
+// mean target + w[0] = 7.5 + seed; norm counts steps in the zeroed state;
+// lr = 1e-4 (step + 1)), validation every K steps and after the last.
+TEST_F(GptrunTest, TrainsAndValidatesTheFakeModel) {
+  RunResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --val " +
+                       path("val.bin") + " --steps 3 --val-every 2 --val-batches 2 --seed 5");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("model fake, 4 parameters, accum_steps=2 B=2 T=4 (16 tokens/step)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("target host on host; pools: params 256 B, state 256 B, inputs "
+                          "1.0 KiB, outputs 256 B; total 1.8 KiB"),
+            std::string::npos)
+      << r.output;
+  for (int step = 1; step <= 3; ++step) {
+    std::regex line("step " + std::to_string(step) + "/3 \\| loss 12\\.5000 \\| norm " +
+                    std::to_string(step) + "\\.0000 \\| lr " + std::to_string(step) +
+                    "\\.00e-04 \\| [0-9]+\\.[0-9] ms \\| [0-9,]+ tok/s\n");
+    EXPECT_TRUE(std::regex_search(r.output, line)) << "step " << step << "\n" << r.output;
+  }
+  EXPECT_EQ(r.output.find("MFU"), std::string::npos) << "no MFU on the host";
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex("val after step 2 \\| loss 7\\.5000 \\| 2 batches \\| [0-9.]+ ms\n")))
+      << r.output;
+  EXPECT_NE(r.output.find("val after step 3 | loss 7.5000"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gptrun: steps 2-3: "), std::string::npos) << r.output;
+}
+
+// Verify the errors that are the inputs' fault: exit 1 and a message
+// naming the file or program.
+TEST_F(GptrunTest, InputErrorsExitOne) {
+  std::string data = " --data " + path("train.bin");
+  RunResult r = gptrun("/nonexistent/step.fb" + data);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "gptrun: error: /nonexistent/step.fb: cannot open\n");
+
+  r = gptrun(path("fake.fb") + " --data " + path("fake.fb"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: " + path("fake.fb")), std::string::npos) << r.output;
+
+  r = gptrun(path("fake.fb") + " --data /nonexistent/train.bin");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("/nonexistent/train.bin"), std::string::npos) << r.output;
+
+  r = gptrun(path("no-init.fb") + data);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("has no program 'init' (it has: train_step, forward)"), std::string::npos)
+      << r.output;
+
+  r = gptrun(path("no-forward.fb") + data + " --val " + path("val.bin"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--val needs program 'forward'"), std::string::npos) << r.output;
+}
+
+// Verify --target cuda: without a GPU a clear "no CUDA device"; with one,
+// the Host executable's missing cubins are named.
+TEST_F(GptrunTest, CudaTargetFailsClearly) {
+  RunResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --target cuda");
+  EXPECT_EQ(r.status, 1);
+  if (device::deviceCount())
+    EXPECT_NE(r.output.find("kernel 'gptc_fake_init' has no cubin or PTX"), std::string::npos)
+        << r.output;
+  else
+    EXPECT_NE(r.output.find("gptrun: error: " + path("fake.fb") + ": no CUDA device: "),
+              std::string::npos)
+        << r.output;
+}
+
+// Verify the CUDA path on a GPU, with and without CUDA graphs: the same
+// numbers as on the host, and an MFU column for a GPU in the peak table.
+TEST_F(GptrunTest, TrainsTheFakeModelOnTheGpu) {
+  if (!device::deviceCount())
+    GTEST_SKIP() << "no GPU on this machine";
+  if (readFileBytes(GPTC_TEST_CUBIN).empty())
+    GTEST_SKIP() << "no nvcc-built test kernels";
+  for (const char *graph : {"", " --graph"}) {
+    SCOPED_TRACE(graph);
+    RunResult r = gptrun(path("fake-cuda.fb") + " --data " + path("train.bin") + " --val " +
+                         path("val.bin") + " --steps 3 --val-batches 2 --seed 5" + graph);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_TRUE(std::regex_search(
+        r.output, std::regex("step 3/3 \\| loss 12\\.5000 \\| norm 3\\.0000 \\| lr 3\\.00e-04 \\| "
+                             "[0-9]+\\.[0-9] ms \\| [0-9,]+ tok/s( \\| MFU [0-9]+\\.[0-9]%)?\n")))
+        << r.output;
+    EXPECT_NE(r.output.find("val after step 3 | loss 7.5000 | 2 batches"), std::string::npos)
+        << r.output;
+    std::printf("%s", r.output.c_str());
+  }
+}
+
+// Verify usage errors exit 2 and --help exits 0 with the formula.
+TEST_F(GptrunTest, UsageAndHelp) {
+  RunResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --stepz 3");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "gptrun: unknown option '--stepz' (see gptrun --help)\n");
+  r = gptrun(path("fake.fb"));
+  EXPECT_EQ(r.status, 2);
+  r = gptrun("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("MFU = tok/s * (6*N_params + 12*n_layer*T*n_embd) / peak"),
+            std::string::npos);
+  EXPECT_NE(r.output.find("examples:"), std::string::npos);
+}
+
+} // namespace
