@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The main job (for now): compile GPT-2 124M to its train step with an IR
-# dump after every pass, then train the tiny model for 300 steps on the
-# reference interpreter (synthetic stream: each token decides the next).
+# The main job: compile GPT-2 with an IR dump after every pass, then train it
+# with gptrun on the bundled Austen corpus (data/, built by setup.sh).
+#   With a GPU: 124M, B=16, T=1024, CUDA target.
+#   Without one: the `mini` preset (GPT-2's vocabulary, 2 layers, width 64)
+#   on the Host target, which runs the same executable path on the CPU.
+# Usage: bash scripts/main.sh [OUTDIR] [STEPS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out}
 mkdir -p "$out"
-build/bin/gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 \
-  --dump-ir-after-each-pass="$out/ir" -o "$out/gpt2-124M.mlir"
-echo "main: IR after each pass in $out/ir:"
-ls "$out/ir"
-build/bin/gptc run-reference models/gpt2.mlir --model=tiny --batch=8 --steps=300 \
-  --lr=3e-3 --schedule=cosine --warmup-steps=20 --total-steps=300 | awk 'NR == 1 || NR % 25 == 1'
+if nvidia-smi -L > /dev/null 2>&1; then
+  model=(--model=124M --batch=16 --seq=1024 --target=cuda)
+  steps=${2:-200}
+else
+  model=(--model=mini --batch=4 --seq=64 --target=host)
+  steps=${2:-50}
+fi
+build/bin/gptc compile models/gpt2.mlir "${model[@]}" --lr=1e-3 --warmup-steps=10 \
+  --total-steps="$steps" --schedule=cosine --min-lr=1e-4 \
+  --dump-ir-after-each-pass="$out/ir" -o "$out/step.fb"
+echo "main: IR after each pass, kernels and commands in $out/ir/"
+build/bin/gptrun "$out/step.fb" --data data/austen_train.bin --val data/austen_val.bin \
+  --steps "$steps" --val-every 25 --val-batches 4
