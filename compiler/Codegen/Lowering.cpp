@@ -141,6 +141,18 @@ Value geluGradOf(KB &k, Value x) {
                k.mul(k.mul(k.f(0.5, t), x), k.mul(sech2, k.mul(kk, poly))));
 }
 
+/// max_i x[base + i] and sum_i exp(x[base + i] - max) over i < n: the
+/// statistics of a stable softmax / log-sum-exp row.
+std::pair<Value, Value> maxAndSumExp(KB &k, Value x, Value base, int64_t n, Type t) {
+  Value mx = k.loop(k.idx(0), k.idx(n), {k.f(-INFINITY, t)}, [&](Value i, ValueRange s) {
+    return SmallVector<Value>{k.fmax(s[0], k.ld(x, k.add(base, i)))};
+  })[0];
+  Value sum = k.loop(k.idx(0), k.idx(n), {k.f(0, t)}, [&](Value i, ValueRange s) {
+    return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(x, k.add(base, i)), mx)))};
+  })[0];
+  return {mx, sum};
+}
+
 /// SplitMix64 on i64 (wrapping multiply, logical shifts).
 Value splitmix(KB &k, Value x) {
   auto shr = [&](Value v, int64_t s) { return arith::ShRUIOp::create(k.b, k.loc, v, k.i64(s)); };
@@ -727,12 +739,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
                  KB k{b, loc};
                  Value base = k.mul(r, k.idx(vp));
-                 Value mx = k.loop(k.idx(0), k.idx(v), {k.f(-INFINITY, ft)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.fmax(s[0], k.ld(a[0], k.add(base, i)))};
-                 })[0];
-                 Value sum = k.loop(k.idx(0), k.idx(v), {k.f(0, ft)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx)))};
-                 })[0];
+                 auto [mx, sum] = maxAndSumExp(k, a[0], base, v, ft);
                  Value target = k.toIndex(k.ld(a[1], r));
                  Value lt = k.ld(a[0], k.add(base, target));
                  k.st(k.sub(k.add(k.log(sum), mx), lt), a[2], r);
@@ -758,12 +765,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
                  KB k{b, loc};
                  Value base = k.mul(r, k.idx(vp));
-                 Value mx = k.loop(k.idx(0), k.idx(v), {k.f(-INFINITY, ft)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.fmax(s[0], k.ld(a[0], k.add(base, i)))};
-                 })[0];
-                 Value sum = k.loop(k.idx(0), k.idx(v), {k.f(0, ft)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx)))};
-                 })[0];
+                 auto [mx, sum] = maxAndSumExp(k, a[0], base, v, ft);
                  k.st(mx, a[1], k.mul(r, k.idx(2)));
                  k.st(sum, a[1], k.add(k.mul(r, k.idx(2)), k.idx(1)));
                });
@@ -1035,12 +1037,7 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
                [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
                  KB k{b, loc};
                  Value base = k.mul(r, k.idx(c));
-                 Value mx = k.loop(k.idx(0), k.idx(c), {k.f(-INFINITY, et)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.fmax(s[0], k.ld(a[0], k.add(base, i)))};
-                 })[0];
-                 Value sum = k.loop(k.idx(0), k.idx(c), {k.f(0, et)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx)))};
-                 })[0];
+                 auto [mx, sum] = maxAndSumExp(k, a[0], base, c, et);
                  k.loop(k.idx(0), k.idx(c), [&](Value i) {
                    Value e = k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx));
                    k.st(k.div(e, sum), a[1], k.add(base, i));

@@ -245,6 +245,14 @@ private:
         });
   }
 
+  /// max of x[0, n) and sum of exp(x - max): a stable log-sum-exp row.
+  static std::pair<T, T> maxAndSumExp(const T *x, int64_t n) {
+    T mx = *std::max_element(x, x + n), sum = 0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::exp(x[i] - mx);
+    return {mx, sum};
+  }
+
   static T gelu(T x) {
     const T k = static_cast<T>(0.7978845608028654); // sqrt(2 / pi)
     return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
@@ -404,10 +412,7 @@ private:
         return op.emitOpError("target ") << target << " at position " << r
                                          << " is outside the vocabulary [0, " << v << ")";
       const T *lr = &logits[r * vp];
-      T mx = *std::max_element(lr, lr + v);
-      T sum = 0;
-      for (int64_t i = 0; i < v; ++i)
-        sum += std::exp(lr[i] - mx);
+      auto [mx, sum] = maxAndSumExp(lr, v);
       total += std::log(sum) + mx - lr[target];
     }
     out(op.getResult())[0] = total / static_cast<T>(rows);
@@ -654,9 +659,7 @@ private:
         return op.emitOpError("target ") << target << " at position " << r
                                          << " is outside the vocabulary [0, " << v << ")";
       const T *lr = &logits[r * vp];
-      T mx = *std::max_element(lr, lr + v), sum = 0;
-      for (int64_t i = 0; i < v; ++i)
-        sum += std::exp(lr[i] - mx);
+      auto [mx, sum] = maxAndSumExp(lr, v);
       for (int64_t i = 0; i < v; ++i)
         dl[r * vp + i] = g * (std::exp(lr[i] - mx) / sum - (i == target ? T(1) : T(0)));
     }

@@ -79,4 +79,23 @@ StatusOr<KernelArgs> kernelArgs(const schema::Executable &exe, const schema::Lau
   return args;
 }
 
+StatusOr<LaunchArgTable> launchArgTable(const schema::Executable &exe,
+                                        const std::vector<char *> &poolBases) {
+  size_t programs = exe.programs() ? exe.programs()->size() : 0;
+  LaunchArgTable table(programs);
+  for (size_t p = 0; p < programs; ++p) {
+    const auto *commands = exe.programs()->Get(p)->commands();
+    size_t n = commands ? commands->size() : 0;
+    table[p].resize(n);
+    for (size_t c = 0; c < n; ++c)
+      if (const auto *launch = commands->Get(c)->op_as_LaunchKernel()) {
+        StatusOr<KernelArgs> a = kernelArgs(exe, *launch, poolBases);
+        if (!a)
+          return a.status();
+        table[p][c] = std::move(*a);
+      }
+  }
+  return table;
+}
+
 } // namespace gptc

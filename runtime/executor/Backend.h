@@ -74,6 +74,12 @@ struct KernelArgs {
 StatusOr<KernelArgs> kernelArgs(const schema::Executable &exe, const schema::LaunchKernel &launch,
                                 const std::vector<char *> &poolBases);
 
+/// The arguments of every launch, by program then command (empty for
+/// commands that are not launches): what both backends build once.
+using LaunchArgTable = std::vector<std::vector<KernelArgs>>;
+StatusOr<LaunchArgTable> launchArgTable(const schema::Executable &exe,
+                                        const std::vector<char *> &poolBases);
+
 /// The address of tensor `index` given the pools' base addresses.
 inline char *tensorAddress(const schema::Executable &exe, const std::vector<char *> &poolBases,
                            uint32_t index) {

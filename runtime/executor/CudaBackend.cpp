@@ -77,7 +77,7 @@ private:
   std::vector<CUmodule> modules_;          // distinct images
   std::vector<CUfunction> functions_;      // by kernel index
   std::unique_ptr<blas::CublasLtGemm> gemm_;
-  std::vector<std::vector<KernelArgs>> args_;  // by program, then command
+  LaunchArgTable args_; // by program, then command
   std::map<uint32_t, cudaGraphExec_t> graphs_; // by program index
 };
 
@@ -218,23 +218,18 @@ Status CudaBackend::loadKernels() {
 
 Status CudaBackend::prepareLaunches() {
   const schema::Executable &exe = exe_.get();
-  size_t programs = exe.programs() ? exe.programs()->size() : 0;
+  StatusOr<LaunchArgTable> table = launchArgTable(exe, pools_);
+  if (!table)
+    return table.status();
+  args_ = std::move(*table);
   std::vector<uint32_t> sharedNeeded(functions_.size(), 0);
-  args_.resize(programs);
-  for (size_t p = 0; p < programs; ++p) {
-    const auto *commands = exe.programs()->Get(p)->commands();
-    size_t n = commands ? commands->size() : 0;
-    args_[p].resize(n);
-    for (size_t c = 0; c < n; ++c)
-      if (const auto *launch = commands->Get(c)->op_as_LaunchKernel()) {
-        StatusOr<KernelArgs> a = kernelArgs(exe, *launch, pools_);
-        if (!a)
-          return a.status();
-        args_[p][c] = std::move(*a);
-        sharedNeeded[launch->kernel()] =
-            std::max(sharedNeeded[launch->kernel()], launch->shared_bytes());
-      }
-  }
+  if (exe.programs())
+    for (const schema::Program *program : *exe.programs())
+      if (program->commands())
+        for (const schema::Command *cmd : *program->commands())
+          if (const auto *launch = cmd->op_as_LaunchKernel())
+            sharedNeeded[launch->kernel()] =
+                std::max(sharedNeeded[launch->kernel()], launch->shared_bytes());
   for (size_t k = 0; k < functions_.size(); ++k)
     if (sharedNeeded[k] > kDefaultSharedLimit)
       if (Status s = GPT_CU_STATUS(driver_->funcSetAttribute(

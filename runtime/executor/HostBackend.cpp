@@ -61,7 +61,7 @@ private:
   std::vector<char *> pools_;                 // base of each pool
   void *library_ = nullptr;                   // dlopen'ed host_object
   std::vector<HostKernel> kernels_;           // by kernel index
-  std::vector<std::vector<KernelArgs>> args_; // by program, then command
+  LaunchArgTable args_; // by program, then command
 };
 
 Status HostBackend::init() {
@@ -86,20 +86,10 @@ Status HostBackend::init() {
   if (Status s = loadHostObject(); !s)
     return s;
   // Argument arrays of every launch, built once.
-  size_t programs = exe.programs() ? exe.programs()->size() : 0;
-  args_.resize(programs);
-  for (size_t p = 0; p < programs; ++p) {
-    const auto *commands = exe.programs()->Get(p)->commands();
-    size_t n = commands ? commands->size() : 0;
-    args_[p].resize(n);
-    for (size_t c = 0; c < n; ++c)
-      if (const auto *launch = commands->Get(c)->op_as_LaunchKernel()) {
-        StatusOr<KernelArgs> a = kernelArgs(exe, *launch, pools_);
-        if (!a)
-          return a.status();
-        args_[p][c] = std::move(*a);
-      }
-  }
+  StatusOr<LaunchArgTable> table = launchArgTable(exe, pools_);
+  if (!table)
+    return table.status();
+  args_ = std::move(*table);
   return Status::ok();
 }
 

@@ -162,6 +162,18 @@ void setPipelineOptions(PipelineOptions &options) {
   options.gradClip = gradClip;
 }
 
+/// MLIR's pass-manager flags plus every phase up to `phase`.
+LogicalResult buildPassManager(PassManager &pm, Phase phase) {
+  if (failed(applyPassManagerCLOptions(pm))) {
+    fail("bad pass manager options");
+    return failure();
+  }
+  PipelineOptions options;
+  setPipelineOptions(options);
+  buildPipeline(pm, options, phase);
+  return success();
+}
+
 int runCompile(MLIRContext &context) {
   // Default: the executable when -o names a .fb file, else the last IR phase.
   Phase target = llvm::StringRef(outputFile).ends_with(".fb") ? Phase::Executable
@@ -182,13 +194,9 @@ int runCompile(MLIRContext &context) {
   OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
   if (!module)
     return 1;
-
   PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
-    return fail("bad pass manager options");
-  PipelineOptions options;
-  setPipelineOptions(options);
-  buildPipeline(pm, options, target);
+  if (failed(buildPassManager(pm, target)))
+    return 1;
 
   if (!dumpDir.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpDir))
@@ -291,11 +299,8 @@ int runReference(MLIRContext &context) {
   if (!module)
     return 1;
   PassManager pm(&context);
-  if (failed(applyPassManagerCLOptions(pm)))
-    return fail("bad pass manager options");
-  PipelineOptions options;
-  setPipelineOptions(options);
-  buildPipeline(pm, options, Phase::TrainStep);
+  if (failed(buildPassManager(pm, Phase::TrainStep)))
+    return 1;
   if (decompose)
     pm.addNestedPass<func::FuncOp>(gpt::createDecomposeAttentionPass());
   if (failed(pm.run(*module)))
