@@ -8,6 +8,8 @@
 #include "runtime/device/Driver.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstdio>
 #include <map>
 #include <string_view>
@@ -59,6 +61,9 @@ private:
   Status loadKernels();
   Status prepareLaunches();
   Status enqueue(const schema::Program &program, uint32_t index);
+  /// Enqueues commands [begin, end) of the program.
+  Status enqueueRange(const schema::Program &program, uint32_t index, size_t begin, size_t end);
+  Status profile(const schema::Program &program, uint32_t index);
   Status capture(const schema::Program &program, uint32_t index, cudaGraphExec_t *exec);
   Status synchronize();
   Status release();
@@ -243,11 +248,16 @@ Status CudaBackend::prepareLaunches() {
 }
 
 Status CudaBackend::enqueue(const schema::Program &program, uint32_t index) {
+  return enqueueRange(program, index, 0, program.commands() ? program.commands()->size() : 0);
+}
+
+Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index, size_t begin,
+                                 size_t end) {
   const schema::Executable &exe = exe_.get();
   if (!program.commands())
     return Status::ok();
   std::vector<KernelArgs> &args = args_[index];
-  for (size_t c = 0; c < program.commands()->size(); ++c) {
+  for (size_t c = begin; c < end; ++c) {
     const schema::Command *cmd = program.commands()->Get(c);
     cudaStream_t stream = streams_[cmd->stream()];
     Status s = Status::ok();
@@ -345,10 +355,64 @@ Status CudaBackend::synchronize() {
   return Status::ok();
 }
 
+/// GPTC_PROFILE=1: runs the program one command at a time between events and
+/// prints the time per kernel / GEMM shape, largest first, to stderr. For
+/// finding where a step goes, not for timing the step itself.
+Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
+  const schema::Executable &exe = exe_.get();
+  size_t n = program.commands() ? program.commands()->size() : 0;
+  cudaEvent_t start, stop;
+  GPT_CUDA_CHECK(cudaEventCreate(&start));
+  GPT_CUDA_CHECK(cudaEventCreate(&stop));
+  std::map<std::string, std::pair<int, double>> byLabel; // count, ms
+  double total = 0;
+  for (size_t c = 0; c < n; ++c) {
+    const schema::Command *cmd = program.commands()->Get(c);
+    std::string label;
+    if (const auto *l = cmd->op_as_LaunchKernel()) {
+      label = kernelName(*exe.kernels()->Get(l->kernel()));
+      // Strip the instance number: one row per kernel kind.
+      while (!label.empty() && std::isdigit(static_cast<unsigned char>(label.back())))
+        label.pop_back();
+    } else if (const auto *r = cmd->op_as_RunGemm()) {
+      const schema::Gemm *g = exe.gemms()->Get(r->gemm());
+      label = "gemm " + std::to_string(g->m()) + "x" + std::to_string(g->n()) + "x" +
+              std::to_string(g->k()) + (g->batch() > 1 ? " b" + std::to_string(g->batch()) : "");
+    } else {
+      label = schema::EnumNameOp(cmd->op_type());
+    }
+    GPT_CUDA_CHECK(cudaEventRecord(start, streams_[cmd->stream()]));
+    if (Status s = enqueueRange(program, index, c, c + 1); !s)
+      return s;
+    GPT_CUDA_CHECK(cudaEventRecord(stop, streams_[cmd->stream()]));
+    GPT_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    auto &[count, sum] = byLabel[label];
+    ++count;
+    sum += ms;
+    total += ms;
+  }
+  GPT_CUDA_CHECK(cudaEventDestroy(start));
+  GPT_CUDA_CHECK(cudaEventDestroy(stop));
+  std::vector<std::pair<double, std::string>> rows;
+  for (auto &[label, cs] : byLabel)
+    rows.push_back({cs.second, label + " x" + std::to_string(cs.first)});
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(stderr, "profile %s: %.1f ms in %zu commands\n",
+               program.name() ? program.name()->c_str() : "?", total, n);
+  for (size_t i = 0; i < rows.size() && i < 20; ++i)
+    std::fprintf(stderr, "  %9.2f ms %5.1f%%  %s\n", rows[i].first, 100.0 * rows[i].first / total,
+                 rows[i].second.c_str());
+  return synchronize();
+}
+
 Status CudaBackend::run(const schema::Program &program) {
   if (Status s = checkRunnable(program); !s)
     return s;
   uint32_t index = programIndex(exe_.get(), program);
+  if (std::getenv("GPTC_PROFILE") && !options_.graphs)
+    return profile(program, index);
   if (!options_.graphs) {
     if (Status s = enqueue(program, index); !s) {
       (void)synchronize(); // leave nothing in flight; the enqueue error is the news
