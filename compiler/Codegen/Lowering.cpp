@@ -104,9 +104,50 @@ struct KB {
         });
     return SmallVector<Value>(op.getResults());
   }
+  /// n consecutive elements from `mem` at `base`, as SSA values (registers).
+  SmallVector<Value> loadVec(Value mem, Value base, int64_t n) {
+    SmallVector<Value> v;
+    for (int64_t e = 0; e < n; ++e)
+      v.push_back(ld(mem, add(base, idx(e))));
+    return v;
+  }
+  /// sum_e x[e] * mem[base + e], unrolled.
+  Value dotVec(ArrayRef<Value> x, Value mem, Value base) {
+    Value acc = mul(x[0], ld(mem, base));
+    for (size_t e = 1; e < x.size(); ++e)
+      acc = add(acc, mul(x[e], ld(mem, add(base, idx(e)))));
+    return acc;
+  }
+  Value dotRegs(ArrayRef<Value> x, ArrayRef<Value> y) {
+    Value acc = mul(x[0], y[0]);
+    for (size_t e = 1; e < x.size(); ++e)
+      acc = add(acc, mul(x[e], y[e]));
+    return acc;
+  }
   /// Private per-thread scratch of `n` elements (registers or local memory).
   Value privateBuffer(int64_t n, Type t) {
     return memref::AllocaOp::create(b, loc, MemRefType::get({n}, t));
+  }
+};
+
+/// Index math of the attention kernels: thread idx = (b, h, row) and the
+/// offsets of q/k/v (in qkv (B, T, 3C)) and of y/dy (in (B, T, C)).
+struct AttentionIndex {
+  KB &k;
+  Value row, head, batch;
+  int64_t t, c, d;
+  AttentionIndex(KB &k, Value idx, int64_t t, int64_t h, int64_t c, int64_t d)
+      : k(k), t(t), c(c), d(d) {
+    row = k.urem(idx, k.idx(t));
+    head = k.urem(k.udiv(idx, k.idx(t)), k.idx(h));
+    batch = k.udiv(idx, k.idx(t * h));
+  }
+  Value qkv(Value r, int64_t part) {
+    return k.add(k.mul(k.add(k.mul(batch, k.idx(t)), r), k.idx(3 * c)),
+                 k.add(k.idx(part * c), k.mul(head, k.idx(d))));
+  }
+  Value out(Value r) {
+    return k.add(k.mul(k.add(k.mul(batch, k.idx(t)), r), k.idx(c)), k.mul(head, k.idx(d)));
   }
 };
 
@@ -578,45 +619,34 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t bsz = s[0], tl = s[1], c = s[2] / 3, h = *getConfigInt(at.getNumHeads()),
                 d = c / h;
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
-        Type ft = Float32Type::get(ctx);
-        // One thread per (b, h, i) query row, online softmax over j <= i.
+        // One thread per (b, h, i) query row: q and the output accumulator
+        // live in registers (the head dimension is unrolled); keys and values
+        // are read in lockstep by a warp, so each load is a broadcast.
         launch(op, key, "attention_forward", {flat(at.getQkv()), flat(at.getResult())},
                {t(at.getQkv()), t(at.getResult())}, bsz * h * tl,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
-                 Value i = k.urem(idx, k.idx(tl));
-                 Value hd = k.urem(k.udiv(idx, k.idx(tl)), k.idx(h));
-                 Value bb = k.udiv(idx, k.idx(tl * h));
-                 auto at3 = [&](Value row, int64_t part) {
-                   return k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), row), k.idx(3 * c)),
-                                k.add(k.idx(part * c), k.mul(hd, k.idx(d))));
-                 };
-                 Value acc = k.privateBuffer(d, ft);
-                 k.loop(k.idx(0), k.idx(d), [&](Value e) { k.st(k.f(0, ft), acc, e); });
-                 Value qBase = at3(i, 0);
-                 auto ml = k.loop(
-                     k.idx(0), k.add(i, k.idx(1)),
-                     {k.f(-INFINITY, ft), k.f(0, ft)}, [&](Value j, ValueRange s) {
-                       Value kBase = at3(j, 1), vBase = at3(j, 2);
-                       Value dot = k.loop(k.idx(0), k.idx(d), {k.f(0, ft)}, [&](Value e, ValueRange p) {
-                         return SmallVector<Value>{k.add(
-                             p[0], k.mul(k.ld(a[0], k.add(qBase, e)), k.ld(a[0], k.add(kBase, e))))};
-                       })[0];
-                       Value sc = k.mul(dot, k.f(scale, ft));
-                       Value mNew = k.fmax(s[0], sc);
-                       Value corr = k.exp(k.sub(s[0], mNew));
-                       Value p = k.exp(k.sub(sc, mNew));
-                       k.loop(k.idx(0), k.idx(d), [&](Value e) {
-                         Value v = k.ld(a[0], k.add(vBase, e));
-                         k.st(k.add(k.mul(k.ld(acc, e), corr), k.mul(p, v)), acc, e);
-                       });
-                       return SmallVector<Value>{mNew, k.add(k.mul(s[1], corr), p)};
-                     });
-                 Value yBase = k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), i), k.idx(c)),
-                                     k.mul(hd, k.idx(d)));
-                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
-                   k.st(k.div(k.ld(acc, e), ml[1]), a[1], k.add(yBase, e));
+                 Type ft = b.getF32Type();
+                 AttentionIndex ai{k, idx, tl, h, c, d};
+                 SmallVector<Value> q = k.loadVec(a[0], ai.qkv(ai.row, 0), d);
+                 SmallVector<Value> init = {k.f(-INFINITY, ft), k.f(0, ft)};
+                 init.append(d, k.f(0, ft));
+                 auto st = k.loop(k.idx(0), k.add(ai.row, k.idx(1)), init,
+                                  [&](Value j, ValueRange cur) {
+                   Value sc = k.mul(k.dotVec(q, a[0], ai.qkv(j, 1)), k.f(scale, ft));
+                   Value mNew = k.fmax(cur[0], sc);
+                   Value corr = k.exp(k.sub(cur[0], mNew));
+                   Value p = k.exp(k.sub(sc, mNew));
+                   SmallVector<Value> next = {mNew, k.add(k.mul(cur[1], corr), p)};
+                   Value vb = ai.qkv(j, 2);
+                   for (int64_t e = 0; e < d; ++e)
+                     next.push_back(k.add(k.mul(cur[2 + e], corr),
+                                          k.mul(p, k.ld(a[0], k.add(vb, k.idx(e))))));
+                   return next;
                  });
+                 Value yb = ai.out(ai.row);
+                 for (int64_t e = 0; e < d; ++e)
+                   k.st(k.div(st[2 + e], st[1]), a[1], k.add(yb, k.idx(e)));
                });
         return success();
       })
@@ -627,105 +657,95 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
         Type ft = Float32Type::get(ctx);
         int64_t rowsN = bsz * h * tl;
-        Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = dy_i . y_i
+        Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = sum_j p_ij dy_i.v_j
         auto statsType = flatOf(rowsN * 2, ft);
-        program->commands.push_back({Command::Zero, 0, 0, 0, {t(at.getResult())}, "attention_grad"});
-        // Shared index helpers (captured by value in both kernels).
-        auto helpers = [=](KB &k, Value idx) {
-          Value i = k.urem(idx, k.idx(tl));
-          Value hd = k.urem(k.udiv(idx, k.idx(tl)), k.idx(h));
-          Value bb = k.udiv(idx, k.idx(tl * h));
-          return std::make_tuple(i, hd, bb);
-        };
-        auto qkvAt = [=](KB &k, Value bb, Value hd, Value row, int64_t part) {
-          return k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), row), k.idx(3 * c)),
-                       k.add(k.idx(part * c), k.mul(hd, k.idx(d))));
-        };
-        auto yAt = [=](KB &k, Value bb, Value hd, Value row) {
-          return k.add(k.mul(k.add(k.mul(bb, k.idx(tl)), row), k.idx(c)), k.mul(hd, k.idx(d)));
-        };
-        auto dot = [=](KB &k, Value m0, Value b0, Value m1, Value b1) {
-          return k.loop(k.idx(0), k.idx(d), {k.f(0, ft)}, [&](Value e, ValueRange p) {
-            return SmallVector<Value>{
-                k.add(p[0], k.mul(k.ld(m0, k.add(b0, e)), k.ld(m1, k.add(b1, e))))};
-          })[0];
-        };
-        // Rows: lse_i, D_i and dq_i.
+        // Rows i: lse_i, D_i and dq_i = scale sum_j p_ij (dy_i.v_j - D_i) k_j.
         launch(op, key + "q", "attention_backward_q",
                {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
                {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())}, rowsN,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
-                 auto [i, hd, bb] = helpers(k, idx);
-                 Value q = qkvAt(k, bb, hd, i, 0), dyi = yAt(k, bb, hd, i);
-                 Value end = k.add(i, k.idx(1));
+                 AttentionIndex ai{k, idx, tl, h, c, d};
+                 SmallVector<Value> q = k.loadVec(a[1], ai.qkv(ai.row, 0), d);
+                 SmallVector<Value> dy = k.loadVec(a[0], ai.out(ai.row), d);
+                 Value end = k.add(ai.row, k.idx(1));
+                 auto score = [&](Value j) {
+                   return k.mul(k.dotVec(q, a[1], ai.qkv(j, 1)), k.f(scale, ft));
+                 };
                  auto ml = k.loop(k.idx(0), end, {k.f(-INFINITY, ft), k.f(0, ft)},
-                                  [&](Value j, ValueRange st) {
-                                    Value sc = k.mul(dot(k, a[1], q, a[1], qkvAt(k, bb, hd, j, 1)),
-                                                     k.f(scale, ft));
-                                    Value mNew = k.fmax(st[0], sc);
-                                    return SmallVector<Value>{
-                                        mNew, k.add(k.mul(st[1], k.exp(k.sub(st[0], mNew))),
-                                                    k.exp(k.sub(sc, mNew)))};
-                                  });
-                 Value lse = k.add(ml[0], k.log(ml[1]));
-                 // D_i = sum_j p_ij (dy_i . v_j)
-                 Value dsum = k.loop(k.idx(0), end, {k.f(0, ft)}, [&](Value j, ValueRange st) {
-                   Value sc = k.mul(dot(k, a[1], q, a[1], qkvAt(k, bb, hd, j, 1)), k.f(scale, ft));
-                   Value p = k.exp(k.sub(sc, lse));
+                                  [&](Value j, ValueRange cur) {
+                   Value sc = score(j);
+                   Value mNew = k.fmax(cur[0], sc);
                    return SmallVector<Value>{
-                       k.add(st[0], k.mul(p, dot(k, a[0], dyi, a[1], qkvAt(k, bb, hd, j, 2))))};
+                       mNew, k.add(k.mul(cur[1], k.exp(k.sub(cur[0], mNew))), k.exp(k.sub(sc, mNew)))};
+                 });
+                 Value lse = k.add(ml[0], k.log(ml[1]));
+                 Value dsum = k.loop(k.idx(0), end, {k.f(0, ft)}, [&](Value j, ValueRange cur) {
+                   Value p = k.exp(k.sub(score(j), lse));
+                   return SmallVector<Value>{
+                       k.add(cur[0], k.mul(p, k.dotVec(dy, a[1], ai.qkv(j, 2))))};
                  })[0];
                  k.st(lse, a[2], k.mul(idx, k.idx(2)));
                  k.st(dsum, a[2], k.add(k.mul(idx, k.idx(2)), k.idx(1)));
-                 Value dq = k.privateBuffer(d, ft);
-                 k.loop(k.idx(0), k.idx(d), [&](Value e) { k.st(k.f(0, ft), dq, e); });
-                 k.loop(k.idx(0), end, [&](Value j) {
-                   Value kb = qkvAt(k, bb, hd, j, 1);
-                   Value sc = k.mul(dot(k, a[1], q, a[1], kb), k.f(scale, ft));
-                   Value p = k.exp(k.sub(sc, lse));
-                   Value dp = dot(k, a[0], dyi, a[1], qkvAt(k, bb, hd, j, 2));
+                 SmallVector<Value> zeros(d, k.f(0, ft));
+                 auto dq = k.loop(k.idx(0), end, zeros, [&](Value j, ValueRange cur) {
+                   Value kb = ai.qkv(j, 1);
+                   Value p = k.exp(k.sub(score(j), lse));
+                   Value dp = k.dotVec(dy, a[1], ai.qkv(j, 2));
                    Value ds = k.mul(k.mul(p, k.sub(dp, dsum)), k.f(scale, ft));
-                   k.loop(k.idx(0), k.idx(d), [&](Value e) {
-                     k.st(k.add(k.ld(dq, e), k.mul(ds, k.ld(a[1], k.add(kb, e)))), dq, e);
-                   });
+                   SmallVector<Value> next;
+                   for (int64_t e = 0; e < d; ++e)
+                     next.push_back(k.add(cur[e], k.mul(ds, k.ld(a[1], k.add(kb, k.idx(e))))));
+                   return next;
                  });
-                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
-                   k.st(k.ld(dq, e), a[3], k.add(q, e));
-                 });
+                 Value qb = ai.qkv(ai.row, 0);
+                 for (int64_t e = 0; e < d; ++e)
+                   k.st(dq[e], a[3], k.add(qb, k.idx(e)));
                });
-        // Columns: dk_j and dv_j over the rows i >= j that see them.
-        launch(op, key + "kv", "attention_backward_kv",
-               {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
-               {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())}, rowsN,
-               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                 KB k{b, loc};
-                 auto [j, hd, bb] = helpers(k, idx);
-                 Value kb = qkvAt(k, bb, hd, j, 1), vb = qkvAt(k, bb, hd, j, 2);
-                 Value dk = k.privateBuffer(d, ft), dv = k.privateBuffer(d, ft);
-                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
-                   k.st(k.f(0, ft), dk, e);
-                   k.st(k.f(0, ft), dv, e);
-                 });
-                 Value rowBase = k.sub(idx, j); // (b, h, 0)
-                 k.loop(j, k.idx(tl), [&](Value i) {
-                   Value q = qkvAt(k, bb, hd, i, 0), dyi = yAt(k, bb, hd, i);
-                   Value srow = k.mul(k.add(rowBase, i), k.idx(2));
-                   Value lse = k.ld(a[2], srow), dsum = k.ld(a[2], k.add(srow, k.idx(1)));
-                   Value sc = k.mul(dot(k, a[1], q, a[1], kb), k.f(scale, ft));
-                   Value p = k.exp(k.sub(sc, lse));
-                   Value dp = dot(k, a[0], dyi, a[1], vb);
-                   Value ds = k.mul(k.mul(p, k.sub(dp, dsum)), k.f(scale, ft));
-                   k.loop(k.idx(0), k.idx(d), [&](Value e) {
-                     k.st(k.add(k.ld(dk, e), k.mul(ds, k.ld(a[1], k.add(q, e)))), dk, e);
-                     k.st(k.add(k.ld(dv, e), k.mul(p, k.ld(a[0], k.add(dyi, e)))), dv, e);
+        // Columns j: dk_j = scale sum_{i>=j} ds_ij q_i and dv_j = sum_{i>=j}
+        // p_ij dy_i, one kernel each so that k_j (and v_j), the accumulator
+        // and the row values fit in registers. Every thread of a warp walks
+        // the rows i together (broadcast loads) and masks rows before its j.
+        for (bool keys : {true, false}) {
+          launch(op, key + (keys ? "k" : "v"), keys ? "attention_backward_k" : "attention_backward_v",
+                 {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
+                 {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())}, rowsN,
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   KB k{b, loc};
+                   AttentionIndex ai{k, idx, tl, h, c, d};
+                   Value j = ai.row;
+                   SmallVector<Value> kj = k.loadVec(a[1], ai.qkv(j, 1), d);
+                   SmallVector<Value> vj;
+                   if (keys)
+                     vj = k.loadVec(a[1], ai.qkv(j, 2), d);
+                   Value rowBase = k.sub(idx, j); // the (b, h, 0) row of the stats
+                   Value start = k.sub(j, k.urem(j, k.idx(32))); // the warp's first j
+                   SmallVector<Value> zeros(d, k.f(0, ft));
+                   auto acc = k.loop(start, k.idx(tl), zeros, [&](Value i, ValueRange cur) {
+                     Value qb = ai.qkv(i, 0), dyb = ai.out(i);
+                     Value srow = k.mul(k.add(rowBase, i), k.idx(2));
+                     Value lse = k.ld(a[2], srow);
+                     Value sc = k.mul(k.dotVec(kj, a[1], qb), k.f(scale, ft));
+                     Value visible = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, i, j);
+                     Value p = k.select(visible, k.exp(k.sub(sc, lse)), k.f(0, ft));
+                     SmallVector<Value> next;
+                     if (keys) {
+                       Value dsum = k.ld(a[2], k.add(srow, k.idx(1)));
+                       Value dp = k.dotVec(vj, a[0], dyb);
+                       Value ds = k.mul(k.mul(p, k.sub(dp, dsum)), k.f(scale, ft));
+                       for (int64_t e = 0; e < d; ++e)
+                         next.push_back(k.add(cur[e], k.mul(ds, k.ld(a[1], k.add(qb, k.idx(e))))));
+                     } else {
+                       for (int64_t e = 0; e < d; ++e)
+                         next.push_back(k.add(cur[e], k.mul(p, k.ld(a[0], k.add(dyb, k.idx(e))))));
+                     }
+                     return next;
                    });
+                   Value outBase = ai.qkv(j, keys ? 1 : 2);
+                   for (int64_t e = 0; e < d; ++e)
+                     k.st(acc[e], a[3], k.add(outBase, k.idx(e)));
                  });
-                 k.loop(k.idx(0), k.idx(d), [&](Value e) {
-                   k.st(k.ld(dk, e), a[3], k.add(kb, e));
-                   k.st(k.ld(dv, e), a[3], k.add(vb, e));
-                 });
-               });
+        }
         return success();
       })
       .Case<CrossEntropyOp>([&](CrossEntropyOp ce) {
