@@ -247,19 +247,35 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   std::vector<fb::Offset<s::Tensor>> tensors;
   auto addTensor = [&](const std::string &name, s::TensorRole role, s::DType dt,
                        const std::vector<int64_t> &shape, const std::string &pool,
-                       uint64_t offset, uint64_t bytes) {
+                       uint64_t offset, uint64_t bytes, uint32_t first, uint32_t last) {
     tensors.push_back(s::CreateTensor(b, b.CreateString(name), role, dt, b.CreateVector(shape),
-                                      poolIndex.at(pool), offset, bytes, 0, 0));
+                                      poolIndex.at(pool), offset, bytes, first, last));
     return static_cast<uint32_t>(tensors.size() - 1);
   };
-  for (const TensorInfo &t : lowered->tensors)
-    addTensor(t.name, roleOf(t.role), dtypeOf(t.elementType), t.shape, t.pool, t.offset, t.bytes);
+  // Lifetimes: the first and last command of its program that names the
+  // tensor (parameters and state are live throughout).
+  std::vector<std::pair<uint32_t, uint32_t>> life(lowered->tensors.size(), {~0u, 0u});
+  for (const ProgramInfo &p : lowered->programs)
+    for (auto [i, c] : llvm::enumerate(p.commands))
+      for (const Operand &o : c.args)
+        if (o.kind == Operand::Tensor) {
+          auto &[first, last] = life[o.tensor];
+          first = std::min<uint32_t>(first, i);
+          last = std::max<uint32_t>(last, i);
+        }
+  for (auto [i, t] : llvm::enumerate(lowered->tensors)) {
+    auto [first, last] = life[i];
+    if (t.role == "params" || t.role == "state" || first > last)
+      first = 0, last = ~0u;
+    addTensor(t.name, roleOf(t.role), dtypeOf(t.elementType), t.shape, t.pool, t.offset, t.bytes,
+              first, last);
+  }
 
   auto operandTensor = [&](const Operand &o) -> uint32_t {
     if (o.kind == Operand::Tensor)
       return static_cast<uint32_t>(o.tensor);
     return addTensor("scratch", s::TensorRole::Workspace, s::DType::F32, {o.bytes / 4},
-                     "workspace", o.scratch, o.bytes / 4 * 4);
+                     "workspace", o.scratch, o.bytes / 4 * 4, 0, ~0u);
   };
   // Kernels share one cubin: each Kernel entry names its function.
   std::vector<fb::Offset<s::Kernel>> kernelDefs;
