@@ -245,6 +245,18 @@ private:
         });
   }
 
+  /// Mean and 1 / sqrt(biased variance + eps) of x[0, n): a layernorm row.
+  static std::pair<T, T> meanAndRstd(const T *x, int64_t n, T eps) {
+    T mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i)
+      mean += x[i];
+    mean /= static_cast<T>(n);
+    for (int64_t i = 0; i < n; ++i)
+      var += (x[i] - mean) * (x[i] - mean);
+    var /= static_cast<T>(n);
+    return {mean, T(1) / std::sqrt(var + eps)};
+  }
+
   /// max of x[0, n) and sum of exp(x - max): a stable log-sum-exp row.
   static std::pair<T, T> maxAndSumExp(const T *x, int64_t n) {
     T mx = *std::max_element(x, x + n), sum = 0;
@@ -300,14 +312,7 @@ private:
     Buffer &y = out(op.getResult());
     for (int64_t r = 0; r < rows; ++r) {
       const T *xr = &x[r * c];
-      T mean = 0, var = 0;
-      for (int64_t i = 0; i < c; ++i)
-        mean += xr[i];
-      mean /= static_cast<T>(c);
-      for (int64_t i = 0; i < c; ++i)
-        var += (xr[i] - mean) * (xr[i] - mean);
-      var /= static_cast<T>(c);
-      T rstd = T(1) / std::sqrt(var + eps);
+      auto [mean, rstd] = meanAndRstd(xr, c, eps);
       for (int64_t i = 0; i < c; ++i)
         y[r * c + i] = (xr[i] - mean) * rstd * w[i] + b[i];
     }
@@ -535,14 +540,7 @@ private:
     std::vector<T> xhat(c);
     for (int64_t r = 0; r < rows; ++r) {
       const T *xr = &x[r * c], *dyr = &dy[r * c];
-      T mean = 0, var = 0;
-      for (int64_t i = 0; i < c; ++i)
-        mean += xr[i];
-      mean /= static_cast<T>(c);
-      for (int64_t i = 0; i < c; ++i)
-        var += (xr[i] - mean) * (xr[i] - mean);
-      var /= static_cast<T>(c);
-      T rstd = T(1) / std::sqrt(var + eps);
+      auto [mean, rstd] = meanAndRstd(xr, c, eps);
       T dnormMean = 0, dnormXhatMean = 0;
       for (int64_t i = 0; i < c; ++i) {
         xhat[i] = (xr[i] - mean) * rstd;
