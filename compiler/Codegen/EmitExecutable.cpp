@@ -353,7 +353,14 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   if (auto fwd = module.lookupSymbol<func::FuncOp>("forward"))
     if (auto n = fwd->getAttrOfType<IntegerAttr>("gpt.num_parameters"))
       params = n.getInt();
-  auto model = s::CreateModel(b, b.CreateString(modelName), b.CreateVector(config), params);
+  std::vector<fb::Offset<s::Hyperparameter>> optimizer;
+  if (auto opt = module->getAttrOfType<DictionaryAttr>("gpt.optimizer"))
+    for (NamedAttribute e : opt)
+      if (auto f = llvm::dyn_cast<FloatAttr>(e.getValue()))
+        optimizer.push_back(s::CreateHyperparameter(b, b.CreateString(e.getName().str()),
+                                                    f.getValueAsDouble()));
+  auto model = s::CreateModel(b, b.CreateString(modelName), b.CreateVector(config), params,
+                              b.CreateVector(optimizer));
   auto target = s::CreateTarget(b, host ? s::TargetKind::Host : s::TargetKind::CUDA,
                                 b.CreateString(host ? "x86_64" : options.chip));
   auto exe = s::CreateExecutable(

@@ -6,7 +6,7 @@
 ///  2) For each micro-batch: slice + reshape its tokens/targets, call
 ///     @f_grad, sum loss and gradients. Divide the loss by accum_steps.
 ///  3) grad_norm = ||sum g|| / accum_steps; grad_scale = clip / accum_steps.
-///  4) lr = gpt.lr_schedule(step); one gpt.adamw per parameter.
+///  4) lr = gpt.lr_schedule(step) * lr_scale; one gpt.adamw per parameter.
 ///  5) Return the new state, then loss, grad_norm and lr (for the logs).
 //
 //===----------------------------------------------------------------------===//
@@ -122,9 +122,9 @@ struct InsertOptimizerPass
         argAttrs.push_back(attr);
         resultAttrs.push_back(attr);
       }
-    argTypes.append({microType, microType, stepType});
+    argTypes.append({microType, microType, stepType, f32});
     argAttrs.append({named(kInputAttrName, "tokens"), named(kInputAttrName, "targets"),
-                     named(kInputAttrName, "step")});
+                     named(kInputAttrName, "step"), named(kInputAttrName, "lr_scale")});
     resultTypes.append({f32, f32, f32});
     resultAttrs.append({named(gptc::kOutputAttrName, "loss"),
                         named(gptc::kOutputAttrName, "grad_norm"),
@@ -146,6 +146,7 @@ struct InsertOptimizerPass
     auto vArg = [&](size_t i) { return entry->getArgument(2 * n + i); };
     Value tokens = entry->getArgument(3 * n), targets = entry->getArgument(3 * n + 1);
     Value stepArg = entry->getArgument(3 * n + 2);
+    Value lrScale = entry->getArgument(3 * n + 3);
 
     // Micro-batches: sum of losses and gradients.
     Value lossSum;
@@ -184,10 +185,14 @@ struct InsertOptimizerPass
     } else {
       gradScale = ConstantOp::create(ob, loc, f32, ob.getF64FloatAttr(inv));
     }
-    Value lrValue = LRScheduleOp::create(
-        ob, loc, f32, ScheduleKindAttr::get(ctx, *kind), stepArg, ob.getF64FloatAttr(lr),
-        ob.getF64FloatAttr(minLr), ob.getI64IntegerAttr(warmupSteps),
-        ob.getI64IntegerAttr(totalSteps));
+    // The runtime scales the compiled schedule (gptrun --lr) without a
+    // recompile; 1.0 runs it as compiled.
+    Value lrValue = MulOp::create(
+        ob, loc,
+        LRScheduleOp::create(ob, loc, f32, ScheduleKindAttr::get(ctx, *kind), stepArg,
+                             ob.getF64FloatAttr(lr), ob.getF64FloatAttr(minLr),
+                             ob.getI64IntegerAttr(warmupSteps), ob.getI64IntegerAttr(totalSteps)),
+        lrScale);
 
     SmallVector<Value> newParams, newM, newV;
     for (size_t i = 0; i < n; ++i) {
@@ -206,6 +211,17 @@ struct InsertOptimizerPass
     results.append(newV);
     results.append({loss, norm, lrValue});
     func::ReturnOp::create(ob, loc, results);
+    // For the runtime's logs and --lr: the compiled hyper-parameters.
+    module->setAttr("gpt.optimizer",
+                    ob.getDictionaryAttr({ob.getNamedAttr("lr", ob.getF64FloatAttr(lr)),
+                                          ob.getNamedAttr("min_lr", ob.getF64FloatAttr(minLr)),
+                                          ob.getNamedAttr("beta1", ob.getF64FloatAttr(beta1)),
+                                          ob.getNamedAttr("beta2", ob.getF64FloatAttr(beta2)),
+                                          ob.getNamedAttr("epsilon", ob.getF64FloatAttr(epsilon)),
+                                          ob.getNamedAttr("weight_decay", ob.getF64FloatAttr(weightDecay)),
+                                          ob.getNamedAttr("grad_clip", ob.getF64FloatAttr(gradClip)),
+                                          ob.getNamedAttr("warmup_steps", ob.getF64FloatAttr(warmupSteps)),
+                                          ob.getNamedAttr("total_steps", ob.getF64FloatAttr(totalSteps))}));
     return success();
   }
 };

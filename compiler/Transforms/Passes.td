@@ -53,7 +53,7 @@ def InsertOptimizerPass : Pass<"gpt-insert-optimizer", "::mlir::ModuleOp"> {
   let description = [{
     From `@<function>_grad` (see gpt-autodiff) builds
 
-      @train_step(params..., adam_m..., adam_v..., tokens, targets, step)
+      @train_step(params..., adam_m..., adam_v..., tokens, targets, step, lr_scale)
           -> (new params..., new adam_m..., new adam_v..., loss, grad_norm, lr)
 
     where tokens and targets are (accum_steps, B, T) micro-batches and
@@ -62,7 +62,8 @@ def InsertOptimizerPass : Pass<"gpt-insert-optimizer", "::mlir::ModuleOp"> {
     and gradient are means over micro-batches. `grad_norm` is the global L2
     norm of the mean gradient; with `grad-clip` > 0 the update uses the
     gradient scaled by `grad_clip / max(norm, grad_clip)` (llm.c's rule).
-    The learning rate is `gpt.lr_schedule` of `step`; each parameter gets a
+    The learning rate is `gpt.lr_schedule` of `step` times the input
+    `lr_scale` (1.0: as compiled; the runtime's --lr); each parameter gets a
     `gpt.adamw` update, with weight decay only for parameters of rank >= 2
     that are not listed in `no-decay`.
 

@@ -373,6 +373,7 @@ int runReference(MLIRContext &context) {
     args.push_back(batchOf(s * micro, 0, {micro, b, t}));
     args.push_back(batchOf(s * micro, 1, {micro, b, t}));
     args.emplace_back(std::vector<int64_t>{}, static_cast<double>(s));
+    args.emplace_back(std::vector<int64_t>{}, 1.0); // lr_scale: as compiled
     auto results = evaluateFunction(*module, "train_step", args, prec);
     if (failed(results))
       return 1;

@@ -32,6 +32,8 @@ options:
                      run and replay it afterwards
   --device D         CUDA device ordinal (default 0)
   --peak-tflops X    peak for MFU, overriding the GPU table
+  --lr X             peak learning rate: scales the compiled schedule (its
+                     warm-up and decay shape stay) without recompiling
   -h, --help         this text
 
 Each step prints
@@ -96,7 +98,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     }
     static const char *const kValued[] = {"--data",      "--val",         "--steps",
                                           "--val-every", "--val-batches", "--seed",
-                                          "--target",    "--device",      "--peak-tflops"};
+                                          "--target",    "--device",      "--peak-tflops", "--lr"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;
@@ -133,6 +135,11 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       if (value != "cuda" && value != "host")
         return Status::error("--target is cuda or host, got '" + value + "'");
       o.target = value;
+    } else if (flag == "--lr") {
+      char *end = nullptr;
+      o.lr = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || !(o.lr > 0))
+        return Status::error("--lr wants a positive number, got '" + value + "'");
     } else if (flag == "--peak-tflops") {
       char *end = nullptr;
       o.peakTflops = std::strtod(value.c_str(), &end);

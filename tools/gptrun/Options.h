@@ -24,6 +24,7 @@ struct Options {
   bool graph = false;                // --graph
   int device = 0;                    // --device
   double peakTflops = 0;             // --peak-tflops (0: from the GPU table)
+  double lr = 0;                     // --lr (0: the compiled schedule's peak)
   bool help = false;
 };
 

@@ -256,6 +256,25 @@ Status Trainer::run() {
     return s;
   std::printf("gptrun: init in %.1f ms\n", secondsSince(initStart) * 1e3);
 
+  // lr_scale: train_step multiplies its compiled schedule by it.
+  float lrScale = 1.0f;
+  bool hasLrScale = false;
+  if (StatusOr<uint32_t> t = session->findTensor("lr_scale", "train_step"); t)
+    hasLrScale = true;
+  if (o.lr > 0) {
+    double compiled = 0;
+    if (const auto *opt = session->schema().model()->optimizer())
+      for (const auto *h : *opt)
+        if (h->key() && h->key()->str() == "lr")
+          compiled = h->value();
+    if (!hasLrScale || compiled <= 0)
+      return Status::error(o.executable + ": --lr needs an executable whose train_step takes "
+                           "lr_scale (recompile with this gptc)");
+    lrScale = static_cast<float>(o.lr / compiled);
+    std::printf("gptrun: --lr %.3g: the compiled schedule (peak %.3g) scaled by %.4g\n", o.lr,
+                compiled, lrScale);
+  }
+
   tokens.resize(train.tokens());
   targets.resize(train.tokens());
   const int64_t micro = train.rows * train.seq;
@@ -270,6 +289,9 @@ Status Trainer::run() {
       return s;
     if (Status s = setScalarI32(*session, "train_step", "step", int32_t(step)); !s)
       return s;
+    if (hasLrScale)
+      if (Status s = session->setInput("train_step", "lr_scale", &lrScale, sizeof(lrScale)); !s)
+        return s;
     if (Status s = session->run("train_step"); !s)
       return s;
     StatusOr<float> loss = session->getScalarF32("train_step", "loss");

@@ -17,7 +17,7 @@
 // CHECK-SAME: (%{{[^:]*}}: tensor<8x4xf32> {gpt.param = "wte"}, %{{[^:]*}}: tensor<3x4xf32> {gpt.param = "wpe"}, %{{[^:]*}}: tensor<8xf32> {gpt.param = "b"},
 // CHECK-SAME: %{{[^:]*}}: tensor<8x4xf32> {gpt.state = "wte.adam_m"}, %{{[^:]*}}: tensor<3x4xf32> {gpt.state = "wpe.adam_m"}, %{{[^:]*}}: tensor<8xf32> {gpt.state = "b.adam_m"},
 // CHECK-SAME: %{{[^:]*}}: tensor<8x4xf32> {gpt.state = "wte.adam_v"}, %{{[^:]*}}: tensor<3x4xf32> {gpt.state = "wpe.adam_v"}, %{{[^:]*}}: tensor<8xf32> {gpt.state = "b.adam_v"},
-// CHECK-SAME: %{{[^:]*}}: tensor<2x2x3xi32> {gpt.input = "tokens"}, %{{[^:]*}}: tensor<2x2x3xi32> {gpt.input = "targets"}, %{{[^:]*}}: tensor<i32> {gpt.input = "step"})
+// CHECK-SAME: %{{[^:]*}}: tensor<2x2x3xi32> {gpt.input = "tokens"}, %{{[^:]*}}: tensor<2x2x3xi32> {gpt.input = "targets"}, %{{[^:]*}}: tensor<i32> {gpt.input = "step"}, %{{[^:]*}}: tensor<f32> {gpt.input = "lr_scale"})
 // CHECK-SAME: -> (tensor<8x4xf32> {gpt.param = "wte"}, tensor<3x4xf32> {gpt.param = "wpe"}, tensor<8xf32> {gpt.param = "b"},
 // CHECK-SAME: tensor<8x4xf32> {gpt.state = "wte.adam_m"}, tensor<3x4xf32> {gpt.state = "wpe.adam_m"}, tensor<8xf32> {gpt.state = "b.adam_m"},
 // CHECK-SAME: tensor<8x4xf32> {gpt.state = "wte.adam_v"}, tensor<3x4xf32> {gpt.state = "wpe.adam_v"}, tensor<8xf32> {gpt.state = "b.adam_v"},
@@ -119,11 +119,13 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %tokens: tensor<2x
 // -----
 
 // Tests that the learning rate is one gpt.lr_schedule of the step with the
-// chosen kind and attributes, shared by every AdamW update and returned last.
+// chosen kind and attributes, scaled by the lr_scale input, shared by every
+// AdamW update and returned last.
 
 // CHECK-LABEL: func.func @train_step
-// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i32> {gpt.input = "step"})
-// CHECK: %[[LR:.*]] = gpt.lr_schedule cosine %[[STEP]] {max_lr = 6.000000e-04 : f64, min_lr = 6.000000e-05 : f64, total_steps = 100 : i64, warmup_steps = 10 : i64} : (tensor<i32>) -> tensor<f32>
+// CHECK-SAME: %[[STEP:[^:]*]]: tensor<i32> {gpt.input = "step"}, %[[LRSCALE:[^:]*]]: tensor<f32> {gpt.input = "lr_scale"})
+// CHECK: %[[SCHED:.*]] = gpt.lr_schedule cosine %[[STEP]] {max_lr = 6.000000e-04 : f64, min_lr = 6.000000e-05 : f64, total_steps = 100 : i64, warmup_steps = 10 : i64} : (tensor<i32>) -> tensor<f32>
+// CHECK-NEXT: %[[LR:.*]] = gpt.mul %[[SCHED]], %[[LRSCALE]] : tensor<f32>
 // CHECK-NEXT: gpt.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %{{[^ ]*}} {
 // CHECK-NEXT: gpt.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %{{[^ ]*}} {
 // CHECK-NEXT: gpt.adamw %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[LR]], %[[STEP]], %{{[^ ]*}} {
@@ -177,7 +179,8 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %tokens: tensor<2x
 // NOCLIP: %[[SUMNORM:.*]] = gpt.global_norm
 // NOCLIP-NEXT: %[[NORM:.*]] = gpt.scale %[[SUMNORM]] {factor = 5.000000e-01 : f64} : tensor<f32>
 // NOCLIP-NEXT: %[[SCALE:.*]] = gpt.constant 5.000000e-01 : tensor<f32>
-// NOCLIP-NEXT: %[[LR:.*]] = gpt.lr_schedule
+// NOCLIP-NEXT: gpt.lr_schedule
+// NOCLIP-NEXT: %[[LR:.*]] = gpt.mul
 // NOCLIP-NEXT: gpt.adamw {{.*}}, %[[SCALE]] {
 // NOCLIP-NEXT: gpt.adamw {{.*}}, %[[SCALE]] {
 // NOCLIP-NEXT: return {{.*}}, %[[NORM]], %[[LR]] :
@@ -221,6 +224,7 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "single.wte"}, %wpe: tenso
 // DEFAULT-NEXT: %[[F:.*]] = gpt.div %[[CLIP]], %[[M]]
 // DEFAULT-NEXT: %[[SCALE:.*]] = gpt.scale %[[F]] {factor = 1.000000e+00 : f64}
 // DEFAULT-NEXT: gpt.lr_schedule constant %{{.*}} {max_lr = 3.000000e-04 : f64, min_lr = 0.000000e+00 : f64, total_steps = 0 : i64, warmup_steps = 0 : i64}
+// DEFAULT-NEXT: gpt.mul
 // DEFAULT-NEXT: gpt.adamw {{.*}}, %[[SCALE]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64} : tensor<8x4xf32>,
 // DEFAULT-NEXT: gpt.adamw {{.*}}, %[[SCALE]] {beta1 = 9.000000e-01 : f64, beta2 = 0.94999999999999996 : f64, epsilon = 1.000000e-08 : f64, weight_decay = 1.000000e-01 : f64} : tensor<3x4xf32>,
 func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "defaults.wte"}, %wpe: tensor<3x4xf32> {gpt.param = "defaults.wpe"},
@@ -237,7 +241,7 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "defaults.wte"}, %wpe: ten
 // peak, final rate and step counts.
 
 // LINEAR-LABEL: func.func @train_step(%{{[^:]*}}: tensor<8x4xf32> {gpt.param = "linear.wte"}
-// LINEAR-SAME: %[[STEP:[^:]*]]: tensor<i32> {gpt.input = "step"})
+// LINEAR-SAME: %[[STEP:[^:]*]]: tensor<i32> {gpt.input = "step"}, %{{[^:]*}}: tensor<f32> {gpt.input = "lr_scale"})
 // LINEAR: gpt.lr_schedule linear %[[STEP]] {max_lr = 1.000000e-03 : f64, min_lr = 1.000000e-04 : f64, total_steps = 50 : i64, warmup_steps = 5 : i64} : (tensor<i32>) -> tensor<f32>
 func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "linear.wte"}, %wpe: tensor<3x4xf32> {gpt.param = "linear.wpe"},
                    %tokens: tensor<2x3xi32> {gpt.input = "tokens"}, %targets: tensor<2x3xi32> {gpt.input = "targets"}) -> tensor<f32> {

@@ -69,6 +69,8 @@ TEST_F(GPT2Test, HostExecutableTrainsLikeTheReference) {
     ASSERT_TRUE(s.setInput("train_step", "tokens", in));
     ASSERT_TRUE(s.setInput("train_step", "targets", tgt));
     ASSERT_TRUE(s.setInput("train_step", "step", stepIn));
+    std::vector<float> lrScale = {1.0f};
+    ASSERT_TRUE(s.setInput("train_step", "lr_scale", lrScale));
     Status ran = s.run("train_step");
     ASSERT_TRUE(ran) << ran.message();
     auto loss = s.getScalarF32("train_step", "loss");
@@ -81,6 +83,7 @@ TEST_F(GPT2Test, HostExecutableTrainsLikeTheReference) {
     args.emplace_back(std::vector<int64_t>{1, kBatch, kSeq},
                       std::vector<double>(tgt.begin(), tgt.end()));
     args.emplace_back(std::vector<int64_t>{}, static_cast<double>(step));
+    args.emplace_back(std::vector<int64_t>{}, 1.0); // lr_scale
     std::vector<Tensor> out = evaluate("train_step", args, Precision::F64);
     ASSERT_FALSE(out.empty());
     refLoss.push_back(out[output("train_step", "loss")].data[0]);

@@ -108,7 +108,8 @@ TEST_F(GPT2FixtureTest, InlinedTrainStepComputesTheSameLoss) {
                                    : Tensor(fixture.params.at(name.str()).shape, 0.0));
     args.push_back(Tensor({1, 2, 8}, fixture.tokens));
     args.push_back(Tensor({1, 2, 8}, fixture.targets));
-    args.emplace_back(std::vector<int64_t>{}, 0.0);
+    args.emplace_back(std::vector<int64_t>{}, 0.0); // step
+    args.emplace_back(std::vector<int64_t>{}, 1.0); // lr_scale
     auto out = evaluate("train_step", args);
     return out.empty() ? -1.0 : out[output("train_step", "loss")].data[0];
   };

@@ -23,6 +23,7 @@ std::vector<Tensor> trainArgs(const std::vector<Tensor> &params, const Tensor &t
   args.push_back(tokens);
   args.push_back(targets);
   args.emplace_back(std::vector<int64_t>{}, static_cast<double>(step));
+  args.emplace_back(std::vector<int64_t>{}, 1.0); // lr_scale
   return args;
 }
 
@@ -62,7 +63,7 @@ TEST_F(TrainStepTest, MatchesPyTorchAdamW) {
   ASSERT_EQ(fixture.trainLosses.size(), 5u);
   std::vector<Tensor> args = trainArgs(fixtureParams(), tokens(), targets(), 0);
   for (int64_t s = 0; s < 5; ++s) {
-    args.back().data[0] = static_cast<double>(s);
+    args[args.size() - 2].data[0] = static_cast<double>(s); // step
     auto out = evaluate("train_step", args);
     ASSERT_FALSE(out.empty());
     EXPECT_NEAR(out[output("train_step", "loss")].data[0], fixture.trainLosses[s],
@@ -146,7 +147,7 @@ TEST_F(TrainStepTest, LearnsARealTextBatch) {
   std::vector<Tensor> args = trainArgs(params, tok, tgt, 0);
   std::vector<double> losses;
   for (int64_t s = 0; s < 30; ++s) {
-    args.back().data[0] = static_cast<double>(s);
+    args[args.size() - 2].data[0] = static_cast<double>(s); // step
     auto out = evaluate("train_step", args, Precision::F32);
     ASSERT_FALSE(out.empty());
     losses.push_back(out[output("train_step", "loss")].data[0]);
