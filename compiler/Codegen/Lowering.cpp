@@ -182,6 +182,20 @@ Value geluGradOf(KB &k, Value x) {
                k.mul(k.mul(k.f(0.5, t), x), k.mul(sech2, k.mul(kk, poly))));
 }
 
+/// Mean and 1 / sqrt(biased variance + eps) of x[base, base + n): the
+/// statistics of a layernorm row.
+std::pair<Value, Value> meanAndRstd(KB &k, Value x, Value base, int64_t n, double eps, Type t) {
+  Value sum = k.loop(k.idx(0), k.idx(n), {k.f(0, t)}, [&](Value i, ValueRange s) {
+    return SmallVector<Value>{k.add(s[0], k.ld(x, k.add(base, i)))};
+  })[0];
+  Value mean = k.div(sum, k.f(n, t));
+  Value var = k.loop(k.idx(0), k.idx(n), {k.f(0, t)}, [&](Value i, ValueRange s) {
+    Value d = k.sub(k.ld(x, k.add(base, i)), mean);
+    return SmallVector<Value>{k.add(s[0], k.mul(d, d))};
+  })[0];
+  return {mean, k.rsqrt(k.add(k.div(var, k.f(n, t)), k.f(eps, t)))};
+}
+
 /// max_i x[base + i] and sum_i exp(x[base + i] - max) over i < n: the
 /// statistics of a stable softmax / log-sum-exp row.
 std::pair<Value, Value> maxAndSumExp(KB &k, Value x, Value base, int64_t n, Type t) {
@@ -534,15 +548,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  KB k{b, loc};
                  Type ft = b.getF32Type();
                  Value base = k.mul(row, k.idx(c));
-                 Value sum = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.add(s[0], k.ld(a[0], k.add(base, i)))};
-                 })[0];
-                 Value mean = k.div(sum, k.f(c, ft));
-                 Value var = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
-                   Value d = k.sub(k.ld(a[0], k.add(base, i)), mean);
-                   return SmallVector<Value>{k.add(s[0], k.mul(d, d))};
-                 })[0];
-                 Value rstd = k.rsqrt(k.add(k.div(var, k.f(c, ft)), k.f(eps, ft)));
+                 auto [mean, rstd] = meanAndRstd(k, a[0], base, c, eps, ft);
                  k.loop(k.idx(0), k.idx(c), [&](Value i) {
                    Value xh = k.mul(k.sub(k.ld(a[0], k.add(base, i)), mean), rstd);
                    k.st(k.add(k.mul(xh, k.ld(a[1], i)), k.ld(a[2], i)), a[3], k.add(base, i));
@@ -566,15 +572,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  Value base = k.mul(row, k.idx(c));
                  auto x = [&](Value i) { return k.ld(a[1], k.add(base, i)); };
                  auto dy = [&](Value i) { return k.ld(a[0], k.add(base, i)); };
-                 Value sum = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
-                   return SmallVector<Value>{k.add(s[0], x(i))};
-                 })[0];
-                 Value mean = k.div(sum, k.f(c, ft));
-                 Value var = k.loop(k.idx(0), k.idx(c), {k.f(0, ft)}, [&](Value i, ValueRange s) {
-                   Value d = k.sub(x(i), mean);
-                   return SmallVector<Value>{k.add(s[0], k.mul(d, d))};
-                 })[0];
-                 Value rstd = k.rsqrt(k.add(k.div(var, k.f(c, ft)), k.f(eps, ft)));
+                 auto [mean, rstd] = meanAndRstd(k, a[1], base, c, eps, ft);
                  k.st(mean, a[3], k.mul(row, k.idx(2)));
                  k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
                  auto sums = k.loop(k.idx(0), k.idx(c), {k.f(0, ft), k.f(0, ft)},
