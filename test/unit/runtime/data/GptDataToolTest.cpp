@@ -5,9 +5,7 @@
 #include "runtime/data/FileIO.h"
 #include "runtime/data/TokenFile.h"
 
-#include <sys/wait.h>
-
-#include <cstdio>
+#include "test/unit/runtime/RunTool.h"
 
 using namespace gptc;
 using namespace gptc::data;
@@ -15,31 +13,15 @@ using gptc::data::testing::tempPath;
 
 namespace {
 
-struct Result {
-  int status;
-  std::string output; // stdout and stderr
-};
-
-Result run(const std::string &args) {
-  std::string command = std::string(GPTC_GPT_DATA_TOOL) + " " + args + " 2>&1";
-  Result r{-1, ""};
-  FILE *p = popen(command.c_str(), "r");
-  if (!p)
-    return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), p)) > 0)
-    r.output.append(buffer, n);
-  int status = pclose(p);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+gptc::testing::ToolResult run(const std::string &args) {
+  return gptc::testing::runTool(GPTC_GPT_DATA_TOOL, args);
 }
 
 const std::string kVocab = std::string("--vocab-dir ") + GPTC_VOCAB_DIR;
 
 TEST(GptDataToolTest, Help) {
   for (const char *command : {"", "encode ", "decode ", "info ", "austen "}) {
-    Result r = run(std::string(command) + "--help");
+    gptc::testing::ToolResult r = run(std::string(command) + "--help");
     EXPECT_EQ(r.status, 0) << command;
     EXPECT_NE(r.output.find("usage: gpt-data"), std::string::npos) << command;
   }
@@ -47,7 +29,7 @@ TEST(GptDataToolTest, Help) {
 }
 
 TEST(GptDataToolTest, UsageErrors) {
-  Result r = run("");
+  gptc::testing::ToolResult r = run("");
   EXPECT_EQ(r.status, 2);
   r = run("frobnicate");
   EXPECT_EQ(r.status, 2);
@@ -72,7 +54,7 @@ TEST(GptDataToolTest, UsageErrors) {
 TEST(GptDataToolTest, EncodeDecodeInfo) {
   std::string txt = tempPath("tool.txt"), bin = tempPath("tool.bin"), out = tempPath("out.txt");
   ASSERT_TRUE(writeFile(txt, "Hello world\n\n the"));
-  Result r = run("encode " + kVocab + " " + txt + " -o " + bin);
+  gptc::testing::ToolResult r = run("encode " + kVocab + " " + txt + " -o " + bin);
   ASSERT_EQ(r.status, 0) << r.output;
   StatusOr<std::vector<uint16_t>> tokens = readTokenFile(bin);
   ASSERT_TRUE(tokens);
@@ -114,7 +96,7 @@ TEST(GptDataToolTest, EncodeDecodeInfo) {
 TEST(GptDataToolTest, BadInputsExitOne) {
   std::string bad = tempPath("bad.txt"), bin = tempPath("bad.bin");
   ASSERT_TRUE(writeFile(bad, "ok\xFFno"));
-  Result r = run("encode " + kVocab + " " + bad + " -o " + bin);
+  gptc::testing::ToolResult r = run("encode " + kVocab + " " + bad + " -o " + bin);
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, bad + ": not UTF-8 text (invalid byte at offset 2)\n");
   r = run("encode " + kVocab + " " + tempPath("none.txt") + " -o " + bin);

@@ -10,10 +10,9 @@
 #include "runtime/data/TokenFile.h"
 #include "runtime/device/Device.h"
 #include "test/unit/runtime/ExecutableBuilder.h"
+#include "test/unit/runtime/RunTool.h"
 
 #include <gtest/gtest.h>
-
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,25 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int status = -1;
-  std::string output; // stdout and stderr
-};
-
-RunResult gptrun(const std::string &args) {
-  RunResult r;
-  std::string cmd = std::string(GPTC_GPTRUN) + " " + args + " 2>&1";
-  FILE *pipe = popen(cmd.c_str(), "r");
-  if (!pipe)
-    return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0)
-    r.output.append(buf, n);
-  int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+ToolResult gptrun(const std::string &args) { return runTool(GPTC_GPTRUN, args); }
 
 /// The fake model: accum_steps=2, B=2, T=4, one parameter vector w (4).
 /// Leave out a program by name with `without`.
@@ -132,7 +113,7 @@ fs::path *GptrunTest::dir = nullptr;
 // mean target + w[0] = 7.5 + seed; norm counts steps in the zeroed state;
 // lr = 1e-4 (step + 1)), validation every K steps and after the last.
 TEST_F(GptrunTest, TrainsAndValidatesTheFakeModel) {
-  RunResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --val " +
+  ToolResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --val " +
                        path("val.bin") + " --steps 3 --val-every 2 --val-batches 2 --seed 5");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("model fake, 4 parameters, accum_steps=2 B=2 T=4 (16 tokens/step)"),
@@ -160,7 +141,7 @@ TEST_F(GptrunTest, TrainsAndValidatesTheFakeModel) {
 // naming the file or program.
 TEST_F(GptrunTest, InputErrorsExitOne) {
   std::string data = " --data " + path("train.bin");
-  RunResult r = gptrun("/nonexistent/step.fb" + data);
+  ToolResult r = gptrun("/nonexistent/step.fb" + data);
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(r.output, "gptrun: error: /nonexistent/step.fb: cannot open\n");
 
@@ -185,7 +166,7 @@ TEST_F(GptrunTest, InputErrorsExitOne) {
 // Verify --target cuda: without a GPU a clear "no CUDA device"; with one,
 // the Host executable's missing cubins are named.
 TEST_F(GptrunTest, CudaTargetFailsClearly) {
-  RunResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --target cuda");
+  ToolResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --target cuda");
   EXPECT_EQ(r.status, 1);
   if (device::deviceCount())
     EXPECT_NE(r.output.find("kernel 'gptc_fake_init' has no cubin or PTX"), std::string::npos)
@@ -205,7 +186,7 @@ TEST_F(GptrunTest, TrainsTheFakeModelOnTheGpu) {
     GTEST_SKIP() << "no nvcc-built test kernels";
   for (const char *graph : {"", " --graph"}) {
     SCOPED_TRACE(graph);
-    RunResult r = gptrun(path("fake-cuda.fb") + " --data " + path("train.bin") + " --val " +
+    ToolResult r = gptrun(path("fake-cuda.fb") + " --data " + path("train.bin") + " --val " +
                          path("val.bin") + " --steps 3 --val-batches 2 --seed 5" + graph);
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_TRUE(std::regex_search(
@@ -220,7 +201,7 @@ TEST_F(GptrunTest, TrainsTheFakeModelOnTheGpu) {
 
 // Verify usage errors exit 2 and --help exits 0 with the formula.
 TEST_F(GptrunTest, UsageAndHelp) {
-  RunResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --stepz 3");
+  ToolResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --stepz 3");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output, "gptrun: unknown option '--stepz' (see gptrun --help)\n");
   r = gptrun(path("fake.fb"));
