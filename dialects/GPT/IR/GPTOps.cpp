@@ -217,27 +217,36 @@ LogicalResult CausalAttentionOp::inferReturnTypes(
 // CrossEntropyOp
 //===----------------------------------------------------------------------===//
 
+/// The rules shared by gpt.cross_entropy and its gradient: logits
+/// (..., Vp), targets (...), 1 <= vocab_size <= Vp.
+static LogicalResult checkLogitsAndTargets(std::optional<Location> loc, StringRef op,
+                                           RankedTensorType logits, RankedTensorType targets,
+                                           Attribute vocabSize) {
+  if (logits.getRank() < 1 || targets.getRank() != logits.getRank() - 1)
+    return shapeError(loc, op, "expects logits (..., Vp) and targets (...), got ranks ",
+                      logits.getRank(), " and ", targets.getRank());
+  for (int64_t i = 0; i < targets.getRank(); ++i)
+    if (!compatible(logits.getDimSize(i), targets.getDimSize(i)))
+      return shapeError(loc, op, "logits and targets differ in dimension ", i);
+  int64_t vp = logits.getShape().back();
+  if (std::optional<int64_t> v = getConfigInt(vocabSize)) {
+    if (*v < 1)
+      return shapeError(loc, op, "vocab_size must be positive");
+    if (!isDyn(vp) && *v > vp)
+      return shapeError(loc, op, "vocab_size ", *v, " exceeds the ", vp,
+                        " logits per position");
+  }
+  return success();
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,
                                                SmallVectorImpl<Type> &results) {
-  auto logits = rtt(adaptor.getLogits()), targets = rtt(adaptor.getTargets());
-  if (logits.getRank() < 1 || targets.getRank() != logits.getRank() - 1)
-    return shapeError(loc, "cross_entropy",
-                      "expects logits (..., Vp) and targets (...), got ranks ",
-                      logits.getRank(), " and ", targets.getRank());
-  for (int64_t i = 0; i < targets.getRank(); ++i)
-    if (!compatible(logits.getDimSize(i), targets.getDimSize(i)))
-      return shapeError(loc, "cross_entropy", "logits and targets differ in dimension ",
-                        i);
-  int64_t vp = logits.getShape().back();
-  if (std::optional<int64_t> v = getConfigInt(adaptor.getVocabSize())) {
-    if (*v < 1)
-      return shapeError(loc, "cross_entropy", "vocab_size must be positive");
-    if (!isDyn(vp) && *v > vp)
-      return shapeError(loc, "cross_entropy", "vocab_size ", *v,
-                        " exceeds the ", vp, " logits per position");
-  }
+  auto logits = rtt(adaptor.getLogits());
+  if (failed(checkLogitsAndTargets(loc, "cross_entropy", logits, rtt(adaptor.getTargets()),
+                                   adaptor.getVocabSize())))
+    return failure();
   results.push_back(tensorOf({}, logits.getElementType()));
   return success();
 }
@@ -460,18 +469,10 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
                                                    std::optional<Location> loc,
                                                    Adaptor adaptor,
                                                    SmallVectorImpl<Type> &results) {
-  auto logits = rtt(adaptor.getLogits()), targets = rtt(adaptor.getTargets());
-  if (logits.getRank() < 1 || targets.getRank() != logits.getRank() - 1)
-    return shapeError(loc, "cross_entropy_grad",
-                      "expects logits (..., Vp) and targets (...)");
-  for (int64_t i = 0; i < targets.getRank(); ++i)
-    if (!compatible(logits.getDimSize(i), targets.getDimSize(i)))
-      return shapeError(loc, "cross_entropy_grad",
-                        "logits and targets differ in dimension ", i);
-  if (std::optional<int64_t> v = getConfigInt(adaptor.getVocabSize()))
-    if (*v < 1 || (!isDyn(logits.getShape().back()) && *v > logits.getShape().back()))
-      return shapeError(loc, "cross_entropy_grad", "vocab_size ", *v,
-                        " must be in [1, ", dimStr(logits.getShape().back()), "]");
+  auto logits = rtt(adaptor.getLogits());
+  if (failed(checkLogitsAndTargets(loc, "cross_entropy_grad", logits,
+                                   rtt(adaptor.getTargets()), adaptor.getVocabSize())))
+    return failure();
   results.push_back(logits);
   return success();
 }
