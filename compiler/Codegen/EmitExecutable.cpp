@@ -209,7 +209,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
         if (c.kind == Command::Gemm) {
           const GemmDesc &g = lowered->gemms[c.gemm];
           os << "m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch
-             << (g.transa ? " T" : " N") << (g.transb ? "T" : "N");
+             << (g.transa ? " T" : " N") << (g.transb ? "T" : "N") << " " << g.aType << "x"
+             << g.bType << "->" << g.cType;
         }
         for (const Operand &o : c.args)
           os << " " << name(o);
@@ -293,8 +294,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   std::vector<fb::Offset<s::Gemm>> gemms;
   for (const GemmDesc &g : lowered->gemms)
     gemms.push_back(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb,
-                                  g.ldc, g.strideA, g.strideB, g.strideC, s::DType::F32,
-                                  s::DType::F32, s::DType::F32, s::ComputeType::F32,
+                                  g.ldc, g.strideA, g.strideB, g.strideC, dtypeOf(g.aType),
+                                  dtypeOf(g.bType), dtypeOf(g.cType), s::ComputeType::F32,
                                   g.bias ? s::Epilogue::Bias : s::Epilogue::None));
   std::vector<fb::Offset<s::Program>> programs;
   for (const ProgramInfo &p : lowered->programs) {

@@ -20,6 +20,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -27,6 +28,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -112,6 +114,14 @@ FailureOr<std::vector<uint8_t>> compileHostKernels(MLIRContext *ctx, const Lower
   };
   dump("kernels.host.mlir", [&](llvm::raw_ostream &os) { module->print(os); });
   if (failed(module->verify()))
+    return failure();
+
+  // bf16 <-> f32 conversions as integer ops (round to nearest even): x86
+  // without AVX512-BF16 has no instruction for them, and LLVM would call a
+  // libgcc helper that older toolchains lack.
+  RewritePatternSet bf16(ctx);
+  arith::populateExpandBFloat16Patterns(bf16);
+  if (failed(applyPatternsGreedily(*module, std::move(bf16))))
     return failure();
 
   PassManager pm(ctx);

@@ -41,8 +41,19 @@ struct KB {
     return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
   }
   Value i64(int64_t v) { return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v); }
-  Value ld(Value mem, Value i) { return memref::LoadOp::create(b, loc, mem, ValueRange{i}); }
-  void st(Value v, Value mem, Value i) { memref::StoreOp::create(b, loc, v, mem, ValueRange{i}); }
+  /// Loads widen bf16/f16 to f32 and stores round back (to nearest even):
+  /// kernels compute in f32 whatever the tensors' storage type.
+  Value ld(Value mem, Value i) {
+    Value v = memref::LoadOp::create(b, loc, mem, ValueRange{i});
+    Type t = v.getType();
+    return t.isBF16() || t.isF16() ? ext(v, b.getF32Type()) : v;
+  }
+  void st(Value v, Value mem, Value i) {
+    Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
+    if (v.getType() != elt)
+      v = convert(v, elt);
+    memref::StoreOp::create(b, loc, v, mem, ValueRange{i});
+  }
   Value add(Value x, Value y) {
     return llvm::isa<IndexType, IntegerType>(x.getType())
                ? arith::AddIOp::create(b, loc, x, y).getResult()
@@ -155,6 +166,10 @@ RankedTensorType rtt(Value v) { return llvm::cast<RankedTensorType>(v.getType())
 int64_t numel(Value v) { return rtt(v).getNumElements(); }
 int64_t lastDim(Value v) { return rtt(v).getShape().back(); }
 Type eltOf(Value v) { return rtt(v).getElementType(); }
+/// The type a kernel computes in for tensors of element type `t` (see KB::ld).
+Type computeOf(Type t) {
+  return t.isBF16() || t.isF16() ? Float32Type::get(t.getContext()) : t;
+}
 MemRefType flat(Value v) { return MemRefType::get({numel(v)}, eltOf(v)); }
 MemRefType flatOf(int64_t n, Type t) { return MemRefType::get({n}, t); }
 
@@ -449,8 +464,15 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
     g.strideB = m * k;
     g.strideC = m * n;
   }
-  if (!eltOf(a).isF32())
-    return op->emitOpError("codegen: only f32 GEMMs so far");
+  Type in = eltOf(a), out = eltOf(op->getResult(0));
+  if (eltOf(bm) != in || !(in.isF32() || in.isBF16() || in.isF16()) ||
+      !(out == in || out.isF32()))
+    return op->emitOpError("codegen: GEMMs take f32, bf16 or f16 operands of one type and "
+                           "give that type or f32, not ")
+           << in << " x " << eltOf(bm) << " -> " << out;
+  g.aType = eltOf(bm);
+  g.bType = in;
+  g.cType = out;
   result.gemms.push_back(g);
   Command c;
   c.kind = Command::Gemm;
@@ -811,7 +833,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             return op->emitOpError("codegen: only reductions over leading dimensions");
         int64_t cols = numel(red.getResult()), rows = numel(red.getInput()) / cols;
         ReduceKind kind = red.getKind();
-        Type ft = eltOf(red.getInput());
+        Type ft = computeOf(eltOf(red.getInput()));
         launch(op, key, "reduce_leading", {flat(red.getInput()), flat(red.getResult())},
                {t(red.getInput()), t(red.getResult())}, cols,
                [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
@@ -1016,7 +1038,7 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
       })
       .Case<ConstantOp>([&](ConstantOp c) {
         double v = c.getValue().convertToDouble();
-        Type et = eltOf(c.getResult());
+        Type et = computeOf(eltOf(c.getResult()));
         return elementwise([v, et](KB &k, ValueRange) { return k.f(v, et); }, "fill");
       })
       .Case<BiasAddOp>([&](BiasAddOp ba) {
@@ -1050,7 +1072,7 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
       })
       .Case<SoftmaxOp>([&](SoftmaxOp sm) {
         int64_t c = lastDim(sm.getInput());
-        Type et = eltOf(sm.getInput());
+        Type et = computeOf(eltOf(sm.getInput()));
         launch(op, key, "softmax_forward", types, args, n / c,
                [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
                  KB k{b, loc};
@@ -1065,7 +1087,7 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
       })
       .Case<CausalMaskOp>([&](CausalMaskOp cm) {
         int64_t tl = lastDim(cm.getInput());
-        Type et = eltOf(cm.getInput());
+        Type et = computeOf(eltOf(cm.getInput()));
         launch(op, key, "causal_mask", types, args, n,
                [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
                  KB k{b, loc};

@@ -52,6 +52,9 @@ struct GemmDesc {
   bool transa = false, transb = false;
   int64_t lda = 0, ldb = 0, ldc = 0, strideA = 0, strideB = 0, strideC = 0;
   bool bias = false;
+  /// Element types in cuBLASLt's terms (A is our rhs, B our lhs); the bias
+  /// has C's type. Accumulation is fp32 (f64 for f64 operands).
+  mlir::Type aType, bType, cType;
 };
 
 struct Command {

@@ -33,6 +33,9 @@ static const PhaseInfo kPhases[] = {
     {Phase::Import, "import",
      "one configuration instantiated: static shapes, unrolled layers, named "
      "parameters"},
+    {Phase::Precision, "precision",
+     "@forward in the --precision policy: bf16 GEMM operands, fp32 master weights, "
+     "statistics and loss (fp32: unchanged)"},
     {Phase::Autodiff, "autodiff",
      "+ @forward_grad: the loss and the gradient of every parameter"},
     {Phase::TrainStep, "train-step",
@@ -71,6 +74,17 @@ void buildImportPassPipeline(OpPassManager &pm, const PipelineOptions &options) 
   // Unrolling clones nothing shared, but a hand-written model may repeat
   // work; CSE keeps the later phases from seeing duplicates.
   pm.addPass(createCSEPass());
+}
+
+void buildPrecisionPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+  // fp32 is the model as written: no pass, so fp32 dumps keep their numbers.
+  if (options.precision == "fp32")
+    return;
+  // NOTE: before gpt-autodiff, so the backward inherits the casts through
+  // their gradient rule (bf16 GEMM gradients, fp32 parameter gradients).
+  MixedPrecisionPassOptions mp;
+  mp.policy = options.precision;
+  pm.addPass(createMixedPrecisionPass(mp));
 }
 
 void buildAutodiffPassPipeline(OpPassManager &pm, const PipelineOptions &) {
@@ -115,6 +129,8 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
                    Phase compileTo) {
   if (compileTo >= Phase::Import)
     buildImportPassPipeline(pm, options);
+  if (compileTo >= Phase::Precision)
+    buildPrecisionPassPipeline(pm, options);
   if (compileTo >= Phase::Autodiff)
     buildAutodiffPassPipeline(pm, options);
   if (compileTo >= Phase::TrainStep)
@@ -140,6 +156,9 @@ void registerPasses() {
       "gpt-import-pipeline",
       "Import phase: instantiate a model preset with static shapes",
       buildImportPassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-precision-pipeline", "Precision phase: @forward in the precision policy",
+      buildPrecisionPassPipeline);
   PassPipelineRegistration<PipelineOptions>(
       "gpt-autodiff-pipeline", "Autodiff phase: add @forward_grad",
       buildAutodiffPassPipeline);

@@ -25,6 +25,7 @@ namespace gptc {
 enum class Phase {
   Input,
   Import,    // config instantiated: static shapes, unrolled layers
+  Precision, // @forward in the --precision policy (bf16 GEMMs, fp32 masters)
   Autodiff,  // + @forward_grad: loss and parameter gradients
   TrainStep, // + @train_step (accumulation, clipping, schedule, AdamW), @init
   MemoryPlan, // calls inlined; static offsets of every tensor of each program
@@ -52,6 +53,9 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                         llvm::cl::init(0)};
   Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length T (0: preset's)"),
                       llvm::cl::init(0)};
+  Option<std::string> precision{*this, "precision",
+                                llvm::cl::desc("Precision policy: fp32 or bf16"),
+                                llvm::cl::init("fp32")};
 
   // Train step (see gpt-insert-optimizer for the meaning of each).
   Option<int64_t> accumSteps{*this, "accum-steps",
@@ -81,6 +85,9 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
 
 /// Import: pick the configuration, make shapes static, unroll the layers.
 void buildImportPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+
+/// Precision: gpt-mixed-precision on @forward (nothing for fp32).
+void buildPrecisionPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Autodiff: differentiate @forward into @forward_grad.
 void buildAutodiffPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);

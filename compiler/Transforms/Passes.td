@@ -6,6 +6,59 @@
 include "mlir/Pass/PassBase.td"
 
 //===----------------------------------------------------------------------===//
+// Precision phase
+//===----------------------------------------------------------------------===//
+
+def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
+  let summary = "Mixed precision: bf16 matmuls with fp32 master weights, statistics and loss";
+  let description = [{
+    Rewrites `function` (default `forward`) for the precision `policy`:
+
+      * `fp32`: the identity.
+      * `bf16`: `gpt.linear` and `gpt.matmul` take bf16 operands (a
+        `gpt.cast` of each fp32 operand, parameters included) and give a
+        bf16 result; the GEMM still accumulates in fp32. `gpt.layernorm`,
+        `gpt.softmax`, `gpt.cross_entropy`, `gpt.reduce` and the other
+        statistics ops (their gradients, `gpt.global_norm`, `gpt.adamw`)
+        get fp32 operands. Every other op runs in its operands' type, and
+        operands of mixed types are promoted to the widest (the residual
+        stream `x + attn(x)` stays fp32). Values the function returns keep
+        their declared types.
+
+    Each value is cast to a given type once, right after its definition, so
+    repeated uses (the tied `wte`) share one cast. Parameters stay fp32
+    arguments: they are the master weights that AdamW updates.
+
+    Where it runs: on @forward, after import and before gpt-autodiff. The
+    backward then inherits the policy through the rules of the rewritten
+    ops: the gradient of a `gpt.cast` is a cast back, so a bf16 matmul gets
+    a bf16 backward while every fp32 parameter gets an fp32 gradient, and
+    the optimizer (built later from those gradients) is fp32 by
+    construction. A phase after train-step would have to re-derive that
+    split by pattern-matching the backward.
+
+    ```mlir
+    // Before:
+    %y = gpt.linear %x, %w, %b : (tensor<8x16xf32>, tensor<48x16xf32>, tensor<48xf32>) -> tensor<8x48xf32>
+    // After (policy=bf16):
+    %wh = gpt.cast %w : tensor<48x16xf32> to tensor<48x16xbf16>
+    ...
+    %y = gpt.linear %xh, %wh, %bh : (...bf16...) -> tensor<8x48xbf16>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "Function to rewrite">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"bf16\"",
+           "Precision policy: fp32 (identity) or bf16">,
+  ];
+  let statistics = [
+    Statistic<"numCasts", "casts", "gpt.cast ops inserted">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Autodiff phase
 //===----------------------------------------------------------------------===//
 

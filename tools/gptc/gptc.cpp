@@ -1,7 +1,7 @@
 //===- gptc.cpp - the gptc compiler driver -------------------------------===//
 //
 //   gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o out.mlir
-//   gptc run-reference models/gpt2.mlir --model=tiny --precision=fp64
+//   gptc run-reference models/gpt2.mlir --model=tiny --arithmetic=fp64
 //
 //===----------------------------------------------------------------------===//
 
@@ -70,6 +70,10 @@ cl::opt<std::string> cudaToolkit("cuda-toolkit",
                                  cl::desc("CUDA toolkit for ptxas and libdevice "
                                           "(default: $CUDA_HOME or /usr/local/cuda)"),
                                  cl::value_desc("dir"), cl::cat(compileCat));
+cl::opt<std::string> precision("precision",
+                               cl::desc("Precision policy (phase precision): fp32, or bf16 "
+                                        "(bf16 GEMMs, fp32 master weights and statistics)"),
+                               cl::init("fp32"), cl::cat(compileCat));
 cl::opt<bool> listPhases("list-phases", cl::desc("Print the phases and exit"),
                          cl::cat(compileCat));
 
@@ -99,8 +103,10 @@ cl::OptionCategory referenceCat("gptc run-reference options");
 cl::opt<int64_t> steps("steps",
                        cl::desc("Train steps to run (0: only the forward loss)"),
                        cl::init(0), cl::cat(referenceCat));
-cl::opt<std::string> precision("precision", cl::desc("fp64 or fp32"), cl::init("fp64"),
-                               cl::cat(referenceCat));
+cl::opt<std::string> arithmetic("arithmetic",
+                                cl::desc("Interpreter arithmetic: fp64 or fp32 (bf16/f16 "
+                                         "values are rounded after every op in both)"),
+                                cl::init("fp64"), cl::cat(referenceCat));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed of the initialisation and the random batch"),
                        cl::init(1337), cl::cat(referenceCat));
 cl::opt<bool> decompose("decompose-attention",
@@ -121,7 +127,8 @@ Usage:
 Examples:
   gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o gpt2-124M.mlir
   gptc compile models/gpt2.mlir --model=tiny --compile-to=import --dump-ir-after-each-pass=out/
-  gptc run-reference models/gpt2.mlir --model=tiny --precision=fp32
+  gptc run-reference models/gpt2.mlir --model=tiny --arithmetic=fp32
+  gptc compile models/gpt2.mlir --model=mini --precision=bf16 --target=host -o mini-bf16.fb
   gptc run-reference models/gpt2.mlir --model=tiny --steps=10 --lr=1e-2
 
 MLIR's pass-manager flags also work (listed by --help-hidden), e.g.
@@ -149,6 +156,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.model = model;
   options.batch = batch;
   options.seq = seq;
+  options.precision = precision;
   options.accumSteps = accumSteps;
   options.lr = lr;
   options.minLr = minLr;
@@ -164,6 +172,10 @@ void setPipelineOptions(PipelineOptions &options) {
 
 /// MLIR's pass-manager flags plus every phase up to `phase`.
 LogicalResult buildPassManager(PassManager &pm, Phase phase) {
+  if (precision != "fp32" && precision != "bf16") {
+    fail("--precision: expected fp32 or bf16, got '" + precision + "'");
+    return failure();
+  }
   if (failed(applyPassManagerCLOptions(pm))) {
     fail("bad pass manager options");
     return failure();
@@ -288,11 +300,11 @@ evaluateFunction(ModuleOp module, StringRef name, ArrayRef<reference::Tensor> ar
 }
 
 int runReference(MLIRContext &context) {
-  if (precision != "fp64" && precision != "fp32")
-    return fail("--precision: expected fp64 or fp32, got '" + precision + "'");
+  if (arithmetic != "fp64" && arithmetic != "fp32")
+    return fail("--arithmetic: expected fp64 or fp32, got '" + arithmetic + "'");
   if (steps < 0)
     return fail("--steps must not be negative");
-  auto prec = precision == "fp64" ? reference::Precision::F64 : reference::Precision::F32;
+  auto prec = arithmetic == "fp64" ? reference::Precision::F64 : reference::Precision::F32;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
@@ -359,7 +371,7 @@ int runReference(MLIRContext &context) {
     auto results = evaluateFunction(*module, "forward", args, prec);
     if (failed(results))
       return 1;
-    llvm::outs() << llvm::formatv("loss ({0}): {1:f10}\n", precision, (*results)[0].data[0]);
+    llvm::outs() << llvm::formatv("loss ({0}): {1:f10}\n", arithmetic, (*results)[0].data[0]);
     return 0;
   }
 
@@ -425,10 +437,10 @@ int main(int argc, char **argv) {
   if (inputFile.empty())
     return fail("missing input file (e.g. models/gpt2.mlir)");
   if (command == "compile" &&
-      (precision.getNumOccurrences() || seed.getNumOccurrences() ||
+      (arithmetic.getNumOccurrences() || seed.getNumOccurrences() ||
        decompose.getNumOccurrences() || dataFile.getNumOccurrences() ||
        steps.getNumOccurrences()))
-    return fail("--precision, --seed, --decompose-attention, --data and --steps apply "
+    return fail("--arithmetic, --seed, --decompose-attention, --data and --steps apply "
                 "to run-reference, not compile");
   if (command == "run-reference" &&
       (compileTo.getNumOccurrences() || dumpDir.getNumOccurrences() ||

@@ -47,10 +47,21 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --mlir-print-ir-after=gpt-instantiate-model -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
 // PRINT: IR Dump After InstantiateModelPass (gpt-instantiate-model)
 
+// --precision=bf16 stops at the precision phase with bf16 GEMMs and an fp32 loss.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --compile-to=precision | FileCheck %s --check-prefix=BF16
+// BF16-LABEL: func.func @forward
+// BF16: gpt.linear {{.*}} -> tensor<2x8x48xbf16>
+// BF16: gpt.cross_entropy {{.*}} : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+
+// An unknown precision policy is an error naming the flag.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 2>&1 | FileCheck %s --check-prefix=BADPREC
+// BADPREC: gptc: error: --precision: expected fp32 or bf16, got 'fp8'
+
 // --list-phases names every phase.
 // RUN: gptc --list-phases | FileCheck %s --check-prefix=PHASES
 // PHASES: input
 // PHASES: import
+// PHASES: precision
 // PHASES: autodiff
 // PHASES: train-step
 // PHASES: memory-plan
@@ -61,7 +72,7 @@
 
 // An unknown phase is an error naming the flag and the known phases.
 // RUN: not gptc compile %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
-// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, autodiff, train-step, memory-plan, executable)
+// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, precision, autodiff, train-step, memory-plan, executable)
 
 // An unknown preset is reported at the module, with the known ones.
 // RUN: not gptc compile %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL
@@ -72,5 +83,5 @@
 // NOFILE: gptc: error: cannot open '{{.*}}missing.mlir'
 // RUN: not gptc 2>&1 | FileCheck %s --check-prefix=NOCMD
 // NOCMD: gptc: error: missing command: compile or run-reference
-// RUN: not gptc compile %models/gpt2.mlir --precision=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
-// WRONGFLAG: gptc: error: --precision, --seed, --decompose-attention, --data and --steps apply to run-reference
+// RUN: not gptc compile %models/gpt2.mlir --arithmetic=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
+// WRONGFLAG: gptc: error: --arithmetic, --seed, --decompose-attention, --data and --steps apply to run-reference

@@ -5,7 +5,7 @@
 // F64: loss (fp64): 4.11906{{[0-9]+}}
 
 // fp32 and the decomposed attention give the same loss to ~1e-6.
-// RUN: gptc run-reference %models/gpt2.mlir --model=tiny --precision=fp32 | FileCheck %s --check-prefix=F32
+// RUN: gptc run-reference %models/gpt2.mlir --model=tiny --arithmetic=fp32 | FileCheck %s --check-prefix=F32
 // F32: loss (fp32): 4.11906{{[0-9]+}}
 // RUN: gptc run-reference %models/gpt2.mlir --model=tiny --decompose-attention | FileCheck %s --check-prefix=DECOMP
 // DECOMP: loss (fp64): 4.11906{{[0-9]+}}
@@ -16,8 +16,8 @@
 // STEPS: step    2/3:
 // STEPS: step    3/3:
 
-// RUN: not gptc run-reference %models/gpt2.mlir --model=tiny --precision=fp8 2>&1 | FileCheck %s --check-prefix=PREC
-// PREC: gptc: error: --precision: expected fp64 or fp32, got 'fp8'
+// RUN: not gptc run-reference %models/gpt2.mlir --model=tiny --arithmetic=fp8 2>&1 | FileCheck %s --check-prefix=PREC
+// PREC: gptc: error: --arithmetic: expected fp64 or fp32, got 'fp8'
 
 // A token file that is not llm.c's format is rejected with the reason.
 // RUN: printf 'not a token file' > %t.bin

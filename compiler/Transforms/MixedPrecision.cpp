@@ -1,0 +1,183 @@
+//===- MixedPrecision.cpp - bf16 compute with fp32 masters and statistics -===//
+//
+// One forward walk over the function: each op is put in one of three
+// classes (GEMM: bf16 operands; statistics: fp32 operands; the rest: the
+// widest operand type), its operands are cast to that type, and its result
+// types are re-derived from the new operands. See Passes.td for the policy
+// and why the pass runs before gpt-autodiff.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "llvm/ADT/DenseMap.h"
+
+namespace gptc {
+#define GEN_PASS_DEF_MIXEDPRECISIONPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+enum class OpClass {
+  Gemm,       // operands in the compute type (bf16)
+  Statistics, // operands at least fp32
+  Follow,     // operands promoted to the widest among them
+};
+
+OpClass classify(Operation *op) {
+  if (llvm::isa<LinearOp, MatmulOp>(op))
+    return OpClass::Gemm;
+  // Row statistics, losses and anything summing many terms: fp32, since a
+  // bf16 accumulator loses the small terms (8 bits of mantissa).
+  if (llvm::isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp, CrossEntropyOp,
+                CrossEntropyGradOp, ReduceOp, GlobalNormOp, AdamWOp>(op))
+    return OpClass::Statistics;
+  return OpClass::Follow;
+}
+
+FloatType floatElementOf(Value v) {
+  auto t = llvm::dyn_cast<RankedTensorType>(v.getType());
+  return t ? llvm::dyn_cast<FloatType>(t.getElementType()) : FloatType();
+}
+
+struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPrecisionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto fn = module.lookupSymbol<func::FuncOp>(function);
+    if (!fn) {
+      module.emitError("gpt-mixed-precision: no function @") << function;
+      return signalPassFailure();
+    }
+    if (policy == "fp32")
+      return; // fp32 everywhere: the model as written
+    if (policy != "bf16") {
+      module.emitError("gpt-mixed-precision: unknown policy '")
+          << policy << "' (expected fp32 or bf16)";
+      return signalPassFailure();
+    }
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError("gpt-mixed-precision: @") << function << " must be a single block";
+      return signalPassFailure();
+    }
+    compute = BFloat16Type::get(&getContext());
+    f32 = Float32Type::get(&getContext());
+    if (failed(rewrite(fn)))
+      return signalPassFailure();
+  }
+
+private:
+  FloatType compute, f32;
+  /// (value, element type) -> its one cast.
+  llvm::DenseMap<std::pair<Value, Type>, CastOp> casts;
+
+  /// `v` as element type `elt`, through one shared gpt.cast placed right
+  /// after v's definition so that it dominates every later use.
+  Value castTo(Value v, Type elt) {
+    auto type = llvm::cast<RankedTensorType>(v.getType());
+    if (type.getElementType() == elt)
+      return v;
+    CastOp &cast = casts[{v, elt}];
+    if (!cast) {
+      OpBuilder b(v.getContext());
+      b.setInsertionPointAfterValue(v);
+      cast = CastOp::create(b, v.getLoc(), type.clone(elt), v);
+      ++numCasts;
+    }
+    return cast.getResult();
+  }
+
+  /// The element type operand `v` of an op of class `cls` should have;
+  /// `widest` is the widest float element type among the op's operands.
+  Type wanted(OpClass cls, FloatType elt, FloatType widest) {
+    switch (cls) {
+    case OpClass::Gemm:
+      return elt.getWidth() > compute.getWidth() ? compute : elt;
+    case OpClass::Statistics:
+      return elt.getWidth() < f32.getWidth() ? f32 : elt;
+    case OpClass::Follow:
+      return widest;
+    }
+    return elt;
+  }
+
+  LogicalResult rewrite(func::FuncOp fn) {
+    Block &body = fn.getBody().front();
+    for (Operation &op : llvm::make_early_inc_range(body)) {
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+        // Results keep the declared types (the loss stays fp32).
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          auto declared = llvm::cast<ShapedType>(fn.getResultTypes()[i]).getElementType();
+          if (floatElementOf(v) && floatElementOf(v) != declared)
+            ret->setOperand(i, castTo(v, declared));
+        }
+        continue;
+      }
+      if (auto c = llvm::dyn_cast<CastOp>(op)) {
+        // A cast already in the function (written by hand, or by an earlier
+        // run) is shared like ours; a second cast of one value to one type
+        // folds into the first.
+        auto [it, inserted] = casts.try_emplace({c.getInput(), c.getType().getElementType()}, c);
+        if (!inserted && it->second != c) {
+          c.replaceAllUsesWith(it->second.getResult());
+          c.erase();
+        }
+        continue;
+      }
+      OpClass cls = classify(&op);
+      FloatType widest;
+      for (Value v : op.getOperands())
+        if (FloatType e = floatElementOf(v); e && (!widest || e.getWidth() > widest.getWidth()))
+          widest = e;
+      if (!widest)
+        continue; // no float operand: nothing to decide
+      bool changed = false;
+      for (OpOperand &operand : op.getOpOperands()) {
+        FloatType e = floatElementOf(operand.get());
+        if (!e)
+          continue;
+        Type want = wanted(cls, e, widest);
+        if (want == e)
+          continue;
+        operand.set(castTo(operand.get(), want));
+        changed = true;
+      }
+      if (failed(updateResultTypes(&op, changed)))
+        return failure();
+    }
+    return success();
+  }
+
+  /// Re-derives result types after operand types changed here or upstream.
+  LogicalResult updateResultTypes(Operation *op, bool changed) {
+    if (auto reshape = llvm::dyn_cast<ReshapeOp>(op)) {
+      auto in = llvm::cast<RankedTensorType>(reshape.getInput().getType());
+      reshape.getResult().setType(reshape.getType().clone(in.getElementType()));
+      return success();
+    }
+    auto infer = llvm::dyn_cast<InferTypeOpInterface>(op);
+    if (!infer) {
+      // Ops with fixed result types (gpt.global_norm, gpt.adamw) verify
+      // against their new operands at the end of the pass.
+      return success();
+    }
+    SmallVector<Type> types;
+    if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(), op->getOperands(),
+                                      op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+                                      op->getRegions(), types)))
+      return op->emitOpError("gpt-mixed-precision: cannot re-derive the result types")
+             << (changed ? " after casting its operands" : "");
+    for (auto [r, t] : llvm::zip(op->getResults(), types))
+      r.setType(t);
+    return success();
+  }
+};
+
+} // namespace

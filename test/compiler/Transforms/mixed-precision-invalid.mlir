@@ -1,0 +1,11 @@
+// Tests that an unknown policy is an error naming the pass and the policies.
+// RUN: not gpt-opt %s --gpt-mixed-precision=policy=fp8 2>&1 | FileCheck %s --check-prefix=POLICY
+// POLICY: error: gpt-mixed-precision: unknown policy 'fp8' (expected fp32 or bf16)
+
+// Tests that a missing function is an error naming it.
+// RUN: not gpt-opt %s --gpt-mixed-precision=function=nope 2>&1 | FileCheck %s --check-prefix=NOFN
+// NOFN: error: gpt-mixed-precision: no function @nope
+
+func.func @forward(%x: tensor<4xf32> {gpt.input = "x"}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
