@@ -4,6 +4,8 @@
 #
 #   gpt2-124M-parity.fb   PARITY_MODEL, B=PARITY_B, T=PARITY_T, PARITY_OPT
 #   gpt2-124M-train.fb    TRAIN_MODEL,  B=TRAIN_B,  T=TRAIN_T,  TRAIN_OPT
+#   gpt2-124M-bf16.fb     the same with --precision=bf16 (bench/run_bf16.sh);
+#                         BUILD_BF16=0 skips it
 #   manifest.json         per file: config (model, B, T, the *_OPT string, extra
 #                         flags), gptc command, compile seconds, bytes, sha256;
 #                         the commit and date
@@ -22,6 +24,7 @@ GPTC=${GPTC:-build/bin/gptc}
 GPTC_FLAGS=${GPTC_FLAGS:-}               # extra flags for both executables
 PARITY_GPTC_FLAGS=${PARITY_GPTC_FLAGS:-} # extra flags for the parity one (e.g. no TF32)
 TRAIN_GPTC_FLAGS=${TRAIN_GPTC_FLAGS:-}
+BUILD_BF16=${BUILD_BF16:-1}
 ART=$ARTIFACTS
 mkdir -p "$ART"
 [ -x "$GPTC" ] || { echo "build_artifacts: no $GPTC (run scripts/setup.sh)"; exit 1; }
@@ -52,6 +55,9 @@ compile() { # name file model B T opt extra
 
 compile parity "$PARITY_FB" "$PARITY_MODEL" "$PARITY_B" "$PARITY_T" "$PARITY_OPT" "$PARITY_GPTC_FLAGS"
 compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS"
+if [ "$BUILD_BF16" != 0 ]; then
+  compile bf16 "$BF16_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16"
+fi
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"

@@ -36,8 +36,15 @@ TRAIN_DATA=${TRAIN_DATA:-data/austen_train.bin}
 VAL_DATA=${VAL_DATA:-data/austen_val.bin}
 TRAIN_FB=${TRAIN_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-train.fb}
 
+# The train config again under gptc --precision=bf16 (bf16 GEMMs, fp32 master
+# weights, statistics and loss), for bench/run_bf16.sh: BF16_STEPS steps of
+# it and of TRAIN_FB, whose losses must agree within BF16_TOL (relative).
+BF16_FB=${BF16_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16.fb}
+BF16_STEPS=${BF16_STEPS:-50}
+BF16_TOL=${BF16_TOL:-2e-2}
+
 # Precision of the PyTorch runs that are compared with the train .fb. Set it
-# to what the .fb computes in (today's gptc has no precision phase: fp32).
+# to what the .fb computes in (TRAIN_FB is compiled with the default fp32).
 SPEED_DTYPE=${SPEED_DTYPE:-fp32}        # fp32 | bf16
 SPEED_TF32=${SPEED_TF32:-on}            # off | on (fp32 only)
 SPEED_STEPS=${SPEED_STEPS:-$TRAIN_STEPS}
