@@ -67,6 +67,7 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
       fn.emitError("gpt-mixed-precision: @") << function << " must be a single block";
       return signalPassFailure();
     }
+    casts.clear(); // values of an earlier module are gone
     compute = BFloat16Type::get(&getContext());
     f32 = Float32Type::get(&getContext());
     if (failed(rewrite(fn)))
