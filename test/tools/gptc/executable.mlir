@@ -19,6 +19,19 @@
 // HOST: define void @gelu_forward_{{[0-9]+}}(ptr
 // RUN: head -c 8 %t.host.fb | tail -c 4 | FileCheck %s --check-prefix=IDENT
 
+// --precision=bf16: bf16 GEMM descriptors; kernels load bf16 and round
+// f32 results to bf16 (CUDA: cvt.rn.bf16.f32; Host: integer code, no
+// bfloat conversion left for a libgcc helper).
+// RUN: rm -rf %t.bf16 && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 -o %t.bf16.fb --dump-ir-after-each-pass=%t.bf16
+// RUN: FileCheck %s --check-prefix=BF16CMD < %t.bf16/commands.txt
+// BF16CMD: gemm m=48 n=16 k=16 batch=1 TN bf16xbf16->bf16 {{.*}} // gpt.linear
+// RUN: FileCheck %s --check-prefix=BF16PTX < %t.bf16/kernels.ptx
+// BF16PTX: cvt.rn.bf16.f32
+// RUN: rm -rf %t.bf16h && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --target=host -o %t.bf16h.fb --dump-ir-after-each-pass=%t.bf16h
+// RUN: FileCheck %s --check-prefix=BF16HOST < %t.bf16h/kernels.host.ll
+// BF16HOST-NOT: fptrunc {{.*}} to bfloat
+// BF16HOST-NOT: fpext bfloat
+
 // Binary output needs a file, and the target must be known.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=executable 2>&1 | FileCheck %s --check-prefix=STDOUT
 // STDOUT: gptc: error: the executable is binary: give -o FILE.fb
