@@ -35,7 +35,10 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
     a bf16 backward while every fp32 parameter gets an fp32 gradient, and
     the optimizer (built later from those gradients) is fp32 by
     construction. A phase after train-step would have to re-derive that
-    split by pattern-matching the backward.
+    split by pattern-matching the backward. Ops that autodiff adds read the
+    types of their forward ops: the bias gradient of a bf16 linear is a
+    bf16 `gpt.reduce` (its kernel accumulates in fp32 and rounds the (N)
+    result once) cast back to fp32.
 
     ```mlir
     // Before:
