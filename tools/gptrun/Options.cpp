@@ -34,6 +34,17 @@ options:
   --peak-tflops X    peak for MFU, overriding the GPU table
   --lr X             peak learning rate: scales the compiled schedule (its
                      warm-up and decay shape stay) without recompiling
+
+checkpoints:
+  --checkpoint-dir DIR   write DIR/step-N.ckpt after the last step (and every
+                         --checkpoint-every steps); created if missing
+  --checkpoint-every N   also checkpoint every N steps (needs a directory)
+  --keep-checkpoints K   keep only the newest K checkpoints (default: all)
+  --resume PATH|latest   continue from a checkpoint (latest: the newest in
+                         --checkpoint-dir) up to --steps; the losses are
+                         bit-identical to an uninterrupted run on the same
+                         hardware. A checkpoint of another model is refused.
+
   -h, --help         this text
 
 Each step prints
@@ -48,6 +59,9 @@ examples:
   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
   gptrun step.fb --data train.bin --val val.bin --val-every 25 --val-batches 10 --graph
   gptrun step-host.fb --data train.bin --target host --steps 3
+  gptrun step.fb --data train.bin --steps 5000 --checkpoint-dir ckpt --checkpoint-every 500 \
+         --keep-checkpoints 3
+  gptrun step.fb --data train.bin --steps 5000 --checkpoint-dir ckpt --resume latest
 
 exit status: 0 on success, 1 when an input or the run fails (missing or bad
 file, missing program, no GPU), 2 for a usage error.
@@ -98,7 +112,9 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     }
     static const char *const kValued[] = {"--data",      "--val",         "--steps",
                                           "--val-every", "--val-batches", "--seed",
-                                          "--target",    "--device",      "--peak-tflops", "--lr"};
+                                          "--target",    "--device",      "--peak-tflops", "--lr",
+                                          "--checkpoint-every", "--checkpoint-dir",
+                                          "--keep-checkpoints", "--resume"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;
@@ -131,6 +147,15 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       s = integer(0, o.seed);
     else if (flag == "--device")
       s = integer(0, o.device);
+    else if (flag == "--checkpoint-every")
+      s = integer(1, o.checkpointEvery);
+    else if (flag == "--keep-checkpoints")
+      s = integer(1, o.keepCheckpoints);
+    else if (flag == "--checkpoint-dir" || flag == "--resume") {
+      if (value.empty())
+        return Status::error(flag + " needs a non-empty value");
+      (flag == "--resume" ? o.resume : o.checkpointDir) = value;
+    }
     else if (flag == "--target") {
       if (value != "cuda" && value != "host")
         return Status::error("--target is cuda or host, got '" + value + "'");
@@ -157,6 +182,9 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   o.executable = positional[0];
   if (o.data.empty())
     return Status::error("--data TRAIN.bin is required");
+  if (o.checkpointDir.empty() && (o.checkpointEvery || o.keepCheckpoints))
+    return Status::error(std::string(o.checkpointEvery ? "--checkpoint-every" : "--keep-checkpoints") +
+                         " needs --checkpoint-dir DIR");
   if (o.graph && o.target && *o.target == "host")
     return Status::error("--graph applies to the CUDA target only");
   return o;

@@ -25,6 +25,10 @@ struct Options {
   int device = 0;                    // --device
   double peakTflops = 0;             // --peak-tflops (0: from the GPU table)
   double lr = 0;                     // --lr (0: the compiled schedule's peak)
+  int64_t checkpointEvery = 0;       // --checkpoint-every (0: after the last step only)
+  std::string checkpointDir;         // --checkpoint-dir ("" = no checkpoints)
+  int64_t keepCheckpoints = 0;       // --keep-checkpoints (0: keep all)
+  std::string resume;                // --resume PATH|latest
   bool help = false;
 };
 

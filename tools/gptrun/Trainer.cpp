@@ -2,14 +2,17 @@
 
 #include "tools/gptrun/Trainer.h"
 
+#include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/executor/OpenSession.h"
 #include "tools/gptrun/Throughput.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 
@@ -96,10 +99,12 @@ bool hasOutput(Session &session, const std::string &program, const std::string &
   return false;
 }
 
-struct Trainer {
-  explicit Trainer(const Options &options) : o(options) {}
+} // namespace
 
-  const Options &o;
+struct Trainer::Impl {
+  explicit Impl(const Options &options) : o(options) {}
+
+  Options o;
   std::unique_ptr<Session> session;
   std::map<std::string, int64_t> config;
   BatchShape train, val;
@@ -107,6 +112,11 @@ struct Trainer {
   double flopsPerTok = 0, peak = 0; // peak 0: no MFU
   bool hasLr = false;
   std::vector<int32_t> tokens, targets;
+  int64_t stepsDone = 0; // restored ones included
+  std::vector<StepRecord> history;
+  std::optional<checkpoint::Checkpoint> resumeFrom;
+  std::string resumePath;
+  std::atomic<bool> stopRequested{false};
 
   int64_t cfg(const std::string &key, int64_t fallback) const {
     auto it = config.find(key);
@@ -114,12 +124,16 @@ struct Trainer {
   }
 
   Status setUp();
+  Status setUpCheckpoints();
+  Status startState();
   Status checkConfig() const;
   Status validate(int64_t step);
   Status run();
+  Status writeCheckpoint(const std::string &path);
+  StatusOr<std::string> checkpointNow();
 };
 
-Status Trainer::setUp() {
+Status Trainer::Impl::setUp() {
   SessionOptions so;
   if (o.target)
     so.target = *o.target == "host" ? schema::TargetKind::Host : schema::TargetKind::CUDA;
@@ -204,10 +218,98 @@ Status Trainer::setUp() {
     std::printf("gptrun: no peak FLOP/s known for %s; give --peak-tflops for MFU\n",
                 session->backend().deviceName().c_str());
   std::fflush(stdout);
+  if (Status st = setUpCheckpoints(); !st)
+    return st;
+  return startState();
+}
+
+Status Trainer::Impl::setUpCheckpoints() {
+  if (!o.checkpointDir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.checkpointDir, ec);
+    if (ec)
+      return Status::error("--checkpoint-dir " + o.checkpointDir + ": " + ec.message());
+  }
+  if (o.resume.empty())
+    return Status::ok();
+  resumePath = o.resume;
+  if (o.resume == "latest") {
+    if (o.checkpointDir.empty())
+      return Status::error("--resume latest needs --checkpoint-dir (or --log-dir)");
+    StatusOr<std::string> path = checkpoint::latest(o.checkpointDir);
+    if (!path)
+      return Status::error("--resume latest: " + path.status().message());
+    resumePath = *path;
+  }
+  StatusOr<checkpoint::Checkpoint> ckpt = checkpoint::readCheckpoint(resumePath);
+  if (!ckpt)
+    return Status::error("--resume: " + ckpt.status().message());
+  if (ckpt->step >= o.steps)
+    return Status::error("--resume: " + resumePath + " is at step " + std::to_string(ckpt->step) +
+                         ", not before --steps " + std::to_string(o.steps) +
+                         "; raise --steps to train further");
+  resumeFrom.emplace(std::move(*ckpt));
   return Status::ok();
 }
 
-Status Trainer::checkConfig() const {
+/// init, or the resumed checkpoint's parameters and state.
+Status Trainer::Impl::startState() {
+  if (resumeFrom) {
+    const checkpoint::Checkpoint &c = *resumeFrom;
+    if (Status s = checkpoint::restore(*session, c, resumePath); !s)
+      return s;
+    stepsDone = c.step;
+    trainData->seek(c.dataPosition);
+    if (c.seed != o.seed)
+      std::printf("gptrun: --seed %llu ignored: the checkpoint's init seed was %llu\n",
+                  (unsigned long long)o.seed, (unsigned long long)c.seed);
+    o.seed = c.seed;
+    std::printf("gptrun: resumed from %s at step %lld (data position %llu)\n", resumePath.c_str(),
+                (long long)c.step, (unsigned long long)c.dataPosition);
+    resumeFrom.reset(); // the tensors' bytes are in the session now
+    std::fflush(stdout);
+    return Status::ok();
+  }
+  if (Status s = session->zeroTensors(schema::TensorRole::OptimizerState); !s)
+    return s;
+  // The same seed mapping as gptc run-reference, so both start equal.
+  if (Status s = setScalarI32(*session, "init", "seed", int32_t(o.seed % (1u << 24))); !s)
+    return s;
+  Clock::time_point initStart = Clock::now();
+  if (Status s = session->run("init"); !s)
+    return s;
+  std::printf("gptrun: init in %.1f ms\n", secondsSince(initStart) * 1e3);
+  std::fflush(stdout);
+  return Status::ok();
+}
+
+Status Trainer::Impl::writeCheckpoint(const std::string &path) {
+  StatusOr<checkpoint::Checkpoint> c = checkpoint::capture(*session);
+  if (!c)
+    return c.status();
+  c->step = stepsDone;
+  c->dataPosition = trainData->position();
+  c->seed = o.seed;
+  c->dataSeed = trainData->options().seed;
+  return checkpoint::writeCheckpoint(path, *c);
+}
+
+StatusOr<std::string> Trainer::Impl::checkpointNow() {
+  if (o.checkpointDir.empty())
+    return Status::error("no checkpoint directory (give --checkpoint-dir or --log-dir)");
+  std::string path = o.checkpointDir + "/" + checkpoint::fileName(stepsDone);
+  Clock::time_point start = Clock::now();
+  if (Status s = writeCheckpoint(path); !s)
+    return s;
+  if (o.keepCheckpoints > 0)
+    if (Status s = checkpoint::prune(o.checkpointDir, o.keepCheckpoints); !s)
+      return s;
+  std::printf("gptrun: checkpoint %s (%.1f ms)\n", path.c_str(), secondsSince(start) * 1e3);
+  std::fflush(stdout);
+  return path;
+}
+
+Status Trainer::Impl::checkConfig() const {
   struct Key {
     const char *name;
     int64_t actual;
@@ -220,7 +322,7 @@ Status Trainer::checkConfig() const {
   return Status::ok();
 }
 
-Status Trainer::validate(int64_t step) {
+Status Trainer::Impl::validate(int64_t step) {
   int64_t batches = std::min<int64_t>(o.valBatches, valData->stepsPerEpoch());
   valData->reset(); // the same batches every time, so the numbers compare
   std::vector<int32_t> vt(val.tokens()), vy(val.tokens());
@@ -245,17 +347,7 @@ Status Trainer::validate(int64_t step) {
   return Status::ok();
 }
 
-Status Trainer::run() {
-  if (Status s = session->zeroTensors(schema::TensorRole::OptimizerState); !s)
-    return s;
-  // The same seed mapping as gptc run-reference, so both start equal.
-  if (Status s = setScalarI32(*session, "init", "seed", int32_t(o.seed % (1u << 24))); !s)
-    return s;
-  Clock::time_point initStart = Clock::now();
-  if (Status s = session->run("init"); !s)
-    return s;
-  std::printf("gptrun: init in %.1f ms\n", secondsSince(initStart) * 1e3);
-
+Status Trainer::Impl::run() {
   // lr_scale: train_step multiplies its compiled schedule by it.
   float lrScale = 1.0f;
   bool hasLrScale = false;
@@ -279,7 +371,8 @@ Status Trainer::run() {
   targets.resize(train.tokens());
   const int64_t micro = train.rows * train.seq;
   double steadySeconds = 0;
-  for (int64_t step = 0; step < o.steps; ++step) {
+  const int64_t firstStep = stepsDone;
+  for (int64_t step = firstStep; step < o.steps; ++step) {
     Clock::time_point start = Clock::now();
     for (int64_t a = 0; a < train.accum; ++a)
       trainData->next(tokens.data() + a * micro, targets.data() + a * micro);
@@ -304,7 +397,9 @@ Status Trainer::run() {
     if (!lr)
       return lr.status();
     double seconds = secondsSince(start);
-    if (step > 0)
+    stepsDone = step + 1;
+    history.push_back({step + 1, *loss, *norm, *lr, seconds});
+    if (step > firstStep)
       steadySeconds += seconds;
     double tokPerSec = double(train.tokens()) / seconds;
     std::string line = "step " + std::to_string(step + 1) + "/" + std::to_string(o.steps);
@@ -328,12 +423,24 @@ Status Trainer::run() {
     if (valData && ((o.valEvery > 0 && (step + 1) % o.valEvery == 0) || last))
       if (Status s = validate(step + 1); !s)
         return s;
+    bool stop = stopRequested.load();
+    // Every N steps, after the last one, and before stopping on request.
+    if (!o.checkpointDir.empty() &&
+        (last || stop || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
+      if (StatusOr<std::string> path = checkpointNow(); !path)
+        return path.status();
+    if (stop) {
+      std::printf("gptrun: stopped after step %lld of %lld\n", (long long)(step + 1),
+                  (long long)o.steps);
+      std::fflush(stdout);
+      return Status::ok();
+    }
   }
-  if (o.steps > 1) {
-    double perStep = steadySeconds / double(o.steps - 1);
+  if (o.steps - firstStep > 1) {
+    double perStep = steadySeconds / double(o.steps - firstStep - 1);
     double tokPerSec = double(train.tokens()) / perStep;
-    std::printf("gptrun: steps 2-%lld: %.1f ms/step, %s tok/s", (long long)o.steps, perStep * 1e3,
-                withCommas(std::llround(tokPerSec)).c_str());
+    std::printf("gptrun: steps %lld-%lld: %.1f ms/step, %s tok/s", (long long)(firstStep + 2),
+                (long long)o.steps, perStep * 1e3, withCommas(std::llround(tokPerSec)).c_str());
     if (peak > 0)
       std::printf(", MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
     std::printf("\n");
@@ -341,7 +448,23 @@ Status Trainer::run() {
   return Status::ok();
 }
 
-} // namespace
+Trainer::Trainer(const Options &options) : impl(std::make_unique<Impl>(options)) {}
+Trainer::~Trainer() = default;
+Status Trainer::setUp() { return impl->setUp(); }
+Status Trainer::run() { return impl->run(); }
+int64_t Trainer::step() const { return impl->stepsDone; }
+const std::vector<StepRecord> &Trainer::history() const { return impl->history; }
+Status Trainer::writeCheckpoint(const std::string &path) {
+  if (!impl->session)
+    return Status::error("no checkpoint before the trainer is set up");
+  return impl->writeCheckpoint(path);
+}
+StatusOr<std::string> Trainer::checkpointNow() {
+  if (!impl->session)
+    return Status::error("no checkpoint before the trainer is set up");
+  return impl->checkpointNow();
+}
+void Trainer::requestStop() { impl->stopRequested.store(true); }
 
 Status train(const Options &options) {
   Trainer t(options);

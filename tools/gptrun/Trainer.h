@@ -1,8 +1,9 @@
 //===- Trainer.h - gptrun's training loop ---------------------------------===//
 //
-// init once, zero the optimizer state, then train_step per step with
-// batches from the data loader, and forward over validation batches.
-// Progress goes to stdout, one line per step.
+// init once (or restore a checkpoint), zero the optimizer state, then
+// train_step per step with batches from the data loader, and forward over
+// validation batches. Progress goes to stdout, one line per step;
+// checkpoints go to Options::checkpointDir.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,7 +12,47 @@
 
 #include "tools/gptrun/Options.h"
 
+#include <memory>
+
 namespace gptc::gptrun {
+
+/// One completed training step.
+struct StepRecord {
+  int64_t step = 0; // 1-based
+  float loss = 0, gradNorm = 0, lr = 0;
+  double seconds = 0;
+};
+
+class Trainer {
+public:
+  explicit Trainer(const Options &options);
+  ~Trainer();
+
+  /// Opens the executable and the data, then runs init or, with --resume,
+  /// restores the checkpoint. Errors name the file, program or tensor.
+  Status setUp();
+  /// Trains from the current step up to --steps.
+  Status run();
+
+  /// Steps completed (restored ones included).
+  int64_t step() const;
+  /// The steps this run completed, in order.
+  const std::vector<StepRecord> &history() const;
+
+  /// Writes the state after the last completed step to `path` atomically.
+  /// Call between steps (after setUp), never while a program runs.
+  Status writeCheckpoint(const std::string &path);
+  /// The same as checkpointDir/step-N.ckpt, then keeps the newest
+  /// --keep-checkpoints of them; returns the path written.
+  StatusOr<std::string> checkpointNow();
+  /// Async-signal-safe: makes run() stop after the step in flight, writing
+  /// a checkpoint first when a checkpoint directory is set.
+  void requestStop();
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
 
 /// The whole run; an error says which file, program or tensor is at fault.
 Status train(const Options &options);

@@ -36,6 +36,25 @@ TEST(GptrunOptionsTest, ParsesEveryFlag) {
   EXPECT_EQ(o->device, 1);
   EXPECT_DOUBLE_EQ(o->peakTflops, 100.5);
   EXPECT_TRUE(parseOptions({"--help"})->help);
+
+  o = parseOptions({"step.fb", "--data", "t.bin", "--checkpoint-dir", "ck", "--checkpoint-every=5",
+                    "--keep-checkpoints", "2", "--resume", "latest"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->checkpointDir, "ck");
+  EXPECT_EQ(o->checkpointEvery, 5);
+  EXPECT_EQ(o->keepCheckpoints, 2);
+  EXPECT_EQ(o->resume, "latest");
+}
+
+// Verify the checkpoint flags' usage errors.
+TEST(GptrunOptionsTest, CheckpointUsageErrors) {
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--checkpoint-every", "5"}),
+            "--checkpoint-every needs --checkpoint-dir DIR");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--keep-checkpoints", "2"}),
+            "--keep-checkpoints needs --checkpoint-dir DIR");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--checkpoint-dir", "c", "--keep-checkpoints", "0"}),
+            "--keep-checkpoints must be at least 1, got 0");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--resume="}), "--resume needs a non-empty value");
 }
 
 // Verify that every usage error names the flag.

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <algorithm>
 #include <regex>
 
 using namespace gptc;
@@ -30,12 +31,13 @@ namespace fs = std::filesystem;
 ToolResult gptrun(const std::string &args) { return runTool(GPTC_GPTRUN, args); }
 
 /// The fake model: accum_steps=2, B=2, T=4, one parameter vector w (4).
-/// Leave out a program by name with `without`.
-ExecutableSpec fakeExecutable(const std::string &without = "") {
+/// Leave out a program by name with `without`; another n_layer makes
+/// another model (for checkpoints).
+ExecutableSpec fakeExecutable(const std::string &without = "", int64_t nLayer = 1) {
   ExecutableSpec e;
   e.modelName = "fake";
   e.numParameters = 4;
-  e.config = {{"n_layer", 1}, {"n_embd", 4}, {"vocab_size", 16},
+  e.config = {{"n_layer", nLayer}, {"n_embd", 4}, {"vocab_size", 16},
               {"batch", 2},   {"seq", 4},    {"accum_steps", 2}};
   e.hostObject = readFileBytes(GPTC_TEST_KERNELS_SO);
   uint32_t params = e.addPool("params", 256), state = e.addPool("state", 256);
@@ -77,6 +79,7 @@ protected:
     write("fake.fb", fakeExecutable().build());
     write("no-forward.fb", fakeExecutable("forward").build());
     write("no-init.fb", fakeExecutable("init").build());
+    write("fake-2layer.fb", fakeExecutable("", 2).build());
     // The same model for the GPU: cubins of DeviceKernels.cu, no host_object.
     ExecutableSpec cuda = fakeExecutable();
     cuda.target = s::TargetKind::CUDA;
@@ -214,3 +217,91 @@ TEST_F(GptrunTest, UsageAndHelp) {
 }
 
 } // namespace
+
+/// The per-step lines of gptrun's output without "/N" and timings.
+std::vector<std::string> stepLines(const std::string &output) {
+  std::vector<std::string> lines;
+  std::regex line("(step [0-9]+)/[0-9]+( \\| loss [0-9.]+ \\| norm [0-9.]+ \\| lr [0-9.e+-]+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it)
+    lines.push_back((*it)[1].str() + (*it)[2].str());
+  return lines;
+}
+
+// Verify checkpoints through the CLI: --checkpoint-every with
+// --keep-checkpoints leaves the newest K, and --resume latest continues
+// with the optimizer state (norm counts steps in it) and the step (lr) of
+// the uninterrupted run.
+TEST_F(GptrunTest, CheckpointsAndResumes) {
+  std::string ckpt = path("ckpt"), common = path("fake.fb") + " --data " + path("train.bin");
+  fs::remove_all(ckpt);
+  ToolResult straight = gptrun(common + " --steps 5");
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  ToolResult first = gptrun(common + " --steps 3 --checkpoint-dir " + ckpt +
+                            " --checkpoint-every 1 --keep-checkpoints 2");
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find("gptrun: checkpoint " + ckpt + "/step-00000001.ckpt ("),
+            std::string::npos)
+      << first.output;
+  std::vector<std::string> left;
+  for (const auto &e : fs::directory_iterator(ckpt))
+    left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"step-00000002.ckpt", "step-00000003.ckpt"}));
+
+  ToolResult resumed = gptrun(common + " --steps 5 --checkpoint-dir " + ckpt + " --resume latest");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("gptrun: resumed from " + ckpt +
+                                "/step-00000003.ckpt at step 3 (data position 6)"),
+            std::string::npos)
+      << resumed.output;
+  std::vector<std::string> all = stepLines(first.output), rest = stepLines(resumed.output);
+  all.insert(all.end(), rest.begin(), rest.end());
+  ASSERT_EQ(all.size(), 5u) << first.output << resumed.output;
+  EXPECT_EQ(all, stepLines(straight.output)) << resumed.output;
+  EXPECT_EQ(rest.front(), "step 4 | loss 1344.5000 | norm 4.0000 | lr 4.00e-04");
+}
+
+// Verify the refusals: another model's checkpoint (naming both), a corrupt
+// file, nothing to resume, a checkpoint already at --steps.
+TEST_F(GptrunTest, ResumeRefusesBadCheckpoints) {
+  std::string ckpt = path("ckpt-refuse"), data = " --data " + path("train.bin");
+  fs::remove_all(ckpt);
+  ToolResult r = gptrun(path("fake.fb") + data + " --steps 2 --checkpoint-dir " + ckpt);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::string file = ckpt + "/step-00000002.ckpt";
+
+  r = gptrun(path("fake-2layer.fb") + data + " --steps 4 --resume " + file);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: " + file + " is a checkpoint of model 'fake' ("
+                          "n_layer=1, n_embd=4, vocab_size=16, batch=2, seq=4, accum_steps=2), "
+                          "1 parameter and 1 state tensors, but the executable is model 'fake' ("
+                          "n_layer=2, "),
+            std::string::npos)
+      << r.output;
+
+  r = gptrun(path("fake.fb") + data + " --steps 2 --resume " + file);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--resume: " + file + " is at step 2, not before --steps 2"),
+            std::string::npos)
+      << r.output;
+
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  r = gptrun(path("fake.fb") + data + " --steps 4 --resume " + file);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: --resume: " + file + ": checksum mismatch"),
+            std::string::npos)
+      << r.output;
+
+  fs::remove_all(ckpt);
+  fs::create_directories(ckpt);
+  r = gptrun(path("fake.fb") + data + " --steps 4 --checkpoint-dir " + ckpt + " --resume latest");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--resume latest: " + ckpt + ": no checkpoint (step-N.ckpt)"),
+            std::string::npos)
+      << r.output;
+}

@@ -1,0 +1,435 @@
+//===- Checkpoint.cpp - training state on disk, and back ------------------===//
+
+#include "runtime/checkpoint/Checkpoint.h"
+
+#include "runtime/executor/Session.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace gptc::checkpoint {
+
+namespace {
+
+constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'C', 'K', 'P', 'T'};
+constexpr uint32_t kVersion = 1;
+
+/// FNV-1a's constants over 64-bit words (8x fewer rounds than bytes, which
+/// matters for GiB-sized optimizer state); the tail is zero-padded.
+class Hash64 {
+public:
+  void update(const void *data, size_t size) {
+    const auto *p = static_cast<const uint8_t *>(data);
+    size_t i = 0;
+    for (; tailBytes && i < size; ++i)
+      push(p[i]);
+    for (; i + 8 <= size; i += 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      mix(w);
+    }
+    for (; i < size; ++i)
+      push(p[i]);
+  }
+  uint64_t value() const {
+    Hash64 h = *this;
+    if (h.tailBytes)
+      h.mix(h.tail);
+    return h.h;
+  }
+
+private:
+  void push(uint8_t byte) {
+    tail |= uint64_t(byte) << (8 * tailBytes);
+    if (++tailBytes == 8) {
+      mix(tail);
+      tail = 0;
+      tailBytes = 0;
+    }
+  }
+  void mix(uint64_t w) {
+    h ^= w;
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  uint64_t h = 0xcbf29ce484222325ull, tail = 0;
+  unsigned tailBytes = 0;
+};
+
+std::string errnoText() { return std::strerror(errno); }
+
+/// The file being written: every byte goes through the hash. The first
+/// error sticks and later writes are skipped.
+class Writer {
+public:
+  explicit Writer(int fd) : fd(fd) {}
+  void bytes(const void *data, size_t size) {
+    hash.update(data, size);
+    raw(data, size);
+  }
+  template <typename T> void pod(T v) { bytes(&v, sizeof(v)); }
+  void str(const std::string &s) {
+    pod(uint32_t(s.size()));
+    bytes(s.data(), s.size());
+  }
+  void checksum() {
+    uint64_t v = hash.value();
+    raw(&v, sizeof(v));
+  }
+  const Status &status() const { return st; }
+
+private:
+  void raw(const void *data, size_t size) {
+    const char *p = static_cast<const char *>(data);
+    while (st && size) {
+      ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        st = Status::error("write failed: " + errnoText());
+      else {
+        p += n;
+        size -= size_t(n);
+      }
+    }
+  }
+  int fd;
+  Hash64 hash;
+  Status st = Status::ok();
+};
+
+/// Bounds-checked reads over the file's bytes.
+class Reader {
+public:
+  Reader(const std::string &data) : data(data) {}
+  bool bytes(void *out, size_t size) {
+    if (data.size() - pos < size)
+      return false;
+    std::memcpy(out, data.data() + pos, size);
+    pos += size;
+    return true;
+  }
+  template <typename T> bool pod(T &v) { return bytes(&v, sizeof(v)); }
+  bool str(std::string &s) {
+    uint32_t n;
+    if (!pod(n) || data.size() - pos < n)
+      return false;
+    s.assign(data.data() + pos, n);
+    pos += n;
+    return true;
+  }
+  size_t offset() const { return pos; }
+  size_t remaining() const { return data.size() - pos; }
+
+private:
+  const std::string &data;
+  size_t pos = 0;
+};
+
+std::string dirName(const std::string &path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos)
+    return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+Status writeBody(Writer &w, const Checkpoint &c) {
+  w.bytes(kMagic, sizeof(kMagic));
+  w.pod(kVersion);
+  w.pod(c.identity);
+  w.pod(c.step);
+  w.pod(c.dataPosition);
+  w.pod(c.seed);
+  w.pod(c.dataSeed);
+  w.str(c.model);
+  w.pod(uint32_t(c.tensors.size()));
+  for (const Tensor &t : c.tensors) {
+    w.str(t.name);
+    w.pod(uint8_t(t.role));
+    w.pod(uint8_t(t.dtype));
+    w.pod(uint32_t(t.shape.size()));
+    for (int64_t d : t.shape)
+      w.pod(d);
+    w.pod(uint64_t(t.bytes.size()));
+    w.bytes(t.bytes.data(), t.bytes.size());
+  }
+  w.checksum();
+  return w.status();
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s;
+  for (int64_t d : shape)
+    s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + s + ")";
+}
+
+bool isStateRole(schema::TensorRole r) {
+  return r == schema::TensorRole::Parameter || r == schema::TensorRole::OptimizerState;
+}
+
+} // namespace
+
+uint64_t executableIdentity(const schema::Executable &exe) {
+  Hash64 h;
+  auto add = [&](const std::string &s) {
+    uint64_t n = s.size();
+    h.update(&n, 8);
+    h.update(s.data(), s.size());
+  };
+  auto addInt = [&](int64_t v) { h.update(&v, 8); };
+  const schema::Model *m = exe.model();
+  add(m && m->name() ? m->name()->str() : "");
+  if (m && m->config())
+    for (const schema::KeyValue *kv : *m->config()) {
+      add(kv->key() ? kv->key()->str() : "");
+      addInt(kv->value());
+    }
+  if (exe.tensors())
+    for (const schema::Tensor *t : *exe.tensors()) {
+      if (!isStateRole(t->role()))
+        continue;
+      add(t->name() ? t->name()->str() : "");
+      addInt(int64_t(t->role()));
+      addInt(int64_t(t->dtype()));
+      addInt(t->shape() ? t->shape()->size() : 0);
+      if (t->shape())
+        for (int64_t d : *t->shape())
+          addInt(d);
+    }
+  return h.value();
+}
+
+std::string describeModel(const schema::Executable &exe) {
+  const schema::Model *m = exe.model();
+  std::string config;
+  if (m && m->config())
+    for (const schema::KeyValue *kv : *m->config())
+      config += (config.empty() ? "" : ", ") + (kv->key() ? kv->key()->str() : "?") + "=" +
+                std::to_string(kv->value());
+  int params = 0, state = 0;
+  if (exe.tensors())
+    for (const schema::Tensor *t : *exe.tensors()) {
+      params += t->role() == schema::TensorRole::Parameter;
+      state += t->role() == schema::TensorRole::OptimizerState;
+    }
+  return "model '" + (m && m->name() ? m->name()->str() : std::string("?")) + "' (" + config +
+         "), " + std::to_string(params) + " parameter and " + std::to_string(state) +
+         " state tensors";
+}
+
+Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt) {
+  std::string dir = dirName(path);
+  std::string tmpl = path + ".tmp-XXXXXX";
+  int fd = ::mkstemp(tmpl.data());
+  if (fd < 0)
+    return Status::error(path + ": cannot create a temporary file in " + dir + ": " + errnoText());
+  Writer w(fd);
+  Status s = writeBody(w, ckpt);
+  if (s && ::fsync(fd) != 0)
+    s = Status::error("fsync failed: " + errnoText());
+  if (::close(fd) != 0 && s)
+    s = Status::error("close failed: " + errnoText());
+  if (s && ::rename(tmpl.c_str(), path.c_str()) != 0)
+    s = Status::error("cannot rename " + tmpl + " into place: " + errnoText());
+  if (!s) {
+    ::unlink(tmpl.c_str());
+    return Status::error(path + ": " + s.message());
+  }
+  // The rename is durable once the directory is.
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd < 0)
+    return Status::error(dir + ": cannot open to fsync: " + errnoText());
+  int rc = ::fsync(dfd);
+  ::close(dfd);
+  if (rc != 0)
+    return Status::error(dir + ": fsync failed: " + errnoText());
+  return Status::ok();
+}
+
+StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
+  std::string data;
+  {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error(path + ": cannot open: " + errnoText());
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Status::error(path + ": cannot stat: " + errnoText());
+    }
+    data.resize(size_t(st.st_size));
+    size_t got = 0;
+    while (got < data.size()) {
+      ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      got += size_t(n);
+    }
+    ::close(fd);
+    data.resize(got);
+  }
+  auto bad = [&](const std::string &why) { return Status::error(path + ": " + why); };
+  if (data.size() < sizeof(kMagic) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0)
+    return bad("not a gptc checkpoint (no GPTCCKPT magic)");
+  if (data.size() < sizeof(kMagic) + 4 + 8)
+    return bad("truncated checkpoint (" + std::to_string(data.size()) + " bytes)");
+  uint32_t version;
+  std::memcpy(&version, data.data() + sizeof(kMagic), 4);
+  if (version != kVersion)
+    return bad("checkpoint format version " + std::to_string(version) + ", this gptrun reads " +
+               std::to_string(kVersion));
+  uint64_t stored;
+  std::memcpy(&stored, data.data() + data.size() - 8, 8);
+  Hash64 h;
+  h.update(data.data(), data.size() - 8);
+  if (h.value() != stored)
+    return bad("checksum mismatch: the checkpoint is truncated or corrupt (" +
+               std::to_string(data.size()) + " bytes)");
+
+  Checkpoint c;
+  Reader r(data);
+  char magic[8];
+  uint32_t count = 0;
+  if (!r.bytes(magic, 8) || !r.pod(version) || !r.pod(c.identity) || !r.pod(c.step) ||
+      !r.pod(c.dataPosition) || !r.pod(c.seed) || !r.pod(c.dataSeed) || !r.str(c.model) ||
+      !r.pod(count))
+    return bad("truncated header");
+  for (uint32_t i = 0; i < count; ++i) {
+    Tensor t;
+    uint8_t role, dtype;
+    uint32_t rank;
+    uint64_t size;
+    if (!r.str(t.name) || !r.pod(role) || !r.pod(dtype) || !r.pod(rank) || rank > 8)
+      return bad("bad entry for tensor " + std::to_string(i));
+    t.role = schema::TensorRole(role);
+    t.dtype = schema::DType(dtype);
+    t.shape.resize(rank);
+    for (int64_t &d : t.shape)
+      if (!r.pod(d))
+        return bad("bad shape of tensor '" + t.name + "'");
+    if (!r.pod(size) || r.remaining() < 8 || size > r.remaining() - 8)
+      return bad("tensor '" + t.name + "' overruns the file");
+    t.bytes.resize(size);
+    (void)r.bytes(t.bytes.data(), size);
+    c.tensors.push_back(std::move(t));
+  }
+  if (r.remaining() != 8)
+    return bad(std::to_string(r.remaining() - 8) + " unexpected bytes after the last tensor");
+  return c;
+}
+
+StatusOr<Checkpoint> capture(Session &session) {
+  const schema::Executable &exe = session.schema();
+  Checkpoint c;
+  c.identity = executableIdentity(exe);
+  c.model = describeModel(exe);
+  if (exe.tensors())
+    for (uint32_t i = 0; i < exe.tensors()->size(); ++i) {
+      const schema::Tensor &st = session.tensor(i);
+      if (!isStateRole(st.role()))
+        continue;
+      Tensor t;
+      t.name = st.name() ? st.name()->str() : "";
+      t.role = st.role();
+      t.dtype = st.dtype();
+      if (st.shape())
+        t.shape.assign(st.shape()->begin(), st.shape()->end());
+      t.bytes.resize(st.size_bytes());
+      if (Status s = session.readTensor(i, t.bytes.data(), t.bytes.size()); !s)
+        return s;
+      c.tensors.push_back(std::move(t));
+    }
+  return c;
+}
+
+Status restore(Session &session, const Checkpoint &ckpt, const std::string &origin) {
+  const schema::Executable &exe = session.schema();
+  if (ckpt.identity != executableIdentity(exe))
+    return Status::error(origin + " is a checkpoint of " + ckpt.model + ", but the executable is " +
+                         describeModel(exe) + "; resume with the executable that wrote it");
+  std::map<std::string, const Tensor *> byName;
+  for (const Tensor &t : ckpt.tensors)
+    byName[t.name] = &t;
+  // Check everything before writing anything.
+  std::vector<std::pair<uint32_t, const Tensor *>> plan;
+  for (uint32_t i = 0; exe.tensors() && i < exe.tensors()->size(); ++i) {
+    const schema::Tensor &st = session.tensor(i);
+    if (!isStateRole(st.role()))
+      continue;
+    std::string name = st.name() ? st.name()->str() : "";
+    auto it = byName.find(name);
+    if (it == byName.end())
+      return Status::error(origin + ": no tensor '" + name + "'");
+    const Tensor &t = *it->second;
+    std::vector<int64_t> shape;
+    if (st.shape())
+      shape.assign(st.shape()->begin(), st.shape()->end());
+    if (t.dtype != st.dtype() || t.shape != shape || t.bytes.size() != st.size_bytes())
+      return Status::error(origin + ": tensor '" + name + "' is " + schema::EnumNameDType(t.dtype) +
+                           " " + shapeText(t.shape) + ", the executable's " +
+                           session.describeTensor(i));
+    plan.emplace_back(i, &t);
+  }
+  for (auto [index, t] : plan)
+    if (Status s = session.writeTensor(index, t->bytes.data(), t->bytes.size()); !s)
+      return s;
+  return Status::ok();
+}
+
+std::string fileName(int64_t step) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "step-%08lld.ckpt", static_cast<long long>(step));
+  return buf;
+}
+
+StatusOr<std::vector<Entry>> list(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return Status::error(dir + ": cannot open checkpoint directory: " + errnoText());
+  std::vector<Entry> out;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    // Exactly step-<digits>.ckpt: temporaries (".tmp-") never match.
+    const std::string prefix = "step-", suffix = ".ckpt";
+    if (name.size() <= prefix.size() + suffix.size() || name.compare(0, 5, prefix) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string digits = name.substr(5, name.size() - 5 - suffix.size());
+    if (digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+      continue;
+    out.push_back({std::stoll(digits), dir + "/" + name});
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end(), [](const Entry &a, const Entry &b) { return a.step < b.step; });
+  return out;
+}
+
+StatusOr<std::string> latest(const std::string &dir) {
+  StatusOr<std::vector<Entry>> all = list(dir);
+  if (!all)
+    return all.status();
+  if (all->empty())
+    return Status::error(dir + ": no checkpoint (step-N.ckpt) to resume from");
+  return all->back().path;
+}
+
+Status prune(const std::string &dir, int64_t keep) {
+  StatusOr<std::vector<Entry>> all = list(dir);
+  if (!all)
+    return all.status();
+  for (size_t i = 0; i + size_t(std::max<int64_t>(keep, 1)) < all->size(); ++i)
+    if (::unlink((*all)[i].path.c_str()) != 0 && errno != ENOENT)
+      return Status::error((*all)[i].path + ": cannot delete: " + errnoText());
+  return Status::ok();
+}
+
+} // namespace gptc::checkpoint

@@ -1,0 +1,96 @@
+//===- Checkpoint.h - training state on disk, and back --------------------===//
+//
+// A checkpoint is everything train_step carries from one step to the next
+// (every Parameter and OptimizerState tensor, by name), the step count, the
+// training data loader's position, the seeds, and the identity of the
+// model that wrote it, so that resuming continues bit-exactly and a
+// checkpoint of another model is refused. The format is documented in
+// README.md ("Checkpoint format"); all integers are little-endian.
+//
+// Writes are atomic: a temporary file in the same directory is written,
+// fsync'ed, renamed over the destination and the directory fsync'ed, so a
+// crash leaves either the old file or the new one, never a partial one.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_CHECKPOINT_CHECKPOINT_H
+#define GPTC_RUNTIME_CHECKPOINT_CHECKPOINT_H
+
+#include "runtime/executable/Executable.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gptc {
+
+class Session;
+
+namespace checkpoint {
+
+struct Tensor {
+  std::string name;
+  schema::TensorRole role = schema::TensorRole::Parameter;
+  schema::DType dtype = schema::DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+};
+
+struct Checkpoint {
+  /// executableIdentity() of the executable that wrote it, and its
+  /// describeModel() text for error messages.
+  uint64_t identity = 0;
+  std::string model;
+  /// Training steps completed; the next step to run is `step` (0-based).
+  int64_t step = 0;
+  /// The training DataLoader's position() after `step` steps.
+  uint64_t dataPosition = 0;
+  /// The RNG state: @init's seed and the data loader's shuffle seed (gptrun
+  /// has no other randomness; train_step is deterministic).
+  uint64_t seed = 0;
+  uint64_t dataSeed = 0;
+  std::vector<Tensor> tensors;
+};
+
+/// A hash of what a checkpoint's tensors depend on: the model's name and
+/// config, and every Parameter and OptimizerState tensor's name, role, dtype
+/// and shape. Recompiling the same model (any target, any pass options that
+/// keep the layout) gives the same identity.
+uint64_t executableIdentity(const schema::Executable &exe);
+/// "model 'mini' (n_layer=2, n_embd=64, ...), 26 parameter and 52 state tensors"
+std::string describeModel(const schema::Executable &exe);
+
+/// Writes `ckpt` to `path` atomically (see above). Errors name the file.
+Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt);
+/// Reads and verifies `path` (magic, version, checksum, lengths). Errors
+/// name the file and what is wrong with it.
+StatusOr<Checkpoint> readCheckpoint(const std::string &path);
+
+/// Copies the session's Parameter and OptimizerState tensors into a
+/// checkpoint (identity and model filled in; the caller sets step, data
+/// position and seeds).
+StatusOr<Checkpoint> capture(Session &session);
+/// Refuses a checkpoint of another model (the message names both), then
+/// writes every tensor back; every Parameter and OptimizerState tensor of
+/// the session must be in the checkpoint with the same dtype and shape.
+Status restore(Session &session, const Checkpoint &ckpt, const std::string &origin);
+
+/// "step-00000100.ckpt": the name the writers below use in a directory.
+std::string fileName(int64_t step);
+struct Entry {
+  int64_t step;
+  std::string path;
+};
+/// The step-N.ckpt files of `dir`, by increasing step (temporaries and
+/// other files are ignored). A missing directory is an error.
+StatusOr<std::vector<Entry>> list(const std::string &dir);
+/// The path of the highest-step checkpoint in `dir`; an error names the
+/// directory when there is none.
+StatusOr<std::string> latest(const std::string &dir);
+/// Deletes all but the `keep` highest-step checkpoints of `dir` (keep >= 1).
+Status prune(const std::string &dir, int64_t keep);
+
+} // namespace checkpoint
+} // namespace gptc
+
+#endif // GPTC_RUNTIME_CHECKPOINT_CHECKPOINT_H

@@ -1,0 +1,155 @@
+//===- ResumeTest.cpp - checkpoint + resume is bit-exact on a real model --===//
+//
+// Compiles `mini` for the Host target, then drives gptrun's Trainer:
+// N steps straight against k steps, a checkpoint, and a resumed run of the
+// remaining N-k steps. Loss, gradient norm and lr must be the same bits.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtils.h"
+
+#include "compiler/Codegen/EmitExecutable.h"
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/data/TokenFile.h"
+#include "tools/gptrun/Trainer.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+using namespace gptc;
+using namespace gptc::testing;
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kSteps = 6;
+
+class ResumeTest : public GPT2Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("resume-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  /// Compiles `preset` (B=2, lr 1e-3) to a Host step.fb at `path`.
+  void emit(const std::string &path, const std::string &preset = "mini", int64_t seq = 32) {
+    ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
+      o.batch = 2;
+      o.seq = seq;
+      o.lr = 1e-3;
+    })) << diagnostics;
+    codegen::EmitOptions options;
+    options.target = codegen::EmitOptions::Target::Host;
+    auto bytes = codegen::emitExecutable(*module, options);
+    ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char *>(bytes->data()), std::streamsize(bytes->size()));
+  }
+
+  gptrun::Options options(int64_t steps, const std::string &ckptDir = "",
+                          const std::string &resume = "") {
+    gptrun::Options o;
+    o.executable = exe;
+    o.data = GPTC_DATA_DIR "/austen_train.bin";
+    o.steps = steps;
+    o.checkpointDir = ckptDir;
+    o.resume = resume;
+    return o;
+  }
+
+  /// Runs to completion and returns the steps it ran.
+  std::vector<gptrun::StepRecord> train(const gptrun::Options &o, bool stopAfterFirst = false) {
+    gptrun::Trainer t(o);
+    Status s = t.setUp();
+    EXPECT_TRUE(s) << s.message();
+    if (!s)
+      return {};
+    if (stopAfterFirst)
+      t.requestStop();
+    s = t.run();
+    EXPECT_TRUE(s) << s.message();
+    return t.history();
+  }
+
+  static void expectSameBits(const std::vector<gptrun::StepRecord> &straight,
+                             const std::vector<gptrun::StepRecord> &resumed) {
+    ASSERT_LE(resumed.size(), straight.size());
+    size_t offset = straight.size() - resumed.size();
+    for (size_t i = 0; i < resumed.size(); ++i) {
+      const gptrun::StepRecord &a = straight[offset + i], &b = resumed[i];
+      EXPECT_EQ(a.step, b.step);
+      EXPECT_EQ(std::memcmp(&a.loss, &b.loss, 4), 0)
+          << "step " << a.step << ": " << a.loss << " vs " << b.loss;
+      EXPECT_EQ(std::memcmp(&a.gradNorm, &b.gradNorm, 4), 0) << "step " << a.step;
+      EXPECT_EQ(std::memcmp(&a.lr, &b.lr, 4), 0) << "step " << a.step;
+    }
+  }
+
+  fs::path dir;
+  std::string exe;
+};
+
+// Verify N straight == k + resume + (N - k), for k = 3 (a checkpoint after
+// the last step of a shorter run) and k = 1 (a stop requested mid-run, as a
+// signal handler does), and that the losses did change along the way.
+TEST_F(ResumeTest, ResumeIsBitExact) {
+  exe = (dir / "mini.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe));
+  std::vector<gptrun::StepRecord> straight = train(options(kSteps));
+  ASSERT_EQ(straight.size(), size_t(kSteps));
+  EXPECT_NE(straight.front().loss, straight.back().loss);
+
+  std::string a = (dir / "a").string();
+  ASSERT_EQ(train(options(3, a)).size(), 3u);
+  ASSERT_TRUE(fs::exists(dir / "a" / "step-00000003.ckpt"));
+  std::vector<gptrun::StepRecord> resumed = train(options(kSteps, a, "latest"));
+  ASSERT_EQ(resumed.size(), size_t(kSteps - 3));
+  expectSameBits(straight, resumed);
+
+  std::string b = (dir / "b").string();
+  ASSERT_EQ(train(options(kSteps, b), /*stopAfterFirst=*/true).size(), 1u);
+  std::string one = (dir / "b" / "step-00000001.ckpt").string();
+  ASSERT_TRUE(fs::exists(one));
+  resumed = train(options(kSteps, "", one));
+  ASSERT_EQ(resumed.size(), size_t(kSteps - 1));
+  expectSameBits(straight, resumed);
+}
+
+// Verify that a checkpoint of mini is refused by tiny, naming both models
+// (the data is Austen's tokens mod 60, valid for both vocabularies).
+TEST_F(ResumeTest, RefusesAnotherModelsCheckpoint) {
+  auto tokens = data::readTokenFile(GPTC_DATA_DIR "/austen_train.bin");
+  ASSERT_TRUE(tokens) << tokens.status().message();
+  std::vector<int32_t> small(tokens->begin(), tokens->begin() + 4096);
+  for (int32_t &t : small)
+    t %= 60;
+  std::string data = (dir / "small.bin").string();
+  ASSERT_TRUE(data::writeTokenFile(data, small));
+
+  exe = (dir / "mini.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe));
+  std::string a = (dir / "a").string();
+  gptrun::Options o = options(1, a);
+  o.data = data;
+  ASSERT_EQ(train(o).size(), 1u);
+
+  exe = (dir / "tiny.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "tiny", 8));
+  o = options(2, a, "latest");
+  o.data = data;
+  gptrun::Trainer t(o);
+  Status s = t.setUp();
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find(
+                "step-00000001.ckpt is a checkpoint of model 'mini' (batch=2, block_size=128"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("but the executable is model 'tiny' (batch=2, block_size=16"),
+            std::string::npos)
+      << s.message();
+}
+
+} // namespace

@@ -1,0 +1,243 @@
+//===- CheckpointTest.cpp - checkpoint format, IO, identity, directory ----===//
+
+#include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/executor/HostBackend.h"
+#include "runtime/executor/Session.h"
+#include "test/unit/runtime/ExecutableBuilder.h"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sys/resource.h>
+#include <unistd.h>
+
+using namespace gptc;
+using namespace gptc::testing;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A model with one parameter w (n floats) and its moment, plus an input.
+ExecutableSpec model(int64_t n, const std::string &name = "tiny") {
+  ExecutableSpec e;
+  e.modelName = name;
+  e.config = {{"n_layer", 1}, {"n_embd", n}};
+  uint32_t params = e.addPool("params", 4096), state = e.addPool("state", 4096);
+  uint32_t inputs = e.addPool("inputs", 256);
+  e.addTensor("w", s::TensorRole::Parameter, s::DType::F32, {n}, params, 0);
+  e.addTensor("w.adam_m", s::TensorRole::OptimizerState, s::DType::F32, {n}, state, 0);
+  e.addTensor("tokens", s::TensorRole::Input, s::DType::I32, {2, 4}, inputs, 0);
+  return e;
+}
+
+std::unique_ptr<Session> open(const ExecutableSpec &spec) {
+  auto exe = Executable::loadBytes(spec.build(), "test.fb");
+  EXPECT_TRUE(exe) << exe.status().message();
+  auto session = Session::create(std::move(*exe), createHostBackend);
+  EXPECT_TRUE(session) << session.status().message();
+  return std::move(*session);
+}
+
+checkpoint::Checkpoint sample(size_t bytes = 64) {
+  checkpoint::Checkpoint c;
+  c.identity = 0x1234;
+  c.model = "model 'x'";
+  c.step = 7;
+  c.dataPosition = 14;
+  c.seed = 1337;
+  c.dataSeed = 9;
+  checkpoint::Tensor t;
+  t.name = "w";
+  t.shape = {int64_t(bytes / 4)};
+  for (size_t i = 0; i < bytes; ++i)
+    t.bytes.push_back(uint8_t(i * 7 + 1));
+  c.tensors.push_back(t);
+  t.name = "w.adam_m";
+  t.role = s::TensorRole::OptimizerState;
+  c.tensors.push_back(t);
+  return c;
+}
+
+class CheckpointTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() /
+          ("ckpt-test-" + std::to_string(::getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  std::string path(const std::string &name) const { return (dir / name).string(); }
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto &e : fs::directory_iterator(dir))
+      out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  fs::path dir;
+};
+
+// Verify that every field survives a write and a read.
+TEST_F(CheckpointTest, RoundTrips) {
+  checkpoint::Checkpoint c = sample();
+  ASSERT_TRUE(checkpoint::writeCheckpoint(path("a.ckpt"), c));
+  auto r = checkpoint::readCheckpoint(path("a.ckpt"));
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->identity, c.identity);
+  EXPECT_EQ(r->model, c.model);
+  EXPECT_EQ(r->step, 7);
+  EXPECT_EQ(r->dataPosition, 14u);
+  EXPECT_EQ(r->seed, 1337u);
+  EXPECT_EQ(r->dataSeed, 9u);
+  ASSERT_EQ(r->tensors.size(), 2u);
+  EXPECT_EQ(r->tensors[1].name, "w.adam_m");
+  EXPECT_EQ(r->tensors[1].role, s::TensorRole::OptimizerState);
+  EXPECT_EQ(r->tensors[1].shape, std::vector<int64_t>{16});
+  EXPECT_EQ(r->tensors[1].bytes, c.tensors[1].bytes);
+  EXPECT_EQ(files(), std::vector<std::string>{"a.ckpt"}) << "no temporary left behind";
+}
+
+// Verify that a flipped byte anywhere, a truncation, a foreign file and a
+// missing file are refused with a message naming the file.
+TEST_F(CheckpointTest, RefusesCorruptTruncatedAndForeignFiles) {
+  ASSERT_TRUE(checkpoint::writeCheckpoint(path("a.ckpt"), sample()));
+  std::string bytes;
+  {
+    std::ifstream in(path("a.ckpt"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  auto writeRaw = [&](const std::string &name, const std::string &data) {
+    std::ofstream(path(name), std::ios::binary) << data;
+    return path(name);
+  };
+  for (size_t at : {size_t(20), bytes.size() / 2, bytes.size() - 9}) {
+    std::string bad = bytes;
+    bad[at] ^= 0x10;
+    auto r = checkpoint::readCheckpoint(writeRaw("flip.ckpt", bad));
+    ASSERT_FALSE(r) << "byte " << at;
+    EXPECT_EQ(r.status().message(), path("flip.ckpt") +
+                                        ": checksum mismatch: the checkpoint is "
+                                        "truncated or corrupt (" +
+                                        std::to_string(bytes.size()) + " bytes)");
+  }
+  auto r = checkpoint::readCheckpoint(writeRaw("cut.ckpt", bytes.substr(0, bytes.size() - 30)));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("truncated or corrupt"), std::string::npos);
+  r = checkpoint::readCheckpoint(writeRaw("short.ckpt", bytes.substr(0, 10)));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(), path("short.ckpt") + ": truncated checkpoint (10 bytes)");
+  r = checkpoint::readCheckpoint(writeRaw("other.ckpt", "GPTX not a checkpoint"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(),
+            path("other.ckpt") + ": not a gptc checkpoint (no GPTCCKPT magic)");
+  r = checkpoint::readCheckpoint(path("missing.ckpt"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(),
+            path("missing.ckpt") + ": cannot open: No such file or directory");
+}
+
+// Verify atomicity: a write that fails halfway (the file-size limit stops
+// it) leaves the previous checkpoint intact and no partial or temporary file.
+TEST_F(CheckpointTest, FailedWriteLeavesNoPartialFile) {
+  checkpoint::Checkpoint old = sample(64);
+  ASSERT_TRUE(checkpoint::writeCheckpoint(path("a.ckpt"), old));
+  auto oldSize = fs::file_size(path("a.ckpt"));
+
+  rlimit saved;
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  auto *oldHandler = std::signal(SIGXFSZ, SIG_IGN); // write() fails with EFBIG instead
+  rlimit small = saved;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  Status s = checkpoint::writeCheckpoint(path("a.ckpt"), sample(1 << 20));
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, oldHandler);
+
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find(path("a.ckpt") + ": write failed: File too large"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(files(), std::vector<std::string>{"a.ckpt"});
+  EXPECT_EQ(fs::file_size(path("a.ckpt")), oldSize);
+  auto r = checkpoint::readCheckpoint(path("a.ckpt"));
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->tensors[0].bytes, old.tensors[0].bytes);
+
+  s = checkpoint::writeCheckpoint(path("no/such/dir/a.ckpt"), old);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("cannot create a temporary file in " + path("no/such/dir")),
+            std::string::npos)
+      << s.message();
+}
+
+// Verify listing by step (ignoring temporaries and other files), latest,
+// and keep-last-K.
+TEST_F(CheckpointTest, ListsFindsLatestAndPrunes) {
+  EXPECT_EQ(checkpoint::fileName(40), "step-00000040.ckpt");
+  auto none = checkpoint::latest(dir.string());
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.status().message(), dir.string() + ": no checkpoint (step-N.ckpt) to resume from");
+  for (int64_t step : {30, 5, 100, 20})
+    ASSERT_TRUE(checkpoint::writeCheckpoint(path(checkpoint::fileName(step)), sample()));
+  std::ofstream(path("step-00000200.ckpt.tmp-abc123")) << "partial";
+  std::ofstream(path("notes.txt")) << "x";
+  auto all = checkpoint::list(dir.string());
+  ASSERT_TRUE(all);
+  std::vector<int64_t> steps;
+  for (const auto &e : *all)
+    steps.push_back(e.step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{5, 20, 30, 100}));
+  auto last = checkpoint::latest(dir.string());
+  ASSERT_TRUE(last);
+  EXPECT_EQ(*last, path("step-00000100.ckpt"));
+
+  ASSERT_TRUE(checkpoint::prune(dir.string(), 2));
+  EXPECT_EQ(files(),
+            (std::vector<std::string>{"notes.txt", "step-00000030.ckpt", "step-00000100.ckpt",
+                                      "step-00000200.ckpt.tmp-abc123"}));
+  EXPECT_FALSE(checkpoint::list(path("missing")));
+}
+
+// Verify the identity: the same model built twice agrees; another size or
+// name differs, and restore refuses it naming both models.
+TEST_F(CheckpointTest, IdentityRefusesAnotherModel) {
+  auto a = open(model(4)), again = open(model(4)), wider = open(model(8)),
+       renamed = open(model(4, "other"));
+  uint64_t id = checkpoint::executableIdentity(a->schema());
+  EXPECT_EQ(id, checkpoint::executableIdentity(again->schema()));
+  EXPECT_NE(id, checkpoint::executableIdentity(wider->schema()));
+  EXPECT_NE(id, checkpoint::executableIdentity(renamed->schema()));
+
+  std::vector<float> w = {1, 2, 3, 4}, m = {5, 6, 7, 8};
+  ASSERT_TRUE(a->writeTensor(0, w.data(), 16));
+  ASSERT_TRUE(a->writeTensor(1, m.data(), 16));
+  auto c = checkpoint::capture(*a);
+  ASSERT_TRUE(c) << c.status().message();
+  ASSERT_EQ(c->tensors.size(), 2u) << "parameters and state only, not inputs";
+
+  Status s = checkpoint::restore(*wider, *c, "a.ckpt");
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(),
+            "a.ckpt is a checkpoint of model 'tiny' (n_layer=1, n_embd=4), 1 parameter and 1 state "
+            "tensors, but the executable is model 'tiny' (n_layer=1, n_embd=8), 1 parameter and 1 "
+            "state tensors; resume with the executable that wrote it");
+
+  ASSERT_TRUE(checkpoint::restore(*again, *c, "a.ckpt"));
+  std::vector<float> got(4);
+  ASSERT_TRUE(again->readTensor(0, got.data(), 16));
+  EXPECT_EQ(got, w);
+  ASSERT_TRUE(again->readTensor(1, got.data(), 16));
+  EXPECT_EQ(got, m);
+
+  // A checkpoint that claims the identity but lacks a tensor.
+  c->tensors.pop_back();
+  s = checkpoint::restore(*again, *c, "a.ckpt");
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.message(), "a.ckpt: no tensor 'w.adam_m'");
+}
+
+} // namespace
