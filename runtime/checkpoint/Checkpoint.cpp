@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
@@ -139,7 +140,16 @@ std::string dirName(const std::string &path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-Status writeBody(Writer &w, const Checkpoint &c) {
+/// Test hook: GPTC_TEST_STALL_CHECKPOINT=step-N.ckpt makes the write of
+/// that file stop for good after its first tensor, so that a test can
+/// SIGKILL the process in the middle of a write (test/unit/runtime/gptrun).
+bool stallRequested(const std::string &path) {
+  const char *name = std::getenv("GPTC_TEST_STALL_CHECKPOINT");
+  return name && *name && path.size() >= std::strlen(name) &&
+         path.compare(path.size() - std::strlen(name), std::string::npos, name) == 0;
+}
+
+Status writeBody(Writer &w, const Checkpoint &c, bool stall) {
   w.bytes(kMagic, sizeof(kMagic));
   w.pod(kVersion);
   w.pod(c.identity);
@@ -158,6 +168,8 @@ Status writeBody(Writer &w, const Checkpoint &c) {
       w.pod(d);
     w.pod(uint64_t(t.bytes.size()));
     w.bytes(t.bytes.data(), t.bytes.size());
+    while (stall)
+      ::pause();
   }
   w.checksum();
   return w.status();
@@ -231,7 +243,7 @@ Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt) {
   if (fd < 0)
     return Status::error(path + ": cannot create a temporary file in " + dir + ": " + errnoText());
   Writer w(fd);
-  Status s = writeBody(w, ckpt);
+  Status s = writeBody(w, ckpt, stallRequested(path));
   if (s && ::fsync(fd) != 0)
     s = Status::error("fsync failed: " + errnoText());
   if (::close(fd) != 0 && s)

@@ -45,6 +45,16 @@ checkpoints:
                          bit-identical to an uninterrupted run on the same
                          hardware. A checkpoint of another model is refused.
 
+faults:
+  --on-nan stop|skip     a non-finite loss or gradient norm: stop (default;
+                         exit 1 naming the step, writing no checkpoint of it,
+                         so the last one written is the last good one) or
+                         skip (undo that step's update from a copy of the
+                         parameters and optimizer state taken before each
+                         step, and go on with the next batch)
+  SIGINT/SIGTERM         finish the step in flight, write a checkpoint (with
+                         --checkpoint-dir) and exit 0; a second signal kills
+
   -h, --help         this text
 
 Each step prints
@@ -114,7 +124,8 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--val-every", "--val-batches", "--seed",
                                           "--target",    "--device",      "--peak-tflops", "--lr",
                                           "--checkpoint-every", "--checkpoint-dir",
-                                          "--keep-checkpoints", "--resume"};
+                                          "--keep-checkpoints", "--resume",
+                                          "--on-nan"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;
@@ -156,7 +167,11 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
         return Status::error(flag + " needs a non-empty value");
       (flag == "--resume" ? o.resume : o.checkpointDir) = value;
     }
-    else if (flag == "--target") {
+    else if (flag == "--on-nan") {
+      if (value != "stop" && value != "skip")
+        return Status::error("--on-nan is stop or skip, got '" + value + "'");
+      o.onNan = value;
+    } else if (flag == "--target") {
       if (value != "cuda" && value != "host")
         return Status::error("--target is cuda or host, got '" + value + "'");
       o.target = value;

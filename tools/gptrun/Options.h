@@ -29,6 +29,7 @@ struct Options {
   std::string checkpointDir;         // --checkpoint-dir ("" = no checkpoints)
   int64_t keepCheckpoints = 0;       // --keep-checkpoints (0: keep all)
   std::string resume;                // --resume PATH|latest
+  std::string onNan = "stop";        // --on-nan stop|skip
   bool help = false;
 };
 

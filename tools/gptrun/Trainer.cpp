@@ -5,16 +5,20 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/executor/OpenSession.h"
+#include "tools/gptrun/Signals.h"
 #include "tools/gptrun/Throughput.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
+
+#include <unistd.h>
 
 namespace gptc::gptrun {
 
@@ -116,6 +120,7 @@ struct Trainer::Impl {
   std::vector<StepRecord> history;
   std::optional<checkpoint::Checkpoint> resumeFrom;
   std::string resumePath;
+  std::string lastCheckpoint; // written or resumed from, "" if none
   std::atomic<bool> stopRequested{false};
 
   int64_t cfg(const std::string &key, int64_t fallback) const {
@@ -129,6 +134,8 @@ struct Trainer::Impl {
   Status checkConfig() const;
   Status validate(int64_t step);
   Status run();
+  Status onNonFinite(int64_t step, float loss, float norm,
+                     const std::optional<checkpoint::Checkpoint> &before);
   Status writeCheckpoint(const std::string &path);
   StatusOr<std::string> checkpointNow();
 };
@@ -229,6 +236,14 @@ Status Trainer::Impl::setUpCheckpoints() {
     std::filesystem::create_directories(o.checkpointDir, ec);
     if (ec)
       return Status::error("--checkpoint-dir " + o.checkpointDir + ": " + ec.message());
+    // Fail now, not after hours of training at the first checkpoint.
+    std::string probe = o.checkpointDir + "/.gptrun-write-test-XXXXXX";
+    int fd = ::mkstemp(probe.data());
+    if (fd < 0)
+      return Status::error("--checkpoint-dir " + o.checkpointDir +
+                           ": not writable: " + std::error_code(errno, std::generic_category()).message());
+    ::close(fd);
+    ::unlink(probe.c_str());
   }
   if (o.resume.empty())
     return Status::ok();
@@ -249,6 +264,7 @@ Status Trainer::Impl::setUpCheckpoints() {
                          ", not before --steps " + std::to_string(o.steps) +
                          "; raise --steps to train further");
   resumeFrom.emplace(std::move(*ckpt));
+  lastCheckpoint = resumePath;
   return Status::ok();
 }
 
@@ -301,6 +317,7 @@ StatusOr<std::string> Trainer::Impl::checkpointNow() {
   Clock::time_point start = Clock::now();
   if (Status s = writeCheckpoint(path); !s)
     return s;
+  lastCheckpoint = path;
   if (o.keepCheckpoints > 0)
     if (Status s = checkpoint::prune(o.checkpointDir, o.keepCheckpoints); !s)
       return s;
@@ -385,6 +402,14 @@ Status Trainer::Impl::run() {
     if (hasLrScale)
       if (Status s = session->setInput("train_step", "lr_scale", &lrScale, sizeof(lrScale)); !s)
         return s;
+    // --on-nan=skip: the state before the step, to undo its update.
+    std::optional<checkpoint::Checkpoint> before;
+    if (o.onNan == "skip") {
+      StatusOr<checkpoint::Checkpoint> snapshot = checkpoint::capture(*session);
+      if (!snapshot)
+        return snapshot.status();
+      before.emplace(std::move(*snapshot));
+    }
     if (Status s = session->run("train_step"); !s)
       return s;
     StatusOr<float> loss = session->getScalarF32("train_step", "loss");
@@ -393,6 +418,16 @@ Status Trainer::Impl::run() {
     StatusOr<float> norm = session->getScalarF32("train_step", "grad_norm");
     if (!norm)
       return norm.status();
+    if (!std::isfinite(*loss) || !std::isfinite(*norm)) {
+      stepsDone = step + 1;
+      history.push_back({step + 1, *loss, *norm, 0.f, secondsSince(start)});
+      if (Status s = onNonFinite(step + 1, *loss, *norm, before); !s)
+        return s;
+      if (step + 1 == o.steps && !o.checkpointDir.empty())
+        if (StatusOr<std::string> path = checkpointNow(); !path)
+          return path.status();
+      continue;
+    }
     StatusOr<float> lr = hasLr ? session->getScalarF32("train_step", "lr") : StatusOr<float>(0.f);
     if (!lr)
       return lr.status();
@@ -423,15 +458,16 @@ Status Trainer::Impl::run() {
     if (valData && ((o.valEvery > 0 && (step + 1) % o.valEvery == 0) || last))
       if (Status s = validate(step + 1); !s)
         return s;
-    bool stop = stopRequested.load();
+    int sig = stopSignal();
+    bool stop = stopRequested.load() || sig != 0;
     // Every N steps, after the last one, and before stopping on request.
     if (!o.checkpointDir.empty() &&
         (last || stop || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
       if (StatusOr<std::string> path = checkpointNow(); !path)
         return path.status();
     if (stop) {
-      std::printf("gptrun: stopped after step %lld of %lld\n", (long long)(step + 1),
-                  (long long)o.steps);
+      std::printf("gptrun: %s%sstopped after step %lld of %lld\n", sig ? signalName(sig) : "",
+                  sig ? ": " : "", (long long)(step + 1), (long long)o.steps);
       std::fflush(stdout);
       return Status::ok();
     }
@@ -445,6 +481,29 @@ Status Trainer::Impl::run() {
       std::printf(", MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
     std::printf("\n");
   }
+  return Status::ok();
+}
+
+/// stop: an error naming the step and the last good checkpoint (none is
+/// written of this step). skip: the parameters and optimizer state from
+/// before the step go back, so its update is not applied; the batch is
+/// consumed and the step counts towards --steps.
+Status Trainer::Impl::onNonFinite(int64_t step, float loss, float norm,
+                                  const std::optional<checkpoint::Checkpoint> &before) {
+  char what[128];
+  std::snprintf(what, sizeof(what), "step %lld: loss %g, grad norm %g: not finite",
+                (long long)step, loss, norm);
+  if (o.onNan != "skip")
+    return Status::error(std::string(what) + "; stopped (--on-nan=stop), " +
+                         (lastCheckpoint.empty() ? "no checkpoint written"
+                                                 : "the last good checkpoint is " + lastCheckpoint));
+  if (Status s = checkpoint::restore(*session, *before, "the state before step " +
+                                                           std::to_string(step));
+      !s)
+    return s;
+  std::printf("step %lld/%lld | loss %g | norm %g | not finite: update skipped (--on-nan=skip)\n",
+              (long long)step, (long long)o.steps, loss, norm);
+  std::fflush(stdout);
   return Status::ok();
 }
 
@@ -467,6 +526,7 @@ StatusOr<std::string> Trainer::checkpointNow() {
 void Trainer::requestStop() { impl->stopRequested.store(true); }
 
 Status train(const Options &options) {
+  installStopSignals();
   Trainer t(options);
   if (Status s = t.setUp(); !s)
     return s;

@@ -78,3 +78,11 @@ void gptc_fake_forward(void **argv, const uint32_t *grid, const uint32_t *block)
     sum += targets[i];
   *loss = (float)(sum / (double)n);
 }
+
+/* gptc_fake_step, but the loss of the second step (step input 1) is NaN:
+ * gptrun's --on-nan handling. The step's update (m[0] += 1) is done. */
+void gptc_fake_step_nan(void **argv, const uint32_t *grid, const uint32_t *block) {
+  gptc_fake_step(argv, grid, block);
+  if (**(const int32_t **)argv[2] == 1)
+    **(float **)argv[5] = __builtin_nanf("");
+}

@@ -21,6 +21,16 @@
 #include <algorithm>
 #include <regex>
 
+#include <chrono>
+#include <csignal>
+#include <sstream>
+#include <fcntl.h>
+#include <spawn.h>
+#include <thread>
+#include <unistd.h>
+
+extern char **environ;
+
 using namespace gptc;
 using namespace gptc::testing;
 
@@ -33,7 +43,8 @@ ToolResult gptrun(const std::string &args) { return runTool(GPTC_GPTRUN, args); 
 /// The fake model: accum_steps=2, B=2, T=4, one parameter vector w (4).
 /// Leave out a program by name with `without`; another n_layer makes
 /// another model (for checkpoints).
-ExecutableSpec fakeExecutable(const std::string &without = "", int64_t nLayer = 1) {
+ExecutableSpec fakeExecutable(const std::string &without = "", int64_t nLayer = 1,
+                              const std::string &stepKernel = "gptc_fake_step") {
   ExecutableSpec e;
   e.modelName = "fake";
   e.numParameters = 4;
@@ -57,7 +68,7 @@ ExecutableSpec fakeExecutable(const std::string &without = "", int64_t nLayer = 
   uint32_t lr = e.addTensor("lr", R::Output, D::F32, {}, outputs, 32);
   uint32_t vloss = e.addTensor("loss", R::Output, D::F32, {}, outputs, 64);
   uint32_t init = e.addKernel("gptc_fake_init", 3);
-  uint32_t train = e.addKernel("gptc_fake_step", 8);
+  uint32_t train = e.addKernel(stepKernel, 8);
   uint32_t fwd = e.addKernel("gptc_fake_forward", 3);
   if (without != "init")
     e.addProgram("init", {seed}, {w}).launch(init, {tensorArg(w), intArg(4), tensorArg(seed)});
@@ -80,6 +91,7 @@ protected:
     write("no-forward.fb", fakeExecutable("forward").build());
     write("no-init.fb", fakeExecutable("init").build());
     write("fake-2layer.fb", fakeExecutable("", 2).build());
+    write("fake-nan.fb", fakeExecutable("", 1, "gptc_fake_step_nan").build());
     // The same model for the GPU: cubins of DeviceKernels.cu, no host_object.
     ExecutableSpec cuda = fakeExecutable();
     cuda.target = s::TargetKind::CUDA;
@@ -305,3 +317,182 @@ TEST_F(GptrunTest, ResumeRefusesBadCheckpoints) {
             std::string::npos)
       << r.output;
 }
+
+namespace {
+
+/// gptrun in the background, stdout and stderr to `log`; `env` is added
+/// to the environment ("NAME=value" or "").
+pid_t spawnGptrun(const std::string &args, const std::string &log, const std::string &env = "") {
+  std::vector<std::string> argv = {GPTC_GPTRUN};
+  std::istringstream in(args);
+  for (std::string a; in >> a;)
+    argv.push_back(a);
+  std::vector<char *> cargv;
+  for (std::string &a : argv)
+    cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::vector<std::string> envs;
+  for (char **e = environ; *e; ++e)
+    envs.push_back(*e);
+  if (!env.empty())
+    envs.push_back(env);
+  std::vector<char *> cenv;
+  for (std::string &e : envs)
+    cenv.push_back(e.data());
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, cargv[0], &actions, nullptr, cargv.data(), cenv.data()) != 0)
+    pid = -1;
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+std::string readText(const std::string &file) {
+  std::ifstream in(file);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Polls until `ready()` holds; false if it does not within a minute (a
+/// bound for a hung child, not a timing assertion).
+template <typename F> bool waitFor(F ready) {
+  for (int i = 0; i < 6000; ++i) {
+    if (ready())
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// Verify SIGTERM and SIGINT mid-run: the step in flight finishes, a
+// checkpoint of it is written, gptrun exits 0, and the checkpoint resumes.
+TEST_F(GptrunTest, StopSignalCheckpointsAndExitsCleanly) {
+  for (int sig : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(sig);
+    std::string ckpt = path("ckpt-signal"), log = path("signal.log");
+    fs::remove_all(ckpt);
+    std::string common = path("fake.fb") + " --data " + path("train.bin") +
+                         " --checkpoint-dir " + ckpt + " --steps 1000000000";
+    pid_t pid = spawnGptrun(common, log);
+    ASSERT_GT(pid, 0);
+    bool started = waitFor([&] { return readText(log).find("step 2/") != std::string::npos; });
+    ::kill(pid, sig);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(started);
+    std::string out = readText(log);
+    ASSERT_TRUE(WIFEXITED(status)) << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    std::smatch m;
+    std::string name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+    ASSERT_TRUE(std::regex_search(
+        out, m, std::regex("gptrun: checkpoint (.*/step-([0-9]+)\\.ckpt) \\(.*\\)\ngptrun: " + name +
+                           ": stopped after step ([0-9]+) of 1000000000\n$")))
+        << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+    EXPECT_EQ(std::stoll(m[2].str()), std::stoll(m[3].str()));
+    ToolResult resumed = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --steps " +
+                                std::to_string(std::stoll(m[3].str()) + 1) + " --resume " +
+                                m[1].str());
+    EXPECT_EQ(resumed.status, 0) << resumed.output;
+  }
+}
+
+// Verify kill -9 in the middle of a checkpoint write (the test hook stalls
+// the writer after the first tensor of step 3's file): the temporary file
+// is partial, step 2's checkpoint is intact and `--resume latest` uses it.
+TEST_F(GptrunTest, KillDuringCheckpointWriteKeepsThePreviousOne) {
+  std::string ckpt = path("ckpt-kill"), log = path("kill.log");
+  fs::remove_all(ckpt);
+  std::string common = path("fake.fb") + " --data " + path("train.bin") + " --checkpoint-dir " +
+                       ckpt;
+  pid_t pid = spawnGptrun(common + " --steps 5 --checkpoint-every 1", log,
+                          "GPTC_TEST_STALL_CHECKPOINT=step-00000003.ckpt");
+  ASSERT_GT(pid, 0);
+  auto partial = [&] {
+    std::error_code ec;
+    for (const auto &e : fs::directory_iterator(ckpt, ec))
+      if (e.path().filename().string().rfind("step-00000003.ckpt.tmp-", 0) == 0 &&
+          fs::file_size(e.path(), ec) > 0)
+        return true;
+    return false;
+  };
+  bool stalled = waitFor(partial);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(stalled) << readText(log);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_FALSE(fs::exists(ckpt + "/step-00000003.ckpt"));
+  ASSERT_TRUE(fs::exists(ckpt + "/step-00000002.ckpt"));
+
+  ToolResult r = gptrun(common + " --steps 5 --resume latest");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gptrun: resumed from " + ckpt + "/step-00000002.ckpt at step 2"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step 3/5 | loss 1344.5000 | norm 3.0000"), std::string::npos)
+      << r.output;
+}
+
+// Verify --on-nan=stop (the default): exit 1 naming the step and the last
+// good checkpoint; no checkpoint of the bad step is written.
+TEST_F(GptrunTest, NonFiniteLossStops) {
+  std::string ckpt = path("ckpt-nan");
+  fs::remove_all(ckpt);
+  ToolResult r = gptrun(path("fake-nan.fb") + " --data " + path("train.bin") +
+                        " --steps 4 --checkpoint-every 1 --checkpoint-dir " + ckpt);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: step 2: loss nan, grad norm 2: not finite; stopped "
+                          "(--on-nan=stop), the last good checkpoint is " +
+                          ckpt + "/step-00000001.ckpt\n"),
+            std::string::npos)
+      << r.output;
+  std::vector<std::string> left;
+  for (const auto &e : fs::directory_iterator(ckpt))
+    left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"step-00000001.ckpt"});
+
+  r = gptrun(path("fake-nan.fb") + " --data " + path("train.bin") + " --steps 4");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("stopped (--on-nan=stop), no checkpoint written"), std::string::npos)
+      << r.output;
+}
+
+// Verify --on-nan=skip: the NaN step's update is undone (the optimizer
+// state counts applied steps: norm 2 at step 3, not 3), training goes on.
+TEST_F(GptrunTest, NonFiniteLossSkipsTheUpdate) {
+  ToolResult r = gptrun(path("fake-nan.fb") + " --data " + path("train.bin") +
+                        " --steps 4 --seed 5 --on-nan=skip");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("step 2/4 | loss nan | norm 2 | not finite: update skipped "
+                          "(--on-nan=skip)\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step 3/4 | loss 12.5000 | norm 2.0000 | lr 3.00e-04"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step 4/4 | loss 12.5000 | norm 3.0000 | lr 4.00e-04"),
+            std::string::npos)
+      << r.output;
+  r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --on-nan=maybe");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("--on-nan is stop or skip, got 'maybe'"), std::string::npos);
+}
+
+// Verify a checkpoint directory that cannot be written is refused before
+// init and training (here: a path through a regular file).
+TEST_F(GptrunTest, UnwritableCheckpointDirFailsBeforeTraining) {
+  ToolResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --checkpoint-dir " +
+                        path("train.bin") + "/ckpt");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: --checkpoint-dir " + path("train.bin") + "/ckpt: "),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("init in"), std::string::npos) << r.output;
+}
+
+} // namespace
