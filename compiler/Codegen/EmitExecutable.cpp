@@ -202,8 +202,16 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     for (const ProgramInfo &p : lowered->programs) {
       os << "program " << p.name << "\n";
       for (auto [i, c] : llvm::enumerate(p.commands)) {
-        static const char *kinds[] = {"launch", "gemm", "zero", "copy"};
-        os << llvm::format("  %4d ", static_cast<int>(i)) << kinds[c.kind] << " ";
+        static const char *kinds[] = {"launch", "gemm", "zero", "copy", "all_reduce", "record",
+                                      "wait"};
+        os << llvm::format("  %4d ", static_cast<int>(i));
+        if (c.stream != kComputeStream)
+          os << "[comm] ";
+        os << kinds[c.kind] << " ";
+        if (c.kind == Command::Record || c.kind == Command::Wait)
+          os << "event " << c.event;
+        if (c.kind == Command::AllReduce)
+          os << (c.mean ? "mean" : "sum");
         if (c.kind == Command::Launch)
           os << lowered->kernels[c.kernel].name << " threads=" << c.threads;
         if (c.kind == Command::Gemm) {
@@ -331,9 +339,26 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       }
       case Command::Copy: {
         auto copy = s::CreateCopy(b, operandTensor(c.args[0]), operandTensor(c.args[1]));
-        cmds.push_back(s::CreateCommand(b, 0, s::Op::Copy, copy.Union()));
+        cmds.push_back(s::CreateCommand(b, c.stream, s::Op::Copy, copy.Union()));
         break;
       }
+      case Command::AllReduce: {
+        std::vector<uint32_t> ts;
+        for (const Operand &o : c.args)
+          ts.push_back(operandTensor(o));
+        auto reduce = s::CreateAllReduce(b, b.CreateVector(ts),
+                                         c.mean ? s::ReduceOp::Avg : s::ReduceOp::Sum);
+        cmds.push_back(s::CreateCommand(b, c.stream, s::Op::AllReduce, reduce.Union()));
+        break;
+      }
+      case Command::Record:
+        cmds.push_back(s::CreateCommand(b, c.stream, s::Op::RecordEvent,
+                                        s::CreateRecordEvent(b, c.event).Union()));
+        break;
+      case Command::Wait:
+        cmds.push_back(s::CreateCommand(b, c.stream, s::Op::WaitEvent,
+                                        s::CreateWaitEvent(b, c.event).Union()));
+        break;
       }
     }
     std::vector<uint32_t> ins(p.inputs.begin(), p.inputs.end()), outs(p.outputs.begin(), p.outputs.end());
@@ -367,7 +392,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   auto exe = s::CreateExecutable(
       b, static_cast<uint32_t>(s::FormatVersion::Current), target, model, b.CreateVector(pools),
       b.CreateVector(tensors), b.CreateVector(kernelDefs), b.CreateVector(gemms),
-      b.CreateVector(programs), /*num_streams=*/1, /*num_events=*/0, hostBytes,
+      b.CreateVector(programs), lowered->numStreams, lowered->numEvents, hostBytes,
       b.CreateString("gptc 0.1.0"));
   s::FinishExecutableBuffer(b, exe);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());

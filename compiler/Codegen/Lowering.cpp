@@ -253,6 +253,7 @@ private:
   std::map<std::string, unsigned> kernelByKey; // dedupe
   std::map<std::string, int64_t> argOffsets;   // program-local input offsets
   int64_t scratchTop = 0;                      // per command
+  llvm::DenseMap<Value, unsigned> pending;     // all_reduce result -> done event
   int kernelCounter = 0;
 
   int64_t addTensor(TensorInfo info) {
@@ -309,7 +310,50 @@ private:
   LogicalResult lowerElementwise(Operation *op);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias);
   LogicalResult mapResults(Operation *op);
+  LogicalResult lowerAllReduce(AllReduceOp op);
+  void waitFor(ValueRange operands);
 };
+
+/// The compute stream waits for the collectives whose results `operands`
+/// read, once per event.
+void Lowerer::waitFor(ValueRange operands) {
+  for (Value v : operands) {
+    auto it = pending.find(v);
+    if (it == pending.end())
+      continue;
+    unsigned event = it->second;
+    Command wait{Command::Wait, 0, 0, 0, {}, "gpt.all_reduce", kComputeStream, event};
+    program->commands.push_back(wait);
+    llvm::SmallVector<Value> done;
+    for (auto &[value, e] : pending)
+      if (e == event)
+        done.push_back(value);
+    for (Value d : done)
+      pending.erase(d);
+  }
+}
+
+/// Copies operands that are not reduced in place into their results, then
+/// record (compute) -> wait + all-reduce + record (comm).
+LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
+  std::string name = op->getName().getStringRef().str();
+  Command reduce{Command::AllReduce, 0, 0, 0, {}, name, kCommStream};
+  reduce.mean = op.getKind() == ReduceKind::Mean;
+  for (auto [in, r] : llvm::zip(op.getInputs(), op.getResults())) {
+    if (tensorOf.lookup(in) != tensorOf.lookup(r))
+      program->commands.push_back({Command::Copy, 0, 0, 0, {t(in), t(r)}, name});
+    reduce.args.push_back(t(r));
+  }
+  unsigned ready = result.numEvents++, done = result.numEvents++;
+  program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kComputeStream, ready});
+  program->commands.push_back({Command::Wait, 0, 0, 0, {}, name, kCommStream, ready});
+  program->commands.push_back(std::move(reduce));
+  program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kCommStream, done});
+  for (Value r : op.getResults())
+    pending[r] = done;
+  result.numStreams = 2;
+  return success();
+}
 
 LogicalResult Lowerer::mapResults(Operation *op) {
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("gpt.offsets");
@@ -327,6 +371,24 @@ LogicalResult Lowerer::mapResults(Operation *op) {
     info.bytes = bytesOf(op->getResult(0).getType());
     info.name += ".view";
     tensorOf[op->getResult(0)] = addTensor(info);
+    if (auto it = pending.find(src); it != pending.end())
+      pending[op->getResult(0)] = it->second;
+    return success();
+  }
+  if (auto ar = llvm::dyn_cast<AllReduceOp>(op)) {
+    // In place (gpt-plan-memory): the result has its operand's offset.
+    for (auto [in, r, off] : llvm::zip(ar.getInputs(), ar.getResults(), offsets.asArrayRef())) {
+      const TensorInfo &src = result.tensors[tensorOf.lookup(in)];
+      if (src.pool == "activations" && src.offset == off) {
+        tensorOf[r] = tensorOf.lookup(in);
+        continue;
+      }
+      auto shape = rtt(r).getShape();
+      tensorOf[r] = addTensor({"%" + std::to_string(result.tensors.size()), "activations",
+                               "activations", eltOf(r),
+                               std::vector<int64_t>(shape.begin(), shape.end()), off,
+                               bytesOf(r.getType())});
+    }
     return success();
   }
   if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
@@ -352,6 +414,7 @@ LogicalResult Lowerer::mapResults(Operation *op) {
 LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
   result.programs.push_back(ProgramInfo{fn.getName().str(), {}, {}, {}});
   program = &result.programs.back();
+  pending.clear();
   auto plan = fn->getAttrOfType<DictionaryAttr>("gpt.memory_plan");
   if (!plan)
     return fn.emitError("codegen: @") << fn.getName() << " has no memory plan";
@@ -397,6 +460,7 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
   for (Operation &op : fn.getBody().front()) {
     scratchTop = 0;
     if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+      waitFor(ret.getOperands());
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
         int64_t src = tensorOf.lookup(v);
         auto param = fn.getResultAttrOfType<StringAttr>(i, kParamAttrName);
@@ -428,7 +492,17 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
       }
       return success();
     }
-    if (failed(mapResults(&op)) || failed(lowerOp(&op)))
+    if (failed(mapResults(&op)))
+      return failure();
+    if (auto ar = llvm::dyn_cast<AllReduceOp>(op)) {
+      if (failed(lowerAllReduce(ar)))
+        return failure();
+      continue;
+    }
+    // Views read nothing; the op that reads through them waits.
+    if (!llvm::isa<ReshapeOp>(op) && !(llvm::isa<SliceOp>(op) && llvm::cast<SliceOp>(op).getDim() == 0))
+      waitFor(op.getOperands());
+    if (failed(lowerOp(&op)))
       return failure();
   }
   return success();

@@ -4,6 +4,9 @@
 // list of commands over the tensors of the memory plan:
 //   - gpt.matmul / gpt.linear become cuBLASLt GEMM descriptors;
 //   - views (gpt.reshape, outer gpt.slice) become nothing;
+//   - gpt.all_reduce becomes an AllReduce on the communication stream,
+//     after an event of the compute stream; the compute stream waits for
+//     its done-event right before the first command reading its results;
 //   - every other op becomes one or more index-space kernels: a body run
 //     for each index in [0, threads), built with arith/math/scf/memref ops
 //     on flat 1-D memrefs. The same body becomes a gpu.func (CUDA) or a
@@ -58,13 +61,19 @@ struct GemmDesc {
 };
 
 struct Command {
-  enum Kind { Launch, Gemm, Zero, Copy } kind = Launch;
+  enum Kind { Launch, Gemm, Zero, Copy, AllReduce, Record, Wait } kind = Launch;
   unsigned kernel = 0;  // Launch
   int64_t threads = 0;  // Launch
   unsigned gemm = 0;    // Gemm
-  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias]; Zero/Copy: tensors
+  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias]; Zero/Copy/AllReduce: tensors
   std::string op;       // the gpt op it comes from, for dumps and errors
+  unsigned stream = 0;  // kCompute, or kComm for collectives
+  unsigned event = 0;   // Record/Wait
+  bool mean = false;    // AllReduce: mean (else sum)
 };
+
+/// Streams: compute, and communication (collectives overlap compute).
+inline constexpr unsigned kComputeStream = 0, kCommStream = 1;
 
 /// A tensor of the executable: an argument, a planned activation, or the
 /// home of a program output.
@@ -90,6 +99,8 @@ struct Lowered {
   std::vector<TensorInfo> tensors;
   std::vector<ProgramInfo> programs;
   std::map<std::string, int64_t> poolBytes; // params, state, inputs, activations, workspace
+  unsigned numEvents = 0;  // Record/Wait events of all programs
+  unsigned numStreams = 1; // 2 when a program has collectives
 };
 
 /// Lowers the planned functions `programs` of `module` (gpt-plan-memory

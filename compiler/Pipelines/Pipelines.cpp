@@ -111,10 +111,18 @@ void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createInsertInitPass());
 }
 
-void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &) {
+void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // One graph per program: the planner sees every tensor's whole lifetime.
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
+  // Data parallelism needs the inlined graph: a gradient's bucket is issued
+  // after the op that finalises it.
+  if (options.worldSize > 0) {
+    InsertAllReducePassOptions distribute;
+    distribute.worldSize = options.worldSize;
+    distribute.bucketMb = options.bucketMb;
+    pm.addPass(createInsertAllReducePass(distribute));
+  }
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.

@@ -176,6 +176,56 @@ def InsertInitPass : Pass<"gpt-insert-init", "::mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Distribute phase (data parallelism)
+//===----------------------------------------------------------------------===//
+
+def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
+  let summary = "Data parallelism: bucketed gradient all-reduces, global loss and grad norm";
+  let description = [{
+    Makes `function` (default `train_step`, calls inlined) one rank of a
+    data-parallel step over `world-size` ranks, each training on its own
+    batch with the same parameters:
+
+      1) The gradients (the `grad` operands of `gpt.adamw`) are ordered by
+         the op that finalises them, i.e. the backward order.
+      2) They are packed, in that order, into buckets of at least
+         `bucket-mb` MiB (the last may be smaller).
+      3) Each bucket becomes one `gpt.all_reduce mean` placed right after
+         its last gradient's op, so it can be issued while the rest of the
+         backward pass runs; `gpt.global_norm` and `gpt.adamw` read its
+         results, so the grad norm, clipping and the update are global.
+      4) The returned `loss` is averaged the same way: the logged loss is
+         the global batch's.
+
+    With equal per-rank batches, the mean of the ranks' mean gradients is
+    the gradient of the global batch's mean loss: N ranks of batch B train
+    like one rank of batch N*B. The module's `gpt.config` records
+    `world_size` for the runtime.
+
+    Pre: no `func.call` and no `gpt.all_reduce` in `function`.
+
+    ```mlir
+    %dw = gpt.matmul ...                       // last gradient of the bucket
+    %r:2 = gpt.all_reduce mean %dw, %db {bucket = 1 : i64, bytes = 4160 : i64,
+                                         world_size = 2 : i64}
+        : tensor<64x16xf32>, tensor<16xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "Train step to distribute">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"2",
+           "Number of data-parallel ranks">,
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
+           "Gradient bytes per all-reduce bucket, in MiB (0: one bucket per gradient)">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "Gradient all-reduce buckets">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
+//===----------------------------------------------------------------------===//
 // Memory planning phase
 //===----------------------------------------------------------------------===//
 

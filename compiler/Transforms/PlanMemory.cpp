@@ -70,6 +70,28 @@ std::optional<std::pair<Value, int64_t>> viewSource(Operation *op) {
   return std::nullopt;
 }
 
+/// An all_reduce result reduces its operand in place when nothing else
+/// reads the operand and the operand owns its buffer (not a view, not an
+/// argument's bytes).
+bool reducesInPlace(AllReduceOp op, unsigned i) {
+  Value in = op.getInputs()[i];
+  Operation *def = in.getDefiningOp();
+  return def && in.hasOneUse() && !viewSource(def) && !llvm::isa<AdamWOp, AllReduceOp>(def);
+}
+
+/// The values of `user` that share `v`'s bytes: a view of it, or an
+/// in-place all_reduce result.
+SmallVector<Value, 1> aliasesOf(Operation *user, Value v) {
+  SmallVector<Value, 1> out;
+  if (viewSource(user))
+    out.push_back(user->getResult(0));
+  else if (auto ar = llvm::dyn_cast<AllReduceOp>(user))
+    for (auto [i, in] : llvm::enumerate(ar.getInputs()))
+      if (in == v && reducesInPlace(ar, i))
+        out.push_back(ar.getResult(i));
+  return out;
+}
+
 struct Planner {
   func::FuncOp fn;
   int64_t alignment;
@@ -77,15 +99,15 @@ struct Planner {
   llvm::DenseMap<Value, Home> homes;
   std::vector<Buffer> buffers;
 
-  /// Last program point where `v` or a view of it is read.
+  /// Last program point where `v` or an alias of it is read.
   int64_t lastUse(Value v, int64_t end) {
     int64_t last = index.lookup(v.getDefiningOp());
     for (Operation *user : v.getUsers()) {
       if (llvm::isa<func::ReturnOp>(user))
         return end;
       last = std::max(last, index.lookup(user));
-      if (viewSource(user))
-        last = std::max(last, lastUse(user->getResult(0), end));
+      for (Value alias : aliasesOf(user, v))
+        last = std::max(last, lastUse(alias, end));
     }
     return last;
   }
@@ -114,7 +136,13 @@ struct Planner {
           homes[res] = homes.lookup(src);
         continue;
       }
+      auto allReduce = llvm::dyn_cast<AllReduceOp>(op);
       for (Value r : op.getResults()) {
+        unsigned i = llvm::cast<OpResult>(r).getResultNumber();
+        if (allReduce && reducesInPlace(allReduce, i)) {
+          homes[r] = homes.lookup(allReduce.getInputs()[i]);
+          continue;
+        }
         homes[r] = Home{static_cast<int>(buffers.size()), BlockArgument(), 0};
         buffers.push_back({alignTo(bytesOf(r.getType()), alignment), index[&op],
                            lastUse(r, n), -1});
@@ -238,8 +266,8 @@ LogicalResult gptc::verifyMemoryPlan(func::FuncOp fn) {
     int64_t last = v.getDefiningOp() ? index[v.getDefiningOp()] : 0;
     for (Operation *user : v.getUsers()) {
       last = std::max(last, index[user]);
-      if (viewSource(user))
-        last = std::max(last, lastUse(user->getResult(0)));
+      for (Value alias : aliasesOf(user, v))
+        last = std::max(last, lastUse(alias));
     }
     return last;
   };
@@ -252,6 +280,9 @@ LogicalResult gptc::verifyMemoryPlan(func::FuncOp fn) {
     for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
       if (off < 0)
         continue; // in place in an argument
+      if (auto ar = llvm::dyn_cast<AllReduceOp>(op);
+          ar && reducesInPlace(ar, llvm::cast<OpResult>(r).getResultNumber()))
+        continue; // in place in its operand, whose lifetime covers it
       int64_t size = bytesOf(r.getType());
       if (off + size > pool)
         return op.emitOpError("buffer [") << off << ", " << off + size

@@ -31,14 +31,38 @@ Status checkGemmCommands(const schema::Executable &exe) {
   return Status::ok();
 }
 
-Status checkRunnable(const schema::Program &program) {
-  if (!program.commands())
+Status checkRunnable(const schema::Program &program, const Collective *collective) {
+  if (!program.commands() || collective)
     return Status::ok();
   for (size_t c = 0; c < program.commands()->size(); ++c)
     if (program.commands()->Get(c)->op_type() == schema::Op::AllReduce)
       return Status::error("program '" + programName(program) + "' command " + std::to_string(c) +
-                           ": AllReduce needs NCCL, which this runtime does not use yet "
-                           "(multi-GPU issue); compile for one GPU");
+                           ": AllReduce needs ranks to reduce with (compiled with gptc "
+                           "--world-size; run with gptrun --gpus N)");
+  return Status::ok();
+}
+
+int64_t worldSize(const schema::Executable &exe) {
+  if (exe.model() && exe.model()->config())
+    for (const schema::KeyValue *kv : *exe.model()->config())
+      if (kv->key() && kv->key()->str() == "world_size")
+        return kv->value();
+  return 0;
+}
+
+Status checkWorldSize(const schema::Executable &exe, const Collective *collective) {
+  int64_t world = worldSize(exe);
+  if (!collective)
+    return Status::ok(); // checkRunnable names the AllReduce that cannot run
+  if (world == 0)
+    return Status::error("the executable was compiled for one device (no gptc --world-size), "
+                         "but runs as rank " + std::to_string(collective->rank()) + " of " +
+                         std::to_string(collective->size()) +
+                         ": the ranks would train apart; recompile with --world-size=" +
+                         std::to_string(collective->size()));
+  if (world != collective->size())
+    return Status::error("the executable was compiled with --world-size=" + std::to_string(world) +
+                         " but runs on " + std::to_string(collective->size()) + " ranks");
   return Status::ok();
 }
 

@@ -15,6 +15,7 @@
 #ifndef GPTC_RUNTIME_EXECUTOR_BACKEND_H
 #define GPTC_RUNTIME_EXECUTOR_BACKEND_H
 
+#include "runtime/collective/Collective.h"
 #include "runtime/executable/Executable.h"
 
 #include <cstdint>
@@ -51,8 +52,17 @@ public:
 /// the program and command.
 Status checkGemmCommands(const schema::Executable &exe);
 
-/// Fails for commands no backend runs yet (AllReduce), naming the first.
-Status checkRunnable(const schema::Program &program);
+/// Fails for AllReduce commands when there is no collective, naming the
+/// first.
+Status checkRunnable(const schema::Program &program, const Collective *collective);
+
+/// The executable's data-parallel world size (model config "world_size",
+/// from gptc --world-size; 0 when compiled for one device).
+int64_t worldSize(const schema::Executable &exe);
+
+/// An executable compiled for W ranks runs only with a collective of W
+/// ranks, and one compiled for one device only without a collective.
+Status checkWorldSize(const schema::Executable &exe, const Collective *collective);
 
 /// The index of `program` in exe.programs().
 uint32_t programIndex(const schema::Executable &exe, const schema::Program &program);

@@ -408,7 +408,7 @@ Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
 }
 
 Status CudaBackend::run(const schema::Program &program) {
-  if (Status s = checkRunnable(program); !s)
+  if (Status s = checkRunnable(program, nullptr); !s)
     return s;
   uint32_t index = programIndex(exe_.get(), program);
   if (std::getenv("GPTC_PROFILE") && !options_.graphs)

@@ -25,7 +25,8 @@ std::string kernelName(const schema::Kernel &k) { return k.name() ? k.name()->st
 
 class HostBackend final : public Backend {
 public:
-  explicit HostBackend(const Executable &exe) : exe_(exe) {}
+  HostBackend(const Executable &exe, Collective *collective)
+      : exe_(exe), collective_(collective) {}
   ~HostBackend() override {
     for (char *p : pools_)
       std::free(p);
@@ -58,6 +59,7 @@ private:
   size_t size(uint32_t tensor) const { return exe_->tensors()->Get(tensor)->size_bytes(); }
 
   const Executable &exe_;
+  Collective *collective_;                    // null: one rank
   std::vector<char *> pools_;                 // base of each pool
   void *library_ = nullptr;                   // dlopen'ed host_object
   std::vector<HostKernel> kernels_;           // by kernel index
@@ -82,6 +84,8 @@ Status HostBackend::init() {
       pools_.push_back(p);
     }
   if (Status s = checkGemmCommands(exe); !s)
+    return s;
+  if (Status s = checkWorldSize(exe, collective_); !s)
     return s;
   if (Status s = loadHostObject(); !s)
     return s;
@@ -146,7 +150,7 @@ Status HostBackend::loadHostObject() {
 }
 
 Status HostBackend::run(const schema::Program &program) {
-  if (Status s = checkRunnable(program); !s)
+  if (Status s = checkRunnable(program, collective_); !s)
     return s;
   const schema::Executable &exe = exe_.get();
   if (!program.commands())
@@ -183,7 +187,17 @@ Status HostBackend::run(const schema::Program &program) {
     case schema::Op::RecordEvent:
     case schema::Op::WaitEvent:
       break; // serial execution already orders everything
-    case schema::Op::AllReduce:
+    case schema::Op::AllReduce: {
+      const auto *ar = cmd->op_as_AllReduce();
+      std::vector<Collective::Buffer> buffers;
+      for (uint32_t t : *ar->tensors()) {
+        const schema::Tensor *info = exe.tensors()->Get(t);
+        buffers.push_back({address(t), size(t) / 4, info->dtype()});
+      }
+      if (Status s = collective_->allReduce(buffers, ar->op(), nullptr); !s)
+        return Status::error("command " + std::to_string(c) + ": " + s.message());
+      break;
+    }
     case schema::Op::NONE:
       return Status::error("command " + std::to_string(c) + " cannot run on the host");
     }
@@ -194,7 +208,12 @@ Status HostBackend::run(const schema::Program &program) {
 } // namespace
 
 StatusOr<std::unique_ptr<Backend>> createHostBackend(const Executable &exe) {
-  auto backend = std::make_unique<HostBackend>(exe);
+  return createHostRankBackend(exe, nullptr);
+}
+
+StatusOr<std::unique_ptr<Backend>> createHostRankBackend(const Executable &exe,
+                                                         Collective *collective) {
+  auto backend = std::make_unique<HostBackend>(exe, collective);
   if (Status s = backend->init(); !s)
     return s;
   return std::unique_ptr<Backend>(std::move(backend));

@@ -22,6 +22,11 @@ namespace gptc {
 /// `exe` must outlive the backend.
 StatusOr<std::unique_ptr<Backend>> createHostBackend(const Executable &exe);
 
+/// One rank of a data-parallel step: `collective` runs the AllReduce
+/// commands and must outlive the backend.
+StatusOr<std::unique_ptr<Backend>> createHostRankBackend(const Executable &exe,
+                                                         Collective *collective);
+
 } // namespace gptc
 
 #endif // GPTC_RUNTIME_EXECUTOR_HOSTBACKEND_H

@@ -10,7 +10,13 @@ StatusOr<std::unique_ptr<Session>> createSession(Executable exe, const SessionOp
   schema::TargetKind target = options.target.value_or(exe->target()->kind());
   CudaBackendOptions cuda = options.cuda;
   return Session::create(std::move(exe), [&](const Executable &e) {
-    return target == schema::TargetKind::Host ? createHostBackend(e) : createCudaBackend(e, cuda);
+    if (target == schema::TargetKind::Host)
+      return createHostRankBackend(e, options.collective);
+    if (options.collective)
+      return StatusOr<std::unique_ptr<Backend>>(Status::error(
+          "data-parallel runs on the CUDA target need NCCL, which this runtime does not "
+          "have yet; use --target host"));
+    return createCudaBackend(e, cuda);
   });
 }
 

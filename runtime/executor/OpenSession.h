@@ -19,6 +19,9 @@ namespace gptc {
 struct SessionOptions {
   std::optional<schema::TargetKind> target; // default: the executable's
   CudaBackendOptions cuda;
+  /// This rank's collective for a data-parallel executable (Host target
+  /// only so far); null for one device. Must outlive the session.
+  Collective *collective = nullptr;
 };
 
 /// A Session over `exe` on options.target (or the executable's own).

@@ -99,6 +99,14 @@ cl::opt<double> weightDecay("weight-decay",
 cl::opt<double> gradClip("grad-clip", cl::desc("Clip the global gradient norm (0: off)"),
                          cl::init(1.0), cl::cat(trainCat));
 
+cl::OptionCategory distributeCat("gptc data-parallel options (phase memory-plan)");
+cl::opt<int64_t> worldSize("world-size",
+                           cl::desc("Data-parallel ranks, each with --batch sequences "
+                                    "(0: single-device, no collectives)"),
+                           cl::init(0), cl::cat(distributeCat));
+cl::opt<double> bucketMb("bucket-mb", cl::desc("Gradient all-reduce bucket size in MiB"),
+                         cl::init(25.0), cl::cat(distributeCat));
+
 cl::OptionCategory referenceCat("gptc run-reference options");
 cl::opt<int64_t> steps("steps",
                        cl::desc("Train steps to run (0: only the forward loss)"),
@@ -168,6 +176,8 @@ void setPipelineOptions(PipelineOptions &options) {
   options.epsilon = adamEps;
   options.weightDecay = weightDecay;
   options.gradClip = gradClip;
+  options.worldSize = worldSize;
+  options.bucketMb = bucketMb;
 }
 
 /// MLIR's pass-manager flags plus every phase up to `phase`.

@@ -485,5 +485,28 @@ LogicalResult RandomNormalOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// AllReduceOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, adaptor.getInputs().getTypes());
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor");
+  if (getKind() != ReduceKind::Sum && getKind() != ReduceKind::Mean)
+    return emitOpError("reduces by sum or mean, not ") << stringifyReduceKind(getKind());
+  if (getWorldSize() < 1)
+    return emitOpError("world_size must be >= 1, got ") << getWorldSize();
+  for (Value v : getInputs())
+    if (!llvm::cast<RankedTensorType>(v.getType()).hasStaticShape())
+      return emitOpError("needs static shapes, got ") << v.getType();
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/GPT/IR/GPTOps.cpp.inc"

@@ -583,4 +583,34 @@ def GPT_RandomNormalOp : GPT_Op<"random_normal", [Pure]> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Data-parallel collectives (produced by gpt-insert-all-reduce)
+//===----------------------------------------------------------------------===//
+
+def GPT_AllReduceOp : GPT_Op<"all_reduce", [InferTypeOpAdaptor]> {
+  let summary = "Sum or mean of tensors across the ranks of a data-parallel step";
+  let description = [{
+    Every rank passes the same list of tensors; result `i` is, on every rank,
+    the sum (`sum`) or the mean (`mean`) of input `i` over the `world_size`
+    ranks. One op is one bucket: the runtime issues it as one collective on
+    the communication stream as soon as its inputs are computed, so it
+    overlaps the compute that follows it. `bucket` numbers the buckets in
+    issue order; `bytes` is the bucket's payload.
+
+    The op synchronises ranks, so it has side effects: CSE must not merge
+    it and DCE must not drop it.
+
+    ```mlir
+    %g0r, %g1r = gpt.all_reduce mean %g0, %g1 {bucket = 0 : i64, bytes = 4160 : i64,
+                                               world_size = 4 : i64}
+        : tensor<64x16xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins GPT_ReduceKind:$kind, Variadic<GPT_FloatTensor>:$inputs,
+                       I64Attr:$bucket, I64Attr:$bytes, I64Attr:$world_size);
+  let results = (outs Variadic<GPT_FloatTensor>:$results);
+  let assemblyFormat = "$kind $inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
 #endif // GPT_OPS_TD

@@ -54,3 +54,22 @@ func.func @f(%p: tensor<4xf32> {gpt.param = "w"}, %g: tensor<4xf32> {gpt.input =
       : tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
   return %p1, %m1, %v1 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that an all_reduce reduces an operand only it reads in place (same
+// offset), and gives an operand read elsewhere a buffer of its own.
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.exp {{.*}} {gpt.offsets = array<i64: [[A:[0-9]+]]>}
+// CHECK: gpt.tanh {{.*}} {gpt.offsets = array<i64: [[B:[0-9]+]]>}
+// CHECK: gpt.all_reduce {{.*}} gpt.offsets = array<i64: [[A]], [[C:[0-9]+]]>
+// CHECK: return
+func.func @f(%x: tensor<64xf32> {gpt.input = "x"}) -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %a = gpt.exp %x : tensor<64xf32>
+  %b = gpt.tanh %x : tensor<64xf32>
+  %r:2 = gpt.all_reduce mean %a, %b {bucket = 0 : i64, bytes = 512 : i64, world_size = 2 : i64}
+      : tensor<64xf32>, tensor<64xf32>
+  %c = gpt.neg %b : tensor<64xf32>
+  return %r#0, %r#1, %c : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}

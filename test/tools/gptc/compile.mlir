@@ -85,3 +85,12 @@
 // NOCMD: gptc: error: missing command: compile or run-reference
 // RUN: not gptc compile %models/gpt2.mlir --arithmetic=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
 // WRONGFLAG: gptc: error: --arithmetic, --seed, --decompose-attention, --data and --steps apply to run-reference
+
+// --world-size distributes the train step: bucketed gradient all-reduces
+// after inlining, and the world size in the module's config.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=0.004 | FileCheck %s --check-prefix=WORLD
+// WORLD: world_size = 2 : i64
+// WORLD-LABEL: func.func @train_step
+// WORLD: gpt.all_reduce mean {{.*}}bucket = 0 : i64
+// WORLD: gpt.all_reduce mean {{.*}}bucket = 1 : i64
+// WORLD: gpt.global_norm

@@ -807,3 +807,15 @@ func.func @slice_dynamic(%x: tensor<?x?xf32>) -> tensor<?x4xf32> {
       : (tensor<?x?xf32>) -> tensor<?x4xf32>
   return %0 : tensor<?x4xf32>
 }
+
+// -----
+
+// Tests that gpt.all_reduce round-trips with several tensors.
+
+// CHECK-LABEL: func.func @all_reduce
+func.func @all_reduce(%a: tensor<64x16xf32>, %b: tensor<16xf32>) -> (tensor<64x16xf32>, tensor<16xf32>) {
+  // CHECK: %{{.*}}:2 = gpt.all_reduce mean %{{.*}}, %{{.*}} {bucket = 0 : i64, bytes = 4160 : i64, world_size = 4 : i64} : tensor<64x16xf32>, tensor<16xf32>
+  %r:2 = gpt.all_reduce mean %a, %b {bucket = 0 : i64, bytes = 4160 : i64, world_size = 4 : i64}
+      : tensor<64x16xf32>, tensor<16xf32>
+  return %r#0, %r#1 : tensor<64x16xf32>, tensor<16xf32>
+}

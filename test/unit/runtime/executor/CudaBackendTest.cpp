@@ -149,14 +149,14 @@ TEST(CudaBackendTest, TwoStreamsEventsAndGraphs) {
 }
 
 // Verify that an AllReduce fails the run with the NCCL message.
-TEST(CudaBackendTest, AllReduceNeedsNccl) {
+TEST(CudaBackendTest, AllReduceNeedsRanks) {
   REQUIRE_GPU_AND_KERNELS();
   ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
   addImages(spec, true, false);
   spec.addProgram("reduce").allReduce({6});
   auto session = cudaSession(spec);
   ASSERT_TRUE(session) << errorOf(session);
-  EXPECT_NE(errorOf((*session)->run("reduce")).find("AllReduce needs NCCL"), std::string::npos);
+  EXPECT_NE(errorOf((*session)->run("reduce")).find("AllReduce needs ranks"), std::string::npos);
 }
 
 /// One GEMM case on the GPU: operands uploaded with NaN gaps, D read back.

@@ -153,15 +153,15 @@ TEST(HostBackendTest, SessionChecksNamesRolesAndSizes) {
 }
 
 // Verify that an AllReduce fails the run clearly, before any command runs.
-TEST(HostBackendTest, AllReduceNeedsNccl) {
+TEST(HostBackendTest, AllReduceNeedsRanks) {
   ExecutableSpec spec = pipelineExecutable(s::TargetKind::Host);
   spec.hostObject = kernelObject();
   spec.addProgram("reduce").memset(6, 0x7f).allReduce({6});
   auto session = hostSession(spec);
   ASSERT_TRUE(session) << errorOf(session);
   EXPECT_EQ(errorOf((*session)->run("reduce")),
-            "program 'reduce': program 'reduce' command 1: AllReduce needs NCCL, which this "
-            "runtime does not use yet (multi-GPU issue); compile for one GPU");
+            "program 'reduce': program 'reduce' command 1: AllReduce needs ranks to reduce "
+            "with (compiled with gptc --world-size; run with gptrun --gpus N)");
   std::vector<float> y(4, 1);
   ASSERT_TRUE((*session)->readTensor(6, y.data(), 16));
   EXPECT_EQ(y, std::vector<float>(4, 0)) << "the Memset before the AllReduce ran";

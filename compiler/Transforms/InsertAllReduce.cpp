@@ -1,0 +1,151 @@
+//===- InsertAllReduce.cpp - bucketed gradient all-reduces ---------------===//
+//
+/// Algorithm (see Passes.td):
+///  1) Collect the gradients: the `grad` operand of every gpt.adamw.
+///  2) Order them by the position of the op that produces them (backward
+///     order) and pack them into buckets of >= bucket-mb MiB.
+///  3) Insert one gpt.all_reduce mean per bucket right after its last
+///     gradient's op and redirect every other use to its results.
+///  4) Average the returned loss the same way; record world_size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <algorithm>
+
+namespace gptc {
+#define GEN_PASS_DEF_INSERTALLREDUCEPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+int64_t bytesOf(Type t) {
+  auto shaped = llvm::cast<ShapedType>(t);
+  return shaped.getNumElements() * std::max<int64_t>(shaped.getElementTypeBitWidth() / 8, 1);
+}
+
+struct InsertAllReducePass
+    : public gptc::impl::InsertAllReducePassBase<InsertAllReducePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (failed(run(getOperation())))
+      signalPassFailure();
+  }
+
+  /// Inserts one all_reduce of `values` after `after`; every use of a value
+  /// except the new op reads its result instead.
+  AllReduceOp reduceAfter(Operation *after, ArrayRef<Value> values, int64_t bytes,
+                          llvm::DenseMap<Operation *, int64_t> &index) {
+    OpBuilder b(after->getContext());
+    b.setInsertionPointAfter(after);
+    auto op = AllReduceOp::create(b, after->getLoc(), ReduceKind::Mean, values,
+                                  /*bucket=*/0, bytes, worldSize);
+    index[op] = index.lookup(after);
+    for (auto [v, r] : llvm::zip(values, op.getResults()))
+      Value(v).replaceAllUsesExcept(r, op);
+    return op;
+  }
+
+  LogicalResult run(ModuleOp module) {
+    auto fn = SymbolTable(module).lookup<func::FuncOp>(function);
+    if (!fn || !fn.getBody().hasOneBlock())
+      return module.emitError("gpt-insert-all-reduce: no single-block function @") << function;
+    if (worldSize < 1)
+      return module.emitError("gpt-insert-all-reduce: world-size must be >= 1, got ")
+             << worldSize;
+    if (bucketMb < 0)
+      return module.emitError("gpt-insert-all-reduce: bucket-mb must be >= 0");
+    Block &body = fn.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> index;
+    int64_t n = 0;
+    SmallVector<Value> grads;
+    for (Operation &op : body) {
+      index[&op] = n++;
+      if (llvm::isa<func::CallOp>(op))
+        return op.emitOpError("gpt-insert-all-reduce: inline calls first");
+      if (llvm::isa<AllReduceOp>(op))
+        return op.emitOpError("gpt-insert-all-reduce: @")
+               << function << " is already distributed";
+      if (auto adam = llvm::dyn_cast<AdamWOp>(op)) {
+        Value g = adam.getGrad();
+        if (!g.getDefiningOp())
+          return adam.emitOpError("gpt-insert-all-reduce: gradient is an argument");
+        if (!llvm::is_contained(grads, g))
+          grads.push_back(g);
+      }
+    }
+    if (grads.empty())
+      return fn.emitError("gpt-insert-all-reduce: @") << function << " has no gpt.adamw";
+
+    // 1-2) Backward order, then buckets of at least bucketMb MiB.
+    llvm::stable_sort(grads, [&](Value a, Value b) {
+      return index[a.getDefiningOp()] < index[b.getDefiningOp()];
+    });
+    int64_t cap = static_cast<int64_t>(bucketMb * 1024.0 * 1024.0);
+    SmallVector<SmallVector<Value>> buckets(1);
+    int64_t filled = 0;
+    for (Value g : grads) {
+      if (filled > 0 && filled >= cap) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(g);
+      filled += bytesOf(g.getType());
+    }
+
+    // 3) One all_reduce per bucket, after its last gradient. Each use must
+    //    come after it, or the gradient was read before it was final.
+    for (ArrayRef<Value> bucket : buckets) {
+      Operation *last = bucket.back().getDefiningOp();
+      int64_t bytes = 0;
+      for (Value g : bucket) {
+        bytes += bytesOf(g.getType());
+        for (Operation *user : g.getUsers())
+          if (index.lookup(user) <= index.lookup(last))
+            return user->emitOpError("gpt-insert-all-reduce: reads a gradient before "
+                                     "its bucket is complete");
+      }
+      reduceAfter(last, bucket, bytes, index);
+    }
+    numBuckets = buckets.size();
+
+    // 4) The logged loss: the mean over the ranks.
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+    for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+      auto out = fn.getResultAttrOfType<StringAttr>(i, gptc::kOutputAttrName);
+      if (!out || out.getValue() != "loss")
+        continue;
+      Value loss = ret.getOperand(i);
+      if (!loss.getDefiningOp())
+        return fn.emitError("gpt-insert-all-reduce: the loss is an argument");
+      reduceAfter(loss.getDefiningOp(), {loss}, bytesOf(loss.getType()), index);
+    }
+
+    // Buckets numbered in issue (program) order.
+    int64_t bucket = 0;
+    for (auto op : body.getOps<AllReduceOp>())
+      op.setBucket(bucket++);
+
+    Builder b(module.getContext());
+    SmallVector<NamedAttribute> config;
+    if (auto cfg = module->getAttrOfType<DictionaryAttr>("gpt.config"))
+      for (NamedAttribute e : cfg)
+        if (e.getName() != "world_size")
+          config.push_back(e);
+    config.push_back(b.getNamedAttr("world_size", b.getI64IntegerAttr(worldSize)));
+    module->setAttr("gpt.config", b.getDictionaryAttr(config));
+    return success();
+  }
+};
+
+} // namespace

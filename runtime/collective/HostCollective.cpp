@@ -1,0 +1,100 @@
+//===- HostCollective.cpp - simulated ranks in threads of one process -----===//
+
+#include "runtime/collective/HostCollective.h"
+
+#include <algorithm>
+#include <string>
+
+namespace gptc {
+
+class HostMember final : public Collective {
+public:
+  HostMember(HostGroup &group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_.size(); }
+  Status allReduce(const std::vector<Buffer> &buffers, schema::ReduceOp op, void *) override;
+
+private:
+  HostGroup &group_;
+  int rank_;
+};
+
+HostGroup::HostGroup(int size) : size_(size), posted_(size > 0 ? size : 0, nullptr) {}
+
+std::unique_ptr<Collective> HostGroup::member(int rank) {
+  return std::make_unique<HostMember>(*this, rank);
+}
+
+void HostGroup::abort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  aborted_ = true;
+  cv_.notify_all();
+}
+
+bool HostGroup::barrier() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (aborted_)
+    return false;
+  unsigned long gen = generation_;
+  if (++arrived_ == size_) {
+    arrived_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return true;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+  return generation_ != gen;
+}
+
+/// Each rank reduces its share of every buffer (elements [r n / N, (r+1) n
+/// / N)) reading all ranks' buffers, waits until every rank has read, then
+/// writes its share into every rank's buffer.
+Status HostMember::allReduce(const std::vector<Buffer> &buffers, schema::ReduceOp op, void *) {
+  HostGroup &g = group_;
+  const int n = g.size();
+  Status aborted = Status::error("all-reduce: another rank failed (simulated ranks aborted)");
+  g.posted_[rank_] = &buffers;
+  if (!g.barrier())
+    return aborted;
+  // Every rank checks the same thing, so all fail together.
+  for (int r = 0; r < n; ++r) {
+    const std::vector<Buffer> &other = *g.posted_[r];
+    bool same = other.size() == buffers.size();
+    for (size_t i = 0; same && i < buffers.size(); ++i)
+      same = other[i].count == buffers[i].count && other[i].dtype == buffers[i].dtype;
+    if (!same)
+      return Status::error("all-reduce: rank " + std::to_string(r) + " passed other buffers than rank " +
+                           std::to_string(rank_));
+  }
+  for (const Buffer &b : buffers)
+    if (b.dtype != schema::DType::F32)
+      return Status::error(std::string("all-reduce: the host collective reduces F32 only, got ") +
+                           schema::EnumNameDType(b.dtype));
+  std::vector<std::vector<float>> mine(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    size_t lo = buffers[i].count * rank_ / n, hi = buffers[i].count * (rank_ + 1) / n;
+    mine[i].assign(hi - lo, 0.0f);
+    for (int r = 0; r < n; ++r) {
+      const float *src = static_cast<const float *>((*g.posted_[r])[i].data);
+      for (size_t e = lo; e < hi; ++e)
+        mine[i][e - lo] += src[e];
+    }
+    if (op == schema::ReduceOp::Avg)
+      for (float &x : mine[i])
+        x /= static_cast<float>(n);
+  }
+  if (!g.barrier())
+    return aborted;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    size_t lo = buffers[i].count * rank_ / n;
+    for (int r = 0; r < n; ++r) {
+      float *dst = static_cast<float *>((*g.posted_[r])[i].data);
+      std::copy(mine[i].begin(), mine[i].end(), dst + lo);
+    }
+  }
+  if (!g.barrier())
+    return aborted;
+  return Status::ok();
+}
+
+} // namespace gptc

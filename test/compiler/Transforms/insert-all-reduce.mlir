@@ -1,0 +1,67 @@
+// RUN: gpt-opt %s --split-input-file --gpt-insert-all-reduce="world-size=4 bucket-mb=0" | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-insert-all-reduce="world-size=2 bucket-mb=0.0001" | FileCheck %s --check-prefix=BUCKET
+
+// A train step reduced to what the pass reads: two gradients finalised in
+// backward order (%gb before %gw), the global norm, AdamW, and the loss.
+func.func @train_step(%w: tensor<64x16xf32> {gpt.param = "w"}, %b: tensor<16xf32> {gpt.param = "b"},
+                      %mw: tensor<64x16xf32> {gpt.state = "w.adam_m"}, %vw: tensor<64x16xf32> {gpt.state = "w.adam_v"},
+                      %mb: tensor<16xf32> {gpt.state = "b.adam_m"}, %vb: tensor<16xf32> {gpt.state = "b.adam_v"},
+                      %x: tensor<64x16xf32> {gpt.input = "tokens"}, %step: tensor<i32> {gpt.input = "step"},
+                      %lr: tensor<f32> {gpt.input = "lr_scale"})
+    -> (tensor<64x16xf32> {gpt.param = "w"}, tensor<16xf32> {gpt.param = "b"}, tensor<f32> {gpt.output = "loss"},
+        tensor<f32> {gpt.output = "grad_norm"}) {
+  %loss = gpt.global_norm %x : (tensor<64x16xf32>) -> tensor<f32>
+  %gb = gpt.reduce sum %x dims [0] : (tensor<64x16xf32>) -> tensor<16xf32>
+  %gw = gpt.exp %x : tensor<64x16xf32>
+  %norm = gpt.global_norm %gw, %gb : (tensor<64x16xf32>, tensor<16xf32>) -> tensor<f32>
+  %w1, %mw1, %vw1 = gpt.adamw %w, %gw, %mw, %vw, %lr, %step, %norm
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
+      : tensor<64x16xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  %b1, %mb1, %vb1 = gpt.adamw %b, %gb, %mb, %vb, %lr, %step, %norm
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64}
+      : tensor<16xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  return %w1, %b1, %loss, %norm : tensor<64x16xf32>, tensor<16xf32>, tensor<f32>, tensor<f32>
+}
+
+// Tests that with bucket-mb=0 every gradient gets its own all_reduce mean,
+// issued right after the op that finalises it, in backward order, and
+// that the norm and AdamW read the reduced gradients.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[GB:.*]] = gpt.reduce
+// CHECK-NEXT: %[[RB:.*]] = gpt.all_reduce mean %[[GB]] {bucket = 1 : i64, bytes = 64 : i64, world_size = 4 : i64}
+// CHECK-NEXT: %[[GW:.*]] = gpt.exp
+// CHECK-NEXT: %[[RW:.*]] = gpt.all_reduce mean %[[GW]] {bucket = 2 : i64, bytes = 4096 : i64, world_size = 4 : i64}
+// CHECK-NEXT: %[[NORM:.*]] = gpt.global_norm %[[RW]], %[[RB]]
+// CHECK: gpt.adamw %{{.*}}, %[[RW]],
+// CHECK: gpt.adamw %{{.*}}, %[[RB]],
+
+// Tests that with a bucket of ~105 bytes the 64-byte bias gradient waits
+// for the weight gradient: one all_reduce of both after the later one.
+// BUCKET-LABEL: func.func @train_step
+// BUCKET: gpt.reduce
+// BUCKET-NEXT: %[[GW:.*]] = gpt.exp
+// BUCKET-NEXT: %[[R:.*]]:2 = gpt.all_reduce mean %{{.*}}, %[[GW]] {bucket = 1 : i64, bytes = 4160 : i64, world_size = 2 : i64}
+// BUCKET-NEXT: gpt.global_norm %[[R]]#1, %[[R]]#0
+
+// -----
+
+// Tests that the returned loss becomes the mean over the ranks and that
+// the module records the world size.
+// CHECK: module attributes {gpt.config = {n_layer = 2 : i64, world_size = 4 : i64}}
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[L:.*]] = gpt.exp
+// CHECK-NEXT: %[[RL:.*]] = gpt.all_reduce mean %[[L]] {bucket = 0 : i64, bytes = 4 : i64
+// CHECK: return %{{.*}}, %[[RL]]
+module attributes {gpt.config = {n_layer = 2 : i64}} {
+func.func @train_step(%b: tensor<16xf32> {gpt.param = "b"}, %mb: tensor<16xf32> {gpt.state = "b.adam_m"},
+                      %vb: tensor<16xf32> {gpt.state = "b.adam_v"}, %x: tensor<f32> {gpt.input = "x"},
+                      %step: tensor<i32> {gpt.input = "step"})
+    -> (tensor<16xf32> {gpt.param = "b"}, tensor<f32> {gpt.output = "loss"}) {
+  %loss = gpt.exp %x : tensor<f32>
+  %gb = gpt.neg %b : tensor<16xf32>
+  %b1, %mb1, %vb1 = gpt.adamw %b, %gb, %mb, %vb, %x, %step, %x
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64}
+      : tensor<16xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  return %b1, %loss : tensor<16xf32>, tensor<f32>
+}
+}
