@@ -29,6 +29,8 @@ struct Options {
   std::string checkpointDir;         // --checkpoint-dir ("" = no checkpoints)
   int64_t keepCheckpoints = 0;       // --keep-checkpoints (0: keep all)
   std::string resume;                // --resume PATH|latest
+  std::string logDir;                // --log-dir: log.jsonl, log.csv ("" = none)
+  bool progress = true;              // --no-progress: never draw the bar
   bool help = false;
 };
 
