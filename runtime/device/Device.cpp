@@ -46,6 +46,15 @@ StatusOr<DeviceInfo> queryDevice(int ordinal) {
   return info;
 }
 
+StatusOr<MemoryInfo> memoryInfo() {
+  MemoryInfo m;
+  size_t freeBytes = 0, totalBytes = 0;
+  GPT_CUDA_CHECK(cudaMemGetInfo(&freeBytes, &totalBytes));
+  m.freeBytes = freeBytes;
+  m.totalBytes = totalBytes;
+  return m;
+}
+
 Status activateDevice(int ordinal) {
   if (StatusOr<DeviceInfo> info = queryDevice(ordinal); !info)
     return info.status();

@@ -30,6 +30,13 @@ StatusOr<int> deviceCount();
 /// Properties of device `ordinal`; fails like deviceCount() without one.
 StatusOr<DeviceInfo> queryDevice(int ordinal);
 
+struct MemoryInfo {
+  uint64_t freeBytes = 0, totalBytes = 0;
+  uint64_t usedBytes() const { return totalBytes - freeBytes; }
+};
+/// cudaMemGetInfo of the current device (all processes' use counts).
+StatusOr<MemoryInfo> memoryInfo();
+
 /// Makes `ordinal` current and creates its primary context, which the
 /// driver entry points (module loading, launches) then use.
 Status activateDevice(int ordinal);

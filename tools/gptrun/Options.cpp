@@ -35,6 +35,13 @@ options:
   --lr X             peak learning rate: scales the compiled schedule (its
                      warm-up and decay shape stay) without recompiling
 
+logs:
+  --log-dir DIR          append a record per step and per validation to
+                         DIR/log.jsonl and DIR/log.csv (gptplot draws them);
+                         checkpoints default to DIR/checkpoints
+  --no-progress          no progress bar; it is drawn (with an ETA) only when
+                         stdout is a terminal, plain lines otherwise
+
 checkpoints:
   --checkpoint-dir DIR   write DIR/step-N.ckpt after the last step (and every
                          --checkpoint-every steps); created if missing
@@ -58,8 +65,9 @@ faults:
   -h, --help         this text
 
 Each step prints
-  step 1/N | loss 10.9876 | norm 1.2345 | lr 3.00e-04 | 123.4 ms | 53,120 tok/s | MFU 12.3%
-where tok/s = accum_steps*B*T / step time and
+  step 1/N | loss 10.9876 | norm 1.2345 | lr 3.00e-04 | 123.4 ms | 53,120 tok/s | MFU 12.3% | mem 13.5 GiB
+where mem is the GPU's memory in use (cudaMemGetInfo; the pools' total on
+the host), tok/s = accum_steps*B*T / step time and
   MFU = tok/s * (6*N_params + 12*n_layer*T*n_embd) / peak,
 peak = the GPU's dense BF16 peak (H100/H200 SXM: 989.5 TFLOP/s, H100 PCIe:
 756, H100 NVL: 835, A100: 312). MFU is left out on the host and on GPUs
@@ -72,6 +80,8 @@ examples:
   gptrun step.fb --data train.bin --steps 5000 --checkpoint-dir ckpt --checkpoint-every 500 \
          --keep-checkpoints 3
   gptrun step.fb --data train.bin --steps 5000 --checkpoint-dir ckpt --resume latest
+  gptrun mini.fb --data train.bin --val val.bin --val-every 20 --steps 200 --log-dir run1
+  gptplot run1/log.jsonl -o run1/loss.svg
 
 exit status: 0 on success, 1 when an input or the run fails (missing or bad
 file, missing program, no GPU), 2 for a usage error.
@@ -114,6 +124,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       value = arg.substr(eq + 1);
       inlineValue = true;
     }
+    if (flag == "--no-progress") {
+      if (inlineValue)
+        return Status::error("--no-progress takes no value");
+      o.progress = false;
+      continue;
+    }
     if (flag == "--graph") {
       if (inlineValue)
         return Status::error("--graph takes no value");
@@ -124,8 +140,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--val-every", "--val-batches", "--seed",
                                           "--target",    "--device",      "--peak-tflops", "--lr",
                                           "--checkpoint-every", "--checkpoint-dir",
-                                          "--keep-checkpoints", "--resume",
-                                          "--on-nan"};
+                                          "--keep-checkpoints", "--resume", "--on-nan", "--log-dir"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;
@@ -162,10 +177,10 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       s = integer(1, o.checkpointEvery);
     else if (flag == "--keep-checkpoints")
       s = integer(1, o.keepCheckpoints);
-    else if (flag == "--checkpoint-dir" || flag == "--resume") {
+    else if (flag == "--checkpoint-dir" || flag == "--resume" || flag == "--log-dir") {
       if (value.empty())
         return Status::error(flag + " needs a non-empty value");
-      (flag == "--resume" ? o.resume : o.checkpointDir) = value;
+      (flag == "--resume" ? o.resume : flag == "--log-dir" ? o.logDir : o.checkpointDir) = value;
     }
     else if (flag == "--on-nan") {
       if (value != "stop" && value != "skip")
@@ -197,9 +212,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   o.executable = positional[0];
   if (o.data.empty())
     return Status::error("--data TRAIN.bin is required");
+  if (o.checkpointDir.empty() && !o.logDir.empty() &&
+      (o.checkpointEvery || o.keepCheckpoints || o.resume == "latest"))
+    o.checkpointDir = o.logDir + "/checkpoints";
   if (o.checkpointDir.empty() && (o.checkpointEvery || o.keepCheckpoints))
     return Status::error(std::string(o.checkpointEvery ? "--checkpoint-every" : "--keep-checkpoints") +
-                         " needs --checkpoint-dir DIR");
+                         " needs --checkpoint-dir DIR (or --log-dir DIR)");
   if (o.graph && o.target && *o.target == "host")
     return Status::error("--graph applies to the CUDA target only");
   return o;

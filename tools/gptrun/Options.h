@@ -30,6 +30,8 @@ struct Options {
   int64_t keepCheckpoints = 0;       // --keep-checkpoints (0: keep all)
   std::string resume;                // --resume PATH|latest
   std::string onNan = "stop";        // --on-nan stop|skip
+  std::string logDir;                // --log-dir: log.jsonl, log.csv ("" = none)
+  bool progress = true;              // --no-progress: never draw the bar
   bool help = false;
 };
 

@@ -4,8 +4,10 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/DataLoader.h"
+#include "runtime/device/Device.h"
 #include "runtime/executor/OpenSession.h"
 #include "tools/gptrun/Signals.h"
+#include "tools/gptrun/RunLog.h"
 #include "tools/gptrun/Throughput.h"
 
 #include <algorithm>
@@ -17,7 +19,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-
 #include <unistd.h>
 
 namespace gptc::gptrun {
@@ -122,6 +123,29 @@ struct Trainer::Impl {
   std::string resumePath;
   std::string lastCheckpoint; // written or resumed from, "" if none
   std::atomic<bool> stopRequested{false};
+  std::unique_ptr<RunLog> log;
+  bool drawBar = false;   // stdout is a terminal: keep a progress bar below the lines
+  bool barShown = false;  // the bar is on the last line now
+
+  /// Prints a line of output above the progress bar.
+  void say(const std::string &line) {
+    if (barShown)
+      std::fputs("\r\033[K", stdout);
+    barShown = false;
+    std::fputs(line.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  /// Memory in use: the GPU's (all processes), or the pools' total on the host.
+  int64_t memoryInUse() {
+    if (session->backend().kind() == schema::TargetKind::CUDA) {
+      StatusOr<device::MemoryInfo> m = device::memoryInfo();
+      return m ? int64_t(m->usedBytes()) : -1;
+    }
+    int64_t total = 0;
+    for (const Session::PoolUsage &p : session->pools())
+      total += int64_t(p.bytes);
+    return total;
+  }
 
   int64_t cfg(const std::string &key, int64_t fallback) const {
     auto it = config.find(key);
@@ -227,6 +251,13 @@ Status Trainer::Impl::setUp() {
   std::fflush(stdout);
   if (Status st = setUpCheckpoints(); !st)
     return st;
+  if (!o.logDir.empty()) {
+    StatusOr<std::unique_ptr<RunLog>> l = RunLog::open(o.logDir);
+    if (!l)
+      return l.status();
+    log = std::move(*l);
+  }
+  drawBar = o.progress && ::isatty(::fileno(stdout));
   return startState();
 }
 
@@ -321,8 +352,9 @@ StatusOr<std::string> Trainer::Impl::checkpointNow() {
   if (o.keepCheckpoints > 0)
     if (Status s = checkpoint::prune(o.checkpointDir, o.keepCheckpoints); !s)
       return s;
-  std::printf("gptrun: checkpoint %s (%.1f ms)\n", path.c_str(), secondsSince(start) * 1e3);
-  std::fflush(stdout);
+  char ms[32];
+  std::snprintf(ms, sizeof(ms), "%.1f", secondsSince(start) * 1e3);
+  say("gptrun: checkpoint " + path + " (" + ms + " ms)\n");
   return path;
 }
 
@@ -358,9 +390,20 @@ Status Trainer::Impl::validate(int64_t step) {
       return loss.status();
     sum += *loss;
   }
-  std::printf("val after step %lld | loss %.4f | %lld batches | %.1f ms\n", (long long)step,
-              sum / double(batches), (long long)batches, secondsSince(start) * 1e3);
-  std::fflush(stdout);
+  double ms = secondsSince(start) * 1e3;
+  char buf[160];
+  std::snprintf(buf, sizeof(buf), "val after step %lld | loss %.4f | %lld batches | %.1f ms\n",
+                (long long)step, sum / double(batches), (long long)batches, ms);
+  say(buf);
+  if (log) {
+    LogRecord r;
+    r.kind = LogRecord::Kind::Val;
+    r.step = step;
+    r.loss = sum / double(batches);
+    r.ms = ms;
+    if (Status s = log->write(r); !s)
+      return s;
+  }
   return Status::ok();
 }
 
@@ -389,6 +432,7 @@ Status Trainer::Impl::run() {
   const int64_t micro = train.rows * train.seq;
   double steadySeconds = 0;
   const int64_t firstStep = stepsDone;
+  Clock::time_point runStart = Clock::now();
   for (int64_t step = firstStep; step < o.steps; ++step) {
     Clock::time_point start = Clock::now();
     for (int64_t a = 0; a < train.accum; ++a)
@@ -452,8 +496,22 @@ Status Trainer::Impl::run() {
       std::snprintf(buf, sizeof(buf), " | MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
       line += buf;
     }
-    std::printf("%s\n", line.c_str());
-    std::fflush(stdout);
+    int64_t memory = memoryInUse();
+    line += " | mem " + (memory >= 0 ? formatBytes(uint64_t(memory)) : std::string("n/a"));
+    say(line + "\n");
+    if (log) {
+      LogRecord r;
+      r.step = step + 1;
+      r.loss = *loss;
+      r.gradNorm = *norm;
+      r.lr = hasLr ? *lr : 0;
+      r.ms = seconds * 1e3;
+      r.tokPerSec = tokPerSec;
+      r.mfu = peak > 0 ? mfuPercent(tokPerSec, flopsPerTok, peak) : -1;
+      r.memoryBytes = memory;
+      if (Status s = log->write(r); !s)
+        return s;
+    }
     bool last = step + 1 == o.steps;
     if (valData && ((o.valEvery > 0 && (step + 1) % o.valEvery == 0) || last))
       if (Status s = validate(step + 1); !s)
@@ -466,10 +524,16 @@ Status Trainer::Impl::run() {
       if (StatusOr<std::string> path = checkpointNow(); !path)
         return path.status();
     if (stop) {
-      std::printf("gptrun: %s%sstopped after step %lld of %lld\n", sig ? signalName(sig) : "",
-                  sig ? ": " : "", (long long)(step + 1), (long long)o.steps);
-      std::fflush(stdout);
+      say(std::string("gptrun: ") + (sig ? std::string(signalName(sig)) + ": " : "") +
+          "stopped after step " + std::to_string(step + 1) + " of " +
+          std::to_string(o.steps) + "\n");
       return Status::ok();
+    }
+    if (drawBar && !last) {
+      std::fputs(("\r" + progressBar(step + 1, o.steps, secondsSince(runStart), firstStep)).c_str(),
+                 stdout);
+      std::fflush(stdout);
+      barShown = true;
     }
   }
   if (o.steps - firstStep > 1) {

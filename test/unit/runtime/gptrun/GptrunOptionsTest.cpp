@@ -1,6 +1,7 @@
 //===- GptrunOptionsTest.cpp - gptrun's flags and throughput math ---------===//
 
 #include "tools/gptrun/Options.h"
+#include "tools/gptrun/RunLog.h"
 #include "tools/gptrun/Throughput.h"
 
 #include <gtest/gtest.h>
@@ -49,9 +50,9 @@ TEST(GptrunOptionsTest, ParsesEveryFlag) {
 // Verify the checkpoint flags' usage errors.
 TEST(GptrunOptionsTest, CheckpointUsageErrors) {
   EXPECT_EQ(parseError({"s.fb", "--data", "t", "--checkpoint-every", "5"}),
-            "--checkpoint-every needs --checkpoint-dir DIR");
+            "--checkpoint-every needs --checkpoint-dir DIR (or --log-dir DIR)");
   EXPECT_EQ(parseError({"s.fb", "--data", "t", "--keep-checkpoints", "2"}),
-            "--keep-checkpoints needs --checkpoint-dir DIR");
+            "--keep-checkpoints needs --checkpoint-dir DIR (or --log-dir DIR)");
   EXPECT_EQ(parseError({"s.fb", "--data", "t", "--checkpoint-dir", "c", "--keep-checkpoints", "0"}),
             "--keep-checkpoints must be at least 1, got 0");
   EXPECT_EQ(parseError({"s.fb", "--data", "t", "--resume="}), "--resume needs a non-empty value");
@@ -93,6 +94,48 @@ TEST(GptrunOptionsTest, MfuAndPeakTable) {
   EXPECT_EQ(withCommas(999), "999");
   EXPECT_EQ(withCommas(1000000), "1,000,000");
   EXPECT_EQ(withCommas(-1234), "-1,234");
+}
+
+} // namespace
+
+namespace {
+
+// Verify the progress bar's fill, percentage and ETA (the mean time of this
+// run's steps times the steps left), and durations.
+TEST(GptrunOptionsTest, ProgressBar) {
+  EXPECT_EQ(formatDuration(0), "0:00");
+  EXPECT_EQ(formatDuration(75.4), "1:15");
+  EXPECT_EQ(formatDuration(3723), "1:02:03");
+  EXPECT_EQ(progressBar(0, 4, 0, 0, 8), "[>       ] 0/4   0% | 0:00 elapsed | ETA ?");
+  EXPECT_EQ(progressBar(1, 4, 10, 0, 8), "[==>     ] 1/4  25% | 0:10 elapsed | ETA 0:30");
+  // Resumed at step 2: 2 steps in 10 s, 4 to go.
+  EXPECT_EQ(progressBar(4, 8, 10, 2, 8), "[====>   ] 4/8  50% | 0:10 elapsed | ETA 0:20");
+  EXPECT_EQ(progressBar(4, 4, 10, 0, 8), "[========] 4/4 100% | 0:10 elapsed | ETA 0:00");
+}
+
+// Verify the log records: 9 significant digits (F32 round trips), empty
+// CSV fields and no JSON keys for unknown values.
+TEST(GptrunOptionsTest, LogRecords) {
+  LogRecord r;
+  r.step = 3;
+  r.loss = 10.987654f;
+  r.gradNorm = 1.5;
+  r.lr = 3e-4;
+  r.ms = 12.25;
+  r.tokPerSec = 53120;
+  EXPECT_EQ(RunLog::jsonLine(r), "{\"kind\":\"train\",\"step\":3,\"loss\":10.9876537,"
+                                 "\"grad_norm\":1.5,\"lr\":0.0003,\"ms\":12.25,\"tok_per_s\":53120}");
+  EXPECT_EQ(RunLog::csvLine(r), "train,3,10.9876537,1.5,0.0003,12.25,53120,,");
+  r.mfu = 41.5;
+  r.memoryBytes = 1 << 20;
+  EXPECT_EQ(RunLog::csvLine(r), "train,3,10.9876537,1.5,0.0003,12.25,53120,41.5,1048576");
+  LogRecord v;
+  v.kind = LogRecord::Kind::Val;
+  v.step = 4;
+  v.loss = 7.5;
+  v.ms = 2;
+  EXPECT_EQ(RunLog::jsonLine(v), "{\"kind\":\"val\",\"step\":4,\"loss\":7.5,\"ms\":2}");
+  EXPECT_EQ(RunLog::csvLine(v), "val,4,7.5,,,2,,,");
 }
 
 } // namespace

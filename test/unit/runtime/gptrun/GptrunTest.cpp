@@ -141,7 +141,7 @@ TEST_F(GptrunTest, TrainsAndValidatesTheFakeModel) {
   for (int step = 1; step <= 3; ++step) {
     std::regex line("step " + std::to_string(step) + "/3 \\| loss 12\\.5000 \\| norm " +
                     std::to_string(step) + "\\.0000 \\| lr " + std::to_string(step) +
-                    "\\.00e-04 \\| [0-9]+\\.[0-9] ms \\| [0-9,]+ tok/s\n");
+                    "\\.00e-04 \\| [0-9]+\\.[0-9] ms \\| [0-9,]+ tok/s \\| mem 1\\.8 KiB\n");
     EXPECT_TRUE(std::regex_search(r.output, line)) << "step " << step << "\n" << r.output;
   }
   EXPECT_EQ(r.output.find("MFU"), std::string::npos) << "no MFU on the host";
@@ -206,7 +206,8 @@ TEST_F(GptrunTest, TrainsTheFakeModelOnTheGpu) {
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_TRUE(std::regex_search(
         r.output, std::regex("step 3/3 \\| loss 12\\.5000 \\| norm 3\\.0000 \\| lr 3\\.00e-04 \\| "
-                             "[0-9]+\\.[0-9] ms \\| [0-9,]+ tok/s( \\| MFU [0-9]+\\.[0-9]%)?\n")))
+                             "[0-9]+\\.[0-9] ms \\| [0-9,]+ tok/s( \\| MFU [0-9]+\\.[0-9]%)? \\| mem [0-9.]+ "
+                             "[KMGT]iB\n")))
         << r.output;
     EXPECT_NE(r.output.find("val after step 3 | loss 7.5000 | 2 batches"), std::string::npos)
         << r.output;
@@ -493,6 +494,57 @@ TEST_F(GptrunTest, UnwritableCheckpointDirFailsBeforeTraining) {
       << r.output;
   EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("init in"), std::string::npos) << r.output;
+}
+
+/// The lines of `file`.
+std::vector<std::string> readLines(const std::string &file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+// Verify --log-dir: a JSONL and a CSV record per step and per validation,
+// with the values the step lines show; a resumed run appends. Output to a
+// pipe (as in CI) has no progress bar: plain lines, no carriage returns.
+TEST_F(GptrunTest, WritesLogsAndPlainLinesWithoutATerminal) {
+  std::string logs = path("logs");
+  fs::remove_all(logs);
+  std::string common = path("fake.fb") + " --data " + path("train.bin") + " --val " +
+                       path("val.bin") + " --val-every 2 --val-batches 2 --seed 5 --log-dir " + logs;
+  ToolResult r = gptrun(common + " --steps 3 --checkpoint-every 3");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find('\r'), std::string::npos) << "no progress bar into a pipe";
+  EXPECT_EQ(r.output.find("ETA"), std::string::npos) << r.output;
+  EXPECT_TRUE(fs::exists(logs + "/checkpoints/step-00000003.ckpt")) << "checkpoints under --log-dir";
+
+  std::vector<std::string> json = readLines(logs + "/log.jsonl");
+  ASSERT_EQ(json.size(), 5u); // steps 1, 2, val 2, step 3, val 3
+  std::regex train("\\{\"kind\":\"train\",\"step\":1,\"loss\":12\\.5,\"grad_norm\":1,"
+                   "\"lr\":9\\.99999975e-05,\"ms\":[0-9.e+-]+,\"tok_per_s\":[0-9.e+-]+,"
+                   "\"memory_bytes\":1792\\}");
+  EXPECT_TRUE(std::regex_match(json[0], train)) << json[0];
+  EXPECT_TRUE(std::regex_match(
+      json[2], std::regex("\\{\"kind\":\"val\",\"step\":2,\"loss\":7\\.5,\"ms\":[0-9.e+-]+\\}")))
+      << json[2];
+  EXPECT_NE(json[3].find("\"step\":3,\"loss\":12.5,\"grad_norm\":3,"), std::string::npos) << json[3];
+
+  std::vector<std::string> csv = readLines(logs + "/log.csv");
+  ASSERT_EQ(csv.size(), 6u);
+  EXPECT_EQ(csv[0], "kind,step,loss,grad_norm,lr,ms,tok_per_s,mfu_percent,memory_bytes");
+  EXPECT_TRUE(std::regex_match(csv[2], std::regex("train,2,12\\.5,2,0\\.000199999995,[0-9.e+-]+,"
+                                                  "[0-9.e+-]+,,1792")))
+      << csv[2];
+  EXPECT_TRUE(std::regex_match(csv[3], std::regex("val,2,7\\.5,,,[0-9.e+-]+,,,"))) << csv[3];
+
+  r = gptrun(common + " --steps 4 --resume latest");
+  ASSERT_EQ(r.status, 0) << r.output;
+  json = readLines(logs + "/log.jsonl");
+  ASSERT_EQ(json.size(), 7u); // + step 4, val 4
+  EXPECT_NE(json[5].find("\"step\":4,\"loss\":12.5,\"grad_norm\":4,"), std::string::npos)
+      << json[5];
+  EXPECT_EQ(readLines(logs + "/log.csv").size(), 8u) << "one header";
 }
 
 } // namespace

@@ -1,0 +1,137 @@
+//===- GptplotTest.cpp - the log parser, the SVG and the gptplot tool -----===//
+
+#include "test/unit/runtime/RunTool.h"
+#include "tools/gptplot/Plot.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <unistd.h>
+
+using namespace gptc;
+using namespace gptc::gptplot;
+using namespace gptc::testing;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A log as gptrun writes it: `steps` train records (loss 10 - step/10),
+/// val every 5 steps, and step 3 logged again by a resumed run.
+std::string sampleLog(int steps) {
+  std::string log;
+  for (int s = 1; s <= steps; ++s) {
+    log += "{\"kind\":\"train\",\"step\":" + std::to_string(s) + ",\"loss\":" +
+           std::to_string(10 - s / 10.0) +
+           ",\"grad_norm\":1.5,\"lr\":0.0003,\"ms\":12.5,\"tok_per_s\":53120}\n";
+    if (s % 5 == 0)
+      log += "{\"kind\":\"val\",\"step\":" + std::to_string(s) + ",\"loss\":" +
+             std::to_string(10.5 - s / 10.0) + ",\"ms\":2}\n";
+  }
+  log += "{\"kind\":\"train\",\"step\":3,\"loss\":9.5,\"grad_norm\":1,\"lr\":0.0003,\"ms\":1,"
+         "\"tok_per_s\":1}\n";
+  return log;
+}
+
+/// The points of the polyline of class `name`, as (x, y) pairs.
+std::vector<std::pair<double, double>> points(const std::string &svg, const std::string &name) {
+  std::smatch m;
+  std::vector<std::pair<double, double>> out;
+  if (!std::regex_search(svg, m, std::regex("<polyline class=\"" + name + "\"[^>]* points=\"([^\"]*)\"")))
+    return out;
+  std::istringstream in(m[1].str());
+  double x, y;
+  char comma;
+  while (in >> x >> comma >> y)
+    out.emplace_back(x, y);
+  return out;
+}
+
+// Verify parsing: train and val by step, a repeated step keeps its last
+// record, and malformed lines name the file and line.
+TEST(GptplotTest, ParsesTheLog) {
+  auto c = parseLog(sampleLog(20), "log.jsonl");
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(c->train.size(), 20u);
+  EXPECT_EQ(c->val.size(), 4u);
+  EXPECT_DOUBLE_EQ(c->train.at(3), 9.5);
+  EXPECT_DOUBLE_EQ(c->val.at(20), 8.5);
+
+  auto bad = parseLog("{\"kind\":\"train\",\"step\":1,\"loss\":2}\n{\"kind\":\"train\",\"step\":2,"
+                      "\"loss\":oops}\n",
+                      "log.jsonl");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().message(), "log.jsonl:2: value of \"loss\" is not a number or a string");
+  bad = parseLog("{\"kind\":\"test\",\"step\":1,\"loss\":2}", "l");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().message(), "l:1: unknown kind \"test\"");
+  bad = parseLog("{\"kind\":\"val\",\"step\":1}", "l");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.status().message(), "l:1: record without \"step\" and \"loss\"");
+}
+
+// Verify the SVG: a polyline per curve with one point per step, going down
+// as the loss does, inside the plot; val points marked; NaN breaks a line.
+TEST(GptplotTest, DrawsBothCurves) {
+  auto c = parseLog(sampleLog(20), "log.jsonl");
+  ASSERT_TRUE(c);
+  auto svg = renderSvg(*c, PlotOptions{"mini <test>", 800, 450});
+  ASSERT_TRUE(svg) << svg.status().message();
+  EXPECT_EQ(svg->rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg->find("mini &lt;test&gt;"), std::string::npos);
+  auto train = points(*svg, "train"), val = points(*svg, "val");
+  ASSERT_EQ(train.size(), 20u) << *svg;
+  ASSERT_EQ(val.size(), 4u);
+  for (size_t i = 1; i < train.size(); ++i)
+    EXPECT_GT(train[i].first, train[i - 1].first);
+  EXPECT_GT(train.back().second, train[3].second) << "lower loss is higher up: larger y";
+  for (auto [x, y] : train) {
+    EXPECT_GE(x, 70);
+    EXPECT_LE(x, 780);
+    EXPECT_GE(y, 40);
+    EXPECT_LE(y, 400);
+  }
+  std::regex marker("val-point");
+  EXPECT_EQ(std::distance(std::sregex_iterator(svg->begin(), svg->end(), marker),
+                          std::sregex_iterator()),
+            4);
+
+  c->train[10] = NAN;
+  svg = renderSvg(*c, PlotOptions{});
+  ASSERT_TRUE(svg);
+  EXPECT_EQ(points(*svg, "train").size(), 9u) << "the first run, up to the NaN";
+
+  EXPECT_FALSE(renderSvg(Curves{}, PlotOptions{}));
+}
+
+// Verify the tool: writes a non-empty SVG with the log's points, and fails
+// clearly on a missing log or a missing -o.
+TEST(GptplotTest, ToolWritesTheSvg) {
+  fs::path dir = fs::temp_directory_path() / ("gptplot-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string log = (dir / "log.jsonl").string(), out = (dir / "loss.svg").string();
+  std::ofstream(log) << sampleLog(12);
+  ToolResult r = runTool(GPTC_GPTPLOT, log + " -o " + out + " --title run1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "gptplot: " + out + ": 12 train and 2 val points\n");
+  std::ifstream in(out);
+  std::string svg((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_FALSE(svg.empty());
+  EXPECT_EQ(points(svg, "train").size(), 12u);
+  EXPECT_EQ(points(svg, "val").size(), 2u);
+
+  r = runTool(GPTC_GPTPLOT, (dir / "missing.jsonl").string() + " -o " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptplot: error: " + (dir / "missing.jsonl").string()), std::string::npos)
+      << r.output;
+  r = runTool(GPTC_GPTPLOT, log);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "gptplot: -o OUT.svg is required (see gptplot --help)\n");
+  fs::remove_all(dir);
+}
+
+} // namespace

@@ -1,0 +1,120 @@
+//===- RunLog.cpp - machine-readable run logs and the progress bar --------===//
+
+#include "tools/gptrun/RunLog.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+namespace gptc::gptrun {
+
+namespace {
+
+std::string number(double v) {
+  if (!std::isfinite(v))
+    return std::isnan(v) ? "NaN" : (v > 0 ? "Infinity" : "-Infinity");
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+const char *kindName(LogRecord::Kind k) { return k == LogRecord::Kind::Train ? "train" : "val"; }
+
+} // namespace
+
+StatusOr<std::unique_ptr<RunLog>> RunLog::open(const std::string &dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return Status::error("--log-dir " + dir + ": " + ec.message());
+  std::unique_ptr<RunLog> log(new RunLog());
+  log->jsonPath = dir + "/log.jsonl";
+  log->csvPath = dir + "/log.csv";
+  log->json = std::fopen(log->jsonPath.c_str(), "a");
+  if (!log->json)
+    return Status::error(log->jsonPath + ": cannot open: " + std::strerror(errno));
+  log->csv = std::fopen(log->csvPath.c_str(), "a");
+  if (!log->csv)
+    return Status::error(log->csvPath + ": cannot open: " + std::strerror(errno));
+  if (std::ftell(log->csv) == 0)
+    std::fprintf(log->csv, "%s\n", csvHeader());
+  return log;
+}
+
+RunLog::~RunLog() {
+  if (json)
+    std::fclose(json);
+  if (csv)
+    std::fclose(csv);
+}
+
+const char *RunLog::csvHeader() {
+  return "kind,step,loss,grad_norm,lr,ms,tok_per_s,mfu_percent,memory_bytes";
+}
+
+std::string RunLog::jsonLine(const LogRecord &r) {
+  std::string s = std::string("{\"kind\":\"") + kindName(r.kind) +
+                  "\",\"step\":" + std::to_string(r.step) + ",\"loss\":" + number(r.loss);
+  if (r.kind == LogRecord::Kind::Train) {
+    s += ",\"grad_norm\":" + number(r.gradNorm) + ",\"lr\":" + number(r.lr) +
+         ",\"ms\":" + number(r.ms) + ",\"tok_per_s\":" + number(r.tokPerSec);
+    if (r.mfu >= 0)
+      s += ",\"mfu_percent\":" + number(r.mfu);
+    if (r.memoryBytes >= 0)
+      s += ",\"memory_bytes\":" + std::to_string(r.memoryBytes);
+  } else {
+    s += ",\"ms\":" + number(r.ms);
+  }
+  return s + "}";
+}
+
+std::string RunLog::csvLine(const LogRecord &r) {
+  bool train = r.kind == LogRecord::Kind::Train;
+  return std::string(kindName(r.kind)) + "," + std::to_string(r.step) + "," + number(r.loss) +
+         "," + (train ? number(r.gradNorm) : "") + "," + (train ? number(r.lr) : "") + "," +
+         number(r.ms) + "," + (train ? number(r.tokPerSec) : "") + "," +
+         (train && r.mfu >= 0 ? number(r.mfu) : "") + "," +
+         (train && r.memoryBytes >= 0 ? std::to_string(r.memoryBytes) : "");
+}
+
+Status RunLog::write(const LogRecord &r) {
+  std::string j = jsonLine(r) + "\n", c = csvLine(r) + "\n";
+  // Flushed per record: the log of a run that dies is complete up to then.
+  if (std::fputs(j.c_str(), json) < 0 || std::fflush(json) != 0)
+    return Status::error(jsonPath + ": write failed: " + std::strerror(errno));
+  if (std::fputs(c.c_str(), csv) < 0 || std::fflush(csv) != 0)
+    return Status::error(csvPath + ": write failed: " + std::strerror(errno));
+  return Status::ok();
+}
+
+std::string formatDuration(double seconds) {
+  long long s = std::llround(std::max(0.0, seconds));
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof(buf), "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof(buf), "%lld:%02lld", s / 60, s % 60);
+  return buf;
+}
+
+std::string progressBar(int64_t done, int64_t total, double elapsedSeconds, int64_t first,
+                        int width) {
+  total = std::max<int64_t>(total, 1);
+  done = std::min(std::max<int64_t>(done, 0), total);
+  int filled = int(width * done / total);
+  std::string bar = "[";
+  for (int i = 0; i < width; ++i)
+    bar += i < filled ? '=' : (i == filled && done < total ? '>' : ' ');
+  bar += "]";
+  char buf[160];
+  std::string eta =
+      done > first ? formatDuration(elapsedSeconds / double(done - first) * double(total - done))
+                   : "?";
+  std::snprintf(buf, sizeof(buf), " %lld/%lld %3d%% | %s elapsed | ETA %s", (long long)done,
+                (long long)total, int(100 * done / total), formatDuration(elapsedSeconds).c_str(),
+                eta.c_str());
+  return bar + buf;
+}
+
+} // namespace gptc::gptrun
