@@ -106,8 +106,13 @@ struct KB {
   /// A loop carrying values: body(i, carried) returns the next ones.
   SmallVector<Value> loop(Value lb, Value ub, ValueRange init,
                           function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    return loop(lb, ub, idx(1), init, body);
+  }
+  /// The same with a step.
+  SmallVector<Value> loop(Value lb, Value ub, Value step, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
     auto op = scf::ForOp::create(
-        b, loc, lb, ub, idx(1), init,
+        b, loc, lb, ub, step, init,
         [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToEnd(nb.getInsertionBlock());
@@ -306,6 +311,14 @@ private:
     return s;
   }
 
+  /// Per-row values of a column reduction: `n` values for (row, col).
+  using RowValuesFn = std::function<SmallVector<Value>(KB &, ValueRange ins, Value row, Value col)>;
+  void reduceColumns(Operation *op, const std::string &key, const std::string &base,
+                     std::vector<Type> inTypes, std::vector<Operand> ins,
+                     std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
+                     int64_t cols, Type ft, ReduceKind kind, RowValuesFn values);
+  void lowerGlobalNorm(GlobalNormOp gn);
+
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerElementwise(Operation *op);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias);
@@ -353,6 +366,169 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
     pending[r] = done;
   result.numStreams = 2;
   return success();
+
+/// Rows folded by one thread in the first stage of a column reduction: the
+/// (chunk, column) threads fill the GPU while each column's partials stay
+/// few enough for one thread to fold in the second.
+constexpr int64_t kColumnChunkRows = 64;
+
+/// Column reductions of a (rows, cols) matrix (layernorm's dgamma/dbeta,
+/// bias gradients) in two deterministic stages: thread (chunk, col) folds
+/// kColumnChunkRows rows into a partial (consecutive threads read
+/// consecutive columns, so loads coalesce), then thread col folds its
+/// partials in chunk order. No atomics: the sum order is fixed.
+void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::string &base,
+                            std::vector<Type> inTypes, std::vector<Operand> ins,
+                            std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
+                            int64_t cols, Type ft, ReduceKind kind, RowValuesFn values) {
+  int64_t n = static_cast<int64_t>(outs.size());
+  int64_t parts = (rows + kColumnChunkRows - 1) / kColumnChunkRows;
+  int64_t eltBytes = ft.getIntOrFloatBitWidth() / 8;
+  Operand partials = scratch(n * parts * cols * eltBytes);
+  auto partialsType = flatOf(n * parts * cols, ft);
+  auto fold = [kind](KB &k, Value acc, Value x) {
+    return kind == ReduceKind::Max ? k.fmax(acc, x) : k.add(acc, x);
+  };
+  double init = kind == ReduceKind::Max ? -INFINITY : 0.0;
+  size_t nIns = ins.size();
+  inTypes.push_back(partialsType);
+  ins.push_back(partials);
+  launch(op, key + "partials", base, inTypes, ins, parts * cols,
+         [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+           KB k{b, loc};
+           Value col = k.urem(idx, k.idx(cols)), chunk = k.udiv(idx, k.idx(cols));
+           Value lo = k.mul(chunk, k.idx(kColumnChunkRows));
+           Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(kColumnChunkRows)),
+                                             k.idx(rows));
+           SmallVector<Value> inits(n, k.f(init, ft));
+           auto acc = k.loop(lo, hi, inits, [&](Value r, ValueRange cur) {
+             SmallVector<Value> xs = values(k, a.take_front(nIns), r, col), next;
+             for (int64_t e = 0; e < n; ++e)
+               next.push_back(fold(k, cur[e], xs[e]));
+             return next;
+           });
+           for (int64_t e = 0; e < n; ++e)
+             k.st(acc[e], a[nIns], k.add(k.mul(k.idx(e * parts), k.idx(cols)), idx));
+         });
+  std::vector<Type> sumTypes = {partialsType};
+  sumTypes.insert(sumTypes.end(), outTypes.begin(), outTypes.end());
+  std::vector<Operand> sumArgs = {partials};
+  sumArgs.insert(sumArgs.end(), outs.begin(), outs.end());
+  launch(op, key + "sum", base + "_sum", sumTypes, sumArgs, cols,
+         [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
+           KB k{b, loc};
+           SmallVector<Value> inits(n, k.f(init, ft));
+           auto acc = k.loop(k.idx(0), k.idx(parts), inits, [&](Value p, ValueRange cur) {
+             SmallVector<Value> next;
+             for (int64_t e = 0; e < n; ++e)
+               next.push_back(fold(
+                   k, cur[e], k.ld(a[0], k.add(k.mul(k.add(k.idx(e * parts), p), k.idx(cols)), col))));
+             return next;
+           });
+           for (int64_t e = 0; e < n; ++e) {
+             Value v = acc[e];
+             if (kind == ReduceKind::Mean)
+               v = k.div(v, k.f(rows, ft));
+             k.st(v, a[1 + e], col);
+           }
+         });
+}
+
+/// Elements one thread squares and sums in the first stage of a global
+/// norm, inputs per first-stage kernel (their pointers are its parameters:
+/// 128 x 8 bytes stays far below CUDA's 4 KiB), and threads of the second.
+constexpr int64_t kNormChunk = 1024, kNormInputsPerKernel = 128, kNormFolders = 256;
+
+/// sqrt(sum of squares) over many tensors in few launches: batched kernels
+/// where thread p of input i sums elements p, p + pieces_i, ... of it
+/// (coalesced) into partial p; then kNormFolders threads fold the partials
+/// strided, and one thread folds those and takes the root. Fixed order.
+void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
+  Operation *op = gn.getOperation();
+  Type ft = Float32Type::get(ctx);
+  SmallVector<Value> inputs(gn.getInputs());
+  int64_t total = 0;
+  for (Value in : inputs)
+    total += (numel(in) + kNormChunk - 1) / kNormChunk;
+  Operand partials = scratch(total * 4);
+  int64_t done = 0;
+  for (size_t g0 = 0; g0 < inputs.size(); g0 += kNormInputsPerKernel) {
+    size_t g1 = std::min(inputs.size(), g0 + kNormInputsPerKernel);
+    std::vector<Type> types;
+    std::vector<Operand> args;
+    std::vector<int64_t> sizes, starts;
+    std::string key = "sumsq";
+    int64_t pieces = 0;
+    for (size_t i = g0; i < g1; ++i) {
+      types.push_back(flat(inputs[i]));
+      args.push_back(t(inputs[i]));
+      sizes.push_back(numel(inputs[i]));
+      starts.push_back(pieces);
+      pieces += (sizes.back() + kNormChunk - 1) / kNormChunk;
+      key += "," + std::to_string(sizes.back());
+    }
+    Operand slice = partials;
+    slice.scratch += done * 4;
+    slice.bytes = pieces * 4;
+    types.push_back(flatOf(pieces, ft));
+    args.push_back(slice);
+    int64_t count = static_cast<int64_t>(sizes.size());
+    launch(op, key, "sum_of_squares", types, args, pieces,
+           [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+             KB k{b, loc};
+             // Which input p belongs to: the number of later starts <= p.
+             Value which = k.idx(0);
+             for (int64_t i = 1; i < count; ++i) {
+               Value past = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, p,
+                                                  k.idx(starts[i]));
+               which = k.add(which, k.select(past, k.idx(1), k.idx(0)));
+             }
+             SmallVector<int64_t> cases;
+             for (int64_t i = 0; i < count; ++i)
+               cases.push_back(i);
+             auto sw = scf::IndexSwitchOp::create(b, loc, TypeRange{}, which, cases, count);
+             {
+               OpBuilder::InsertionGuard guard(b);
+               b.setInsertionPointToStart(&sw.getDefaultRegion().emplaceBlock());
+               scf::YieldOp::create(b, loc);
+             }
+             for (int64_t i = 0; i < count; ++i) {
+               OpBuilder::InsertionGuard guard(b);
+               b.setInsertionPointToStart(&sw.getCaseRegions()[i].emplaceBlock());
+               int64_t stride = (sizes[i] + kNormChunk - 1) / kNormChunk;
+               Value j = k.sub(p, k.idx(starts[i]));
+               Value s = k.loop(j, k.idx(sizes[i]), k.idx(stride), {k.f(0, ft)},
+                                [&](Value e, ValueRange acc) {
+                                  Value x = k.ld(a[i], e);
+                                  return SmallVector<Value>{k.add(acc[0], k.mul(x, x))};
+                                })[0];
+               k.st(s, a[count], p);
+               scf::YieldOp::create(b, loc);
+             }
+           });
+    done += pieces;
+  }
+  int64_t folders = std::min(total, kNormFolders);
+  Operand folded = scratch(folders * 4);
+  launch(op, "normfold" + std::to_string(total), "global_norm_fold",
+         {flatOf(total, ft), flatOf(folders, ft)}, {partials, folded}, folders,
+         [=](OpBuilder &b, Location loc, Value f, ValueRange a) {
+           KB k{b, loc};
+           Value s = k.loop(f, k.idx(total), k.idx(folders), {k.f(0, ft)},
+                            [&](Value i, ValueRange acc) {
+                              return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
+                            })[0];
+           k.st(s, a[1], f);
+         });
+  launch(op, "norm" + std::to_string(folders), "global_norm",
+         {flatOf(folders, ft), flat(gn.getResult())}, {folded, t(gn.getResult())}, 1,
+         [=](OpBuilder &b, Location loc, Value, ValueRange a) {
+           KB k{b, loc};
+           Value s = k.loop(k.idx(0), k.idx(folders), {k.f(0, ft)}, [&](Value i, ValueRange acc) {
+             return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
+           })[0];
+           k.st(k.sqrt(s), a[1], k.idx(0));
+         });
 }
 
 LogicalResult Lowerer::mapResults(Operation *op) {
@@ -686,26 +862,19 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  });
                });
         // Per column: dweight and dbias over all rows.
-        launch(op, key + "cols", "layernorm_backward_cols",
-               {flat(ln.getGrad()), flat(ln.getInput()), statsType, flat(ln.getWeightGrad()),
-                flat(ln.getBiasGrad())},
-               {t(ln.getGrad()), t(ln.getInput()), stats, t(ln.getWeightGrad()),
-                t(ln.getBiasGrad())},
-               c, [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
-                 KB k{b, loc};
-                 auto s = k.loop(k.idx(0), k.idx(rows), {k.f(0, ft), k.f(0, ft)},
-                                 [&](Value r, ValueRange acc) {
-                                   Value at = k.add(k.mul(r, k.idx(c)), col);
-                                   Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
-                                   Value rstd = k.ld(a[2], k.add(k.mul(r, k.idx(2)), k.idx(1)));
-                                   Value xh = k.mul(k.sub(k.ld(a[1], at), mean), rstd);
-                                   Value g = k.ld(a[0], at);
-                                   return SmallVector<Value>{k.add(acc[0], k.mul(g, xh)),
-                                                             k.add(acc[1], g)};
-                                 });
-                 k.st(s[0], a[3], col);
-                 k.st(s[1], a[4], col);
-               });
+        reduceColumns(op, key + "cols", "layernorm_backward_cols",
+                      {flat(ln.getGrad()), flat(ln.getInput()), statsType},
+                      {t(ln.getGrad()), t(ln.getInput()), stats},
+                      {flat(ln.getWeightGrad()), flat(ln.getBiasGrad())},
+                      {t(ln.getWeightGrad()), t(ln.getBiasGrad())}, rows, c, ft, ReduceKind::Sum,
+                      [=](KB &k, ValueRange a, Value r, Value col) {
+                        Value at = k.add(k.mul(r, k.idx(c)), col);
+                        Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
+                        Value rstd = k.ld(a[2], k.add(k.mul(r, k.idx(2)), k.idx(1)));
+                        Value xh = k.mul(k.sub(k.ld(a[1], at), mean), rstd);
+                        Value g = k.ld(a[0], at);
+                        return SmallVector<Value>{k.mul(g, xh), g};
+                      });
         return success();
       })
       .Case<CausalAttentionOp>([&](CausalAttentionOp at) {
@@ -908,58 +1077,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t cols = numel(red.getResult()), rows = numel(red.getInput()) / cols;
         ReduceKind kind = red.getKind();
         Type ft = computeOf(eltOf(red.getInput()));
-        launch(op, key, "reduce_leading", {flat(red.getInput()), flat(red.getResult())},
-               {t(red.getInput()), t(red.getResult())}, cols,
-               [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
-                 KB k{b, loc};
-                 Value init = k.f(kind == ReduceKind::Max ? -INFINITY : 0.0, ft);
-                 Value acc = k.loop(k.idx(0), k.idx(rows), {init}, [&](Value r, ValueRange s) {
-                   Value x = k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col));
-                   return SmallVector<Value>{kind == ReduceKind::Max ? k.fmax(s[0], x)
-                                                                     : k.add(s[0], x)};
-                 })[0];
-                 if (kind == ReduceKind::Mean)
-                   acc = k.div(acc, k.f(rows, ft));
-                 k.st(acc, a[1], col);
-               });
+        reduceColumns(op, key, "reduce_leading", {flat(red.getInput())}, {t(red.getInput())},
+                      {flat(red.getResult())}, {t(red.getResult())}, rows, cols, ft, kind,
+                      [=](KB &k, ValueRange a, Value r, Value col) {
+                        return SmallVector<Value>{k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col))};
+                      });
         return success();
       })
       .Case<GlobalNormOp>([&](GlobalNormOp gn) {
-        const int64_t chunk = 4096;
-        Type ft = Float32Type::get(ctx);
-        int64_t parts = 0;
-        for (Value in : gn.getInputs())
-          parts += (numel(in) + chunk - 1) / chunk;
-        Operand partials = scratch(parts * 4);
-        int64_t done = 0;
-        for (Value in : gn.getInputs()) {
-          int64_t n = numel(in), pieces = (n + chunk - 1) / chunk;
-          Operand slice = partials;
-          slice.scratch += done * 4;
-          slice.bytes = pieces * 4;
-          launch(op, "sumsq" + std::to_string(n), "sum_of_squares",
-                 {flat(in), flatOf(pieces, ft)}, {t(in), slice}, pieces,
-                 [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
-                   KB k{b, loc};
-                   Value lo = k.mul(p, k.idx(chunk));
-                   Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(chunk)), k.idx(n));
-                   Value s = k.loop(lo, hi, {k.f(0, ft)}, [&](Value i, ValueRange acc) {
-                     Value x = k.ld(a[0], i);
-                     return SmallVector<Value>{k.add(acc[0], k.mul(x, x))};
-                   })[0];
-                   k.st(s, a[1], p);
-                 });
-          done += pieces;
-        }
-        launch(op, "norm" + std::to_string(parts), "global_norm", {flatOf(parts, ft), flat(gn.getResult())},
-               {partials, t(gn.getResult())}, 1,
-               [=](OpBuilder &b, Location loc, Value, ValueRange a) {
-                 KB k{b, loc};
-                 Value s = k.loop(k.idx(0), k.idx(parts), {k.f(0, ft)}, [&](Value i, ValueRange acc) {
-                   return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
-                 })[0];
-                 k.st(k.sqrt(s), a[1], k.idx(0));
-               });
+        lowerGlobalNorm(gn);
         return success();
       })
       .Case<LRScheduleOp>([&](LRScheduleOp lr) {
