@@ -366,6 +366,7 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
     pending[r] = done;
   result.numStreams = 2;
   return success();
+}
 
 /// Rows folded by one thread in the first stage of a column reduction: the
 /// (chunk, column) threads fill the GPU while each column's partials stay
