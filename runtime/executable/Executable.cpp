@@ -158,8 +158,9 @@ Status checkExecutable(const schema::Executable &exe) {
                              " but the executable has " + std::to_string(pools));
       uint64_t elements = 1;
       // The verifier checks a vector's length field, not that its 8-byte
-      // elements are aligned (found by test/fuzz/ExecutableFuzzer).
-      if (t->shape() &&
+      // elements are aligned (found by test/fuzz/ExecutableFuzzer); an
+      // empty one (a scalar's) is never read.
+      if (t->shape() && t->shape()->size() &&
           reinterpret_cast<uintptr_t>(t->shape()->Data()) % alignof(int64_t) != 0)
         return Status::error(name + " has a misaligned shape vector");
       if (t->shape())
