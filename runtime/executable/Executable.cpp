@@ -2,6 +2,7 @@
 
 #include "runtime/executable/Executable.h"
 
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 
@@ -28,6 +29,11 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
     return Status::error(where + " runs on stream " + std::to_string(cmd.stream()) +
                          " of " + std::to_string(exe.num_streams()));
   auto tensor = [&](uint64_t i) { return checkTensorIndex(exe, i, where); };
+  // The verifier accepts a union whose type is set but whose table is
+  // absent (found by test/fuzz/ExecutableFuzzer).
+  if (cmd.op_type() != schema::Op::NONE && !cmd.op())
+    return Status::error(where + " has a " + schema::EnumNameOp(cmd.op_type()) +
+                         " command without its operands");
   switch (cmd.op_type()) {
   case schema::Op::LaunchKernel: {
     const auto *launch = cmd.op_as_LaunchKernel();
@@ -53,10 +59,15 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
       return Status::error(where + " passes " + std::to_string(nargs) + " arguments to " +
                            (kernel->name() ? kernel->name()->str() : "a kernel") +
                            ", which takes " + std::to_string(kernel->num_args()));
-    for (size_t i = 0; i < nargs; ++i)
-      if (launch->args_type()->Get(i) == schema::Arg::TensorArg)
+    for (size_t i = 0; i < nargs; ++i) {
+      schema::Arg type = launch->args_type()->Get(i);
+      if ((type != schema::Arg::TensorArg && type != schema::Arg::ScalarArg) ||
+          !launch->args()->Get(i))
+        return Status::error(where + " has no value for argument " + std::to_string(i));
+      if (type == schema::Arg::TensorArg)
         if (Status s = tensor(launch->args()->GetAs<schema::TensorArg>(i)->tensor()); !s)
           return s;
+    }
     return Status::ok();
   }
   case schema::Op::RunGemm: {
@@ -146,13 +157,24 @@ Status checkExecutable(const schema::Executable &exe) {
         return Status::error(name + " is in pool " + std::to_string(t->pool()) +
                              " but the executable has " + std::to_string(pools));
       uint64_t elements = 1;
+      // The verifier checks a vector's length field, not that its 8-byte
+      // elements are aligned (found by test/fuzz/ExecutableFuzzer); an
+      // empty one (a scalar's) is never read.
+      if (t->shape() && t->shape()->size() &&
+          reinterpret_cast<uintptr_t>(t->shape()->Data()) % alignof(int64_t) != 0)
+        return Status::error(name + " has a misaligned shape vector");
       if (t->shape())
         for (int64_t d : *t->shape()) {
           if (d < 0)
             return Status::error(name + " has a negative dimension");
-          elements *= static_cast<uint64_t>(d);
+          // A product that wraps around could match any size_bytes.
+          if (__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements))
+            return Status::error(name + " has more elements than fit in 64 bits");
         }
-      if (elements * elementSize(t->dtype()) != t->size_bytes())
+      uint64_t needed = 0;
+      if (__builtin_mul_overflow(elements, uint64_t(elementSize(t->dtype())), &needed))
+        return Status::error(name + " has more bytes than fit in 64 bits");
+      if (needed != t->size_bytes())
         return Status::error(name + " has size " + std::to_string(t->size_bytes()) +
                              " bytes, its shape and type need " +
                              std::to_string(elements * elementSize(t->dtype())));

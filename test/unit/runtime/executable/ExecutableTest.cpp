@@ -31,12 +31,13 @@ struct Spec {
   uint32_t blockX = 128;
   uint32_t argTensor = 0;
   uint32_t numArgs = 1;
+  std::vector<int64_t> shape = {16};
 };
 
 std::vector<uint8_t> build(const Spec &spec) {
   fb::FlatBufferBuilder b;
   auto pool = s::CreatePool(b, b.CreateString("activations"), spec.poolSize);
-  std::vector<int64_t> shape = {16};
+  const std::vector<int64_t> &shape = spec.shape;
   auto tensor = s::CreateTensor(b, b.CreateString("x"), s::TensorRole::Activation,
                                 s::DType::F32, b.CreateVector(shape), 0, spec.tensorOffset,
                                 spec.tensorBytes, 0, 1);
@@ -130,6 +131,28 @@ TEST(ExecutableTest, RejectsSemanticErrors) {
   EXPECT_NE(with([](Spec &s) { s.argTensor = 5; }).find("refers to tensor 5"),
             std::string::npos);
   EXPECT_NE(with([](Spec &s) { s.numArgs = 2; }).find("passes 1 arguments to gelu_forward"),
+            std::string::npos);
+}
+
+// Verify the fuzzer's findings stay fixed (test/fuzz/regressions): a
+// shape vector whose int64 elements are misaligned (the FlatBuffers verifier
+// only checks the length field), a LaunchKernel command whose union table is
+// absent, and a shape whose element count wraps
+// around 64 bits to match size_bytes.
+TEST(ExecutableTest, RejectsFuzzerFindings) {
+  auto exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-misaligned-shape.fb");
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.status().message().find("has a misaligned shape vector"),
+            std::string::npos)
+      << exe.status().message();
+  exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-union-without-table.fb");
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.status().message().find("command without its operands"), std::string::npos)
+      << exe.status().message();
+  Spec spec;
+  spec.shape = {int64_t(1) << 62, 4, 4}; // 2^66 elements: 0 mod 2^64 without the check
+  spec.tensorBytes = 0;
+  EXPECT_NE(loadError(build(spec)).find("has more elements than fit in 64 bits"),
             std::string::npos);
 }
 
