@@ -5,7 +5,8 @@
 #   gpt2-124M-parity.fb   PARITY_MODEL, B=PARITY_B, T=PARITY_T, PARITY_OPT
 #   gpt2-124M-train.fb    TRAIN_MODEL,  B=TRAIN_B,  T=TRAIN_T,  TRAIN_OPT
 #   gpt2-124M-bf16.fb     the same with --precision=bf16 (bench/run_bf16.sh);
-#                         BUILD_BF16=0 skips it
+#                         BUILD_BF16=0 skips it and the next
+#   gpt2-124M-bf16-scalar.fb  bf16 with --flash-attention=false
 #   manifest.json         per file: config (model, B, T, the *_OPT string, extra
 #                         flags), gptc command, compile seconds, bytes, sha256;
 #                         the commit and date
@@ -57,6 +58,7 @@ compile parity "$PARITY_FB" "$PARITY_MODEL" "$PARITY_B" "$PARITY_T" "$PARITY_OPT
 compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS"
 if [ "$BUILD_BF16" != 0 ]; then
   compile bf16 "$BF16_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16"
+  compile bf16scalar "$BF16_SCALAR_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --flash-attention=false"
 fi
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)

@@ -42,6 +42,10 @@ TRAIN_FB=${TRAIN_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-train.fb}
 BF16_FB=${BF16_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16.fb}
 BF16_STEPS=${BF16_STEPS:-50}
 BF16_TOL=${BF16_TOL:-2e-2}
+# The same bf16 step with --flash-attention=false (the scalar attention
+# kernels): the tensor-core flash kernels must track it within FLASH_TOL.
+BF16_SCALAR_FB=${BF16_SCALAR_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16-scalar.fb}
+FLASH_TOL=${FLASH_TOL:-1e-2}
 
 # Precision of the PyTorch runs that are compared with the train .fb. Set it
 # to what the .fb computes in (TRAIN_FB is compiled with the default fp32).

@@ -13,11 +13,13 @@
 #   build     scripts/device-build.sh -> build-device/bin/gptrun
 #   fp32      gptrun TRAIN_FB (fp32), BF16_STEPS steps of TRAIN_MODEL B=TRAIN_B T=TRAIN_T
 #   bf16      gptrun BF16_FB (bf16 GEMMs, fp32 masters), same steps, init and batches
+#   scalar    gptrun BF16_SCALAR_FB (bf16, --flash-attention=false), the same
 #   eager     bench/train_torch.py eager, bf16 autocast, same config
 #   compile   bench/train_torch.py torch.compile, bf16 autocast, same config
 # Then: the speed table (ms/step, tok/s, MFU; ratios against torch.compile
 # bf16) and the loss tracking table of bf16 vs fp32 (ours), which passes when
-# every step's loss is within BF16_TOL relative (bench/configs.sh). Success:
+# every step's loss is within BF16_TOL relative (bench/configs.sh), and the
+# flash-vs-scalar attention table (FLASH_TOL). Success:
 # the last lines print "tracking: PASS" and the four rows of the table.
 # Files in $OUT: run_bf16.log, gptrun_fp32.log, gptrun_bf16.log, build.log,
 # <run>.json summaries.
@@ -100,6 +102,7 @@ ours() { # NAME FB DTYPE LABEL
   tail -n 4 "$log"
   local exe=train
   [ "$dtype" = bf16 ] && exe=bf16
+  [ "$name" = scalar ] && exe=bf16scalar
   "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/$name.json" --label "$label" \
     --model "$TRAIN_MODEL" --batch "$TRAIN_B" --seq "$TRAIN_T" --dtype "$dtype" --tf32 off \
     --timing-warmup "$WARMUP" --manifest "$MANIFEST" --exe "$exe" > /dev/null ||
@@ -107,6 +110,7 @@ ours() { # NAME FB DTYPE LABEL
 }
 ours fp32 "$TRAIN_FB" fp32 "gptc fp32"
 ours bf16 "$BF16_FB" bf16 "gptc bf16"
+ours scalar "$BF16_SCALAR_FB" bf16 "gptc bf16 scalar attention"
 
 torch_run() { # NAME WANT_S MODE LABEL
   banner "$1: PyTorch $3, bf16 autocast, $BF16_STEPS steps"
@@ -122,7 +126,7 @@ torch_run compile "$T_COMPILE" compile "torch.compile bf16"
 
 banner "report"
 runs=()
-for r in fp32 bf16 eager compile; do [ -f "$WORK/$r.json" ] && runs+=("$WORK/$r.json"); done
+for r in fp32 bf16 scalar eager compile; do [ -f "$WORK/$r.json" ] && runs+=("$WORK/$r.json"); done
 cp "${runs[@]}" "$OUT/" 2> /dev/null
 if ((${#runs[@]})); then
   "$PY" bench/compare.py table "${runs[@]}" --reference "torch.compile bf16"
@@ -141,6 +145,17 @@ if [ -f "$WORK/bf16.json" ] && [ -f "$WORK/fp32.json" ]; then
   }
 else
   set_status tracking "not measured (a gptrun run is missing)"
+fi
+echo
+if [ -f "$WORK/bf16.json" ] && [ -f "$WORK/scalar.json" ]; then
+  echo "flash attention: gptc bf16 (flash) vs gptc bf16 (scalar attention), tolerance $FLASH_TOL"
+  if "$PY" bench/compare.py parity "$WORK/bf16.json" "$WORK/scalar.json" --tol "$FLASH_TOL"; then
+    set_status flash PASS
+  else
+    set_status flash "FAIL (see the table)"
+  fi
+else
+  set_status flash "not measured (a gptrun run is missing)"
 fi
 echo
 echo "=== stages ($(($(date +%s) - START)) s) ==="

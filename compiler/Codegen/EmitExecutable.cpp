@@ -23,6 +23,7 @@
 #include "mlir/Conversion/ReconcileUnrealizedCasts/ReconcileUnrealizedCasts.h"
 #include "mlir/Conversion/SCFToControlFlow/SCFToControlFlow.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/GPU/IR/CompilationInterfaces.h"
@@ -33,6 +34,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
@@ -53,7 +55,7 @@ namespace gptc::codegen {
 void registerCodegenDialects(DialectRegistry &registry) {
   registry.insert<arith::ArithDialect, cf::ControlFlowDialect, gpu::GPUDialect,
                   LLVM::LLVMDialect, math::MathDialect, memref::MemRefDialect,
-                  NVVM::NVVMDialect, scf::SCFDialect, ub::UBDialect>();
+                  NVVM::NVVMDialect, scf::SCFDialect, ub::UBDialect, vector::VectorDialect>();
   arith::registerConvertArithToLLVMInterface(registry);
   cf::registerConvertControlFlowToLLVMInterface(registry);
   registerConvertFuncToLLVMInterface(registry);
@@ -61,6 +63,7 @@ void registerCodegenDialects(DialectRegistry &registry) {
   registerConvertMemRefToLLVMInterface(registry);
   registerConvertNVVMToLLVMInterface(registry);
   ub::registerConvertUBToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
@@ -186,7 +189,10 @@ s::TensorRole roleOf(const std::string &role) {
 
 FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOptions &options) {
   MLIRContext *ctx = module.getContext();
-  FailureOr<Lowered> lowered = lowerPrograms(module, {"init", "train_step", "forward"});
+  LoweringOptions lowering;
+  lowering.flashAttention = options.flashAttention && options.target == EmitOptions::Target::CUDA;
+  FailureOr<Lowered> lowered =
+      lowerPrograms(module, {"init", "train_step", "forward"}, lowering);
   if (failed(lowered))
     return failure();
   dump(options, "commands.txt", [&](llvm::raw_ostream &os) {

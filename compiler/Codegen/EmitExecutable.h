@@ -19,6 +19,7 @@ struct EmitOptions {
   std::string toolkit = "/usr/local/cuda"; // ptxas and libdevice
   std::string dumpDir;                     // kernels' IR and PTX, if set
   int blockSize = 256;
+  bool flashAttention = true; // CUDA: tensor-core attention where it applies
 };
 
 /// Dialects and interfaces the kernel lowering needs (GPU, NVVM, LLVM...).

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Codegen/Lowering.h"
+#include "compiler/Codegen/FlashAttention.h"
+#include "compiler/Codegen/KernelBuilder.h"
 
 #include "dialects/GPT/IR/GPTOps.h"
 
@@ -30,121 +32,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Kernel-body helpers
 //===----------------------------------------------------------------------===//
-
-/// Small arithmetic DSL over an OpBuilder, for kernel bodies.
-struct KB {
-  OpBuilder &b;
-  Location loc;
-
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
-  Value f(double v, Type t) {
-    return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
-  }
-  Value i64(int64_t v) { return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v); }
-  /// Loads widen bf16/f16 to f32 and stores round back (to nearest even):
-  /// kernels compute in f32 whatever the tensors' storage type.
-  Value ld(Value mem, Value i) {
-    Value v = memref::LoadOp::create(b, loc, mem, ValueRange{i});
-    Type t = v.getType();
-    return t.isBF16() || t.isF16() ? ext(v, b.getF32Type()) : v;
-  }
-  void st(Value v, Value mem, Value i) {
-    Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
-    if (v.getType() != elt)
-      v = convert(v, elt);
-    memref::StoreOp::create(b, loc, v, mem, ValueRange{i});
-  }
-  Value add(Value x, Value y) {
-    return llvm::isa<IndexType, IntegerType>(x.getType())
-               ? arith::AddIOp::create(b, loc, x, y).getResult()
-               : arith::AddFOp::create(b, loc, x, y).getResult();
-  }
-  Value sub(Value x, Value y) {
-    return llvm::isa<IndexType, IntegerType>(x.getType())
-               ? arith::SubIOp::create(b, loc, x, y).getResult()
-               : arith::SubFOp::create(b, loc, x, y).getResult();
-  }
-  Value mul(Value x, Value y) {
-    return llvm::isa<IndexType, IntegerType>(x.getType())
-               ? arith::MulIOp::create(b, loc, x, y).getResult()
-               : arith::MulFOp::create(b, loc, x, y).getResult();
-  }
-  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
-  Value udiv(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
-  Value urem(Value x, Value y) { return arith::RemUIOp::create(b, loc, x, y); }
-  Value fmax(Value x, Value y) { return arith::MaximumFOp::create(b, loc, x, y); }
-  Value neg(Value x) { return arith::NegFOp::create(b, loc, x); }
-  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
-  Value log(Value x) { return math::LogOp::create(b, loc, x); }
-  Value tanh(Value x) { return math::TanhOp::create(b, loc, x); }
-  Value sqrt(Value x) { return math::SqrtOp::create(b, loc, x); }
-  // 1 / sqrt(x): libm has no rsqrtf for the host target.
-  Value rsqrt(Value x) { return div(f(1.0, x.getType()), sqrt(x)); }
-  Value cos(Value x) { return math::CosOp::create(b, loc, x); }
-  Value toIndex(Value i32) { return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32); }
-  Value cmpEq(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, x, y);
-  }
-  Value cmpUlt(Value x, Value y) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, y);
-  }
-  Value select(Value c, Value x, Value y) { return arith::SelectOp::create(b, loc, c, x, y); }
-  Value ext(Value x, Type t) { return arith::ExtFOp::create(b, loc, t, x); }
-  Value trunc(Value x, Type t) { return arith::TruncFOp::create(b, loc, t, x); }
-  Value convert(Value x, Type t) {
-    unsigned from = x.getType().getIntOrFloatBitWidth(), to = t.getIntOrFloatBitWidth();
-    return from == to ? x : from < to ? ext(x, t) : trunc(x, t);
-  }
-
-  /// for (i = lb; i < ub; ++i) body(i)
-  void loop(Value lb, Value ub, function_ref<void(Value)> body) {
-    auto op = scf::ForOp::create(b, loc, lb, ub, idx(1));
-    OpBuilder::InsertionGuard g(b);
-    b.setInsertionPointToStart(op.getBody());
-    body(op.getInductionVar());
-  }
-  /// A loop carrying values: body(i, carried) returns the next ones.
-  SmallVector<Value> loop(Value lb, Value ub, ValueRange init,
-                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    return loop(lb, ub, idx(1), init, body);
-  }
-  /// The same with a step.
-  SmallVector<Value> loop(Value lb, Value ub, Value step, ValueRange init,
-                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    auto op = scf::ForOp::create(
-        b, loc, lb, ub, step, init,
-        [&](OpBuilder &nb, Location, Value iv, ValueRange carried) {
-          OpBuilder::InsertionGuard g(b);
-          b.setInsertionPointToEnd(nb.getInsertionBlock());
-          scf::YieldOp::create(b, loc, body(iv, carried));
-        });
-    return SmallVector<Value>(op.getResults());
-  }
-  /// n consecutive elements from `mem` at `base`, as SSA values (registers).
-  SmallVector<Value> loadVec(Value mem, Value base, int64_t n) {
-    SmallVector<Value> v;
-    for (int64_t e = 0; e < n; ++e)
-      v.push_back(ld(mem, add(base, idx(e))));
-    return v;
-  }
-  /// sum_e x[e] * mem[base + e], unrolled.
-  Value dotVec(ArrayRef<Value> x, Value mem, Value base) {
-    Value acc = mul(x[0], ld(mem, base));
-    for (size_t e = 1; e < x.size(); ++e)
-      acc = add(acc, mul(x[e], ld(mem, add(base, idx(e)))));
-    return acc;
-  }
-  Value dotRegs(ArrayRef<Value> x, ArrayRef<Value> y) {
-    Value acc = mul(x[0], y[0]);
-    for (size_t e = 1; e < x.size(); ++e)
-      acc = add(acc, mul(x[e], y[e]));
-    return acc;
-  }
-  /// Private per-thread scratch of `n` elements (registers or local memory).
-  Value privateBuffer(int64_t n, Type t) {
-    return memref::AllocaOp::create(b, loc, MemRefType::get({n}, t));
-  }
-};
 
 /// Index math of the attention kernels: thread idx = (b, h, row) and the
 /// offsets of q/k/v (in qkv (B, T, 3C)) and of y/dy (in (B, T, C)).
@@ -244,7 +131,8 @@ Value splitmix(KB &k, Value x) {
 
 class Lowerer {
 public:
-  explicit Lowerer(ModuleOp module) : module(module), ctx(module.getContext()) {}
+  Lowerer(ModuleOp module, const LoweringOptions &options)
+      : module(module), ctx(module.getContext()), options(options) {}
 
   LogicalResult lowerProgram(func::FuncOp fn);
   Lowered result;
@@ -252,6 +140,7 @@ public:
 private:
   ModuleOp module;
   MLIRContext *ctx;
+  LoweringOptions options;
   ProgramInfo *program = nullptr;
   llvm::DenseMap<Value, int64_t> tensorOf;     // SSA value -> tensor index
   std::map<std::string, int64_t> globals;      // param/state name -> tensor
@@ -883,6 +772,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t bsz = s[0], tl = s[1], c = s[2] / 3, h = *getConfigInt(at.getNumHeads()),
                 d = c / h;
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
+        AttentionShape shape{bsz, tl, h, d, scale};
+        if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv()))) {
+          launch(op, key, "flash_attention_forward", {flat(at.getQkv()), flat(at.getResult())},
+                 {t(at.getQkv()), t(at.getResult())}, flashAttentionThreads(shape),
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   buildFlashAttentionForward(b, loc, idx, a, shape);
+                 });
+          return success();
+        }
         // One thread per (b, h, i) query row: q and the output accumulator
         // live in registers (the head dimension is unrolled); keys and values
         // are read in lockstep by a warp, so each load is a broadcast.
@@ -923,6 +821,24 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t rowsN = bsz * h * tl;
         Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = sum_j p_ij dy_i.v_j
         auto statsType = flatOf(rowsN * 2, ft);
+        AttentionShape shape{bsz, tl, h, d, scale};
+        if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv())) &&
+            eltOf(at.getGrad()).isBF16()) {
+          std::vector<Type> types = {flat(at.getGrad()), flat(at.getQkv()), statsType,
+                                     flat(at.getResult())};
+          std::vector<Operand> args = {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())};
+          launch(op, key + "q", "flash_attention_backward_q", types, args,
+                 flashAttentionThreads(shape),
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   buildFlashAttentionBackwardQuery(b, loc, idx, a, shape);
+                 });
+          launch(op, key + "kv", "flash_attention_backward_kv", types, args,
+                 flashAttentionThreads(shape),
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   buildFlashAttentionBackwardKeyValue(b, loc, idx, a, shape);
+                 });
+          return success();
+        }
         // Rows i: lse_i, D_i and dq_i = scale sum_j p_ij (dy_i.v_j - D_i) k_j.
         launch(op, key + "q", "attention_backward_q",
                {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
@@ -1305,8 +1221,9 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
 
 } // namespace
 
-FailureOr<Lowered> lowerPrograms(ModuleOp module, ArrayRef<std::string> programs) {
-  Lowerer lowerer(module);
+FailureOr<Lowered> lowerPrograms(ModuleOp module, ArrayRef<std::string> programs,
+                                 const LoweringOptions &options) {
+  Lowerer lowerer(module, options);
   for (const std::string &name : programs) {
     auto fn = module.lookupSymbol<func::FuncOp>(name);
     if (!fn)

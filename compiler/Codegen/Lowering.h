@@ -103,10 +103,18 @@ struct Lowered {
   unsigned numStreams = 1; // 2 when a program has collectives
 };
 
+/// Kernel choices that depend on the target.
+struct LoweringOptions {
+  /// Tensor-core flash attention (FlashAttention.h) where it applies; CUDA
+  /// only. Otherwise the scalar kernels, which both targets can run.
+  bool flashAttention = false;
+};
+
 /// Lowers the planned functions `programs` of `module` (gpt-plan-memory
 /// must have run on each). Errors are emitted at the offending op.
 mlir::FailureOr<Lowered> lowerPrograms(mlir::ModuleOp module,
-                                       llvm::ArrayRef<std::string> programs);
+                                       llvm::ArrayRef<std::string> programs,
+                                       const LoweringOptions &options = {});
 
 } // namespace gptc::codegen
 

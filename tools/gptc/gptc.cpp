@@ -66,6 +66,11 @@ cl::opt<std::string> target("target", cl::desc("Executable target: cuda or host"
                            cl::init("cuda"), cl::cat(compileCat));
 cl::opt<std::string> cudaArch("cuda-arch", cl::desc("CUDA target chip (e.g. sm_90)"),
                              cl::init("sm_90"), cl::cat(compileCat));
+cl::opt<bool> flashAttention(
+    "flash-attention",
+    cl::desc("CUDA: tensor-core flash attention for bf16 attention whose head dimension "
+             "and sequence length are multiples of 16 (=false: the scalar kernels)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<std::string> cudaToolkit("cuda-toolkit",
                                  cl::desc("CUDA toolkit for ptxas and libdevice "
                                           "(default: $CUDA_HOME or /usr/local/cuda)"),
@@ -245,6 +250,7 @@ int runCompile(MLIRContext &context) {
     emit.target = ::target == "host" ? codegen::EmitOptions::Target::Host
                                      : codegen::EmitOptions::Target::CUDA;
     emit.chip = cudaArch;
+    emit.flashAttention = flashAttention;
     if (!cudaToolkit.empty())
       emit.toolkit = cudaToolkit;
     else if (const char *home = std::getenv("CUDA_HOME"))

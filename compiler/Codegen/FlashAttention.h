@@ -1,0 +1,46 @@
+//===- FlashAttention.h - tensor-core causal attention for sm_80+ --------===//
+//
+// Flash attention as warp-level index-space kernels: each warp owns a tile
+// of 16 query rows (forward, dQ) or 16 key rows (dK/dV) of one (batch,
+// head), walks the other side in tiles of 16 with bf16 mma.sync (m16n8k16,
+// fp32 accumulation) and keeps the softmax online, so no (T, T) matrix is
+// ever stored. The kernels are CUDA-only (NVVM ops); the Host target keeps
+// the scalar kernels of Lowering.cpp, which are the reference these are
+// checked against.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_COMPILER_CODEGEN_FLASHATTENTION_H
+#define GPTC_COMPILER_CODEGEN_FLASHATTENTION_H
+
+#include "mlir/IR/Builders.h"
+
+namespace gptc::codegen {
+
+struct AttentionShape {
+  int64_t batch = 0, seq = 0, heads = 0, headDim = 0;
+  double scale = 1.0; // 1 / sqrt(headDim)
+};
+
+/// bf16 operands, a head dimension and a sequence length that are
+/// multiples of 16: the shapes the mma tiles cover exactly.
+bool flashAttentionApplies(const AttentionShape &s, mlir::Type element);
+
+/// Threads of every flash launch: one warp per 16-row tile.
+int64_t flashAttentionThreads(const AttentionShape &s);
+
+/// args: qkv (B, T, 3C), y (B, T, C).
+void buildFlashAttentionForward(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
+                                mlir::ValueRange args, const AttentionShape &s);
+/// args: dy (B, T, C), qkv, stats (B*H*T x {lse, D}, f32), dqkv (B, T, 3C).
+/// Writes the row statistics and the q third of dqkv.
+void buildFlashAttentionBackwardQuery(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
+                                      mlir::ValueRange args, const AttentionShape &s);
+/// The same arguments; reads the statistics, writes the k and v thirds.
+void buildFlashAttentionBackwardKeyValue(mlir::OpBuilder &b, mlir::Location loc,
+                                         mlir::Value idx, mlir::ValueRange args,
+                                         const AttentionShape &s);
+
+} // namespace gptc::codegen
+
+#endif // GPTC_COMPILER_CODEGEN_FLASHATTENTION_H

@@ -1,0 +1,143 @@
+//===- KernelBuilder.h - a small DSL for index-space kernel bodies -------===//
+//
+// KB wraps an OpBuilder with the arith/math/scf/memref ops kernel bodies
+// are made of; the same bodies become gpu.funcs (CUDA) or host loops.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_COMPILER_CODEGEN_KERNELBUILDER_H
+#define GPTC_COMPILER_CODEGEN_KERNELBUILDER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+
+namespace gptc::codegen {
+
+using mlir::function_ref;
+using mlir::OpBuilder;
+using mlir::SmallVector;
+using mlir::Type;
+using mlir::Value;
+using mlir::ValueRange;
+
+/// Small arithmetic DSL over an OpBuilder, for kernel bodies.
+struct KB {
+  OpBuilder &b;
+  mlir::Location loc;
+
+  Value idx(int64_t v) { return mlir::arith::ConstantIndexOp::create(b, loc, v); }
+  Value f(double v, Type t) {
+    return mlir::arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+  }
+  Value i64(int64_t v) { return mlir::arith::ConstantIntOp::create(b, loc, b.getI64Type(), v); }
+  /// Loads widen bf16/f16 to f32 and stores round back (to nearest even):
+  /// kernels compute in f32 whatever the tensors' storage type.
+  Value ld(Value mem, Value i) {
+    Value v = mlir::memref::LoadOp::create(b, loc, mem, ValueRange{i});
+    Type t = v.getType();
+    return t.isBF16() || t.isF16() ? ext(v, b.getF32Type()) : v;
+  }
+  void st(Value v, Value mem, Value i) {
+    Type elt = llvm::cast<mlir::MemRefType>(mem.getType()).getElementType();
+    if (v.getType() != elt)
+      v = convert(v, elt);
+    mlir::memref::StoreOp::create(b, loc, v, mem, ValueRange{i});
+  }
+  Value add(Value x, Value y) {
+    return llvm::isa<mlir::IndexType, mlir::IntegerType>(x.getType())
+               ? mlir::arith::AddIOp::create(b, loc, x, y).getResult()
+               : mlir::arith::AddFOp::create(b, loc, x, y).getResult();
+  }
+  Value sub(Value x, Value y) {
+    return llvm::isa<mlir::IndexType, mlir::IntegerType>(x.getType())
+               ? mlir::arith::SubIOp::create(b, loc, x, y).getResult()
+               : mlir::arith::SubFOp::create(b, loc, x, y).getResult();
+  }
+  Value mul(Value x, Value y) {
+    return llvm::isa<mlir::IndexType, mlir::IntegerType>(x.getType())
+               ? mlir::arith::MulIOp::create(b, loc, x, y).getResult()
+               : mlir::arith::MulFOp::create(b, loc, x, y).getResult();
+  }
+  Value div(Value x, Value y) { return mlir::arith::DivFOp::create(b, loc, x, y); }
+  Value udiv(Value x, Value y) { return mlir::arith::DivUIOp::create(b, loc, x, y); }
+  Value urem(Value x, Value y) { return mlir::arith::RemUIOp::create(b, loc, x, y); }
+  Value fmax(Value x, Value y) { return mlir::arith::MaximumFOp::create(b, loc, x, y); }
+  Value neg(Value x) { return mlir::arith::NegFOp::create(b, loc, x); }
+  Value exp(Value x) { return mlir::math::ExpOp::create(b, loc, x); }
+  Value log(Value x) { return mlir::math::LogOp::create(b, loc, x); }
+  Value tanh(Value x) { return mlir::math::TanhOp::create(b, loc, x); }
+  Value sqrt(Value x) { return mlir::math::SqrtOp::create(b, loc, x); }
+  // 1 / sqrt(x): libm has no rsqrtf for the host target.
+  Value rsqrt(Value x) { return div(f(1.0, x.getType()), sqrt(x)); }
+  Value cos(Value x) { return mlir::math::CosOp::create(b, loc, x); }
+  Value toIndex(Value i32) { return mlir::arith::IndexCastOp::create(b, loc, b.getIndexType(), i32); }
+  Value cmpEq(Value x, Value y) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::eq, x, y);
+  }
+  Value cmpUlt(Value x, Value y) {
+    return mlir::arith::CmpIOp::create(b, loc, mlir::arith::CmpIPredicate::ult, x, y);
+  }
+  Value select(Value c, Value x, Value y) { return mlir::arith::SelectOp::create(b, loc, c, x, y); }
+  Value ext(Value x, Type t) { return mlir::arith::ExtFOp::create(b, loc, t, x); }
+  Value trunc(Value x, Type t) { return mlir::arith::TruncFOp::create(b, loc, t, x); }
+  Value convert(Value x, Type t) {
+    unsigned from = x.getType().getIntOrFloatBitWidth(), to = t.getIntOrFloatBitWidth();
+    return from == to ? x : from < to ? ext(x, t) : trunc(x, t);
+  }
+
+  /// for (i = lb; i < ub; ++i) body(i)
+  void loop(Value lb, Value ub, function_ref<void(Value)> body) {
+    auto op = mlir::scf::ForOp::create(b, loc, lb, ub, idx(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(op.getBody());
+    body(op.getInductionVar());
+  }
+  /// A loop carrying values: body(i, carried) returns the next ones.
+  SmallVector<Value> loop(Value lb, Value ub, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    return loop(lb, ub, idx(1), init, body);
+  }
+  /// The same with a step.
+  SmallVector<Value> loop(Value lb, Value ub, Value step, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto op = mlir::scf::ForOp::create(
+        b, loc, lb, ub, step, init,
+        [&](OpBuilder &nb, mlir::Location, Value iv, ValueRange carried) {
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToEnd(nb.getInsertionBlock());
+          mlir::scf::YieldOp::create(b, loc, body(iv, carried));
+        });
+    return SmallVector<Value>(op.getResults());
+  }
+  /// n consecutive elements from `mem` at `base`, as SSA values (registers).
+  SmallVector<Value> loadVec(Value mem, Value base, int64_t n) {
+    SmallVector<Value> v;
+    for (int64_t e = 0; e < n; ++e)
+      v.push_back(ld(mem, add(base, idx(e))));
+    return v;
+  }
+  /// sum_e x[e] * mem[base + e], unrolled.
+  Value dotVec(llvm::ArrayRef<Value> x, Value mem, Value base) {
+    Value acc = mul(x[0], ld(mem, base));
+    for (size_t e = 1; e < x.size(); ++e)
+      acc = add(acc, mul(x[e], ld(mem, add(base, idx(e)))));
+    return acc;
+  }
+  Value dotRegs(llvm::ArrayRef<Value> x, llvm::ArrayRef<Value> y) {
+    Value acc = mul(x[0], y[0]);
+    for (size_t e = 1; e < x.size(); ++e)
+      acc = add(acc, mul(x[e], y[e]));
+    return acc;
+  }
+  /// Private per-thread scratch of `n` elements (registers or local memory).
+  Value privateBuffer(int64_t n, Type t) {
+    return mlir::memref::AllocaOp::create(b, loc, mlir::MemRefType::get({n}, t));
+  }
+};
+
+} // namespace gptc::codegen
+
+#endif // GPTC_COMPILER_CODEGEN_KERNELBUILDER_H

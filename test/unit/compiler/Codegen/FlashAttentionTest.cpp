@@ -1,0 +1,162 @@
+//===- FlashAttentionTest.cpp - the tensor-core attention's code ----------===//
+//
+// The flash kernels are CUDA-only (mma.sync, warp shuffles) and CI has no
+// GPU, so these tests check what codegen chose and emitted: flash kernels
+// for bf16 attention on CUDA with their tensor-core instructions in the
+// PTX, the scalar kernels for fp32, for --flash-attention=false and for the
+// Host target. Their numerics are checked on the H200 against the scalar
+// kernels (bench/run_flash.sh, results in bench/RESULTS.md), and on the
+// Host target here the scalar kernels that check is made against are
+// compared with the fp64 reference.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtils.h"
+
+#include "compiler/Codegen/EmitExecutable.h"
+#include "compiler/Transforms/Passes.h"
+#include "runtime/executor/HostBackend.h"
+#include "runtime/executor/Session.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace gptc;
+using namespace gptc::testing;
+using reference::Tensor;
+
+namespace {
+
+// Three 16-row tiles per head (masking on the diagonal, full tiles below
+// it) and a head dimension of two mma k-steps.
+constexpr int64_t kB = 2, kT = 48, kH = 2, kD = 32, kC = kH * kD;
+
+std::string source(const std::string &elt) {
+  std::string qkv = "tensor<2x48x192x", y = "tensor<2x48x64x";
+  std::string body;
+  auto f32 = [](const std::string &t) { return t + "f32>"; };
+  auto low = [&](const std::string &t) { return t + elt + ">"; };
+  body += "  %q = gpt.cast %qkv : " + f32(qkv) + " to " + low(qkv) + "\n";
+  body += "  %g = gpt.cast %dy : " + f32(y) + " to " + low(y) + "\n";
+  body += "  %y = gpt.causal_attention %q {num_heads = 2 : i64} : (" + low(qkv) + ") -> " +
+          low(y) + "\n";
+  body += "  %d = gpt.causal_attention_grad %g, %q {num_heads = 2 : i64} : (" + low(y) + ", " +
+          low(qkv) + ") -> " + low(qkv) + "\n";
+  body += "  %yf = gpt.cast %y : " + low(y) + " to " + f32(y) + "\n";
+  body += "  %df = gpt.cast %d : " + low(qkv) + " to " + f32(qkv) + "\n";
+  return "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+         "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+         "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+         "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+         "func.func @train_step(%qkv: " + f32(qkv) + " {gpt.input = \"qkv\"}, %dy: " + f32(y) +
+         " {gpt.input = \"dy\"}) -> (" + f32(y) + " {gpt.output = \"y\"}, " + f32(qkv) +
+         " {gpt.output = \"dqkv\"}) {\n" + body + "  return %yf, %df : " + f32(y) + ", " +
+         f32(qkv) + "\n}\n";
+}
+
+bool contains(const std::vector<uint8_t> &bytes, const std::string &s) {
+  return std::search(bytes.begin(), bytes.end(), s.begin(), s.end()) != bytes.end();
+}
+
+const char *kMma = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+
+class FlashAttentionTest : public ReferenceTest {
+protected:
+  std::vector<uint8_t> compile(const std::string &elt, codegen::EmitOptions emit) {
+    module = parse(source(elt));
+    if (!module)
+      return {};
+    mlir::PassManager pm(&context);
+    for (const char *program : {"train_step", "init", "forward"}) {
+      PlanMemoryPassOptions plan;
+      plan.function = program;
+      pm.addPass(createPlanMemoryPass(plan));
+    }
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+    auto bytes = codegen::emitExecutable(*module, emit);
+    EXPECT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+    return mlir::succeeded(bytes) ? *bytes : std::vector<uint8_t>{};
+  }
+};
+
+TEST_F(FlashAttentionTest, Bf16OnCudaUsesTheTensorCoreKernels) {
+  std::vector<uint8_t> bytes = compile("bf16", {});
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_TRUE(contains(bytes, "flash_attention_forward"));
+  EXPECT_TRUE(contains(bytes, "flash_attention_backward_q"));
+  EXPECT_TRUE(contains(bytes, "flash_attention_backward_kv"));
+  EXPECT_FALSE(contains(bytes, "attention_backward_v"));
+  EXPECT_TRUE(contains(bytes, kMma));
+  EXPECT_TRUE(contains(bytes, "shfl.sync.bfly"));
+}
+
+TEST_F(FlashAttentionTest, DisabledFlagKeepsTheScalarKernels) {
+  codegen::EmitOptions emit;
+  emit.flashAttention = false;
+  std::vector<uint8_t> bytes = compile("bf16", emit);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_FALSE(contains(bytes, "flash_attention"));
+  EXPECT_TRUE(contains(bytes, "attention_backward_v"));
+  EXPECT_FALSE(contains(bytes, kMma));
+}
+
+TEST_F(FlashAttentionTest, Fp32KeepsTheScalarKernels) {
+  std::vector<uint8_t> bytes = compile("f32", {});
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_FALSE(contains(bytes, "flash_attention"));
+  EXPECT_FALSE(contains(bytes, kMma));
+}
+
+// The reference the device check compares flash with: the scalar kernels
+// on bf16 attention, against the fp64 interpreter (which rounds to bf16
+// after every op as the kernels do).
+TEST_F(FlashAttentionTest, HostScalarKernelsMatchTheReferenceInBf16) {
+  codegen::EmitOptions emit;
+  emit.target = codegen::EmitOptions::Target::Host;
+  std::vector<uint8_t> bytes = compile("bf16", emit);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_FALSE(contains(bytes, "flash_attention"));
+
+  std::vector<float> qkv(kB * kT * 3 * kC), dy(kB * kT * kC);
+  for (size_t i = 0; i < qkv.size(); ++i)
+    qkv[i] = static_cast<float>(std::sin(0.731 * i) * 1.5);
+  for (size_t i = 0; i < dy.size(); ++i)
+    dy[i] = static_cast<float>(std::cos(0.377 * i));
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(fn);
+  auto ref = reference::evaluate(
+      fn,
+      {Tensor({kB, kT, 3 * kC}, std::vector<double>(qkv.begin(), qkv.end())),
+       Tensor({kB, kT, kC}, std::vector<double>(dy.begin(), dy.end()))},
+      reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
+
+  auto exe = Executable::loadBytes(bytes, "attention-host.fb");
+  ASSERT_TRUE(exe) << exe.status().message();
+  auto session = Session::create(std::move(*exe), createHostBackend);
+  ASSERT_TRUE(session) << session.status().message();
+  Session &s = **session;
+  ASSERT_TRUE(s.setInput("train_step", "qkv", qkv));
+  ASSERT_TRUE(s.setInput("train_step", "dy", dy));
+  Status ran = s.run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+  const char *names[] = {"y", "dqkv"};
+  for (size_t o = 0; o < 2; ++o) {
+    auto out = s.getOutput("train_step", names[o]);
+    ASSERT_TRUE(out) << out.status().message();
+    const Tensor &want = (*ref)[o];
+    ASSERT_EQ(out->size(), want.data.size() * sizeof(float));
+    const float *got = reinterpret_cast<const float *>(out->data());
+    double scale = 0;
+    for (double v : want.data)
+      scale = std::max(scale, std::abs(v));
+    ASSERT_GT(scale, 0.1) << names[o] << " is degenerate";
+    // Results are bf16 (8 bits of mantissa); sums round differently.
+    for (size_t i = 0; i < want.data.size(); ++i)
+      EXPECT_NEAR(got[i], want.data[i], 2e-2 * scale) << names[o] << "[" << i << "]";
+  }
+}
+
+} // namespace
