@@ -190,7 +190,9 @@ s::TensorRole roleOf(const std::string &role) {
 FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOptions &options) {
   MLIRContext *ctx = module.getContext();
   LoweringOptions lowering;
-  lowering.flashAttention = options.flashAttention && options.target == EmitOptions::Target::CUDA;
+  bool cuda = options.target == EmitOptions::Target::CUDA;
+  lowering.flashAttention = options.flashAttention && cuda;
+  lowering.rowLanes = cuda ? 32 : 1;
   FailureOr<Lowered> lowered =
       lowerPrograms(module, {"init", "train_step", "forward"}, lowering);
   if (failed(lowered))

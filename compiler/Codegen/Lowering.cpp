@@ -14,6 +14,7 @@
 #include "dialects/GPT/IR/GPTOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -89,29 +90,80 @@ Value geluGradOf(KB &k, Value x) {
                k.mul(k.mul(k.f(0.5, t), x), k.mul(sech2, k.mul(kk, poly))));
 }
 
+/// How the threads of a row kernel share a row: `lanes` consecutive threads
+/// (a warp on CUDA, one thread on the Host target) take row idx / lanes;
+/// lane l visits columns l, l + lanes, ... (coalesced), and sums and
+/// maxima are combined across the lanes with butterfly shuffles, in a fixed
+/// order, so that every lane ends with the row's value.
+struct RowLanes {
+  KB &k;
+  int64_t lanes;
+  Value row, lane;
+
+  RowLanes(KB &k, Value idx, int64_t lanes) : k(k), lanes(lanes) {
+    row = lanes == 1 ? idx : k.udiv(idx, k.idx(lanes));
+    lane = lanes == 1 ? k.idx(0) : k.urem(idx, k.idx(lanes));
+  }
+  /// body(i) for this lane's columns i < n.
+  void each(int64_t n, function_ref<void(Value)> body) {
+    k.loop(lane, k.idx(n), k.idx(lanes), {}, [&](Value i, ValueRange) {
+      body(i);
+      return SmallVector<Value>{};
+    });
+  }
+  /// A fold over this lane's columns i < n.
+  SmallVector<Value> fold(int64_t n, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    return k.loop(lane, k.idx(n), k.idx(lanes), init, body);
+  }
+  Value combine(Value v, bool max) {
+    for (int32_t m = 1; m < lanes; m *= 2) {
+      Value other = gpu::ShuffleOp::create(k.b, k.loc, v, m, static_cast<int32_t>(lanes),
+                                           gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      v = max ? k.fmax(v, other) : k.add(v, other);
+    }
+    return v;
+  }
+  Value sum(Value v) { return combine(v, false); }
+  Value max(Value v) { return combine(v, true); }
+  /// body() on lane 0 only: row scalars are written once.
+  void once(function_ref<void()> body) {
+    if (lanes == 1)
+      return body();
+    auto op = scf::IfOp::create(k.b, k.loc, k.cmpEq(lane, k.idx(0)), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(k.b);
+    k.b.setInsertionPointToStart(&op.getThenRegion().front());
+    body();
+  }
+};
+
 /// Mean and 1 / sqrt(biased variance + eps) of x[base, base + n): the
 /// statistics of a layernorm row.
-std::pair<Value, Value> meanAndRstd(KB &k, Value x, Value base, int64_t n, double eps, Type t) {
-  Value sum = k.loop(k.idx(0), k.idx(n), {k.f(0, t)}, [&](Value i, ValueRange s) {
+std::pair<Value, Value> meanAndRstd(RowLanes &rl, Value x, Value base, int64_t n, double eps,
+                                    Type t) {
+  KB &k = rl.k;
+  Value sum = rl.sum(rl.fold(n, {k.f(0, t)}, [&](Value i, ValueRange s) {
     return SmallVector<Value>{k.add(s[0], k.ld(x, k.add(base, i)))};
-  })[0];
+  })[0]);
   Value mean = k.div(sum, k.f(n, t));
-  Value var = k.loop(k.idx(0), k.idx(n), {k.f(0, t)}, [&](Value i, ValueRange s) {
+  Value var = rl.sum(rl.fold(n, {k.f(0, t)}, [&](Value i, ValueRange s) {
     Value d = k.sub(k.ld(x, k.add(base, i)), mean);
     return SmallVector<Value>{k.add(s[0], k.mul(d, d))};
-  })[0];
+  })[0]);
   return {mean, k.rsqrt(k.add(k.div(var, k.f(n, t)), k.f(eps, t)))};
 }
 
 /// max_i x[base + i] and sum_i exp(x[base + i] - max) over i < n: the
 /// statistics of a stable softmax / log-sum-exp row.
-std::pair<Value, Value> maxAndSumExp(KB &k, Value x, Value base, int64_t n, Type t) {
-  Value mx = k.loop(k.idx(0), k.idx(n), {k.f(-INFINITY, t)}, [&](Value i, ValueRange s) {
+std::pair<Value, Value> maxAndSumExp(RowLanes &rl, Value x, Value base, int64_t n, Type t) {
+  KB &k = rl.k;
+  Value mx = rl.max(rl.fold(n, {k.f(-INFINITY, t)}, [&](Value i, ValueRange s) {
     return SmallVector<Value>{k.fmax(s[0], k.ld(x, k.add(base, i)))};
-  })[0];
-  Value sum = k.loop(k.idx(0), k.idx(n), {k.f(0, t)}, [&](Value i, ValueRange s) {
+  })[0]);
+  Value sum = rl.sum(rl.fold(n, {k.f(0, t)}, [&](Value i, ValueRange s) {
     return SmallVector<Value>{k.add(s[0], k.exp(k.sub(k.ld(x, k.add(base, i)), mx)))};
-  })[0];
+  })[0]);
   return {mx, sum};
 }
 
@@ -627,6 +679,7 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
 
 LogicalResult Lowerer::lowerOp(Operation *op) {
   std::string key = keyOf(op);
+  int64_t lanes = options.rowLanes;
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
       .Case<ReshapeOp>([&](auto) { return success(); })
       .Case<SliceOp>([&](SliceOp s) -> LogicalResult {
@@ -705,13 +758,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         double eps = ln.getEpsilon().convertToDouble();
         launch(op, key, "layernorm_forward",
                {flat(ln.getInput()), flat(ln.getWeight()), flat(ln.getBias()), flat(ln.getResult())},
-               {t(ln.getInput()), t(ln.getWeight()), t(ln.getBias()), t(ln.getResult())}, rows,
-               [=](OpBuilder &b, Location loc, Value row, ValueRange a) {
+               {t(ln.getInput()), t(ln.getWeight()), t(ln.getBias()), t(ln.getResult())},
+               rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
+                 RowLanes rl(k, idx, lanes);
                  Type ft = b.getF32Type();
-                 Value base = k.mul(row, k.idx(c));
-                 auto [mean, rstd] = meanAndRstd(k, a[0], base, c, eps, ft);
-                 k.loop(k.idx(0), k.idx(c), [&](Value i) {
+                 Value base = k.mul(rl.row, k.idx(c));
+                 auto [mean, rstd] = meanAndRstd(rl, a[0], base, c, eps, ft);
+                 rl.each(c, [&](Value i) {
                    Value xh = k.mul(k.sub(k.ld(a[0], k.add(base, i)), mean), rstd);
                    k.st(k.add(k.mul(xh, k.ld(a[1], i)), k.ld(a[2], i)), a[3], k.add(base, i));
                  });
@@ -729,23 +783,26 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                {flat(ln.getGrad()), flat(ln.getInput()), flat(ln.getWeight()), statsType,
                 flat(ln.getInputGrad())},
                {t(ln.getGrad()), t(ln.getInput()), t(ln.getWeight()), stats, t(ln.getInputGrad())},
-               rows, [=](OpBuilder &b, Location loc, Value row, ValueRange a) {
+               rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
+                 RowLanes rl(k, idx, lanes);
+                 Value row = rl.row;
                  Value base = k.mul(row, k.idx(c));
                  auto x = [&](Value i) { return k.ld(a[1], k.add(base, i)); };
                  auto dy = [&](Value i) { return k.ld(a[0], k.add(base, i)); };
-                 auto [mean, rstd] = meanAndRstd(k, a[1], base, c, eps, ft);
-                 k.st(mean, a[3], k.mul(row, k.idx(2)));
-                 k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
-                 auto sums = k.loop(k.idx(0), k.idx(c), {k.f(0, ft), k.f(0, ft)},
-                                    [&](Value i, ValueRange s) {
-                                      Value xh = k.mul(k.sub(x(i), mean), rstd);
-                                      Value dn = k.mul(dy(i), k.ld(a[2], i));
-                                      return SmallVector<Value>{k.add(s[0], dn),
-                                                                k.add(s[1], k.mul(dn, xh))};
-                                    });
-                 Value m1 = k.div(sums[0], k.f(c, ft)), m2 = k.div(sums[1], k.f(c, ft));
-                 k.loop(k.idx(0), k.idx(c), [&](Value i) {
+                 auto [mean, rstd] = meanAndRstd(rl, a[1], base, c, eps, ft);
+                 rl.once([&] {
+                   k.st(mean, a[3], k.mul(row, k.idx(2)));
+                   k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
+                 });
+                 auto sums = rl.fold(c, {k.f(0, ft), k.f(0, ft)}, [&](Value i, ValueRange s) {
+                   Value xh = k.mul(k.sub(x(i), mean), rstd);
+                   Value dn = k.mul(dy(i), k.ld(a[2], i));
+                   return SmallVector<Value>{k.add(s[0], dn), k.add(s[1], k.mul(dn, xh))};
+                 });
+                 Value m1 = k.div(rl.sum(sums[0]), k.f(c, ft));
+                 Value m2 = k.div(rl.sum(sums[1]), k.f(c, ft));
+                 rl.each(c, [&](Value i) {
                    Value xh = k.mul(k.sub(x(i), mean), rstd);
                    Value dn = k.mul(dy(i), k.ld(a[2], i));
                    k.st(k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd), a[4], k.add(base, i));
@@ -935,14 +992,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         Operand losses = scratch(rows * 4);
         launch(op, key + "rows", "crossentropy_forward_rows",
                {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft)},
-               {t(ce.getLogits()), t(ce.getTargets()), losses}, rows,
-               [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
+               {t(ce.getLogits()), t(ce.getTargets()), losses}, rows * lanes,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
+                 RowLanes rl(k, idx, lanes);
+                 Value r = rl.row;
                  Value base = k.mul(r, k.idx(vp));
-                 auto [mx, sum] = maxAndSumExp(k, a[0], base, v, ft);
-                 Value target = k.toIndex(k.ld(a[1], r));
-                 Value lt = k.ld(a[0], k.add(base, target));
-                 k.st(k.sub(k.add(k.log(sum), mx), lt), a[2], r);
+                 auto [mx, sum] = maxAndSumExp(rl, a[0], base, v, ft);
+                 rl.once([&] {
+                   Value target = k.toIndex(k.ld(a[1], r));
+                   Value lt = k.ld(a[0], k.add(base, target));
+                   k.st(k.sub(k.add(k.log(sum), mx), lt), a[2], r);
+                 });
                });
         launch(op, key + "mean", "crossentropy_forward_mean",
                {flatOf(rows, ft), flat(ce.getResult())}, {losses, t(ce.getResult())}, 1,
@@ -961,13 +1022,17 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         Type ft = Float32Type::get(ctx);
         Operand stats = scratch(rows * 2 * 4);
         launch(op, key + "rows", "crossentropy_backward_rows",
-               {flat(ce.getLogits()), flatOf(rows * 2, ft)}, {t(ce.getLogits()), stats}, rows,
-               [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
+               {flat(ce.getLogits()), flatOf(rows * 2, ft)}, {t(ce.getLogits()), stats},
+               rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
+                 RowLanes rl(k, idx, lanes);
+                 Value r = rl.row;
                  Value base = k.mul(r, k.idx(vp));
-                 auto [mx, sum] = maxAndSumExp(k, a[0], base, v, ft);
-                 k.st(mx, a[1], k.mul(r, k.idx(2)));
-                 k.st(sum, a[1], k.add(k.mul(r, k.idx(2)), k.idx(1)));
+                 auto [mx, sum] = maxAndSumExp(rl, a[0], base, v, ft);
+                 rl.once([&] {
+                   k.st(mx, a[1], k.mul(r, k.idx(2)));
+                   k.st(sum, a[1], k.add(k.mul(r, k.idx(2)), k.idx(1)));
+                 });
                });
         launch(op, key + "elems", "crossentropy_backward",
                {flat(ce.getGrad()), flat(ce.getLogits()), flat(ce.getTargets()),
@@ -1105,6 +1170,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
 
 LogicalResult Lowerer::lowerElementwise(Operation *op) {
   std::string key = keyOf(op);
+  int64_t lanes = options.rowLanes;
   if (op->getNumResults() != 1 || !llvm::isa<RankedTensorType>(op->getResult(0).getType()))
     return op->emitOpError("codegen: no lowering for this op");
   Value res = op->getResult(0);
@@ -1190,12 +1256,13 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
       .Case<SoftmaxOp>([&](SoftmaxOp sm) {
         int64_t c = lastDim(sm.getInput());
         Type et = computeOf(eltOf(sm.getInput()));
-        launch(op, key, "softmax_forward", types, args, n / c,
-               [=](OpBuilder &b, Location loc, Value r, ValueRange a) {
+        launch(op, key, "softmax_forward", types, args, n / c * lanes,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
-                 Value base = k.mul(r, k.idx(c));
-                 auto [mx, sum] = maxAndSumExp(k, a[0], base, c, et);
-                 k.loop(k.idx(0), k.idx(c), [&](Value i) {
+                 RowLanes rl(k, idx, lanes);
+                 Value base = k.mul(rl.row, k.idx(c));
+                 auto [mx, sum] = maxAndSumExp(rl, a[0], base, c, et);
+                 rl.each(c, [&](Value i) {
                    Value e = k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx));
                    k.st(k.div(e, sum), a[1], k.add(base, i));
                  });

@@ -108,6 +108,9 @@ struct LoweringOptions {
   /// Tensor-core flash attention (FlashAttention.h) where it applies; CUDA
   /// only. Otherwise the scalar kernels, which both targets can run.
   bool flashAttention = false;
+  /// Threads per row of the row kernels (layernorm, softmax, cross-entropy
+  /// statistics): 32, a warp reducing with shuffles, on CUDA; 1 on Host.
+  int64_t rowLanes = 1;
 };
 
 /// Lowers the planned functions `programs` of `module` (gpt-plan-memory
