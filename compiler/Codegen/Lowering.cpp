@@ -734,22 +734,43 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t c = lastDim(e.getGrad()), rows = numel(e.getIds());
         int64_t tlen = rtt(e.getIds()).getDimSize(1);
         program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWteGrad())}, "embed_grad"});
-        program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWpeGrad())}, "embed_grad"});
-        // One thread per channel walks every position in order: a
-        // deterministic scatter-add without atomics.
-        launch(op, key, "embed_backward",
-               {flat(e.getGrad()), flat(e.getIds()), flat(e.getWteGrad()), flat(e.getWpeGrad())},
-               {t(e.getGrad()), t(e.getIds()), t(e.getWteGrad()), t(e.getWpeGrad())}, c,
-               [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
+        // Token rows: a deterministic scatter-add without atomics. Thread
+        // (bucket, channel) walks every position in order and adds those
+        // whose token falls in its bucket (id % buckets), so that each
+        // (token, channel) sum has one owner and a fixed order; on CUDA 32
+        // buckets fill the GPU (a warp shares a bucket: no divergence).
+        int64_t buckets = lanes;
+        launch(op, key + "wte", "embed_backward_wte",
+               {flat(e.getGrad()), flat(e.getIds()), flat(e.getWteGrad())},
+               {t(e.getGrad()), t(e.getIds()), t(e.getWteGrad())}, buckets * c,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
+                 Value col = k.urem(idx, k.idx(c)), bucket = k.udiv(idx, k.idx(c));
                  k.loop(k.idx(0), k.idx(rows), [&](Value r) {
-                   Value g = k.ld(a[0], k.add(k.mul(r, k.idx(c)), col));
                    Value id = k.toIndex(k.ld(a[1], r));
+                   auto mine = scf::IfOp::create(
+                       b, loc, k.cmpEq(k.urem(id, k.idx(buckets)), bucket), false);
+                   OpBuilder::InsertionGuard g(b);
+                   b.setInsertionPointToStart(&mine.getThenRegion().front());
                    Value wi = k.add(k.mul(id, k.idx(c)), col);
-                   k.st(k.add(k.ld(a[2], wi), g), a[2], wi);
-                   Value pi = k.add(k.mul(k.urem(r, k.idx(tlen)), k.idx(c)), col);
-                   k.st(k.add(k.ld(a[3], pi), g), a[3], pi);
+                   Value gr = k.ld(a[0], k.add(k.mul(r, k.idx(c)), col));
+                   k.st(k.add(k.ld(a[2], wi), gr), a[2], wi);
                  });
+               });
+        // Positions: thread (position, channel) sums over the batch; rows
+        // past T stay zero.
+        program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWpeGrad())}, "embed_grad"});
+        int64_t batch = rows / tlen;
+        launch(op, key + "wpe", "embed_backward_wpe", {flat(e.getGrad()), flat(e.getWpeGrad())},
+               {t(e.getGrad()), t(e.getWpeGrad())}, tlen * c,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                 KB k{b, loc};
+                 Type ft = b.getF32Type();
+                 Value sum = k.loop(k.idx(0), k.idx(batch), {k.f(0, ft)}, [&](Value bi, ValueRange s) {
+                   Value at = k.add(k.mul(bi, k.idx(tlen * c)), idx);
+                   return SmallVector<Value>{k.add(s[0], k.ld(a[0], at))};
+                 })[0];
+                 k.st(sum, a[1], idx);
                });
         return success();
       })
