@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# bench/run_sweep.sh: the four GPT-2 sizes in bf16, gptc next to
+# torch.compile (and eager for the smallest), in one device call.
+#
+# CPU side first:
+#   bash scripts/device-build.sh --pack && bash bench/build_sweep.sh
+# Device side:
+#   run(command="bash bench/run_sweep.sh", timeout_s=600,
+#       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
+#
+# For each size of bench/artifacts/sweep.tsv, smallest first: gptrun
+# SWEEP_STEPS steps, then train_torch.py --mode compile (same model, batch,
+# init, batches, schedule), each under a time limit taken from what is left
+# of BUDGET_S. The table has ms/step, tok/s, MFU, peak GiB and the compile
+# time (gptc: AOT on the CPU machine, from sweep.tsv; torch: its first step).
+set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+START=$(date +%s)
+BUDGET_S=${BUDGET_S:-560}
+DEADLINE=$((START + BUDGET_S))
+OUT=${OUT:-out/device}
+WORK=${WORK:-/tmp/gptc-sweep}
+mkdir -p "$OUT"
+rm -rf "$WORK" && mkdir -p "$WORK"
+exec > >(tee -a "$OUT/run_sweep.log") 2>&1
+export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+# shellcheck source=bench/configs.sh
+source bench/configs.sh
+PY=${PYTHON:-python3}
+GPTRUN=${GPTRUN:-build-device/bin/gptrun}
+SWEEP_STEPS=${SWEEP_STEPS:-12}
+WARMUP=2
+DATA=$TRAIN_DATA
+
+left() { echo $((DEADLINE - $(date +%s) - 10)); }
+limited() { # WANT_S CMD...: CMD under min(WANT_S, time left)
+  local want=$1 t
+  shift
+  t=$(left)
+  ((t > want)) && t=$want
+  ((t < 20)) && { echo "skipped: ${t} s left"; return 99; }
+  timeout --signal=TERM --kill-after=10 "$t" "$@"
+}
+
+echo "=== build ==="
+[ -x "$GPTRUN" ] || limited 240 bash scripts/device-build.sh > "$OUT/build.log" 2>&1
+tail -n 2 "$OUT/build.log" 2> /dev/null
+
+runs=()
+while IFS=$'\t' read -r model b file secs _; do
+  echo; echo "=== $model B=$b ($(($(date +%s) - START)) s) ==="
+  log=$OUT/gptrun_$model.log
+  limited 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
+  echo "gptrun rc=$?"; tail -n 2 "$log"
+  if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$model.json" --label "gptc bf16 $model" \
+      --model "$model" --batch "$b" --seq 1024 --dtype bf16 --tf32 off --timing-warmup "$WARMUP" > /dev/null; then
+    "$PY" - "$WORK/gptc-$model.json" "$secs" <<'PYEOF'
+import json, sys
+p = sys.argv[1]; r = json.load(open(p)); r["gptc_s"] = float(sys.argv[2]); json.dump(r, open(p, "w"))
+PYEOF
+    runs+=("$WORK/gptc-$model.json")
+  fi
+  modes=(compile)
+  [ "$model" = 124M ] && modes=(eager compile)
+  for mode in "${modes[@]}"; do
+    # shellcheck disable=SC2086
+    limited 150 "$PY" bench/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \
+      --init counter --seed "$SEED" --timing-warmup "$WARMUP" --quiet --steps "$SWEEP_STEPS" \
+      --data "$DATA" $TRAIN_OPT --mode "$mode" --dtype bf16 --tf32 on \
+      --json "$WORK/torch-$mode-$model.json" --label "torch $mode bf16 $model" \
+      --time-limit $(($(left) > 150 ? 135 : $(left) - 15)) > "$OUT/torch_${mode}_$model.log" 2>&1
+    echo "torch $mode rc=$?"; tail -n 1 "$OUT/torch_${mode}_$model.log"
+    [ -f "$WORK/torch-$mode-$model.json" ] && runs+=("$WORK/torch-$mode-$model.json")
+  done
+done < bench/artifacts/sweep.tsv
+
+echo; echo "=== table ($(($(date +%s) - START)) s) ==="
+cp "${runs[@]}" "$OUT/" 2> /dev/null
+((${#runs[@]})) && "$PY" bench/compare.py table "${runs[@]}" --reference none
+exit 0
