@@ -175,7 +175,9 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
   for (const auto &[name, bytes] : s.pools)
     os << "  pool " << name << ": " << bytesText(bytes) << "\n";
   os << "  peak: " << bytesText(s.totalPoolBytes) << "\n";
-  os << "tensors by role:\n";
+  // Sums of tensor sizes: the plan overlaps tensors never live together,
+  // so a role can exceed its pool.
+  os << "tensors by role (bytes summed over tensors, before the plan's reuse):\n";
   for (int r = 0; r < kNumRoles; ++r)
     if (s.roleTensors[r])
       os << "  " << schema::EnumNamesTensorRole()[r] << ": " << s.roleTensors[r] << " tensors, "
