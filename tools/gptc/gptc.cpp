@@ -46,7 +46,7 @@ cl::OptionCategory compileCat("gptc compile / run-reference options");
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir | step.fb>"),
                                cl::cat(compileCat));
-cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
+cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout); also --output"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(compileCat));
 cl::alias outputAlias("output", cl::desc("Alias for -o"), cl::aliasopt(outputFile),
