@@ -471,12 +471,17 @@ int main(int argc, char **argv) {
   if (command == "explain") {
     if (inputFile.empty())
       return fail("explain: missing executable (gptc explain step.fb)");
-    for (cl::Option *opt : {static_cast<cl::Option *>(&outputFile),
-                            static_cast<cl::Option *>(&report), static_cast<cl::Option *>(&model)})
-      if (opt->getNumOccurrences())
+    // Every flag of ours configures compile or run-reference.
+    for (auto &entry : cl::getRegisteredOptions()) {
+      cl::Option *opt = entry.second;
+      bool ours = llvm::any_of(opt->Categories, [](cl::OptionCategory *c) {
+        return c == &compileCat || c == &trainCat || c == &distributeCat || c == &referenceCat;
+      });
+      if (ours && opt != &inputFile && opt->getNumOccurrences())
         return fail("explain reads only the executable; " +
                     llvm::Twine(opt->ArgStr.size() == 1 ? "-" : "--") + opt->ArgStr +
-                    " applies to compile");
+                    " applies to compile or run-reference");
+    }
     return printReport(inputFile);
   }
   if (inputFile.empty())

@@ -52,6 +52,8 @@
 // RUN: not gptc explain 2>&1 | FileCheck %s --check-prefix=NOARG
 // NOARG: gptc: error: explain: missing executable (gptc explain step.fb)
 // RUN: not gptc explain %t.fb --model=tiny 2>&1 | FileCheck %s --check-prefix=FLAG
-// FLAG: gptc: error: explain reads only the executable; --model applies to compile
+// FLAG: gptc: error: explain reads only the executable; --model applies to compile or run-reference
+// RUN: not gptc explain %t.fb --lr=1 2>&1 | FileCheck %s --check-prefix=FLAG2
+// FLAG2: gptc: error: explain reads only the executable; --lr applies to compile or run-reference
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --report 2>&1 | FileCheck %s --check-prefix=REPORTIR
 // REPORTIR: gptc: error: --report describes an executable: give -o FILE.fb
