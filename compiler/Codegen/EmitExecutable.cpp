@@ -12,6 +12,7 @@
 #include "compiler/Codegen/HostTarget.h"
 #include "compiler/Codegen/Lowering.h"
 #include "runtime/schemas/executable_generated.h"
+#include "runtime/support/Version.h"
 
 #include "mlir/Conversion/ArithToLLVM/ArithToLLVM.h"
 #include "mlir/Conversion/ControlFlowToLLVM/ControlFlowToLLVM.h"
@@ -401,7 +402,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       b, static_cast<uint32_t>(s::FormatVersion::Current), target, model, b.CreateVector(pools),
       b.CreateVector(tensors), b.CreateVector(kernelDefs), b.CreateVector(gemms),
       b.CreateVector(programs), lowered->numStreams, lowered->numEvents, hostBytes,
-      b.CreateString("gptc 0.1.0"));
+      b.CreateString("gptc " GPTC_VERSION_STRING));
   s::FinishExecutableBuffer(b, exe);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }

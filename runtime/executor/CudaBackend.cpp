@@ -6,6 +6,7 @@
 #include "runtime/device/CudaCheck.h"
 #include "runtime/device/Device.h"
 #include "runtime/device/Driver.h"
+#include "runtime/executable/Report.h"
 
 #include <algorithm>
 #include <cctype>
@@ -100,6 +101,14 @@ Status CudaBackend::init() {
   const schema::Executable &exe = exe_.get();
   if (Status s = checkGemmCommands(exe); !s)
     return s;
+  // Refuse up front, with the numbers, rather than fail in cudaMalloc of
+  // whichever pool comes last.
+  StatusOr<device::MemoryInfo> memory = device::memoryInfo();
+  if (!memory)
+    return memory.status();
+  if (Status s = checkMemoryFits(requiredPoolBytes(exe), memory->freeBytes); !s)
+    return Status::error(info_.name + " (device " + std::to_string(options_.device) +
+                         "): " + s.message());
   if (Status s = allocatePools(); !s)
     return s;
   for (uint32_t i = 0; i < exe.num_streams(); ++i) {

@@ -12,22 +12,6 @@ std::string nameOf(const schema::Tensor &t) { return t.name() ? t.name()->str() 
 
 } // namespace
 
-std::string formatBytes(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  if (u == 0)
-    std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
-  else
-    std::snprintf(buf, sizeof(buf), "%.1f %s", v, units[u]);
-  return buf;
-}
-
 StatusOr<std::unique_ptr<Session>> Session::create(Executable exe,
                                                    const BackendFactory &makeBackend) {
   std::unique_ptr<Session> session(new Session());

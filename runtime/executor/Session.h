@@ -16,6 +16,7 @@
 #ifndef GPTC_RUNTIME_EXECUTOR_SESSION_H
 #define GPTC_RUNTIME_EXECUTOR_SESSION_H
 
+#include "runtime/executable/Report.h" // formatBytes
 #include "runtime/executor/Backend.h"
 
 #include <functional>
@@ -91,9 +92,6 @@ private:
   std::unique_ptr<Backend> backend_;
   std::vector<bool> written_; // by tensor: an Input set by setInput
 };
-
-/// "1.5 KiB", "474.8 MiB": binary units, one decimal.
-std::string formatBytes(uint64_t bytes);
 
 } // namespace gptc
 

@@ -14,6 +14,7 @@
 #include "runtime/data/TokenFile.h"
 #include "runtime/data/Tokenizer.h"
 #include "runtime/data/Unicode.h"
+#include "runtime/support/Version.h"
 
 #include <algorithm>
 #include <chrono>
@@ -43,6 +44,15 @@ commands:
   decode   token file -> text on stdout
   info     summary of a token file
   austen   Jane Austen's six novels (Debian r-cran-janeaustenr) -> train/val files
+
+options:
+  -h, --help   this text ('gpt-data <command> --help': the command's options)
+  --version    the version
+
+examples:
+  gpt-data encode --vocab-dir data/gpt2 book.txt -o book.bin
+  gpt-data info --vocab-dir data/gpt2 data/austen_train.bin
+  gpt-data decode --vocab-dir data/gpt2 data/austen_val.bin | head
 
 Run 'gpt-data <command> --help' for a command's options and examples.
 )";
@@ -479,6 +489,10 @@ int main(int argc, char **argv) {
   std::string command = argv[1];
   if (command == "-h" || command == "--help" || command == "help")
     return printHelp(kUsage);
+  if (command == "--version") {
+    std::printf("gpt-data %s\n", GPTC_VERSION_STRING);
+    return 0;
+  }
   int rest = argc - 2;
   char **restv = argv + 2;
   if (command == "encode")

@@ -2,6 +2,7 @@
 //
 //   gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o out.mlir
 //   gptc run-reference models/gpt2.mlir --model=tiny --arithmetic=fp64
+//   gptc explain step.fb
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +11,8 @@
 #include "compiler/Reference/Interpreter.h"
 #include "dialects/GPT/IR/GPTDialect.h"
 #include "dialects/GPT/Transforms/Passes.h"
+#include "runtime/executable/Report.h"
+#include "runtime/support/Version.h"
 
 #include "mlir/IR/AsmState.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -37,19 +40,20 @@ using namespace mlir;
 using namespace gptc;
 namespace cl = llvm::cl;
 
-#ifndef GPTC_VERSION
-#define GPTC_VERSION "0.1.0"
-#endif
-
 namespace {
 
 cl::OptionCategory compileCat("gptc compile / run-reference options");
 
-cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
+cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir | step.fb>"),
                                cl::cat(compileCat));
-cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout)"),
+cl::opt<std::string> outputFile("o", cl::desc("Output file (default: stdout); also --output"),
                                 cl::value_desc("file"), cl::init("-"),
                                 cl::cat(compileCat));
+cl::alias outputAlias("output", cl::desc("Alias for -o"), cl::aliasopt(outputFile),
+                      cl::cat(compileCat));
+cl::opt<bool> report("report",
+                     cl::desc("After writing -o FILE.fb, print what it holds (as gptc explain)"),
+                     cl::cat(compileCat));
 cl::opt<std::string> model("model", cl::desc("Model preset: tiny, mini, 124M, 350M, 774M, 1558M"),
                            cl::cat(compileCat));
 cl::opt<int64_t> batch("batch", cl::desc("Batch size B (default: the preset's)"),
@@ -135,10 +139,13 @@ const char *kOverview = R"(gptc: compiles a GPT-2 training step for the GPU.
 Usage:
   gptc compile <model.mlir> [options] [-o out]
   gptc run-reference <model.mlir> --model=<preset> [options]
+  gptc explain <step.fb>
   gptc --version | --list-phases
 
 Examples:
   gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o gpt2-124M.mlir
+  gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o step.fb --report
+  gptc explain step.fb
   gptc compile models/gpt2.mlir --model=tiny --compile-to=import --dump-ir-after-each-pass=out/
   gptc run-reference models/gpt2.mlir --model=tiny --arithmetic=fp32
   gptc compile models/gpt2.mlir --model=mini --precision=bf16 --target=host -o mini-bf16.fb
@@ -151,6 +158,15 @@ MLIR's pass-manager flags also work (listed by --help-hidden), e.g.
 int fail(const llvm::Twine &message) {
   llvm::errs() << "gptc: error: " << message << "\n";
   return 1;
+}
+
+/// Loads and verifies `path`, then prints its report (runtime/executable/Report.h).
+int printReport(const std::string &path) {
+  StatusOr<Executable> exe = Executable::loadFile(path);
+  if (!exe)
+    return fail(exe.status().message());
+  llvm::outs() << formatReport(summarize(exe->get()), path);
+  return 0;
 }
 
 OwningOpRef<ModuleOp> parseInput(MLIRContext &context, llvm::SourceMgr &sourceMgr) {
@@ -264,8 +280,13 @@ int runCompile(MLIRContext &context) {
       return fail("-o: " + error);
     output->os().write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
     output->keep();
-    return 0;
+    if (!report)
+      return 0;
+    output.reset(); // flushed and closed: the report reads the file back
+    return printReport(outputFile);
   }
+  if (report)
+    return fail("--report describes an executable: give -o FILE.fb");
   auto output = openOutputFile(outputFile, &error);
   if (!output)
     return fail("-o: " + error);
@@ -419,7 +440,7 @@ int runReference(MLIRContext &context) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::StringRef command = argc > 1 ? argv[1] : "";
-  bool isCommand = command == "compile" || command == "run-reference";
+  bool isCommand = command == "compile" || command == "run-reference" || command == "explain";
 
   gptc::registerPasses(); // so --mlir-print-ir-after=<pass> knows our passes
   registerAsmPrinterCLOptions();
@@ -427,7 +448,9 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "gptc " << GPTC_VERSION << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n";
+    os << "gptc " << GPTC_VERSION_STRING << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n"
+       << "executable format " << static_cast<uint32_t>(gptc::schema::FormatVersion::Current)
+       << " (step.fb, runtime/schemas/executable.fbs)\n";
   });
 
   // The command word is not an option: drop it before llvm::cl parses.
@@ -438,7 +461,7 @@ int main(int argc, char **argv) {
     args[0] = program.data();
   }
   // libLLVM registers hundreds of backend flags; --help shows ours only.
-  cl::HideUnrelatedOptions({&compileCat, &trainCat, &referenceCat});
+  cl::HideUnrelatedOptions({&compileCat, &trainCat, &distributeCat, &referenceCat});
   cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(), kOverview);
 
   if (listPhases) {
@@ -447,9 +470,26 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!isCommand)
-    return fail(command.empty() ? "missing command: compile or run-reference (see --help)"
-                                : "unknown command '" + command +
-                                      "': expected compile or run-reference");
+    return fail(command.empty()
+                    ? "missing command: compile, run-reference or explain (see --help)"
+                    : "unknown command '" + command +
+                          "': expected compile, run-reference or explain");
+  if (command == "explain") {
+    if (inputFile.empty())
+      return fail("explain: missing executable (gptc explain step.fb)");
+    // Every flag of ours configures compile or run-reference.
+    for (auto &entry : cl::getRegisteredOptions()) {
+      cl::Option *opt = entry.second;
+      bool ours = llvm::any_of(opt->Categories, [](cl::OptionCategory *c) {
+        return c == &compileCat || c == &trainCat || c == &distributeCat || c == &referenceCat;
+      });
+      if (ours && opt != &inputFile && opt->getNumOccurrences())
+        return fail("explain reads only the executable; " +
+                    llvm::Twine(opt->ArgStr.size() == 1 ? "-" : "--") + opt->ArgStr +
+                    " applies to compile or run-reference");
+    }
+    return printReport(inputFile);
+  }
   if (inputFile.empty())
     return fail("missing input file (e.g. models/gpt2.mlir)");
   if (command == "compile" &&
@@ -460,8 +500,8 @@ int main(int argc, char **argv) {
                 "to run-reference, not compile");
   if (command == "run-reference" &&
       (compileTo.getNumOccurrences() || dumpDir.getNumOccurrences() ||
-       outputFile.getNumOccurrences()))
-    return fail("--compile-to, --dump-ir-after-each-pass and -o apply to compile");
+       outputFile.getNumOccurrences() || report.getNumOccurrences()))
+    return fail("--compile-to, --dump-ir-after-each-pass, -o and --report apply to compile");
 
   DialectRegistry registry;
   gptc::registerDialects(registry);

@@ -10,14 +10,12 @@
 #include "runtime/data/FileIO.h"
 #include "tools/gptplot/Plot.h"
 
+#include "runtime/support/Version.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#ifndef GPTC_VERSION
-#define GPTC_VERSION "0.1.0"
-#endif
 
 namespace {
 
@@ -66,7 +64,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (arg == "--version") {
-      std::printf("gptplot %s\n", GPTC_VERSION);
+      std::printf("gptplot %s\n", GPTC_VERSION_STRING);
       return 0;
     }
     if (arg.empty() || arg[0] != '-') {

@@ -63,6 +63,7 @@ faults:
                          --checkpoint-dir) and exit 0; a second signal kills
 
   -h, --help         this text
+  --version          the version and the executable format it reads
 
 Each step prints
   step 1/N | loss 10.9876 | norm 1.2345 | lr 3.00e-04 | 123.4 ms | 53,120 tok/s | MFU 12.3% | mem 13.5 GiB
@@ -110,6 +111,10 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     std::string arg = args[i];
     if (arg == "-h" || arg == "--help") {
       o.help = true;
+      return o;
+    }
+    if (arg == "--version") {
+      o.version = true;
       return o;
     }
     if (arg.size() < 2 || arg[0] != '-' || arg == "--") {

@@ -33,6 +33,7 @@ struct Options {
   std::string logDir;                // --log-dir: log.jsonl, log.csv ("" = none)
   bool progress = true;              // --no-progress: never draw the bar
   bool help = false;
+  bool version = false;              // --version
 };
 
 /// The --help text.

@@ -11,6 +11,9 @@
 #include "tools/gptrun/Options.h"
 #include "tools/gptrun/Trainer.h"
 
+#include "runtime/schemas/executable_generated.h"
+#include "runtime/support/Version.h"
+
 #include <cstdio>
 
 int main(int argc, char **argv) {
@@ -22,6 +25,12 @@ int main(int argc, char **argv) {
   }
   if (options->help) {
     std::fputs(helpText(), stdout);
+    return 0;
+  }
+  if (options->version) {
+    std::printf("gptrun %s\nexecutable format %u (step.fb, runtime/schemas/executable.fbs)\n",
+                GPTC_VERSION_STRING,
+                static_cast<unsigned>(gptc::schema::FormatVersion::Current));
     return 0;
   }
   if (gptc::Status s = train(*options); !s) {

@@ -68,7 +68,7 @@
 // PHASES: executable
 
 // RUN: gptc --version | FileCheck %s --check-prefix=VERSION
-// VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+}} (MLIR/LLVM 22
+// VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+( \(git [^)]*\))?}} (MLIR/LLVM 22
 
 // An unknown phase is an error naming the flag and the known phases.
 // RUN: not gptc compile %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
@@ -82,7 +82,7 @@
 // RUN: not gptc compile %t.missing.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE
 // NOFILE: gptc: error: cannot open '{{.*}}missing.mlir'
 // RUN: not gptc 2>&1 | FileCheck %s --check-prefix=NOCMD
-// NOCMD: gptc: error: missing command: compile or run-reference
+// NOCMD: gptc: error: missing command: compile, run-reference or explain
 // RUN: not gptc compile %models/gpt2.mlir --arithmetic=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
 // WRONGFLAG: gptc: error: --arithmetic, --seed, --decompose-attention, --data and --steps apply to run-reference
 

@@ -148,6 +148,19 @@ TEST(CudaBackendTest, TwoStreamsEventsAndGraphs) {
   }
 }
 
+// Verify that pools larger than the GPU's free memory are refused before
+// any allocation, with required and free bytes in the message.
+TEST(CudaBackendTest, PoolsLargerThanFreeMemoryAreRefused) {
+  REQUIRE_GPU_AND_KERNELS();
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
+  addImages(spec, true, false);
+  spec.addPool("huge", uint64_t(1) << 50); // 1 PiB
+  auto session = cudaSession(spec);
+  ASSERT_FALSE(session);
+  EXPECT_NE(errorOf(session).find("memory pools need"), std::string::npos) << errorOf(session);
+  EXPECT_NE(errorOf(session).find("--batch"), std::string::npos) << errorOf(session);
+}
+
 // Verify that an AllReduce fails the run with the NCCL message.
 TEST(CudaBackendTest, AllReduceNeedsRanks) {
   REQUIRE_GPU_AND_KERNELS();

@@ -37,6 +37,9 @@ TEST(GptrunOptionsTest, ParsesEveryFlag) {
   EXPECT_EQ(o->device, 1);
   EXPECT_DOUBLE_EQ(o->peakTflops, 100.5);
   EXPECT_TRUE(parseOptions({"--help"})->help);
+  // --version needs no executable or --data, like --help.
+  EXPECT_TRUE(parseOptions({"--version"})->version);
+  EXPECT_FALSE(parseOptions({"step.fb", "--data", "t.bin"})->version);
 
   o = parseOptions({"step.fb", "--data", "t.bin", "--checkpoint-dir", "ck", "--checkpoint-every=5",
                     "--keep-checkpoints", "2", "--resume", "latest"});

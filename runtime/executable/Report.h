@@ -1,0 +1,79 @@
+//===- Report.h - what a step.fb holds, for people -----------------------===//
+//
+// `gptc explain step.fb` and `gptc compile --report` print this report; it
+// reads only the FlatBuffer (no MLIR), so the runtime tools can print it
+// too. Every number comes from the executable: what the schema does not
+// record (fusion decisions, recompute decisions, the precision policy) is
+// reported as not recorded, never guessed.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_RUNTIME_EXECUTABLE_REPORT_H
+#define GPTC_RUNTIME_EXECUTABLE_REPORT_H
+
+#include "runtime/executable/Executable.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gptc {
+
+/// The command counts of one program.
+struct ProgramSummary {
+  std::string name;
+  uint64_t commands = 0;
+  uint64_t launches = 0;    // LaunchKernel
+  uint64_t gemms = 0;       // RunGemm
+  uint64_t collectives = 0; // AllReduce
+  uint64_t events = 0;      // RecordEvent + WaitEvent
+  uint64_t memsets = 0, copies = 0;
+  uint64_t distinctKernels = 0; // distinct Kernel indices launched
+  /// Launches per kernel family (name without its trailing "_<n>"), most
+  /// launched first, ties by name.
+  std::vector<std::pair<std::string, uint64_t>> launchesByKernel;
+};
+
+/// Everything the report prints, as numbers (tests compare these).
+struct ExecutableSummary {
+  uint32_t formatVersion = 0;
+  std::string compilerVersion;
+  std::string target; // "cuda sm_90", "host x86_64"
+  std::string modelName;
+  std::vector<std::pair<std::string, int64_t>> config; // in file order
+  int64_t numParameters = 0;  // Model.num_parameters
+  uint64_t parameterBytes = 0; // Parameter tensors' bytes
+  /// Pool name and size_bytes, in file order.
+  std::vector<std::pair<std::string, uint64_t>> pools;
+  /// Every pool allocated at once: the plan's peak.
+  uint64_t totalPoolBytes = 0;
+  /// Tensor bytes per TensorRole (index = role value), and tensor counts.
+  std::vector<uint64_t> roleBytes, roleTensors;
+  /// GEMM descriptors per A operand type (DType name -> count).
+  std::vector<std::pair<std::string, uint64_t>> gemmOperandTypes;
+  uint64_t numKernels = 0, numGemms = 0;
+  uint32_t numStreams = 0, numEvents = 0;
+  std::vector<ProgramSummary> programs;
+};
+
+/// Summarizes a verified executable (Executable::loadFile/loadBytes).
+ExecutableSummary summarize(const schema::Executable &exe);
+
+/// The text that `gptc explain` prints; `origin` names the file.
+std::string formatReport(const ExecutableSummary &summary, const std::string &origin);
+
+/// "1.5 KiB", "474.8 MiB", "17 B": binary units, one decimal.
+std::string formatBytes(uint64_t bytes);
+
+/// Bytes the CUDA backend allocates for `exe`'s pools, alignment padding
+/// included (CudaBackend::allocatePools).
+uint64_t requiredPoolBytes(const schema::Executable &exe);
+
+/// Refuses to start a run whose pools need more than the device has free:
+/// the message gives both numbers, the shortfall and what to recompile.
+Status checkMemoryFits(uint64_t requiredBytes, uint64_t freeBytes);
+
+} // namespace gptc
+
+#endif // GPTC_RUNTIME_EXECUTABLE_REPORT_H

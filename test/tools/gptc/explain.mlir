@@ -1,0 +1,59 @@
+// Tests `gptc explain` and `gptc compile --report`: a report read from the
+// step.fb alone (runtime/executable/Report.h).
+
+// RUN: rm -rf %t && gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.fb --dump-ir-after-each-pass=%t > /dev/null
+// RUN: gptc explain %t.fb | FileCheck %s
+// CHECK-LABEL: executable: {{.*}}.fb
+// CHECK-NEXT:    format version 1, written by gptc {{[0-9]+\.[0-9]+\.[0-9]+}}
+// CHECK-NEXT:    target: host x86_64
+// CHECK-LABEL: model: tiny
+// CHECK:         n_embd = 16
+// CHECK:         n_layer = 2
+// CHECK:         parameters: 7,872 (31,488 B (30.8 KiB))
+// CHECK-NEXT:    precision: not recorded; GEMM A operands: F32 x{{[0-9]+}}
+// CHECK-LABEL: memory (static plan, every pool allocated once):
+// CHECK-NEXT:    pool params: {{[0-9,]+}} B
+// CHECK-NEXT:    pool state: {{[0-9,]+}} B
+// CHECK-NEXT:    pool inputs: {{[0-9,]+}} B
+// CHECK-NEXT:    pool activations: {{[0-9,]+}} B
+// CHECK-NEXT:    pool workspace: {{[0-9,]+}} B
+// CHECK-NEXT:    peak: {{[0-9,]+}} B
+// CHECK:         Parameter: 28 tensors, 31,488 B
+// CHECK:         OptimizerState: 56 tensors, 62,976 B
+// CHECK-LABEL: program init:
+// CHECK:         launches by kernel:
+// CHECK-NEXT:      10  random_normal
+// CHECK-LABEL: program train_step:
+// CHECK-NEXT:    kernel launches: {{[0-9]+}} ({{[0-9]+}} distinct kernels)
+// CHECK-NEXT:    gemms: {{[1-9][0-9]*}}
+// CHECK-NEXT:    collectives: 0
+// CHECK-NEXT:    events: 0 (record + wait)
+// CHECK:           28  adamw
+// CHECK-LABEL: program forward:
+// CHECK:       fusion: none recorded
+// CHECK-NEXT:  recompute: none recorded
+
+// The counts are the compiler's own command list (commands.txt).
+// RUN: awk '/^program train_step/{p=1;next} /^program/{p=0} p && $2=="launch"' %t/commands.txt | wc -l | sed 's/^ */launches /' > %t.dumped
+// RUN: awk '/^program train_step/{p=1;next} /^program/{p=0} p && $2=="gemm"' %t/commands.txt | wc -l | sed 's/^ */gemms /' >> %t.dumped
+// RUN: gptc explain %t.fb | awk '/^program train_step/{p=1;next} /^program/{p=0} p' | sed -n 's/^  kernel launches: \([0-9]*\).*/launches \1/p; s/^  gemms: /gemms /p' > %t.reported
+// RUN: diff %t.dumped %t.reported
+
+// --report prints the same report after writing the file.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.report.fb --report | sed 's/\.report\.fb$/.fb/' > %t.compile-report
+// RUN: gptc explain %t.fb > %t.explain-report
+// RUN: diff %t.compile-report %t.explain-report
+
+// Errors name the file or the flag.
+// RUN: not gptc explain %t.missing.fb 2>&1 | FileCheck %s --check-prefix=MISSING
+// MISSING: gptc: error: {{.*}}missing.fb: cannot open
+// RUN: not gptc explain %models/gpt2.mlir 2>&1 | FileCheck %s --check-prefix=NOTFB
+// NOTFB: gptc: error: {{.*}}gpt2.mlir: not a gptc executable
+// RUN: not gptc explain 2>&1 | FileCheck %s --check-prefix=NOARG
+// NOARG: gptc: error: explain: missing executable (gptc explain step.fb)
+// RUN: not gptc explain %t.fb --model=tiny 2>&1 | FileCheck %s --check-prefix=FLAG
+// FLAG: gptc: error: explain reads only the executable; --model applies to compile or run-reference
+// RUN: not gptc explain %t.fb --lr=1 2>&1 | FileCheck %s --check-prefix=FLAG2
+// FLAG2: gptc: error: explain reads only the executable; --lr applies to compile or run-reference
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --report 2>&1 | FileCheck %s --check-prefix=REPORTIR
+// REPORTIR: gptc: error: --report describes an executable: give -o FILE.fb
