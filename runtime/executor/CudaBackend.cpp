@@ -100,6 +100,8 @@ Status CudaBackend::init() {
   const schema::Executable &exe = exe_.get();
   if (Status s = checkGemmCommands(exe); !s)
     return s;
+  if (Status s = checkWorldSize(exe, options_.collective); !s)
+    return s;
   if (Status s = allocatePools(); !s)
     return s;
   for (uint32_t i = 0; i < exe.num_streams(); ++i) {
@@ -301,7 +303,18 @@ Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index,
     case schema::Op::WaitEvent:
       s = GPT_CUDA_STATUS(cudaStreamWaitEvent(stream, events_[cmd->op_as_WaitEvent()->event()], 0));
       break;
-    case schema::Op::AllReduce:
+    case schema::Op::AllReduce: {
+      // checkRunnable has made sure there is a collective.
+      const auto *ar = cmd->op_as_AllReduce();
+      std::vector<Collective::Buffer> buffers;
+      if (ar->tensors())
+        for (uint32_t t : *ar->tensors()) {
+          schema::DType dtype = exe.tensors()->Get(t)->dtype();
+          buffers.push_back({address(t), size(t) / elementSize(dtype), dtype});
+        }
+      s = options_.collective->allReduce(buffers, ar->op(), stream);
+      break;
+    }
     case schema::Op::NONE:
       s = Status::error("cannot run this command on the GPU");
       break;
@@ -408,7 +421,7 @@ Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
 }
 
 Status CudaBackend::run(const schema::Program &program) {
-  if (Status s = checkRunnable(program, nullptr); !s)
+  if (Status s = checkRunnable(program, options_.collective); !s)
     return s;
   uint32_t index = programIndex(exe_.get(), program);
   if (std::getenv("GPTC_PROFILE") && !options_.graphs)
