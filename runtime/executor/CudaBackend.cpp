@@ -87,6 +87,9 @@ private:
 };
 
 Status CudaBackend::init() {
+  // First: a rank mismatch is the news, whether or not there is a GPU.
+  if (Status s = checkWorldSize(exe_.get(), options_.collective); !s)
+    return s;
   StatusOr<const device::Driver *> driver = device::Driver::get();
   if (!driver)
     return driver.status();
@@ -99,8 +102,6 @@ Status CudaBackend::init() {
     return s;
   const schema::Executable &exe = exe_.get();
   if (Status s = checkGemmCommands(exe); !s)
-    return s;
-  if (Status s = checkWorldSize(exe, options_.collective); !s)
     return s;
   if (Status s = allocatePools(); !s)
     return s;
