@@ -6,6 +6,8 @@
 #   gpt2-124M-train.fb    TRAIN_MODEL,  B=TRAIN_B,  T=TRAIN_T,  TRAIN_OPT
 #   gpt2-124M-bf16.fb     the same with --precision=bf16 (bench/run_bf16.sh);
 #                         BUILD_BF16=0 skips it
+#   gpt2-124M-ws1.fb      the train config with --world-size=1 (bench/run_nccl.sh)
+#   gpt2-124M-ws2.fb      the same with --world-size=2; BUILD_NCCL=0 skips both
 #   manifest.json         per file: config (model, B, T, the *_OPT string, extra
 #                         flags), gptc command, compile seconds, bytes, sha256;
 #                         the commit and date
@@ -25,6 +27,7 @@ GPTC_FLAGS=${GPTC_FLAGS:-}               # extra flags for both executables
 PARITY_GPTC_FLAGS=${PARITY_GPTC_FLAGS:-} # extra flags for the parity one (e.g. no TF32)
 TRAIN_GPTC_FLAGS=${TRAIN_GPTC_FLAGS:-}
 BUILD_BF16=${BUILD_BF16:-1}
+BUILD_NCCL=${BUILD_NCCL:-1}
 ART=$ARTIFACTS
 mkdir -p "$ART"
 [ -x "$GPTC" ] || { echo "build_artifacts: no $GPTC (run scripts/setup.sh)"; exit 1; }
@@ -57,6 +60,10 @@ compile parity "$PARITY_FB" "$PARITY_MODEL" "$PARITY_B" "$PARITY_T" "$PARITY_OPT
 compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS"
 if [ "$BUILD_BF16" != 0 ]; then
   compile bf16 "$BF16_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16"
+fi
+if [ "$BUILD_NCCL" != 0 ]; then
+  compile ws1 "$NCCL_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=1"
+  compile ws2 "$NCCL_WS2_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=2"
 fi
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)

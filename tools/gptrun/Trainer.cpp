@@ -248,8 +248,8 @@ Status Trainer::Impl::setUp() {
         model.c_str(), withCommas(params).c_str(), shapeText(train).c_str(),
         withCommas(train.tokens() * rank.worldSize).c_str());
   if (rank.worldSize > 1 || rank.collective)
-    print("gptrun: %d data-parallel ranks, each with %s\n", rank.worldSize,
-          shapeText(train).c_str());
+    print("gptrun: %d data-parallel rank%s, each with %s\n", rank.worldSize,
+          rank.worldSize == 1 ? "" : "s", shapeText(train).c_str());
   print("gptrun: target %s on %s%s; pools: %s\n",
         session->backend().kind() == schema::TargetKind::CUDA ? "cuda" : "host",
         session->backend().deviceName().c_str(), o.graph ? ", CUDA graphs" : "",
