@@ -66,6 +66,7 @@ StatusOr<std::string> ncclVersion() {
 }
 
 StatusOr<NcclId> newNcclId() {
+  disableNvlsUnlessSet(); // before NCCL's first call reads its environment
   ncclUniqueId id;
   GPT_NCCL_CHECK(nullptr, ncclGetUniqueId(&id));
   const auto *bytes = reinterpret_cast<const uint8_t *>(id.internal);

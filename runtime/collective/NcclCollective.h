@@ -31,7 +31,7 @@ using NcclId = std::vector<uint8_t>;
 /// A fresh id for a new communicator (rank 0 calls this once).
 StatusOr<NcclId> newNcclId();
 
-/// Sets NCCL_NVLS_ENABLE=0 unless already set; called by create().
+/// Sets NCCL_NVLS_ENABLE=0 unless already set; newNcclId and create call it.
 void disableNvlsUnlessSet();
 
 /// "NCCL 2.28.9", or an error when the library does not answer.

@@ -155,6 +155,22 @@ TEST_F(GptrunRanksTest, ResumedRanksContinueExactly) {
   }
 }
 
+// A signal reaches the ranks at different moments; they must still agree
+// on the step to stop after (else one waits forever in an all-reduce).
+TEST_F(GptrunRanksTest, SignalStopsEveryRankAfterTheSameStep) {
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  std::string ckpt = (dir / "ckpt").string();
+  // timeout(1) passes the TERM on, and kills a run that hangs.
+  ToolResult r = runTool("sh", "-c 'timeout -s KILL 60 " GPTC_GPTRUN " " + ranked +
+                                   " --target host --gpus 2 --data " + data() +
+                                   " --no-progress --steps 1000000 --checkpoint-dir " + ckpt +
+                                   " & pid=$!; sleep 2; kill -TERM $pid; wait $pid'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gptrun: SIGTERM: stopped after step"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "stopped after step"), 1u) << r.output;
+  EXPECT_NE(r.output.find("gptrun: checkpoint " + ckpt), std::string::npos) << r.output;
+}
+
 TEST_F(GptrunRanksTest, WorldSizeAndGpusMustAgree) {
   std::string ranked = emit("ws2.fb", kBatch, 2);
   std::string single = emit("ws0.fb", kBatch, 0);
