@@ -6,8 +6,11 @@
 
 #include <nccl.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 
 namespace gptc {
@@ -52,7 +55,10 @@ StatusOr<ncclDataType_t> ncclType(schema::DType t) {
 
 struct NcclCollective::Comm {
   ncclComm_t comm = nullptr;
-  bool aborted = false;
+  std::atomic<bool> aborted{false};
+  // Held while this rank enqueues, so that abort() from another thread does
+  // not free the communicator under an NCCL call that is only enqueueing.
+  std::timed_mutex inUse;
 };
 
 void disableNvlsUnlessSet() { ::setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0); }
@@ -104,14 +110,19 @@ NcclCollective::~NcclCollective() {
 }
 
 void NcclCollective::abort() {
-  if (!comm_->comm || comm_->aborted)
+  if (!comm_->comm || comm_->aborted.exchange(true))
     return;
-  comm_->aborted = true;
+  // An enqueue normally returns at once; one that waits for a dead peer
+  // (connection set-up) never does, and only the abort can end it.
+  bool locked = comm_->inUse.try_lock_for(std::chrono::seconds(5));
   (void)GPT_NCCL_STATUS(comm_->comm, ncclCommAbort(comm_->comm));
+  if (locked)
+    comm_->inUse.unlock();
 }
 
 Status NcclCollective::allReduce(const std::vector<Buffer> &buffers, schema::ReduceOp op,
                                  void *stream) {
+  std::lock_guard<std::timed_mutex> lock(comm_->inUse);
   if (comm_->aborted)
     return Status::error("all-reduce: the NCCL communicator was aborted (another rank failed)");
   ncclComm_t comm = comm_->comm;

@@ -49,8 +49,9 @@ public:
   int size() const override { return size_; }
   /// F32 and BF16 buffers; `stream` is a cudaStream_t of this rank's device.
   Status allReduce(const std::vector<Buffer> &buffers, schema::ReduceOp op, void *stream) override;
-  /// Aborts the communicator: pending and later collectives of every rank
-  /// fail instead of waiting for this one (call when this rank gives up).
+  /// Aborts the communicator: this rank's pending collectives end and its
+  /// later ones fail, and the other ranks' fail instead of waiting for it.
+  /// Safe from another thread (gptrun aborts every rank when one fails).
   void abort();
 
 private:

@@ -65,26 +65,31 @@ Status trainOne(const Options &o, RankContext rank) {
   return t.run();
 }
 
-/// Runs `body(r)` for r in [0, n) in threads; `abortAll` is called once
-/// when any fails. Returns rank 0's error if it failed, else the first.
+/// Runs `body(r)` for r in [0, n) in threads; `abortAll` is called once,
+/// when the first rank fails. Returns that rank's error: the others' are
+/// mostly "aborted" echoes of it.
 Status inThreads(int n, const std::function<Status(int)> &body,
                  const std::function<void()> &abortAll) {
   std::vector<Status> results(n, Status::ok());
   std::once_flag aborted;
+  int first = -1;
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
     threads.emplace_back([&, r] {
       results[r] = body(r);
       if (!results[r])
-        std::call_once(aborted, abortAll);
+        std::call_once(aborted, [&] {
+          first = r;
+          abortAll();
+        });
     });
   for (std::thread &t : threads)
     t.join();
-  for (int r = 0; r < n; ++r)
-    if (!results[r])
-      return r == 0 ? results[r]
-                    : Status::error("rank " + std::to_string(r) + ": " + results[r].message());
-  return Status::ok();
+  if (first < 0)
+    return Status::ok();
+  if (n == 1)
+    return results[first];
+  return Status::error("rank " + std::to_string(first) + ": " + results[first].message());
 }
 
 Status hostRanks(const Options &o, int n) {

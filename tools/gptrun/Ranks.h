@@ -14,8 +14,8 @@
 // Every rank trains the same steps on its own window of each step's data;
 // rank 0 alone prints, logs, validates and writes checkpoints. When a rank
 // fails, the others' collectives are aborted so that they fail too instead
-// of waiting, and the first rank's error (rank 0's if it failed) is
-// returned.
+// of waiting, and the error of the rank that failed first is returned,
+// prefixed with "rank R: ".
 //
 //===----------------------------------------------------------------------===//
 

@@ -171,6 +171,18 @@ TEST_F(GptrunRanksTest, SignalStopsEveryRankAfterTheSameStep) {
   EXPECT_NE(r.output.find("gptrun: checkpoint " + ckpt), std::string::npos) << r.output;
 }
 
+// Only rank 0 opens --val: when it fails, rank 1 (already waiting in its
+// first all-reduce) must be released, and rank 0's error reported.
+TEST_F(GptrunRanksTest, OneRankFailingReleasesTheOthers) {
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  ToolResult r = runTool("timeout", "-s KILL 60 " GPTC_GPTRUN " " + ranked +
+                                        " --target host --gpus 2 --steps 3 --data " + data() +
+                                        " --val " + (dir / "missing.bin").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("gptrun: error: rank 0: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing.bin"), std::string::npos) << r.output;
+}
+
 TEST_F(GptrunRanksTest, WorldSizeAndGpusMustAgree) {
   std::string ranked = emit("ws2.fb", kBatch, 2);
   std::string single = emit("ws0.fb", kBatch, 0);
