@@ -115,7 +115,8 @@ void NcclCollective::abort() {
   // An enqueue normally returns at once; one that waits for a dead peer
   // (connection set-up) never does, and only the abort can end it.
   bool locked = comm_->inUse.try_lock_for(std::chrono::seconds(5));
-  (void)GPT_NCCL_STATUS(comm_->comm, ncclCommAbort(comm_->comm));
+  // No per-communicator detail: the abort has freed it.
+  (void)GPT_NCCL_STATUS(nullptr, ncclCommAbort(comm_->comm));
   if (locked)
     comm_->inUse.unlock();
 }

@@ -125,6 +125,7 @@ Status gpuRanks(const Options &o, int n) {
   StopVote vote(n);
   std::vector<std::unique_ptr<NcclCollective>> comms(n);
   std::mutex commsMutex; // abortAll may run while other ranks still join
+  bool abortedAll = false;
   return inThreads(
       n,
       [&](int r) -> Status {
@@ -137,6 +138,10 @@ Status gpuRanks(const Options &o, int n) {
         {
           std::lock_guard<std::mutex> lock(commsMutex);
           comms[r] = std::move(*comm);
+          if (abortedAll) { // another rank failed while this one joined
+            mine->abort();
+            return Status::error("aborted: another rank failed");
+          }
         }
         RankContext rank{r, n, o.device + r, mine, [&](bool stop) { return vote.vote(stop); }};
         return trainOne(o, std::move(rank));
@@ -144,6 +149,7 @@ Status gpuRanks(const Options &o, int n) {
       [&] {
         vote.abort();
         std::lock_guard<std::mutex> lock(commsMutex);
+        abortedAll = true;
         for (auto &c : comms)
           if (c)
             c->abort();

@@ -160,8 +160,9 @@ TEST_F(GptrunRanksTest, ResumedRanksContinueExactly) {
 TEST_F(GptrunRanksTest, SignalStopsEveryRankAfterTheSameStep) {
   std::string ranked = emit("ws2.fb", kBatch, 2);
   std::string ckpt = (dir / "ckpt").string();
-  // timeout(1) passes the TERM on, and kills a run that hangs.
-  ToolResult r = runTool("sh", "-c 'timeout -s KILL 60 " GPTC_GPTRUN " " + ranked +
+  // timeout(1) passes the TERM on (only to gptrun: --foreground), and
+  // kills a run that hangs.
+  ToolResult r = runTool("sh", "-c 'timeout --foreground -s KILL 60 " GPTC_GPTRUN " " + ranked +
                                    " --target host --gpus 2 --data " + data() +
                                    " --no-progress --steps 1000000 --checkpoint-dir " + ckpt +
                                    " & pid=$!; sleep 2; kill -TERM $pid; wait $pid'");
