@@ -176,7 +176,10 @@ Status launchedRank(const Options &o, const bootstrap::LaunchEnv &env, int64_t w
   StatusOr<int> count = device::deviceCount();
   if (!count)
     return Status::error(who + ": " + count.status().message());
-  if (env.localRank >= *count)
+  // GPU LOCAL_RANK of those this process sees; a launcher that binds one
+  // GPU per process (CUDA_VISIBLE_DEVICES) leaves it exactly one: GPU 0.
+  const int device = *count == 1 ? 0 : env.localRank;
+  if (device >= *count)
     return Status::error(who + " has local rank " + std::to_string(env.localRank) +
                          ", but cudaGetDeviceCount found " + std::to_string(*count) +
                          " GPUs on this host (more processes per node than GPUs?)");
@@ -199,7 +202,7 @@ Status launchedRank(const Options &o, const bootstrap::LaunchEnv &env, int64_t w
     id = *got;
   }
   StatusOr<std::unique_ptr<NcclCollective>> comm =
-      NcclCollective::create(id, env.rank, env.worldSize, env.localRank);
+      NcclCollective::create(id, env.rank, env.worldSize, device);
   if (server.joinable())
     server.join();
   if (!served)
@@ -207,7 +210,7 @@ Status launchedRank(const Options &o, const bootstrap::LaunchEnv &env, int64_t w
   if (!comm)
     return comm.status();
   Status trained =
-      trainOne(o, RankContext{env.rank, env.worldSize, env.localRank, comm->get(), {}});
+      trainOne(o, RankContext{env.rank, env.worldSize, device, comm->get(), {}});
   if (!trained)
     (*comm)->abort(); // the other processes' collectives fail instead of hanging
   return trained;

@@ -209,6 +209,12 @@ TEST_F(GptrunRanksTest, WorldSizeAndGpusMustAgree) {
 }
 
 TEST_F(GptrunRanksTest, LauncherEnvironmentErrors) {
+  // A launcher world of one with a single-device executable: a plain run.
+  std::string single = emit("ws0.fb", kBatch, 0);
+  ToolResult one = gptrun(single + " --steps 2",
+                          "env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=h MASTER_PORT=1");
+  EXPECT_EQ(one.status, 0) << one.output;
+  EXPECT_EQ(count(one.output, "step 2/2 |"), 1u) << one.output;
   std::string ranked = emit("ws2.fb", kBatch, 2);
   ToolResult r = gptrun(ranked, "env RANK=0 WORLD_SIZE=2 MASTER_ADDR=localhost MASTER_PORT=29500");
   EXPECT_EQ(r.status, 1);
