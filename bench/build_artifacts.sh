@@ -7,6 +7,8 @@
 #   gpt2-124M-bf16.fb     the same with --precision=bf16 (bench/run_bf16.sh);
 #                         BUILD_BF16=0 skips it and the next
 #   gpt2-124M-bf16-scalar.fb  bf16 with --flash-attention=false
+#   gpt2-124M-ws1.fb      the train config with --world-size=1 (bench/run_nccl.sh)
+#   gpt2-124M-ws2.fb      the same with --world-size=2; BUILD_NCCL=0 skips both
 #   manifest.json         per file: config (model, B, T, the *_OPT string, extra
 #                         flags), gptc command, compile seconds, bytes, sha256;
 #                         the commit and date
@@ -26,6 +28,7 @@ GPTC_FLAGS=${GPTC_FLAGS:-}               # extra flags for both executables
 PARITY_GPTC_FLAGS=${PARITY_GPTC_FLAGS:-} # extra flags for the parity one (e.g. no TF32)
 TRAIN_GPTC_FLAGS=${TRAIN_GPTC_FLAGS:-}
 BUILD_BF16=${BUILD_BF16:-1}
+BUILD_NCCL=${BUILD_NCCL:-1}
 ART=$ARTIFACTS
 mkdir -p "$ART"
 [ -x "$GPTC" ] || { echo "build_artifacts: no $GPTC (run scripts/setup.sh)"; exit 1; }
@@ -59,6 +62,10 @@ compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TR
 if [ "$BUILD_BF16" != 0 ]; then
   compile bf16 "$BF16_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16"
   compile bf16scalar "$BF16_SCALAR_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --flash-attention=false"
+fi
+if [ "$BUILD_NCCL" != 0 ]; then
+  compile ws1 "$NCCL_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=1"
+  compile ws2 "$NCCL_WS2_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=2"
 fi
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)

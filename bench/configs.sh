@@ -47,6 +47,15 @@ BF16_TOL=${BF16_TOL:-2e-2}
 BF16_SCALAR_FB=${BF16_SCALAR_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16-scalar.fb}
 FLASH_TOL=${FLASH_TOL:-1e-2}
 
+# The train config again under gptc --world-size=1 (every gradient bucket
+# goes through an all-reduce of one rank), for bench/run_nccl.sh: NCCL_STEPS
+# steps of it through NCCL must log the losses of TRAIN_FB within NCCL_TOL.
+# NCCL_WS2_FB (--world-size=2) checks the GPU count error, or trains on 2 GPUs.
+NCCL_FB=${NCCL_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-ws1.fb}
+NCCL_WS2_FB=${NCCL_WS2_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-ws2.fb}
+NCCL_STEPS=${NCCL_STEPS:-20}
+NCCL_TOL=${NCCL_TOL:-1e-6}
+
 # Precision of the PyTorch runs that are compared with the train .fb. Set it
 # to what the .fb computes in (TRAIN_FB is compiled with the default fp32).
 SPEED_DTYPE=${SPEED_DTYPE:-fp32}        # fp32 | bf16

@@ -88,6 +88,9 @@ private:
 };
 
 Status CudaBackend::init() {
+  // First: a rank mismatch is the news, whether or not there is a GPU.
+  if (Status s = checkWorldSize(exe_.get(), options_.collective); !s)
+    return s;
   StatusOr<const device::Driver *> driver = device::Driver::get();
   if (!driver)
     return driver.status();
@@ -310,7 +313,18 @@ Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index,
     case schema::Op::WaitEvent:
       s = GPT_CUDA_STATUS(cudaStreamWaitEvent(stream, events_[cmd->op_as_WaitEvent()->event()], 0));
       break;
-    case schema::Op::AllReduce:
+    case schema::Op::AllReduce: {
+      // checkRunnable has made sure there is a collective.
+      const auto *ar = cmd->op_as_AllReduce();
+      std::vector<Collective::Buffer> buffers;
+      if (ar->tensors())
+        for (uint32_t t : *ar->tensors()) {
+          schema::DType dtype = exe.tensors()->Get(t)->dtype();
+          buffers.push_back({address(t), size(t) / elementSize(dtype), dtype});
+        }
+      s = options_.collective->allReduce(buffers, ar->op(), stream);
+      break;
+    }
     case schema::Op::NONE:
       s = Status::error("cannot run this command on the GPU");
       break;
@@ -417,7 +431,7 @@ Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
 }
 
 Status CudaBackend::run(const schema::Program &program) {
-  if (Status s = checkRunnable(program, nullptr); !s)
+  if (Status s = checkRunnable(program, options_.collective); !s)
     return s;
   uint32_t index = programIndex(exe_.get(), program);
   if (std::getenv("GPTC_PROFILE") && !options_.graphs)

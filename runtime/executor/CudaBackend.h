@@ -12,7 +12,7 @@
 // CUDA graph (the other streams fork from and join stream 0), and every
 // run launches that graph: one launch instead of one per command. This is
 // valid because every address is fixed: inputs are copied into their
-// tensors before run().
+// tensors before run(). NCCL collectives are captured like kernels.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +30,10 @@ struct CudaBackendOptions {
   int device = 0;
   bool graphs = false;                          // capture each program once, replay it afterwards
   size_t gemmWorkspaceBytes = size_t(32) << 20; // per stream
+  /// This rank's collective for a data-parallel executable (NCCL); null
+  /// for one device. AllReduce commands are enqueued through it on their
+  /// stream. Must outlive the backend.
+  Collective *collective = nullptr;
 };
 
 /// Fails with "no CUDA device: <reason>" on a machine without a usable GPU.

@@ -9,13 +9,11 @@ namespace gptc {
 StatusOr<std::unique_ptr<Session>> createSession(Executable exe, const SessionOptions &options) {
   schema::TargetKind target = options.target.value_or(exe->target()->kind());
   CudaBackendOptions cuda = options.cuda;
+  if (options.collective)
+    cuda.collective = options.collective;
   return Session::create(std::move(exe), [&](const Executable &e) {
     if (target == schema::TargetKind::Host)
       return createHostRankBackend(e, options.collective);
-    if (options.collective)
-      return StatusOr<std::unique_ptr<Backend>>(Status::error(
-          "data-parallel runs on the CUDA target need NCCL, which this runtime does not "
-          "have yet; use --target host"));
     return createCudaBackend(e, cuda);
   });
 }

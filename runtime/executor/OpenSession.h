@@ -19,8 +19,9 @@ namespace gptc {
 struct SessionOptions {
   std::optional<schema::TargetKind> target; // default: the executable's
   CudaBackendOptions cuda;
-  /// This rank's collective for a data-parallel executable (Host target
-  /// only so far); null for one device. Must outlive the session.
+  /// This rank's collective for a data-parallel executable (a HostGroup
+  /// member on the host, an NcclCollective on a GPU); null for one device.
+  /// Must outlive the session.
   Collective *collective = nullptr;
 };
 

@@ -30,7 +30,12 @@ options:
   --target T         cuda or host (default: the executable's target)
   --graph            CUDA: capture each program in a CUDA graph on its first
                      run and replay it afterwards
-  --device D         CUDA device ordinal (default 0)
+  --device D         CUDA device ordinal (default 0); with --gpus, the first
+  --gpus N           data-parallel on N GPUs (devices D..D+N-1), one rank per
+                     GPU in threads of this process; the executable must be
+                     compiled with gptc --world-size=N. With --target host,
+                     N simulated ranks. Under torchrun, srun or mpirun each
+                     process is one rank instead (see README)
   --peak-tflops X    peak for MFU, overriding the GPU table
   --lr X             peak learning rate: scales the compiled schedule (its
                      warm-up and decay shape stay) without recompiling
@@ -145,7 +150,8 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--val-every", "--val-batches", "--seed",
                                           "--target",    "--device",      "--peak-tflops", "--lr",
                                           "--checkpoint-every", "--checkpoint-dir",
-                                          "--keep-checkpoints", "--resume", "--on-nan", "--log-dir"};
+                                          "--keep-checkpoints", "--resume", "--on-nan", "--log-dir",
+                                          "--gpus"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;
@@ -178,6 +184,8 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       s = integer(0, o.seed);
     else if (flag == "--device")
       s = integer(0, o.device);
+    else if (flag == "--gpus")
+      s = integer(1, o.gpus);
     else if (flag == "--checkpoint-every")
       s = integer(1, o.checkpointEvery);
     else if (flag == "--keep-checkpoints")

@@ -23,6 +23,7 @@ struct Options {
   std::optional<std::string> target; // --target cuda|host
   bool graph = false;                // --graph
   int device = 0;                    // --device
+  int gpus = 0;                      // --gpus (0: not given; one rank)
   double peakTflops = 0;             // --peak-tflops (0: from the GPU table)
   double lr = 0;                     // --lr (0: the compiled schedule's peak)
   int64_t checkpointEvery = 0;       // --checkpoint-every (0: after the last step only)

@@ -107,9 +107,10 @@ bool hasOutput(Session &session, const std::string &program, const std::string &
 } // namespace
 
 struct Trainer::Impl {
-  explicit Impl(const Options &options) : o(options) {}
+  Impl(const Options &options, RankContext r) : o(options), rank(std::move(r)) {}
 
   Options o;
+  RankContext rank;
   std::unique_ptr<Session> session;
   std::map<std::string, int64_t> config;
   BatchShape train, val;
@@ -127,8 +128,17 @@ struct Trainer::Impl {
   bool drawBar = false;   // stdout is a terminal: keep a progress bar below the lines
   bool barShown = false;  // the bar is on the last line now
 
+  /// Rank 0 speaks for all ranks.
+  bool lead() const { return rank.rank == 0; }
+  /// printf on rank 0 only.
+  template <typename... Args> void print(const char *format, Args... args) {
+    if (lead())
+      std::printf(format, args...);
+  }
   /// Prints a line of output above the progress bar.
   void say(const std::string &line) {
+    if (!lead())
+      return;
     if (barShown)
       std::fputs("\r\033[K", stdout);
     barShown = false;
@@ -168,8 +178,9 @@ Status Trainer::Impl::setUp() {
   SessionOptions so;
   if (o.target)
     so.target = *o.target == "host" ? schema::TargetKind::Host : schema::TargetKind::CUDA;
-  so.cuda.device = o.device;
+  so.cuda.device = rank.device >= 0 ? rank.device : o.device;
   so.cuda.graphs = o.graph;
+  so.collective = rank.collective;
   StatusOr<std::unique_ptr<Session>> s = openSession(o.executable, so);
   if (!s)
     return s.status();
@@ -199,12 +210,14 @@ Status Trainer::Impl::setUp() {
         return Status::error(o.executable + ": " + st.message());
 
   int64_t vocab = cfg("vocab_size", 0);
-  StatusOr<data::DataLoader> loader =
-      data::DataLoader::open(o.data, {train.rows, train.seq}, vocab);
+  data::DataLoaderOptions shard{train.rows, train.seq};
+  shard.rank = rank.rank;
+  shard.worldSize = rank.worldSize;
+  StatusOr<data::DataLoader> loader = data::DataLoader::open(o.data, shard, vocab);
   if (!loader)
     return loader.status();
   trainData.emplace(std::move(*loader));
-  if (!o.val.empty()) {
+  if (!o.val.empty() && lead()) {
     if (StatusOr<const schema::Program *> prog = session->program("forward"); !prog)
       return Status::error(o.executable +
                            ": --val needs program 'forward': " + prog.status().message());
@@ -228,36 +241,39 @@ Status Trainer::Impl::setUp() {
   flopsPerTok = flopsPerToken(params, cfg("n_layer", 0), train.seq, cfg("n_embd", 0));
   if (session->backend().kind() == schema::TargetKind::CUDA)
     peak = o.peakTflops > 0 ? o.peakTflops : peakTflops(session->backend().deviceName());
+  peak *= rank.worldSize; // the ranks' tokens against all their GPUs
 
   std::string model = exe.model()->name() ? exe.model()->name()->str() : "?";
-  std::printf("gptrun: %s: model %s, %s parameters, %s (%s tokens/step)\n", o.executable.c_str(),
-              model.c_str(), withCommas(params).c_str(), shapeText(train).c_str(),
-              withCommas(train.tokens()).c_str());
-  std::printf("gptrun: target %s on %s%s; pools: %s\n",
-              session->backend().kind() == schema::TargetKind::CUDA ? "cuda" : "host",
-              session->backend().deviceName().c_str(), o.graph ? ", CUDA graphs" : "",
-              session->poolReport().c_str());
-  std::printf("gptrun: %s: %s tokens, %s steps per epoch\n", o.data.c_str(),
-              withCommas(int64_t(trainData->tokens().size())).c_str(),
-              withCommas(trainData->stepsPerEpoch() / train.accum).c_str());
+  print("gptrun: %s: model %s, %s parameters, %s (%s tokens/step)\n", o.executable.c_str(),
+        model.c_str(), withCommas(params).c_str(), shapeText(train).c_str(),
+        withCommas(train.tokens() * rank.worldSize).c_str());
+  if (rank.worldSize > 1 || rank.collective)
+    print("gptrun: %d data-parallel rank%s, each with %s\n", rank.worldSize,
+          rank.worldSize == 1 ? "" : "s", shapeText(train).c_str());
+  print("gptrun: target %s on %s%s; pools: %s\n",
+        session->backend().kind() == schema::TargetKind::CUDA ? "cuda" : "host",
+        session->backend().deviceName().c_str(), o.graph ? ", CUDA graphs" : "",
+        session->poolReport().c_str());
+  print("gptrun: %s: %s tokens, %s steps per epoch\n", o.data.c_str(),
+        withCommas(int64_t(trainData->tokens().size())).c_str(),
+        withCommas(trainData->stepsPerEpoch() / train.accum).c_str());
   if (valData)
-    std::printf("gptrun: %s: %s tokens, %s batches of B=%lld T=%lld\n", o.val.c_str(),
-                withCommas(int64_t(valData->tokens().size())).c_str(),
-                withCommas(valData->stepsPerEpoch()).c_str(), (long long)val.rows,
-                (long long)val.seq);
+    print("gptrun: %s: %s tokens, %s batches of B=%lld T=%lld\n", o.val.c_str(),
+          withCommas(int64_t(valData->tokens().size())).c_str(),
+          withCommas(valData->stepsPerEpoch()).c_str(), (long long)val.rows, (long long)val.seq);
   if (session->backend().kind() == schema::TargetKind::CUDA && peak == 0)
-    std::printf("gptrun: no peak FLOP/s known for %s; give --peak-tflops for MFU\n",
-                session->backend().deviceName().c_str());
+    print("gptrun: no peak FLOP/s known for %s; give --peak-tflops for MFU\n",
+          session->backend().deviceName().c_str());
   std::fflush(stdout);
   if (Status st = setUpCheckpoints(); !st)
     return st;
-  if (!o.logDir.empty()) {
+  if (!o.logDir.empty() && lead()) {
     StatusOr<std::unique_ptr<RunLog>> l = RunLog::open(o.logDir);
     if (!l)
       return l.status();
     log = std::move(*l);
   }
-  drawBar = o.progress && ::isatty(::fileno(stdout));
+  drawBar = o.progress && lead() && ::isatty(::fileno(stdout));
   return startState();
 }
 
@@ -308,11 +324,11 @@ Status Trainer::Impl::startState() {
     stepsDone = c.step;
     trainData->seek(c.dataPosition);
     if (c.seed != o.seed)
-      std::printf("gptrun: --seed %llu ignored: the checkpoint's init seed was %llu\n",
-                  (unsigned long long)o.seed, (unsigned long long)c.seed);
+      print("gptrun: --seed %llu ignored: the checkpoint's init seed was %llu\n",
+            (unsigned long long)o.seed, (unsigned long long)c.seed);
     o.seed = c.seed;
-    std::printf("gptrun: resumed from %s at step %lld (data position %llu)\n", resumePath.c_str(),
-                (long long)c.step, (unsigned long long)c.dataPosition);
+    print("gptrun: resumed from %s at step %lld (data position %llu)\n", resumePath.c_str(),
+          (long long)c.step, (unsigned long long)c.dataPosition);
     resumeFrom.reset(); // the tensors' bytes are in the session now
     std::fflush(stdout);
     return Status::ok();
@@ -325,7 +341,7 @@ Status Trainer::Impl::startState() {
   Clock::time_point initStart = Clock::now();
   if (Status s = session->run("init"); !s)
     return s;
-  std::printf("gptrun: init in %.1f ms\n", secondsSince(initStart) * 1e3);
+  print("gptrun: init in %.1f ms\n", secondsSince(initStart) * 1e3);
   std::fflush(stdout);
   return Status::ok();
 }
@@ -423,8 +439,8 @@ Status Trainer::Impl::run() {
       return Status::error(o.executable + ": --lr needs an executable whose train_step takes "
                            "lr_scale (recompile with this gptc)");
     lrScale = static_cast<float>(o.lr / compiled);
-    std::printf("gptrun: --lr %.3g: the compiled schedule (peak %.3g) scaled by %.4g\n", o.lr,
-                compiled, lrScale);
+    print("gptrun: --lr %.3g: the compiled schedule (peak %.3g) scaled by %.4g\n", o.lr, compiled,
+          lrScale);
   }
 
   tokens.resize(train.tokens());
@@ -467,7 +483,7 @@ Status Trainer::Impl::run() {
       history.push_back({step + 1, *loss, *norm, 0.f, secondsSince(start)});
       if (Status s = onNonFinite(step + 1, *loss, *norm, before); !s)
         return s;
-      if (step + 1 == o.steps && !o.checkpointDir.empty())
+      if (step + 1 == o.steps && !o.checkpointDir.empty() && lead())
         if (StatusOr<std::string> path = checkpointNow(); !path)
           return path.status();
       continue;
@@ -480,7 +496,7 @@ Status Trainer::Impl::run() {
     history.push_back({step + 1, *loss, *norm, *lr, seconds});
     if (step > firstStep)
       steadySeconds += seconds;
-    double tokPerSec = double(train.tokens()) / seconds;
+    double tokPerSec = double(train.tokens() * rank.worldSize) / seconds;
     std::string line = "step " + std::to_string(step + 1) + "/" + std::to_string(o.steps);
     char buf[160];
     std::snprintf(buf, sizeof(buf), " | loss %.4f | norm %.4f", *loss, *norm);
@@ -518,8 +534,10 @@ Status Trainer::Impl::run() {
         return s;
     int sig = stopSignal();
     bool stop = stopRequested.load() || sig != 0;
+    if (rank.agreeStop)
+      stop = rank.agreeStop(stop);
     // Every N steps, after the last one, and before stopping on request.
-    if (!o.checkpointDir.empty() &&
+    if (!o.checkpointDir.empty() && lead() &&
         (last || stop || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
       if (StatusOr<std::string> path = checkpointNow(); !path)
         return path.status();
@@ -538,12 +556,12 @@ Status Trainer::Impl::run() {
   }
   if (o.steps - firstStep > 1) {
     double perStep = steadySeconds / double(o.steps - firstStep - 1);
-    double tokPerSec = double(train.tokens()) / perStep;
-    std::printf("gptrun: steps %lld-%lld: %.1f ms/step, %s tok/s", (long long)(firstStep + 2),
-                (long long)o.steps, perStep * 1e3, withCommas(std::llround(tokPerSec)).c_str());
+    double tokPerSec = double(train.tokens() * rank.worldSize) / perStep;
+    print("gptrun: steps %lld-%lld: %.1f ms/step, %s tok/s", (long long)(firstStep + 2),
+          (long long)o.steps, perStep * 1e3, withCommas(std::llround(tokPerSec)).c_str());
     if (peak > 0)
-      std::printf(", MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
-    std::printf("\n");
+      print(", MFU %.1f%%", mfuPercent(tokPerSec, flopsPerTok, peak));
+    print("\n");
   }
   return Status::ok();
 }
@@ -565,13 +583,14 @@ Status Trainer::Impl::onNonFinite(int64_t step, float loss, float norm,
                                                            std::to_string(step));
       !s)
     return s;
-  std::printf("step %lld/%lld | loss %g | norm %g | not finite: update skipped (--on-nan=skip)\n",
-              (long long)step, (long long)o.steps, loss, norm);
+  print("step %lld/%lld | loss %g | norm %g | not finite: update skipped (--on-nan=skip)\n",
+        (long long)step, (long long)o.steps, loss, norm);
   std::fflush(stdout);
   return Status::ok();
 }
 
-Trainer::Trainer(const Options &options) : impl(std::make_unique<Impl>(options)) {}
+Trainer::Trainer(const Options &options, RankContext rank)
+    : impl(std::make_unique<Impl>(options, std::move(rank))) {}
 Trainer::~Trainer() = default;
 Status Trainer::setUp() { return impl->setUp(); }
 Status Trainer::run() { return impl->run(); }

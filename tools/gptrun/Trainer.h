@@ -10,8 +10,10 @@
 #ifndef GPTC_TOOLS_GPTRUN_TRAINER_H
 #define GPTC_TOOLS_GPTRUN_TRAINER_H
 
+#include "runtime/collective/Collective.h"
 #include "tools/gptrun/Options.h"
 
+#include <functional>
 #include <memory>
 
 namespace gptc::gptrun {
@@ -23,9 +25,22 @@ struct StepRecord {
   double seconds = 0;
 };
 
+/// Which data-parallel rank a Trainer is (tools/gptrun/Ranks.h makes
+/// them). Rank r reads window step*worldSize + r of the data; only rank 0
+/// prints, logs, validates and writes checkpoints.
+struct RankContext {
+  int rank = 0, worldSize = 1;
+  int device = -1;                  // CUDA device; -1: Options::device
+  Collective *collective = nullptr; // null: one device, no collectives
+  /// Called after every step with this rank's wish to stop (signal or
+  /// requestStop); returns the ranks' joint decision, so that all stop
+  /// after the same step. Null: decide alone.
+  std::function<bool(bool)> agreeStop;
+};
+
 class Trainer {
 public:
-  explicit Trainer(const Options &options);
+  explicit Trainer(const Options &options, RankContext rank = {});
   ~Trainer();
 
   /// Opens the executable and the data, then runs init or, with --resume,

@@ -2,6 +2,7 @@
 //
 //   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
 //   gptrun step.fb --data train.bin --val val.bin --val-every 25 --graph
+//   gptrun step-ws4.fb --data train.bin --gpus 4      (gptc --world-size=4)
 //
 // Exit status: 0 on success, 1 when an input or the run fails, 2 for a
 // usage error. See --help (Options.cpp) for the flags and the MFU formula.
@@ -9,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tools/gptrun/Options.h"
-#include "tools/gptrun/Trainer.h"
+#include "tools/gptrun/Ranks.h"
 
 #include "runtime/schemas/executable_generated.h"
 #include "runtime/support/Version.h"
@@ -33,7 +34,7 @@ int main(int argc, char **argv) {
                 static_cast<unsigned>(gptc::schema::FormatVersion::Current));
     return 0;
   }
-  if (gptc::Status s = train(*options); !s) {
+  if (gptc::Status s = trainRanks(*options); !s) {
     std::fflush(stdout);
     std::fprintf(stderr, "gptrun: error: %s\n", s.message().c_str());
     return 1;

@@ -16,6 +16,7 @@
 #include "test/unit/runtime/blas/GemmCases.h"
 #include "test/unit/runtime/executor/TestPrograms.h"
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -170,6 +171,83 @@ TEST(CudaBackendTest, AllReduceNeedsRanks) {
   auto session = cudaSession(spec);
   ASSERT_TRUE(session) << errorOf(session);
   EXPECT_NE(errorOf((*session)->run("reduce")).find("AllReduce needs ranks"), std::string::npos);
+}
+
+/// A collective of one rank that records what the backend hands it and
+/// doubles F32 buffers on the given stream (so that the test sees it ran,
+/// and in stream order).
+class RecordingCollective final : public Collective {
+public:
+  explicit RecordingCollective(int size = 1) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  Status allReduce(const std::vector<Buffer> &buffers, s::ReduceOp op, void *stream) override {
+    calls.push_back(buffers);
+    streams.push_back(stream);
+    ops.push_back(op);
+    for (const Buffer &b : buffers) {
+      std::vector<float> host(b.count);
+      auto st = static_cast<cudaStream_t>(stream);
+      if (cudaMemcpyAsync(host.data(), b.data, b.count * 4, cudaMemcpyDeviceToHost, st) ||
+          cudaStreamSynchronize(st))
+        return Status::error("copy failed");
+      for (float &f : host)
+        f *= 2;
+      if (cudaMemcpyAsync(b.data, host.data(), b.count * 4, cudaMemcpyHostToDevice, st) ||
+          cudaStreamSynchronize(st))
+        return Status::error("copy failed");
+    }
+    return Status::ok();
+  }
+  std::vector<std::vector<Buffer>> calls;
+  std::vector<void *> streams;
+  std::vector<s::ReduceOp> ops;
+
+private:
+  int size_;
+};
+
+// Verify that an AllReduce command reaches the session's collective with
+// the tensors' addresses, element counts and dtype, on its stream.
+TEST(CudaBackendTest, AllReduceGoesThroughTheCollective) {
+  REQUIRE_GPU_AND_KERNELS();
+  PipelineTensors t;
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA, false, &t);
+  addImages(spec, true, false);
+  spec.config.push_back({"world_size", 1});
+  spec.addProgram("reduce", {}, {t.xs}).allReduce({t.xs});
+  RecordingCollective collective;
+  CudaBackendOptions options;
+  options.collective = &collective;
+  auto session = cudaSession(spec, options);
+  ASSERT_TRUE(session) << errorOf(session);
+  std::vector<float> xs = {1, 2, 3, 4, 5, 6, 7, 8};
+  ASSERT_TRUE((*session)->writeTensor(t.xs, xs.data(), 32));
+  Status ran = (*session)->run("reduce");
+  ASSERT_TRUE(ran) << ran.message();
+  ASSERT_EQ(collective.calls.size(), 1u);
+  ASSERT_EQ(collective.calls[0].size(), 1u);
+  EXPECT_EQ(collective.calls[0][0].count, 8u);
+  EXPECT_EQ(collective.calls[0][0].dtype, s::DType::F32);
+  EXPECT_NE(collective.streams[0], nullptr);
+  std::vector<float> back(8);
+  ASSERT_TRUE((*session)->readTensor(t.xs, back.data(), 32));
+  EXPECT_EQ(back, (std::vector<float>{2, 4, 6, 8, 10, 12, 14, 16}));
+}
+
+// Verify that the executable's world size must match the collective's,
+// before any GPU work (so this runs without a GPU too).
+TEST(CudaBackendTest, WorldSizeMustMatchTheCollective) {
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
+  spec.config.push_back({"world_size", 2});
+  RecordingCollective one;
+  CudaBackendOptions options;
+  options.collective = &one;
+  auto session = cudaSession(spec, options);
+  ASSERT_FALSE(session);
+  EXPECT_NE(errorOf(session).find("compiled with --world-size=2 but runs on 1 ranks"),
+            std::string::npos)
+      << errorOf(session);
 }
 
 /// One GEMM case on the GPU: operands uploaded with NaN gaps, D read back.

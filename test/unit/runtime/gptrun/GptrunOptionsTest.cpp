@@ -79,6 +79,18 @@ TEST(GptrunOptionsTest, UsageErrors) {
             "one executable only, got 'a.fb' and 'b.fb'");
   EXPECT_EQ(parseError({"a.fb", "--data", "t", "--graph", "--target", "host"}),
             "--graph applies to the CUDA target only");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gpus", "0"}), "--gpus must be at least 1, got 0");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gpus=two"}),
+            "--gpus wants an integer, got 'two'");
+}
+
+TEST(GptrunOptionsTest, Gpus) {
+  StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->gpus, 0); // not given: one rank
+  o = parseOptions({"step.fb", "--data", "t.bin", "--gpus", "4"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->gpus, 4);
 }
 
 // Verify the MFU arithmetic on GPT-2 124M's numbers (llm.c's formula).

@@ -1,0 +1,244 @@
+//===- GptrunRanksTest.cpp - gptrun --gpus N on the Host target ----------===//
+//
+// The whole multi-rank path of the gptrun binary, in CI: `tiny` compiled
+// for the Host target for 2 data-parallel ranks of B=2, and for one device
+// with B=4. `gptrun --target host --gpus 2` (two simulated ranks in threads)
+// must log the same losses and gradient norms as `gptrun` on the
+// single-device executable, step for step: rank r reads window 2*step + r,
+// which is rows [2r, 2r+2) of the B=4 batch. Then the flag and launcher
+// errors, which need no GPU either.
+//
+//===----------------------------------------------------------------------===//
+
+#include "TestUtils.h"
+
+#include "RunTool.h"
+
+#include "compiler/Codegen/EmitExecutable.h"
+#include "runtime/data/TokenFile.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+using namespace gptc;
+using namespace gptc::testing;
+
+namespace {
+
+namespace fs = std::filesystem;
+constexpr int64_t kBatch = 2, kSeq = 8, kVocab = 60;
+constexpr int kSteps = 5;
+
+struct Row {
+  double loss = 0, norm = 0;
+};
+
+class GptrunRanksTest : public GPT2Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() / ("gptrun-ranks-test-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::mt19937 rng(5);
+    std::vector<int32_t> tokens(4000);
+    for (int32_t &t : tokens)
+      t = int32_t(rng() % kVocab);
+    ASSERT_TRUE(data::writeTokenFile(data(), tokens));
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  std::string data() const { return (dir / "tokens.bin").string(); }
+
+  /// Compiles `tiny` for the Host target to `name` in the test directory.
+  std::string emit(const std::string &name, int64_t batch, int64_t worldSize) {
+    std::string path = (dir / name).string();
+    EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+      o.batch = batch;
+      o.seq = kSeq;
+      o.lr = 1e-2;
+      o.worldSize = worldSize;
+      o.bucketMb = 0.004; // several buckets
+    })) << diagnostics;
+    codegen::EmitOptions options;
+    options.target = codegen::EmitOptions::Target::Host;
+    auto bytes = codegen::emitExecutable(*module, options);
+    EXPECT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+    if (mlir::succeeded(bytes))
+      std::ofstream(path, std::ios::binary)
+          .write(reinterpret_cast<const char *>(bytes->data()), std::streamsize(bytes->size()));
+    return path;
+  }
+
+  ToolResult gptrun(const std::string &args, const std::string &env = "") {
+    return runTool(env + " " GPTC_GPTRUN, args + " --data " + data() + " --no-progress");
+  }
+
+  /// The training rows of DIR/log.csv: kind,step,loss,grad_norm,...
+  static std::vector<Row> steps(const fs::path &logDir) {
+    std::ifstream in(logDir / "log.csv");
+    std::vector<Row> rows;
+    std::string line;
+    std::getline(in, line); // header
+    while (std::getline(in, line)) {
+      std::stringstream fields(line);
+      std::string kind, step, loss, norm;
+      std::getline(fields, kind, ',');
+      std::getline(fields, step, ',');
+      std::getline(fields, loss, ',');
+      std::getline(fields, norm, ',');
+      if (kind == "train")
+        rows.push_back({std::stod(loss), std::stod(norm)});
+    }
+    return rows;
+  }
+
+  static size_t count(const std::string &text, const std::string &what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+      ++n;
+    return n;
+  }
+
+  fs::path dir;
+};
+
+TEST_F(GptrunRanksTest, TwoHostRanksLogWhatOneBigBatchLogs) {
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  std::string single = emit("ws0.fb", 2 * kBatch, 0);
+  std::string steps_ = " --steps " + std::to_string(kSteps);
+  ToolResult big = gptrun(single + steps_ + " --log-dir " + (dir / "big").string());
+  ASSERT_EQ(big.status, 0) << big.output;
+  ToolResult two =
+      gptrun(ranked + " --target host --gpus 2" + steps_ + " --log-dir " + (dir / "two").string());
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_NE(two.output.find("2 data-parallel ranks, each with accum_steps=1 B=2 T=8"),
+            std::string::npos)
+      << two.output;
+  // Rank 0 alone prints: one line per step, and the global token count.
+  EXPECT_EQ(count(two.output, "step 1/5 |"), 1u) << two.output;
+  EXPECT_EQ(count(two.output, "gptrun: init in"), 1u) << two.output;
+  EXPECT_NE(two.output.find("(32 tokens/step)"), std::string::npos) << two.output;
+
+  std::vector<Row> a = steps(dir / "big"), b = steps(dir / "two");
+  ASSERT_EQ(a.size(), size_t(kSteps));
+  ASSERT_EQ(b.size(), size_t(kSteps)) << "only rank 0 logs";
+  // fp32: a mean of the ranks' means against one mean: rounding only.
+  for (int i = 0; i < kSteps; ++i) {
+    EXPECT_NEAR(b[i].loss, a[i].loss, 1e-5 * a[i].loss) << "step " << i + 1;
+    EXPECT_NEAR(b[i].norm, a[i].norm, 1e-5 * a[i].norm) << "step " << i + 1;
+  }
+  // Different batches each step: the comparison is not of one number.
+  EXPECT_NE(a[0].loss, a[1].loss);
+}
+
+TEST_F(GptrunRanksTest, ResumedRanksContinueExactly) {
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  std::string ckpt = (dir / "ckpt").string();
+  ToolResult straight =
+      gptrun(ranked + " --target host --gpus 2 --steps 4 --log-dir " + (dir / "straight").string());
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  ToolResult first = gptrun(ranked + " --target host --gpus 2 --steps 2 --checkpoint-dir " + ckpt);
+  ASSERT_EQ(first.status, 0) << first.output;
+  ToolResult rest = gptrun(ranked +
+                           " --target host --gpus 2 --steps 4 --resume latest "
+                           "--checkpoint-dir " +
+                           ckpt + " --log-dir " + (dir / "rest").string());
+  ASSERT_EQ(rest.status, 0) << rest.output;
+  std::vector<Row> a = steps(dir / "straight"), b = steps(dir / "rest");
+  ASSERT_EQ(a.size(), 4u);
+  ASSERT_EQ(b.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(b[i].loss, a[i + 2].loss) << "step " << i + 3;
+    EXPECT_EQ(b[i].norm, a[i + 2].norm) << "step " << i + 3;
+  }
+}
+
+// A signal reaches the ranks at different moments; they must still agree
+// on the step to stop after (else one waits forever in an all-reduce).
+TEST_F(GptrunRanksTest, SignalStopsEveryRankAfterTheSameStep) {
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  std::string ckpt = (dir / "ckpt").string();
+  // timeout(1) passes the TERM on (only to gptrun: --foreground), and
+  // kills a run that hangs.
+  ToolResult r = runTool("sh", "-c 'timeout --foreground -s KILL 60 " GPTC_GPTRUN " " + ranked +
+                                   " --target host --gpus 2 --data " + data() +
+                                   " --no-progress --steps 1000000 --checkpoint-dir " + ckpt +
+                                   " & pid=$!; sleep 2; kill -TERM $pid; wait $pid'");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gptrun: SIGTERM: stopped after step"), std::string::npos) << r.output;
+  EXPECT_EQ(count(r.output, "stopped after step"), 1u) << r.output;
+  EXPECT_NE(r.output.find("gptrun: checkpoint " + ckpt), std::string::npos) << r.output;
+}
+
+// Only rank 0 opens --val: when it fails, rank 1 (already waiting in its
+// first all-reduce) must be released, and rank 0's error reported.
+TEST_F(GptrunRanksTest, OneRankFailingReleasesTheOthers) {
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  ToolResult r = runTool("timeout", "-s KILL 60 " GPTC_GPTRUN " " + ranked +
+                                        " --target host --gpus 2 --steps 3 --data " + data() +
+                                        " --val " + (dir / "missing.bin").string());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("gptrun: error: rank 0: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("missing.bin"), std::string::npos) << r.output;
+}
+
+TEST_F(GptrunRanksTest, WorldSizeAndGpusMustAgree) {
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  std::string single = emit("ws0.fb", kBatch, 0);
+  ToolResult r = gptrun(ranked + " --target host --gpus 3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("ws2.fb was compiled with gptc --world-size=2 but runs with --gpus 3; "
+                          "pass --gpus 2 or recompile with --world-size=3"),
+            std::string::npos)
+      << r.output;
+  r = gptrun(ranked + " --target host");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--world-size=2 but runs with --gpus 1"), std::string::npos) << r.output;
+  r = gptrun(single + " --target host --gpus 2");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--gpus 2: " + single +
+                          " was compiled for one device; recompile it with gptc --world-size=2"),
+            std::string::npos)
+      << r.output;
+  // More GPUs than there are: here none at all, on a GPU machine too few.
+  r = gptrun(ranked + " --target cuda --gpus 2 --device 64");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: --gpus 2"), std::string::npos) << r.output;
+}
+
+TEST_F(GptrunRanksTest, LauncherEnvironmentErrors) {
+  // A launcher world of one with a single-device executable: a plain run.
+  std::string single = emit("ws0.fb", kBatch, 0);
+  ToolResult one = gptrun(single + " --steps 2",
+                          "env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=h MASTER_PORT=1");
+  EXPECT_EQ(one.status, 0) << one.output;
+  EXPECT_EQ(count(one.output, "step 2/2 |"), 1u) << one.output;
+  std::string ranked = emit("ws2.fb", kBatch, 2);
+  ToolResult r = gptrun(ranked, "env RANK=0 WORLD_SIZE=2 MASTER_ADDR=localhost MASTER_PORT=29500");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("LOCAL_RANK is not set, but RANK is"), std::string::npos) << r.output;
+  r = gptrun(ranked + " --target host",
+             "env RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=localhost MASTER_PORT=29500");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("torchrun rank 1 of 2: --target host runs ranks as threads"),
+            std::string::npos)
+      << r.output;
+  r = gptrun(ranked + " --gpus 2",
+             "env SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 MASTER_ADDR=h MASTER_PORT=1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--gpus 2 runs ranks as threads, but Slurm started this process as "
+                          "Slurm rank 0 of 2"),
+            std::string::npos)
+      << r.output;
+  r = gptrun(ranked, "env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=4 "
+                     "OMPI_COMM_WORLD_LOCAL_RANK=0 MASTER_ADDR=h MASTER_PORT=1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("ws2.fb was compiled with gptc --world-size=2, but Open MPI runs 4 "
+                          "ranks; recompile with --world-size=4"),
+            std::string::npos)
+      << r.output;
+}
+
+} // namespace

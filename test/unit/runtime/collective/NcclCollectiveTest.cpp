@@ -1,0 +1,115 @@
+//===- NcclCollectiveTest.cpp - NCCL all-reduce across this host's GPUs ---===//
+//
+// The version and id calls run anywhere; the all-reduces need GPUs and
+// skip without them (with one GPU, only the one-rank case runs).
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/collective/NcclCollective.h"
+#include "runtime/device/Device.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+using namespace gptc;
+
+namespace {
+
+int gpus() {
+  StatusOr<int> n = device::deviceCount();
+  return n ? *n : 0;
+}
+
+TEST(NcclCollectiveTest, VersionAndIds) {
+  StatusOr<std::string> v = ncclVersion();
+  ASSERT_TRUE(v) << v.status().message();
+  EXPECT_EQ(v->rfind("NCCL 2.", 0), 0u) << *v;
+  StatusOr<NcclId> a = newNcclId(), b = newNcclId();
+  ASSERT_TRUE(a && b) << (a ? b.status().message() : a.status().message());
+  EXPECT_EQ(a->size(), 128u);
+  EXPECT_NE(*a, *b) << "every communicator gets its own id";
+}
+
+TEST(NcclCollectiveTest, BadArgumentsAreRefused) {
+  auto shortId = NcclCollective::create(NcclId(5, 0), 0, 1, 0);
+  ASSERT_FALSE(shortId);
+  EXPECT_EQ(shortId.status().message(), "NCCL id has 5 bytes, not 128");
+  auto badRank = NcclCollective::create(NcclId(128, 0), 2, 2, 0);
+  ASSERT_FALSE(badRank);
+  EXPECT_EQ(badRank.status().message(), "NCCL rank 2 of 2 is out of range");
+}
+
+TEST(NcclCollectiveTest, NvlsIsOffUnlessTheUserSetIt) {
+  ::unsetenv("NCCL_NVLS_ENABLE");
+  disableNvlsUnlessSet();
+  EXPECT_STREQ(std::getenv("NCCL_NVLS_ENABLE"), "0");
+  ::setenv("NCCL_NVLS_ENABLE", "1", 1);
+  disableNvlsUnlessSet();
+  EXPECT_STREQ(std::getenv("NCCL_NVLS_ENABLE"), "1");
+  ::setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
+
+/// Each of `n` ranks (one per GPU, in threads) all-reduces a buffer whose
+/// element i is (rank + 1) * i; the sum is n(n+1)/2 * i, the mean (n+1)/2 * i.
+void reduceOnRanks(int n, schema::ReduceOp op) {
+  NcclId id = *newNcclId();
+  constexpr size_t kCount = 1000;
+  std::vector<std::string> errors(n);
+  std::vector<std::vector<float>> results(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      auto fail = [&](const std::string &m) { errors[r] = m; };
+      auto comm = NcclCollective::create(id, r, n, r);
+      if (!comm)
+        return fail(comm.status().message());
+      std::vector<float> host(kCount);
+      for (size_t i = 0; i < kCount; ++i)
+        host[i] = float((r + 1) * i);
+      void *dev = nullptr;
+      cudaStream_t stream = nullptr;
+      if (cudaMalloc(&dev, kCount * 4) || cudaStreamCreate(&stream) ||
+          cudaMemcpy(dev, host.data(), kCount * 4, cudaMemcpyHostToDevice))
+        return fail("CUDA setup failed");
+      Status s = (*comm)->allReduce({{dev, kCount, schema::DType::F32}}, op, stream);
+      if (!s)
+        return fail(s.message());
+      if (cudaStreamSynchronize(stream) ||
+          cudaMemcpy(host.data(), dev, kCount * 4, cudaMemcpyDeviceToHost))
+        return fail("CUDA readback failed");
+      results[r] = host;
+      auto f16 = (*comm)->allReduce({{dev, kCount, schema::DType::F16}}, op, stream);
+      if (f16 || f16.message().find("NCCL reduces F32 and BF16 buffers here, got F16") ==
+                     std::string::npos)
+        return fail("F16 was not refused clearly: " + (f16 ? std::string("ok") : f16.message()));
+      (void)cudaFree(dev);
+      (void)cudaStreamDestroy(stream);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  float scale = op == schema::ReduceOp::Sum ? float(n * (n + 1) / 2) : float(n + 1) / 2;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(errors[r].empty()) << "rank " << r << ": " << errors[r];
+    for (size_t i = 0; i < kCount; i += 97)
+      EXPECT_FLOAT_EQ(results[r][i], scale * float(i)) << "rank " << r << " element " << i;
+  }
+}
+
+TEST(NcclCollectiveTest, OneRank) {
+  if (gpus() < 1)
+    GTEST_SKIP() << "no GPU on this machine";
+  reduceOnRanks(1, schema::ReduceOp::Sum);
+}
+
+TEST(NcclCollectiveTest, SumAndMeanOverEveryGpu) {
+  if (gpus() < 2)
+    GTEST_SKIP() << "needs 2 GPUs, found " << gpus();
+  reduceOnRanks(gpus(), schema::ReduceOp::Sum);
+  reduceOnRanks(gpus(), schema::ReduceOp::Avg);
+}
+
+} // namespace
