@@ -1,46 +1,94 @@
 #!/usr/bin/env bash
 # libFuzzer targets for the runtime's input parsers, built with clang-22
-# (ASan + UBSan + libFuzzer) into build-fuzz/, apart from the g++ build and
-# without MLIR: each links only the sources it fuzzes.
+# (ASan + UBSan + libFuzzer) by test/fuzz/CMakeLists.txt into a build dir of
+# their own, apart from the g++ build and without MLIR:
 #   ExecutableFuzzer  step.fb loader (FlatBuffers verifier + semantic checks)
 #   TokenFileFuzzer   llm.c token file parser
 #   TokenizerFuzzer   GPT-2 BPE encode/decode round trip (needs data/gpt2)
-# Usage (repo root, after build/ has generated executable_generated.h or with
-# flatc on PATH):
-#   bash scripts/fuzz.sh            # build, then 45 s per target
-#   FUZZ_SECONDS=3600 bash scripts/fuzz.sh ExecutableFuzzer   # a longer run
-# Seeds: test/fuzz/corpus/<target>/ (committed); the growing corpus and any
-# crash-* reproducer go to build-fuzz/<target>/. Exit status != 0 on a crash.
+# Each target first replays its reproducers in test/fuzz/regressions/, then
+# fuzzes from its seeds in test/fuzz/corpus/<target>/ (committed).
+# Usage (repo root):
+#   bash scripts/fuzz.sh                        # build, then 45 s per target
+#   bash scripts/fuzz.sh --seconds 3600 ExecutableFuzzer   # a longer run
+#   bash scripts/fuzz.sh --build-only | --no-build ...
+# `ctest` runs each target for 20 s the same way (test/fuzz/CMakeLists.txt).
+# Env: FUZZ_BUILD_DIR (default build-fuzz/), FUZZ_CXX (default clang++-22),
+# FUZZ_SECONDS (default 45). The growing corpus and any crash-* reproducer
+# go to the build dir. Exit status: 1 on a finding, 77 if a target was
+# skipped (no vocabulary) and none failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 CXX=${FUZZ_CXX:-clang++-22}
-SECONDS_PER_TARGET=${FUZZ_SECONDS:-45}
-OUT=build-fuzz
-mkdir -p "$OUT/runtime/schemas"
-flatc --cpp --scoped-enums -o "$OUT/runtime/schemas" runtime/schemas/executable.fbs
-flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-       -I. -I"$OUT")
-declare -A sources=(
-  [ExecutableFuzzer]="test/fuzz/ExecutableFuzzer.cpp runtime/executable/Executable.cpp"
-  [TokenFileFuzzer]="test/fuzz/TokenFileFuzzer.cpp runtime/data/TokenFile.cpp runtime/data/FileIO.cpp"
-  [TokenizerFuzzer]="test/fuzz/TokenizerFuzzer.cpp runtime/data/Tokenizer.cpp runtime/data/Json.cpp runtime/data/Unicode.cpp runtime/data/FileIO.cpp"
-)
-declare -A corpus=([ExecutableFuzzer]=executable [TokenFileFuzzer]=tokenfile [TokenizerFuzzer]=tokenizer)
-targets=("$@")
+seconds=${FUZZ_SECONDS:-45}
+out=${FUZZ_BUILD_DIR:-build-fuzz}
+build=1
+run=1
+targets=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --seconds) seconds=$2; shift ;;
+    --build-only) run=0 ;;
+    --no-build) build=0 ;;
+    -*) echo "fuzz.sh: unknown option '$1'" >&2; exit 2 ;;
+    *) targets+=("$1") ;;
+  esac
+  shift
+done
 [ ${#targets[@]} = 0 ] && targets=(ExecutableFuzzer TokenFileFuzzer TokenizerFuzzer)
-export GPTC_VOCAB_DIR=${GPTC_VOCAB_DIR:-$PWD/data/gpt2}
-status=0
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+
+if [ $build = 1 ]; then
+  launcher=()
+  command -v ccache >/dev/null 2>&1 && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # Configured once; later calls only run ninja, which rebuilds what changed.
+  if [ ! -f "$out/build.ninja" ]; then
+    cmake -G Ninja -S test/fuzz -B "$out" -DCMAKE_CXX_COMPILER="$CXX" "${launcher[@]}"
+  fi
+  cmake --build "$out" -j"${FUZZ_JOBS:-2}"
+fi
+[ $run = 1 ] || exit 0
+
+declare -A corpus=([ExecutableFuzzer]=executable [TokenFileFuzzer]=tokenfile [TokenizerFuzzer]=tokenizer)
+export GPTC_VOCAB_DIR=${GPTC_VOCAB_DIR:-$root/data/gpt2}
+failed=0
+skipped=0
 for t in "${targets[@]}"; do
-  echo "== $t: build"
-  # shellcheck disable=SC2086
-  "$CXX" "${flags[@]}" ${sources[$t]} -o "$OUT/$t"
-  mkdir -p "$OUT/$t.corpus"
-  echo "== $t: ${SECONDS_PER_TARGET} s"
-  if ! (cd "$OUT" && "./$t" -max_total_time="$SECONDS_PER_TARGET" -max_len=8192 -rss_limit_mb=2048 \
-          -artifact_prefix="$t-" -print_final_stats=1 "$t.corpus" \
-          "../test/fuzz/corpus/${corpus[$t]}" 2>&1 | tail -25); then
-    echo "== $t: FAILED (reproducer: build-fuzz/$t-crash-*)"
-    status=1
+  name=${corpus[$t]:-}
+  if [ -z "$name" ]; then
+    echo "fuzz.sh: unknown target '$t'" >&2
+    exit 2
+  fi
+  if [ "$t" = TokenizerFuzzer ] && [ ! -f "$GPTC_VOCAB_DIR/encoder.json" ]; then
+    echo "== $t: skipped: no GPT-2 vocabulary in $GPTC_VOCAB_DIR (scripts/setup.sh fetches it)"
+    skipped=1
+    continue
+  fi
+  shopt -s nullglob
+  regressions=("$root/test/fuzz/regressions/$name"-*)
+  shopt -u nullglob
+  flags=(-max_len=8192 -rss_limit_mb=2048 -timeout=30 -artifact_prefix="$out/$t-")
+  if [ ${#regressions[@]} -gt 0 ]; then
+    echo "== $t: ${#regressions[@]} regression input(s)"
+    if ! "$out/$t" "${flags[@]}" "${regressions[@]}" >"$out/$t.log" 2>&1; then
+      tail -80 "$out/$t.log"
+      echo "== $t: FAILED on a reproducer in test/fuzz/regressions"
+      failed=1
+      continue
+    fi
+  fi
+  mkdir -p "$out/$t.corpus"
+  echo "== $t: ${seconds} s"
+  if "$out/$t" "${flags[@]}" -max_total_time="$seconds" -print_final_stats=1 \
+       "$out/$t.corpus" "$root/test/fuzz/corpus/$name" >"$out/$t.log" 2>&1; then
+    grep -E '^(INFO: seed corpus|Done|stat::(number_of_executed|new_units|peak_rss))' "$out/$t.log"
+  else
+    tail -80 "$out/$t.log"
+    echo "== $t: FAILED (reproducer: $out/$t-crash-*; whole log: $out/$t.log)"
+    failed=1
   fi
 done
-exit $status
+[ $failed = 1 ] && exit 1
+[ $skipped = 1 ] && exit 77
+exit 0

@@ -33,12 +33,16 @@ StatusOr<std::unique_ptr<RunLog>> RunLog::open(const std::string &dir) {
   log->csvPath = dir + "/log.csv";
   log->json = std::fopen(log->jsonPath.c_str(), "a");
   if (!log->json)
-    return Status::error(log->jsonPath + ": cannot open: " + std::strerror(errno));
+    return Status::error("--log-dir " + dir + ": cannot open " + log->jsonPath + ": " +
+                         std::strerror(errno));
   log->csv = std::fopen(log->csvPath.c_str(), "a");
   if (!log->csv)
-    return Status::error(log->csvPath + ": cannot open: " + std::strerror(errno));
-  if (std::ftell(log->csv) == 0)
-    std::fprintf(log->csv, "%s\n", csvHeader());
+    return Status::error("--log-dir " + dir + ": cannot open " + log->csvPath + ": " +
+                         std::strerror(errno));
+  if (std::ftell(log->csv) == 0 &&
+      (std::fprintf(log->csv, "%s\n", csvHeader()) < 0 || std::fflush(log->csv) != 0))
+    return Status::error("--log-dir " + dir + ": cannot write " + log->csvPath + ": " +
+                         std::strerror(errno));
   return log;
 }
 

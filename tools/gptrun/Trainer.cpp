@@ -265,14 +265,16 @@ Status Trainer::Impl::setUp() {
     print("gptrun: no peak FLOP/s known for %s; give --peak-tflops for MFU\n",
           session->backend().deviceName().c_str());
   std::fflush(stdout);
-  if (Status st = setUpCheckpoints(); !st)
-    return st;
+  // The log first: the default checkpoint dir lies inside it, and a bad
+  // --log-dir should be named as such. Both fail here, before training.
   if (!o.logDir.empty() && lead()) {
     StatusOr<std::unique_ptr<RunLog>> l = RunLog::open(o.logDir);
     if (!l)
       return l.status();
     log = std::move(*l);
   }
+  if (Status st = setUpCheckpoints(); !st)
+    return st;
   drawBar = o.progress && lead() && ::isatty(::fileno(stdout));
   return startState();
 }

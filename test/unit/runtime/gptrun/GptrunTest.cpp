@@ -496,6 +496,55 @@ TEST_F(GptrunTest, UnwritableCheckpointDirFailsBeforeTraining) {
   EXPECT_EQ(r.output.find("init in"), std::string::npos) << r.output;
 }
 
+// Verify a --log-dir that cannot be created (a path through a regular file)
+// is refused before init and training, named as --log-dir even though the
+// default checkpoint dir lies inside it.
+TEST_F(GptrunTest, UncreatableLogDirFailsBeforeTraining) {
+  ToolResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --log-dir " +
+                        path("train.bin") + "/logs --checkpoint-every 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: --log-dir " + path("train.bin") + "/logs: "),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("init in"), std::string::npos) << r.output;
+}
+
+// Verify a --log-dir whose log file cannot be opened for appending (here a
+// directory in its place, which stops root too) is refused before training.
+TEST_F(GptrunTest, UnopenableLogFileFailsBeforeTraining) {
+  std::string logs = path("logs-blocked");
+  fs::remove_all(logs);
+  fs::create_directories(logs + "/log.jsonl");
+  ToolResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --log-dir " + logs);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: --log-dir " + logs + ": cannot open " + logs +
+                          "/log.jsonl: Is a directory"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("init in"), std::string::npos) << r.output;
+}
+
+// Verify a read-only --log-dir is refused before training (root may write
+// anywhere, so this needs an ordinary user).
+TEST_F(GptrunTest, ReadOnlyLogDirFailsBeforeTraining) {
+  if (::geteuid() == 0)
+    GTEST_SKIP() << "running as root: permissions do not stop writes";
+  std::string logs = path("logs-read-only");
+  fs::remove_all(logs);
+  fs::create_directories(logs);
+  fs::permissions(logs, fs::perms::owner_read | fs::perms::owner_exec);
+  ToolResult r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --log-dir " + logs +
+                        " --checkpoint-dir " + path("ckpt-read-only-log"));
+  fs::permissions(logs, fs::perms::owner_all);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: --log-dir " + logs + ": cannot open " + logs +
+                          "/log.jsonl: Permission denied"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("init in"), std::string::npos) << r.output;
+}
+
 /// The lines of `file`.
 std::vector<std::string> readLines(const std::string &file) {
   std::ifstream in(file);
