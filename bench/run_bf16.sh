@@ -53,32 +53,8 @@ T_COMPILE=${T_COMPILE:-200}
 MANIFEST=$ARTIFACTS/manifest.json
 WARMUP=$((BF16_STEPS > 20 ? 10 : 2)) # steps left out of the medians
 
-declare -A STATUS
-ORDER=()
-set_status() { STATUS[$1]=$2; ORDER+=("$1"); echo "[$1] $2"; }
-banner() { echo; echo "=== $* ($(($(date +%s) - START)) s since start) ==="; }
-# run_limited NAME WANT_S CMD...: CMD under min(WANT_S, time left - 15 s).
-run_limited() {
-  local name=$1 want=$2 t
-  shift 2
-  t=$((DEADLINE - $(date +%s) - 15))
-  ((t > want)) && t=$want
-  if ((t < 20)); then
-    set_status "$name" "skipped (${t} s left)"
-    return 99
-  fi
-  echo "[$name] limit ${t} s: $*"
-  local t0 rc
-  t0=$(date +%s)
-  timeout --signal=TERM --kill-after=10 "$t" "$@"
-  rc=$?
-  case $rc in
-    0) set_status "$name" "ok ($(($(date +%s) - t0)) s)" ;;
-    124 | 137) set_status "$name" "TIMEOUT after ${t} s" ;;
-    *) set_status "$name" "FAILED rc=$rc" ;;
-  esac
-  return $rc
-}
+# shellcheck source=bench/stages.sh
+source bench/stages.sh
 
 banner "env"
 command -v nvidia-smi > /dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv

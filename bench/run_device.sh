@@ -77,38 +77,8 @@ T_BF16_EAGER=${T_BF16_EAGER:-90}
 T_BF16_COMPILE=${T_BF16_COMPILE:-180}
 MANIFEST=$ARTIFACTS/manifest.json
 
-declare -A STATUS
-ORDER=()
-have_stage() { [[ ",$STAGES," == *",$1,"* ]]; }
-left() { echo $((DEADLINE - $(date +%s) - RESERVE_S)); }
-banner() { echo; echo "=== $* ($(($(date +%s) - START)) s since start, $(left) s left) ==="; }
-set_status() { STATUS[$1]=$2; ORDER+=("$1"); echo "[$1] $2"; }
-
-# run_limited NAME WANT_S CMD...: CMD under timeout min(WANT_S, time left);
-# records NAME's status; returns CMD's exit code (99: skipped).
-run_limited() {
-  local name=$1 want=$2
-  shift 2
-  local t
-  t=$(left)
-  ((t > want)) && t=$want
-  if ((t < MIN_STAGE_S)); then
-    set_status "$name" "skipped (${t} s left)"
-    return 99
-  fi
-  echo "[$name] limit ${t} s: $*"
-  local t0 rc
-  t0=$(date +%s)
-  timeout --signal=TERM --kill-after=10 "$t" "$@"
-  rc=$?
-  local dt=$(($(date +%s) - t0))
-  case $rc in
-    0) set_status "$name" "ok (${dt} s)" ;;
-    124 | 137) set_status "$name" "TIMEOUT after ${t} s" ;;
-    *) set_status "$name" "FAILED rc=$rc (${dt} s)" ;;
-  esac
-  return $rc
-}
+# shellcheck source=bench/stages.sh
+source bench/stages.sh
 
 # GPU memory samples (MiB, every 250 ms) during a run: WORK/NAME.smi.
 SMI_PID=""

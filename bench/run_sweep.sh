@@ -32,25 +32,19 @@ SWEEP_STEPS=${SWEEP_STEPS:-12}
 WARMUP=2
 DATA=$TRAIN_DATA
 
-left() { echo $((DEADLINE - $(date +%s) - 10)); }
-limited() { # WANT_S CMD...: CMD under min(WANT_S, time left)
-  local want=$1 t
-  shift
-  t=$(left)
-  ((t > want)) && t=$want
-  ((t < 20)) && { echo "skipped: ${t} s left"; return 99; }
-  timeout --signal=TERM --kill-after=10 "$t" "$@"
-}
+RESERVE_S=10
+# shellcheck source=bench/stages.sh
+source bench/stages.sh
 
 echo "=== build ==="
-[ -x "$GPTRUN" ] || limited 240 bash scripts/device-build.sh > "$OUT/build.log" 2>&1
+[ -x "$GPTRUN" ] || run_limited build 240 bash scripts/device-build.sh > "$OUT/build.log" 2>&1
 tail -n 2 "$OUT/build.log" 2> /dev/null
 
 runs=()
 while IFS=$'\t' read -r model b file secs _; do
   echo; echo "=== $model B=$b ($(($(date +%s) - START)) s) ==="
   log=$OUT/gptrun_$model.log
-  limited 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
+  run_limited "gptc-$model" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
   echo "gptrun rc=$?"; tail -n 2 "$log"
   if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$model.json" --label "gptc bf16 $model" \
       --model "$model" --batch "$b" --seq 1024 --dtype bf16 --tf32 off --timing-warmup "$WARMUP" > /dev/null; then
@@ -64,7 +58,7 @@ PYEOF
   [ "$model" = 124M ] && modes=(eager compile)
   for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086
-    limited 150 "$PY" bench/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \
+    run_limited "torch-$mode-$model" 150 "$PY" bench/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \
       --init counter --seed "$SEED" --timing-warmup "$WARMUP" --quiet --steps "$SWEEP_STEPS" \
       --data "$DATA" $TRAIN_OPT --mode "$mode" --dtype bf16 --tf32 on \
       --json "$WORK/torch-$mode-$model.json" --label "torch $mode bf16 $model" \
@@ -77,4 +71,6 @@ done < bench/artifacts/sweep.tsv
 echo; echo "=== table ($(($(date +%s) - START)) s) ==="
 cp "${runs[@]}" "$OUT/" 2> /dev/null
 ((${#runs[@]})) && "$PY" bench/compare.py table "${runs[@]}" --reference none
+echo; echo "=== stages ==="
+for k in "${ORDER[@]}"; do printf '  %-20s %s\n' "$k" "${STATUS[$k]}"; done
 exit 0
