@@ -54,6 +54,12 @@ struct Warp {
     return bits(vector::LoadOp::create(k.b, k.loc, pairType, mem, ValueRange{off},
                                        /*nontemporal=*/false, llvm::MaybeAlign(4)));
   }
+  /// mem[off0], mem[off1] as one register.
+  Value pairOf(Value mem, Value off0, Value off1) {
+    Value x = memref::LoadOp::create(k.b, k.loc, mem, ValueRange{off0});
+    Value y = memref::LoadOp::create(k.b, k.loc, mem, ValueRange{off1});
+    return bits(vector::FromElementsOp::create(k.b, k.loc, pairType, ValueRange{x, y}));
+  }
   /// f32 x, y rounded to bf16 in one register.
   Value pack(Value x, Value y) {
     return bits(vector::FromElementsOp::create(
@@ -74,12 +80,12 @@ struct Warp {
     Value c = k.add(k.idx(c0), k.mul(t, k.idx(2)));
     return {pairAt(mem, k.add(r, c)), pairAt(mem, k.add(r, k.add(c, k.idx(8))))};
   }
-  /// B[kk][n] = M[k0 + kk][c0 + n] read from M^T (rows of M^T are
-  /// columns of M): pairs along k0.
-  Frag loadBTransposed(Value memT, const RowFn &rowT, int64_t c0, Value k0) {
-    Value r = rowT(k.add(k.idx(c0), g));
-    Value c = k.add(k0, k.mul(t, k.idx(2)));
-    return {pairAt(memT, k.add(r, c)), pairAt(memT, k.add(r, k.add(c, k.idx(8))))};
+  /// B[kk][n] = M[k0 + kk][c0 + n]: 16 rows of M, 8 of its columns.
+  Frag loadBCols(Value mem, const RowFn &row, Value k0, int64_t c0) {
+    Value col = k.add(k.idx(c0), g);
+    Value r = k.add(k0, k.mul(t, k.idx(2)));
+    auto at = [&](int64_t dr) { return k.add(row(k.add(r, k.idx(dr))), col); };
+    return {pairOf(mem, at(0), at(1)), pairOf(mem, at(8), at(9))};
   }
   /// Two C tiles (columns 0-7 and 8-15) as the A fragment of a 16-wide step.
   Frag toA(ArrayRef<Value> lo, ArrayRef<Value> hi) {
@@ -118,7 +124,6 @@ struct Warp {
 /// The (batch, head) of a warp and the row offsets of its q, k, v, y/dy.
 struct Heads {
   RowFn q, key, val, out;
-  RowFn tr; // row e of this head's (D, T) block of a transposed operand
   Value bh; // batch * H + head
 };
 
@@ -134,9 +139,8 @@ Heads headsOf(KB &k, Value bh, const AttentionShape &s) {
       return kp->add(kp->add(base, kp->idx(part)), kp->mul(r, kp->idx(stride)));
     };
   };
-  Value trBase = k.mul(bh, k.idx(s.headDim * s.seq));
   return {rows(qkvBase, 0, 3 * c), rows(qkvBase, c, 3 * c), rows(qkvBase, 2 * c, 3 * c),
-          rows(outBase, 0, c), rows(trBase, 0, s.seq), bh};
+          rows(outBase, 0, c), bh};
 }
 
 /// Scores of the 16 x 16 block (rows r0.., columns n0..): two C tiles of
@@ -168,7 +172,7 @@ struct Online {
   SmallVector<Frag> o;
 };
 
-Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, Value vT, const Heads &hs, Value q0,
+Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value q0,
                    Value tile, const AttentionShape &s) {
   KB &k = w.k;
   int64_t dTiles = s.headDim / 8;
@@ -207,7 +211,7 @@ Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, Value vT, const Heads 
       Frag o;
       for (int64_t e = 0; e < 4; ++e)
         o.push_back(k.mul(cur[4 + 4 * dt + e], corr[e / 2]));
-      o = w.mma(pa, w.loadBTransposed(vT, hs.tr, 8 * dt, key0), o);
+      o = w.mma(pa, w.loadBCols(qkv, hs.val, key0, 8 * dt), o);
       next.append(o.begin(), o.end());
     }
     return next;
@@ -254,24 +258,6 @@ int64_t flashAttentionThreads(const AttentionShape &s) {
   return s.batch * s.heads * (s.seq / kTile) * 32;
 }
 
-int64_t flashTransposedElements(const AttentionShape &s) {
-  return s.batch * s.heads * s.headDim * s.seq;
-}
-
-void buildFlashTranspose(OpBuilder &b, Location loc, Value idx, ValueRange a,
-                         const AttentionShape &s, int64_t rowStride, int64_t offset) {
-  KB k{b, loc};
-  Value t = k.urem(idx, k.idx(s.seq));
-  Value e = k.urem(k.udiv(idx, k.idx(s.seq)), k.idx(s.headDim));
-  Value bh = k.udiv(idx, k.idx(s.seq * s.headDim));
-  Value batch = k.udiv(bh, k.idx(s.heads)), head = k.urem(bh, k.idx(s.heads));
-  Value row = k.add(k.mul(batch, k.idx(s.seq)), t);
-  Value src = k.add(k.add(k.mul(row, k.idx(rowStride)), k.idx(offset)),
-                    k.add(k.mul(head, k.idx(s.headDim)), e));
-  memref::StoreOp::create(b, loc, memref::LoadOp::create(b, loc, a[0], ValueRange{src}), a[1],
-                          ValueRange{idx});
-}
-
 void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRange a,
                                 const AttentionShape &s) {
   KB k{b, loc};
@@ -283,7 +269,7 @@ void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRang
   Heads hs = headsOf(k, k.udiv(warp, k.idx(tiles)), s);
   Value q0 = k.mul(tile, k.idx(kTile));
   SmallVector<Frag> qa = loadRowsA(w, a[0], hs.q, q0, s.headDim);
-  Online on = forwardTile(w, qa, a[0], a[2], hs, q0, tile, s);
+  Online on = forwardTile(w, qa, a[0], hs, q0, tile, s);
   Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
   storeTiles(w, on.o, a[1], hs.out, q0, inv);
 }
@@ -292,7 +278,7 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
                                       const AttentionShape &s) {
   KB k{b, loc};
   Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3], kT = a[4], vT = a[5];
+  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
   int64_t tiles = s.seq / kTile, dTiles = s.headDim / 8;
   Value warp = k.udiv(idx, k.idx(32));
   Value tile = k.sub(k.idx(tiles - 1), k.urem(warp, k.idx(tiles)));
@@ -301,7 +287,7 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
   SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, q0, s.headDim);
 
   // Pass 1: the forward again, for lse_i and D_i = dy_i . y_i.
-  Online on = forwardTile(w, qa, qkv, vT, hs, q0, tile, s);
+  Online on = forwardTile(w, qa, qkv, hs, q0, tile, s);
   Value lse[2], dsum[2];
   for (int64_t r = 0; r < 2; ++r) {
     Value inv = k.div(k.f(1, w.f32), on.l[r]);
@@ -345,7 +331,7 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
     SmallVector<Value> next;
     for (int64_t dt = 0; dt < dTiles; ++dt) {
       Frag acc(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
-      acc = w.mma(dsa, w.loadBTransposed(kT, hs.tr, 8 * dt, key0), acc);
+      acc = w.mma(dsa, w.loadBCols(qkv, hs.key, key0, 8 * dt), acc);
       next.append(acc.begin(), acc.end());
     }
     return next;
@@ -360,7 +346,7 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
                                          const AttentionShape &s) {
   KB k{b, loc};
   Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3], qT = a[4], dyT = a[5];
+  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
   int64_t tiles = s.seq / kTile, dTiles = s.headDim / 8;
   Value warp = k.udiv(idx, k.idx(32));
   // Key tile j meets the query tiles j..: the first tiles are the longest.
@@ -393,12 +379,12 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
     SmallVector<Value> next;
     for (int64_t dt = 0; dt < dTiles; ++dt) {
       Frag dv(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
-      dv = w.mma(pa, w.loadBTransposed(dyT, hs.tr, 8 * dt, q0), dv);
+      dv = w.mma(pa, w.loadBCols(dy, hs.out, q0, 8 * dt), dv);
       next.append(dv.begin(), dv.end());
     }
     for (int64_t dt = 0; dt < dTiles; ++dt) {
       Frag dk(cur.begin() + 4 * (dTiles + dt), cur.begin() + 4 * (dTiles + dt) + 4);
-      dk = w.mma(dsa, w.loadBTransposed(qT, hs.tr, 8 * dt, q0), dk);
+      dk = w.mma(dsa, w.loadBCols(qkv, hs.q, q0, 8 * dt), dk);
       next.append(dk.begin(), dk.end());
     }
     return next;

@@ -29,25 +29,14 @@ bool flashAttentionApplies(const AttentionShape &s, mlir::Type element);
 /// Threads of every flash launch: one warp per 16-row tile.
 int64_t flashAttentionThreads(const AttentionShape &s);
 
-/// Elements of one operand laid out as (B, H, D, T): what the transpose
-/// kernel writes (a workspace buffer of bf16).
-int64_t flashTransposedElements(const AttentionShape &s);
-/// args: src, dst. dst[(b, h, e, t)] = src[(b, t) * rowStride + offset + h D + e]:
-/// q, k or v of qkv (rowStride 3C, offset 0, C, 2C) or dy (rowStride C).
-/// The B operands of P V, dS K, P^T dy and dS^T q then load pairs along t.
-void buildFlashTranspose(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
-                         mlir::ValueRange args, const AttentionShape &s, int64_t rowStride,
-                         int64_t offset);
-
-/// args: qkv (B, T, 3C), y (B, T, C), v^T.
+/// args: qkv (B, T, 3C), y (B, T, C).
 void buildFlashAttentionForward(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
                                 mlir::ValueRange args, const AttentionShape &s);
-/// args: dy (B, T, C), qkv, stats (B*H*T x {lse, D}, f32), dqkv (B, T, 3C),
-/// k^T. Writes the row statistics and the q third of dqkv.
+/// args: dy (B, T, C), qkv, stats (B*H*T x {lse, D}, f32), dqkv (B, T, 3C).
+/// Writes the row statistics and the q third of dqkv.
 void buildFlashAttentionBackwardQuery(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
                                       mlir::ValueRange args, const AttentionShape &s);
-/// args: dy, qkv, stats, dqkv, q^T, dy^T; reads the statistics, writes the
-/// k and v thirds.
+/// The same arguments; reads the statistics, writes the k and v thirds.
 void buildFlashAttentionBackwardKeyValue(mlir::OpBuilder &b, mlir::Location loc,
                                          mlir::Value idx, mlir::ValueRange args,
                                          const AttentionShape &s);

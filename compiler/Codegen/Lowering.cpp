@@ -852,17 +852,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
         AttentionShape shape{bsz, tl, h, d, scale};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv()))) {
-          int64_t nt = flashTransposedElements(shape);
-          auto trType = flatOf(nt, eltOf(at.getQkv()));
-          Operand vT = scratch(nt * 2);
-          launch(op, key + "vT", "flash_attention_transpose", {flat(at.getQkv()), trType},
-                 {t(at.getQkv()), vT}, nt,
-                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                   buildFlashTranspose(b, loc, idx, a, shape, 3 * c, 2 * c);
-                 });
-          launch(op, key, "flash_attention_forward",
-                 {flat(at.getQkv()), flat(at.getResult()), trType},
-                 {t(at.getQkv()), t(at.getResult()), vT}, flashAttentionThreads(shape),
+          launch(op, key, "flash_attention_forward", {flat(at.getQkv()), flat(at.getResult())},
+                 {t(at.getQkv()), t(at.getResult())}, flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionForward(b, loc, idx, a, shape);
                  });
@@ -911,35 +902,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         AttentionShape shape{bsz, tl, h, d, scale};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv())) &&
             eltOf(at.getGrad()).isBF16()) {
-          int64_t nt = flashTransposedElements(shape);
-          auto trType = flatOf(nt, eltOf(at.getQkv()));
-          // q, k, v and dy as (B, H, D, T), for the B operands of the
-          // products that sum over positions.
-          std::map<std::string, Operand> tr;
-          auto transpose = [&](const std::string &name, Value src, int64_t stride, int64_t offset) {
-            tr[name] = scratch(nt * 2);
-            launch(op, key + name + "T", "flash_attention_transpose", {flat(src), trType},
-                   {t(src), tr[name]}, nt,
-                   [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                     buildFlashTranspose(b, loc, idx, a, shape, stride, offset);
-                   });
-          };
-          transpose("q", at.getQkv(), 3 * c, 0);
-          transpose("k", at.getQkv(), 3 * c, c);
-          transpose("v", at.getQkv(), 3 * c, 2 * c);
-          transpose("dy", at.getGrad(), c, 0);
           std::vector<Type> types = {flat(at.getGrad()), flat(at.getQkv()), statsType,
-                                     flat(at.getResult()), trType, trType};
+                                     flat(at.getResult())};
           std::vector<Operand> args = {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())};
-          std::vector<Operand> qArgs = args, kvArgs = args;
-          qArgs.insert(qArgs.end(), {tr["k"], tr["v"]});
-          kvArgs.insert(kvArgs.end(), {tr["q"], tr["dy"]});
-          launch(op, key + "q", "flash_attention_backward_q", types, qArgs,
+          launch(op, key + "q", "flash_attention_backward_q", types, args,
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionBackwardQuery(b, loc, idx, a, shape);
                  });
-          launch(op, key + "kv", "flash_attention_backward_kv", types, kvArgs,
+          launch(op, key + "kv", "flash_attention_backward_kv", types, args,
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionBackwardKeyValue(b, loc, idx, a, shape);

@@ -87,7 +87,6 @@ TEST_F(FlashAttentionTest, Bf16OnCudaUsesTheTensorCoreKernels) {
   EXPECT_TRUE(contains(bytes, "flash_attention_forward"));
   EXPECT_TRUE(contains(bytes, "flash_attention_backward_q"));
   EXPECT_TRUE(contains(bytes, "flash_attention_backward_kv"));
-  EXPECT_TRUE(contains(bytes, "flash_attention_transpose"));
   EXPECT_FALSE(contains(bytes, "attention_backward_v"));
   EXPECT_TRUE(contains(bytes, kMma));
   EXPECT_TRUE(contains(bytes, "shfl.sync.bfly"));
