@@ -198,6 +198,11 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       lowerPrograms(module, {"init", "train_step", "forward"}, lowering);
   if (failed(lowered))
     return failure();
+  auto stage = [&](llvm::StringRef name) {
+    if (options.onStage)
+      options.onStage(name);
+  };
+  stage("codegen: lower programs");
   dump(options, "commands.txt", [&](llvm::raw_ostream &os) {
     auto name = [&](const Operand &o) -> std::string {
       if (o.kind != Operand::Tensor)
@@ -250,6 +255,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       return failure();
     compiled = std::move(*cuda);
   }
+  stage(host ? "codegen: host object" : "codegen: PTX + cubin");
 
   fb::FlatBufferBuilder b;
   // Pools.
@@ -404,6 +410,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       b.CreateVector(programs), lowered->numStreams, lowered->numEvents, hostBytes,
       b.CreateString("gptc " GPTC_VERSION_STRING));
   s::FinishExecutableBuffer(b, exe);
+  stage("codegen: serialize");
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }
 

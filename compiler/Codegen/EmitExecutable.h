@@ -7,6 +7,7 @@
 #include "mlir/IR/DialectRegistry.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,13 @@ struct EmitOptions {
   std::string dumpDir;                     // kernels' IR and PTX, if set
   int blockSize = 256;
   bool flashAttention = true; // CUDA: tensor-core attention where it applies
+  /// Called after each codegen stage (lowering, kernels, serialize), for
+  /// a compile's progress display.
+  std::function<void(llvm::StringRef stage)> onStage;
 };
+
+/// Stages emitExecutable reports through EmitOptions::onStage.
+inline constexpr unsigned kEmitStages = 3;
 
 /// Dialects and interfaces the kernel lowering needs (GPU, NVVM, LLVM...).
 void registerCodegenDialects(mlir::DialectRegistry &registry);

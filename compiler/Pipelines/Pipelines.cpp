@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <mutex>
 
 using namespace mlir;
@@ -227,6 +228,77 @@ private:
 std::unique_ptr<PassInstrumentation>
 createDumpAfterEachPassInstrumentation(llvm::StringRef dir, unsigned firstIndex) {
   return std::make_unique<DumpAfterEachPass>(dir, firstIndex);
+}
+
+//===----------------------------------------------------------------------===//
+// Compile progress
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+class ProgressInstrumentation : public PassInstrumentation {
+public:
+  explicit ProgressInstrumentation(CompileProgress &progress) : progress(progress) {}
+
+  void runAfterPass(Pass *pass, Operation *op) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!llvm::isa<ModuleOp>(op) || op->getParentOp()) {
+      if (!llvm::is_contained(nested, pass->getArgument()))
+        nested.push_back(pass->getArgument().str());
+      return;
+    }
+    std::string name = pass->getArgument().str();
+    if (name.empty())
+      name = llvm::join(nested, "+");
+    nested.clear();
+    progress.step(name);
+  }
+
+private:
+  CompileProgress &progress;
+  llvm::SmallVector<std::string> nested;
+  std::mutex mutex;
+};
+
+} // namespace
+
+CompileProgress::CompileProgress(llvm::raw_ostream &os, Mode mode, unsigned totalSteps)
+    : os(os), mode(mode), total(totalSteps), start(nowSeconds()), last(start) {}
+
+void CompileProgress::step(llvm::StringRef name) {
+  ++done;
+  double now = nowSeconds();
+  double took = now - last, elapsed = now - start;
+  last = now;
+  if (mode == Mode::Lines) {
+    os << llvm::formatv("gptc: [{0,2}/{1}] {2,-32} {3:f2} s ({4:f1} s)\n", done, total, name,
+                        took, elapsed);
+  } else if (mode == Mode::Bar) {
+    constexpr unsigned kWidth = 24;
+    unsigned filled = total ? std::min(kWidth, done * kWidth / total) : kWidth;
+    std::string bar(filled, '#');
+    bar.resize(kWidth, '.');
+    // \r and clear-to-end: the bar is redrawn on one line.
+    os << llvm::formatv("\rgptc: [{0}] {1}/{2} {3} ({4:f1} s)\x1b[K", bar, done, total, name,
+                        elapsed);
+  }
+  os.flush();
+}
+
+void CompileProgress::finish() {
+  if (mode == Mode::Bar && done) {
+    os << "\n";
+    os.flush();
+  }
+}
+
+std::unique_ptr<PassInstrumentation> createProgressInstrumentation(CompileProgress &progress) {
+  return std::make_unique<ProgressInstrumentation>(progress);
 }
 
 } // namespace gptc

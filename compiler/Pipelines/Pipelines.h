@@ -119,6 +119,30 @@ void registerPasses();
 std::unique_ptr<mlir::PassInstrumentation>
 createDumpAfterEachPassInstrumentation(llvm::StringRef dir, unsigned firstIndex = 1);
 
+/// A compile's progress on a stream (stderr): a bar redrawn in place on a
+/// terminal, one line per step otherwise. Steps are the passes that run on
+/// the module and the codegen stages.
+class CompileProgress {
+public:
+  enum class Mode { Off, Lines, Bar };
+  CompileProgress(llvm::raw_ostream &os, Mode mode, unsigned totalSteps);
+  /// One step done: `name` and the time since the previous step.
+  void step(llvm::StringRef name);
+  /// Ends the bar's line.
+  void finish();
+
+private:
+  llvm::raw_ostream &os;
+  Mode mode;
+  unsigned total, done = 0;
+  double start, last;
+};
+
+/// Reports every pass that finishes on the top-level module (a nested
+/// pipeline counts once, after its adaptor) to `progress`.
+std::unique_ptr<mlir::PassInstrumentation>
+createProgressInstrumentation(CompileProgress &progress);
+
 } // namespace gptc
 
 #endif // GPTC_COMPILER_PIPELINES_PIPELINES_H

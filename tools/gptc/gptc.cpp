@@ -21,6 +21,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Config/llvm-config.h"
@@ -28,6 +29,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -75,6 +77,11 @@ cl::opt<bool> flashAttention(
     cl::desc("CUDA: tensor-core flash attention for bf16 attention whose head dimension "
              "and sequence length are multiples of 16 (=false: the scalar kernels)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<std::string> progressMode(
+    "progress",
+    cl::desc("Compile progress on stderr: auto (a bar on a terminal, a line per pass and "
+             "codegen stage otherwise), bar, lines or off"),
+    cl::init("auto"), cl::cat(compileCat));
 cl::opt<std::string> cudaToolkit("cuda-toolkit",
                                  cl::desc("CUDA toolkit for ptxas and libdevice "
                                           "(default: $CUDA_HOME or /usr/local/cuda)"),
@@ -253,6 +260,22 @@ int runCompile(MLIRContext &context) {
     module->print(os);
     pm.addInstrumentation(createDumpAfterEachPassInstrumentation(dumpDir));
   }
+  CompileProgress::Mode mode = CompileProgress::Mode::Off;
+  if (progressMode == "auto")
+    mode = llvm::sys::Process::StandardErrIsDisplayed() ? CompileProgress::Mode::Bar
+                                                        : CompileProgress::Mode::Lines;
+  else if (progressMode == "bar")
+    mode = CompileProgress::Mode::Bar;
+  else if (progressMode == "lines")
+    mode = CompileProgress::Mode::Lines;
+  else if (progressMode != "off")
+    return fail("--progress: expected auto, bar, lines or off, got '" + progressMode + "'");
+  unsigned steps = static_cast<unsigned>(llvm::range_size(pm.getPasses())) +
+                   (target == Phase::Executable ? codegen::kEmitStages : 0);
+  CompileProgress progress(llvm::errs(), mode, steps);
+  auto endBar = llvm::make_scope_exit([&] { progress.finish(); });
+  if (mode != CompileProgress::Mode::Off)
+    pm.addInstrumentation(createProgressInstrumentation(progress));
   if (failed(pm.run(*module)))
     return 1;
 
@@ -272,6 +295,8 @@ int runCompile(MLIRContext &context) {
     else if (const char *home = std::getenv("CUDA_HOME"))
       emit.toolkit = home;
     emit.dumpDir = dumpDir;
+    if (mode != CompileProgress::Mode::Off)
+      emit.onStage = [&](llvm::StringRef stage) { progress.step(stage); };
     FailureOr<std::vector<uint8_t>> bytes = codegen::emitExecutable(*module, emit);
     if (failed(bytes))
       return 1;
