@@ -186,7 +186,11 @@ s::TensorRole roleOf(const std::string &role) {
 
 FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOptions &options) {
   MLIRContext *ctx = module.getContext();
-  FailureOr<Lowered> lowered = lowerPrograms(module, {"init", "train_step", "forward"});
+  std::vector<std::string> names = {"init", "train_step", "forward"};
+  // The pipeline always adds @logits (sampling); hand-built modules may not.
+  if (module.lookupSymbol<func::FuncOp>("logits"))
+    names.push_back("logits");
+  FailureOr<Lowered> lowered = lowerPrograms(module, names);
   if (failed(lowered))
     return failure();
   dump(options, "commands.txt", [&](llvm::raw_ostream &os) {
