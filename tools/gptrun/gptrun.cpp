@@ -2,12 +2,14 @@
 //
 //   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
 //   gptrun step.fb --data train.bin --val val.bin --val-every 25 --graph
+//   gptrun step.fb --checkpoint-dir ckpt --resume latest --sample "Once upon"
 //
 // Exit status: 0 on success, 1 when an input or the run fails, 2 for a
 // usage error. See --help (Options.cpp) for the flags and the MFU formula.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/gptrun/Generate.h"
 #include "tools/gptrun/Options.h"
 #include "tools/gptrun/Trainer.h"
 
@@ -24,7 +26,7 @@ int main(int argc, char **argv) {
     std::fputs(helpText(), stdout);
     return 0;
   }
-  if (gptc::Status s = train(*options); !s) {
+  if (gptc::Status s = options->sample ? sample(*options) : train(*options); !s) {
     std::fflush(stdout);
     std::fprintf(stderr, "gptrun: error: %s\n", s.message().c_str());
     return 1;
