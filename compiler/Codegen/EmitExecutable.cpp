@@ -194,8 +194,11 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   bool cuda = options.target == EmitOptions::Target::CUDA;
   lowering.flashAttention = options.flashAttention && cuda;
   lowering.rowLanes = cuda ? 32 : 1;
-  FailureOr<Lowered> lowered =
-      lowerPrograms(module, {"init", "train_step", "forward"}, lowering);
+  std::vector<std::string> names = {"init", "train_step", "forward"};
+  // The pipeline always adds @logits (sampling); hand-built modules may not.
+  if (module.lookupSymbol<func::FuncOp>("logits"))
+    names.push_back("logits");
+  FailureOr<Lowered> lowered = lowerPrograms(module, names, lowering);
   if (failed(lowered))
     return failure();
   auto stage = [&](llvm::StringRef name) {

@@ -40,7 +40,7 @@ static const PhaseInfo kPhases[] = {
     {Phase::Autodiff, "autodiff",
      "+ @forward_grad: the loss and the gradient of every parameter"},
     {Phase::TrainStep, "train-step",
-     "+ @train_step (accumulation, clipping, LR schedule, AdamW) and @init"},
+     "+ @train_step (accumulation, clipping, LR schedule, AdamW), @init and @logits"},
     {Phase::MemoryPlan, "memory-plan",
      "@train_step inlined into one graph; every tensor at a static offset in a pool"},
     {Phase::Executable, "executable",
@@ -110,6 +110,8 @@ void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &option
   opt.gradClip = options.gradClip;
   pm.addPass(createInsertOptimizerPass(opt));
   pm.addPass(createInsertInitPass());
+  // Sampling reads the logits; cloned from @forward, so it keeps the policy.
+  pm.addPass(createInsertLogitsPass());
 }
 
 void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
@@ -127,7 +129,7 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.
-  for (const char *program : {"train_step", "init", "forward"}) {
+  for (const char *program : {"train_step", "init", "forward", "logits"}) {
     PlanMemoryPassOptions plan;
     plan.function = program;
     pm.addPass(createPlanMemoryPass(plan));
@@ -172,7 +174,7 @@ void registerPasses() {
       "gpt-autodiff-pipeline", "Autodiff phase: add @forward_grad",
       buildAutodiffPassPipeline);
   PassPipelineRegistration<PipelineOptions>(
-      "gpt-train-step-pipeline", "Train-step phase: add @train_step and @init",
+      "gpt-train-step-pipeline", "Train-step phase: add @train_step, @init and @logits",
       buildTrainStepPassPipeline);
   PassPipelineRegistration<PipelineOptions>(
       "gpt-memory-plan-pipeline", "Memory-plan phase: inline and plan @train_step",

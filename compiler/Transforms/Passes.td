@@ -175,6 +175,31 @@ def InsertInitPass : Pass<"gpt-insert-init", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+def InsertLogitsPass : Pass<"gpt-insert-logits", "::mlir::ModuleOp"> {
+  let summary = "Adds @logits(tokens, params...) -> (B, T, Vp) fp32 logits, for sampling";
+  let description = [{
+    Clones `function` (the model in its precision policy, before or after
+    gpt-autodiff: the clone is of the forward only) into `@logits`, which
+    returns the logits operand of the `gpt.cross_entropy` that produces the
+    loss instead of the loss. The cross-entropy, the `targets` argument and
+    every op only it needed are dropped; a non-fp32 logits tensor is cast
+    to fp32. The result is named `gpt.output = "logits"`.
+
+    Pre: `function` returns one value, produced by a single
+    `gpt.cross_entropy` whose targets are a `gpt.input` argument.
+
+    ```mlir
+    func.func @logits(%tokens: tensor<2x8xi32> {gpt.input = "tokens"}, %wte: ... {gpt.param = "wte"}, ...)
+        -> (tensor<2x8x64xf32> {gpt.output = "logits"})
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"forward\"",
+           "Function returning the loss whose logits are exposed">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Distribute phase (data parallelism)
 //===----------------------------------------------------------------------===//

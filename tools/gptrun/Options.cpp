@@ -3,6 +3,7 @@
 #include "tools/gptrun/Options.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace gptc::gptrun {
@@ -57,6 +58,18 @@ checkpoints:
                          bit-identical to an uninterrupted run on the same
                          hardware. A checkpoint of another model is refused.
 
+sampling:
+  --sample PROMPT        generate text instead of training: the parameters
+                         come from --resume PATH|latest (or, with a warning,
+                         from init with --seed), the prompt ("" starts after
+                         <|endoftext|>) must fit in T tokens, and the
+                         context window slides once the text outgrows T
+  --sample-tokens N      tokens to generate (default 64)
+  --temperature X        softmax temperature, 0 for greedy (default 1.0)
+  --top-k K              draw from the K most likely tokens, 0 for all
+                         (default 40); --seed seeds the draws
+  --vocab-dir DIR        GPT-2's encoder.json and vocab.bpe (default data/gpt2)
+
 faults:
   --on-nan stop|skip     a non-finite loss or gradient norm: stop (default;
                          exit 1 naming the step, writing no checkpoint of it,
@@ -86,6 +99,7 @@ examples:
   gptrun step.fb --data train.bin --steps 5000 --checkpoint-dir ckpt --checkpoint-every 500 \
          --keep-checkpoints 3
   gptrun step.fb --data train.bin --steps 5000 --checkpoint-dir ckpt --resume latest
+  gptrun step.fb --checkpoint-dir ckpt --resume latest --sample "It is a truth" --top-k 40
   gptrun mini.fb --data train.bin --val val.bin --val-every 20 --steps 200 --log-dir run1
   gptplot run1/log.jsonl -o run1/loss.svg
 
@@ -105,6 +119,37 @@ StatusOr<int64_t> parseInt(const std::string &flag, const std::string &text, int
   if (v < min)
     return Status::error(flag + " must be at least " + std::to_string(min) + ", got " + text);
   return int64_t(v);
+}
+
+StatusOr<double> parseNonNegative(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || !(v >= 0) || !std::isfinite(v))
+    return Status::error(flag + " wants a non-negative number, got '" + text + "'");
+  return v;
+}
+
+/// The --sample flags; false if `flag` is not one of them.
+bool parseSampleFlag(const std::string &flag, const std::string &value, Options &o, Status &s) {
+  if (flag == "--sample") {
+    o.sample = true;
+    o.samplePrompt = value;
+  } else if (flag == "--sample-tokens") {
+    StatusOr<int64_t> v = parseInt(flag, value, 1);
+    s = v ? (o.sampleTokens = *v, Status::ok()) : v.status();
+  } else if (flag == "--top-k") {
+    StatusOr<int64_t> v = parseInt(flag, value, 0);
+    s = v ? (o.topK = *v, Status::ok()) : v.status();
+  } else if (flag == "--temperature") {
+    StatusOr<double> v = parseNonNegative(flag, value);
+    s = v ? (o.temperature = *v, Status::ok()) : v.status();
+  } else if (flag == "--vocab-dir") {
+    s = value.empty() ? Status::error("--vocab-dir needs a non-empty value") : Status::ok();
+    o.vocabDir = value;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 } // namespace
@@ -152,8 +197,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--checkpoint-every", "--checkpoint-dir",
                                           "--keep-checkpoints", "--resume", "--on-nan", "--log-dir",
                                           "--gpus"};
+    static const char *const kSampleValued[] = {"--sample", "--sample-tokens", "--temperature",
+                                                "--top-k", "--vocab-dir"};
     bool known = false;
     for (const char *k : kValued)
+      known |= flag == k;
+    for (const char *k : kSampleValued)
       known |= flag == k;
     if (!known)
       return Status::error("unknown option '" + flag + "'");
@@ -169,6 +218,11 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       out = static_cast<std::decay_t<decltype(out)>>(*v);
       return Status::ok();
     };
+    if (Status s = Status::ok(); parseSampleFlag(flag, value, o, s)) {
+      if (!s)
+        return s;
+      continue;
+    }
     Status s = Status::ok();
     if (flag == "--data")
       o.data = value;
@@ -223,7 +277,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     return Status::error("one executable only, got '" + positional[0] + "' and '" + positional[1] +
                          "'");
   o.executable = positional[0];
-  if (o.data.empty())
+  if (o.data.empty() && !o.sample)
     return Status::error("--data TRAIN.bin is required");
   if (o.checkpointDir.empty() && !o.logDir.empty() &&
       (o.checkpointEvery || o.keepCheckpoints || o.resume == "latest"))

@@ -33,6 +33,13 @@ struct Options {
   std::string onNan = "stop";        // --on-nan stop|skip
   std::string logDir;                // --log-dir: log.jsonl, log.csv ("" = none)
   bool progress = true;              // --no-progress: never draw the bar
+  // --sample PROMPT: generate text instead of training (Generate.h).
+  bool sample = false;
+  std::string samplePrompt;          // --sample ("" = after <|endoftext|>)
+  int64_t sampleTokens = 64;         // --sample-tokens
+  double temperature = 1.0;          // --temperature (0: greedy)
+  int64_t topK = 40;                 // --top-k (0: no limit)
+  std::string vocabDir = "data/gpt2"; // --vocab-dir
   bool help = false;
   bool version = false;              // --version
 };

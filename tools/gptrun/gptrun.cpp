@@ -3,12 +3,14 @@
 //   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
 //   gptrun step.fb --data train.bin --val val.bin --val-every 25 --graph
 //   gptrun step-ws4.fb --data train.bin --gpus 4      (gptc --world-size=4)
+//   gptrun step.fb --checkpoint-dir ckpt --resume latest --sample "Once upon"
 //
 // Exit status: 0 on success, 1 when an input or the run fails, 2 for a
 // usage error. See --help (Options.cpp) for the flags and the MFU formula.
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/gptrun/Generate.h"
 #include "tools/gptrun/Options.h"
 #include "tools/gptrun/Ranks.h"
 
@@ -34,7 +36,7 @@ int main(int argc, char **argv) {
                 static_cast<unsigned>(gptc::schema::FormatVersion::Current));
     return 0;
   }
-  if (gptc::Status s = trainRanks(*options); !s) {
+  if (gptc::Status s = options->sample ? sample(*options) : trainRanks(*options); !s) {
     std::fflush(stdout);
     std::fprintf(stderr, "gptrun: error: %s\n", s.message().c_str());
     return 1;

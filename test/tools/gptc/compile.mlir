@@ -28,11 +28,13 @@
 // DUMPS-NEXT: 04-cse.mlir
 // DUMPS-NEXT: 05-gpt-insert-optimizer.mlir
 // DUMPS-NEXT: 06-gpt-insert-init.mlir
-// DUMPS-NEXT: 07-inline.mlir
-// DUMPS-NEXT: 08-cse.mlir
-// DUMPS-NEXT: 09-gpt-plan-memory.mlir
+// DUMPS-NEXT: 07-gpt-insert-logits.mlir
+// DUMPS-NEXT: 08-inline.mlir
+// DUMPS-NEXT: 09-cse.mlir
 // DUMPS-NEXT: 10-gpt-plan-memory.mlir
 // DUMPS-NEXT: 11-gpt-plan-memory.mlir
+// DUMPS-NEXT: 12-gpt-plan-memory.mlir
+// DUMPS-NEXT: 13-gpt-plan-memory.mlir
 // RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/03-gpt-autodiff.mlir
 // DUMP3: func.func @forward_grad
 // DUMP3: gpt.cross_entropy_grad
@@ -40,6 +42,9 @@
 // OUT: func.func @train_step
 // OUT: gpt.memory_plan = {activations =
 // OUT: func.func @init
+// RUN: FileCheck %s --check-prefix=LOGITS < %t.out.mlir
+// LOGITS: func.func @logits(
+// LOGITS-SAME: tensor<4x1024x50304xf32>
 // RUN: FileCheck %s --check-prefix=DUMP1 < %t.dump/01-gpt-instantiate-model.mlir
 // DUMP1: gpt.param = "h.11.ln_2.weight"
 

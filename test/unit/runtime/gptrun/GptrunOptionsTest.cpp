@@ -61,6 +61,45 @@ TEST(GptrunOptionsTest, CheckpointUsageErrors) {
   EXPECT_EQ(parseError({"s.fb", "--data", "t", "--resume="}), "--resume needs a non-empty value");
 }
 
+// Verify the --sample flags: values, defaults, and that sampling needs no
+// training data.
+TEST(GptrunOptionsTest, ParsesSampleFlags) {
+  StatusOr<Options> o = parseOptions({"step.fb", "--resume", "ck/step-1.ckpt", "--sample",
+                                      "Once upon", "--sample-tokens=8", "--temperature", "0.7",
+                                      "--top-k=5", "--vocab-dir", "v"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_TRUE(o->sample);
+  EXPECT_EQ(o->samplePrompt, "Once upon");
+  EXPECT_EQ(o->sampleTokens, 8);
+  EXPECT_DOUBLE_EQ(o->temperature, 0.7);
+  EXPECT_EQ(o->topK, 5);
+  EXPECT_EQ(o->vocabDir, "v");
+  o = parseOptions({"step.fb", "--sample="});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_TRUE(o->sample);
+  EXPECT_EQ(o->samplePrompt, "");
+  EXPECT_EQ(o->sampleTokens, 64);
+  EXPECT_DOUBLE_EQ(o->temperature, 1.0);
+  EXPECT_EQ(o->topK, 40);
+  EXPECT_EQ(o->vocabDir, "data/gpt2");
+  EXPECT_FALSE(parseOptions({"step.fb", "--data", "t"})->sample);
+}
+
+// Verify the --sample flags' usage errors.
+TEST(GptrunOptionsTest, SampleUsageErrors) {
+  EXPECT_EQ(parseError({"s.fb", "--sample"}), "--sample needs a value");
+  EXPECT_EQ(parseError({"s.fb", "--sample", "x", "--sample-tokens", "0"}),
+            "--sample-tokens must be at least 1, got 0");
+  EXPECT_EQ(parseError({"s.fb", "--sample", "x", "--top-k", "-1"}),
+            "--top-k must be at least 0, got -1");
+  EXPECT_EQ(parseError({"s.fb", "--sample", "x", "--temperature", "-0.5"}),
+            "--temperature wants a non-negative number, got '-0.5'");
+  EXPECT_EQ(parseError({"s.fb", "--sample", "x", "--temperature", "hot"}),
+            "--temperature wants a non-negative number, got 'hot'");
+  EXPECT_EQ(parseError({"s.fb", "--sample", "x", "--vocab-dir="}),
+            "--vocab-dir needs a non-empty value");
+}
+
 // Verify that every usage error names the flag.
 TEST(GptrunOptionsTest, UsageErrors) {
   EXPECT_EQ(parseError({"--data", "t.bin"}),
