@@ -13,6 +13,7 @@
 # init, batches, schedule), each under a time limit taken from what is left
 # of BUDGET_S. The table has ms/step, tok/s, MFU, peak GiB and the compile
 # time (gptc: AOT on the CPU machine, from sweep.tsv; torch: its first step).
+# $OUT/sweep_table.md is rewritten after each size. SWEEP_EAGER=0 skips eager.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
@@ -55,7 +56,7 @@ PYEOF
     runs+=("$WORK/gptc-$model.json")
   fi
   modes=(compile)
-  [ "$model" = 124M ] && modes=(eager compile)
+  [ "$model" = 124M ] && [ "${SWEEP_EAGER:-1}" != 0 ] && modes=(eager compile)
   for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086
     run_limited "torch-$mode-$model" 150 "$PY" bench/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \
@@ -66,6 +67,11 @@ PYEOF
     echo "torch $mode rc=$?"; tail -n 1 "$OUT/torch_${mode}_$model.log"
     [ -f "$WORK/torch-$mode-$model.json" ] && runs+=("$WORK/torch-$mode-$model.json")
   done
+  # The table so far: a call cut short still brings back every finished size.
+  if ((${#runs[@]})); then
+    cp "${runs[@]}" "$OUT/" 2> /dev/null
+    "$PY" bench/compare.py table "${runs[@]}" --reference none > "$OUT/sweep_table.md"
+  fi
 done < bench/artifacts/sweep.tsv
 
 echo; echo "=== table ($(($(date +%s) - START)) s) ==="
