@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ScratchDir.h"
 #include "TestUtils.h"
 
 #include "compiler/Codegen/EmitExecutable.h"
@@ -26,14 +27,9 @@ namespace fs = std::filesystem;
 
 class DeterminismTest : public GPT2Test {
 protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("determinism-test-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
 
-  fs::path dir;
+  ScratchDir scratch{"determinism-test"};
+  fs::path dir = scratch.path();
 };
 
 std::vector<gptrun::StepRecord> trainRun(const gptrun::Options &o) {

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ScratchDir.h"
 #include "TestUtils.h"
 
 #include "RunTool.h"
@@ -38,16 +39,12 @@ struct Row {
 class GptrunRanksTest : public GPT2Test {
 protected:
   void SetUp() override {
-    dir = fs::temp_directory_path() / ("gptrun-ranks-test-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
     std::mt19937 rng(5);
     std::vector<int32_t> tokens(4000);
     for (int32_t &t : tokens)
       t = int32_t(rng() % kVocab);
     ASSERT_TRUE(data::writeTokenFile(data(), tokens));
   }
-  void TearDown() override { fs::remove_all(dir); }
 
   std::string data() const { return (dir / "tokens.bin").string(); }
 
@@ -101,7 +98,8 @@ protected:
     return n;
   }
 
-  fs::path dir;
+  ScratchDir scratch{"gptrun-ranks-test"};
+  fs::path dir = scratch.path();
 };
 
 TEST_F(GptrunRanksTest, TwoHostRanksLogWhatOneBigBatchLogs) {

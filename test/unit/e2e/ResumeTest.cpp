@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ScratchDir.h"
 #include "TestUtils.h"
 
 #include "compiler/Codegen/EmitExecutable.h"
@@ -27,12 +28,6 @@ constexpr int64_t kSteps = 6;
 
 class ResumeTest : public GPT2Test {
 protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("resume-test-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
 
   /// Compiles `preset` (B=2, lr 1e-3) to a Host step.fb at `path`.
   void emit(const std::string &path, const std::string &preset = "mini", int64_t seq = 32) {
@@ -88,7 +83,8 @@ protected:
     }
   }
 
-  fs::path dir;
+  ScratchDir scratch{"resume-test"};
+  fs::path dir = scratch.path();
   std::string exe;
 };
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ScratchDir.h"
 #include "TestUtils.h"
 
 #include "compiler/Codegen/EmitExecutable.h"
@@ -35,12 +36,6 @@ const char *const kPrompt = "It is a truth universally acknowledged";
 
 class SampleTest : public GPT2Test {
 protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() / ("sample-test-" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
 
   /// step.fb of `mini` (B=2, T=16) and 3 trained steps in dir/ckpt.
   void trainCheckpoint() {
@@ -112,7 +107,8 @@ protected:
     return text;
   }
 
-  fs::path dir;
+  ScratchDir scratch{"sample-test"};
+  fs::path dir = scratch.path();
   std::string exe;
 };
 

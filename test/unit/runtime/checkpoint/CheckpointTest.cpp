@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/executor/HostBackend.h"
 #include "runtime/executor/Session.h"
+#include "test/unit/ScratchDir.h"
 #include "test/unit/runtime/ExecutableBuilder.h"
 
 #include <gtest/gtest.h>
@@ -63,14 +64,6 @@ checkpoint::Checkpoint sample(size_t bytes = 64) {
 
 class CheckpointTest : public ::testing::Test {
 protected:
-  void SetUp() override {
-    dir = fs::temp_directory_path() /
-          ("ckpt-test-" + std::to_string(::getpid()) + "-" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  void TearDown() override { fs::remove_all(dir); }
   std::string path(const std::string &name) const { return (dir / name).string(); }
   std::vector<std::string> files() const {
     std::vector<std::string> out;
@@ -79,7 +72,8 @@ protected:
     std::sort(out.begin(), out.end());
     return out;
   }
-  fs::path dir;
+  ScratchDir scratch{"ckpt-test"};
+  fs::path dir = scratch.path();
 };
 
 // Verify that every field survives a write and a read.
