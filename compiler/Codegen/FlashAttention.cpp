@@ -143,6 +143,23 @@ Heads headsOf(KB &k, Value bh, const AttentionShape &s) {
           rows(outBase, 0, c), bh};
 }
 
+/// The 16-row tile of thread idx's warp and its (batch, head). Query tiles
+/// are dealt latest first and key tiles earliest first: either way the
+/// longest work starts first and the grid's tail is short.
+struct WarpTile {
+  Value tile, row0; // tile index, its first row
+  Heads hs;
+};
+
+WarpTile warpTile(KB &k, Value idx, const AttentionShape &s, bool queries) {
+  int64_t tiles = s.seq / kTile;
+  Value warp = k.udiv(idx, k.idx(32));
+  Value tile = k.urem(warp, k.idx(tiles));
+  if (queries)
+    tile = k.sub(k.idx(tiles - 1), tile);
+  return {tile, k.mul(tile, k.idx(kTile)), headsOf(k, k.udiv(warp, k.idx(tiles)), s)};
+}
+
 /// Scores of the 16 x 16 block (rows r0.., columns n0..): two C tiles of
 /// sum over the head dimension of A(rows) B(columns).
 std::array<Frag, 2> scores(Warp &w, ArrayRef<Frag> rowsA, Value mem, const RowFn &cols,
@@ -262,12 +279,9 @@ void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRang
                                 const AttentionShape &s) {
   KB k{b, loc};
   Warp w(k, idx);
-  int64_t tiles = s.seq / kTile;
-  Value warp = k.udiv(idx, k.idx(32));
-  // Longest (latest) tiles first: the tail of the grid is short work.
-  Value tile = k.sub(k.idx(tiles - 1), k.urem(warp, k.idx(tiles)));
-  Heads hs = headsOf(k, k.udiv(warp, k.idx(tiles)), s);
-  Value q0 = k.mul(tile, k.idx(kTile));
+  WarpTile wt = warpTile(k, idx, s, /*queries=*/true);
+  Value tile = wt.tile, q0 = wt.row0;
+  const Heads &hs = wt.hs;
   SmallVector<Frag> qa = loadRowsA(w, a[0], hs.q, q0, s.headDim);
   Online on = forwardTile(w, qa, a[0], hs, q0, tile, s);
   Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
@@ -279,11 +293,10 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
   KB k{b, loc};
   Warp w(k, idx);
   Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
-  int64_t tiles = s.seq / kTile, dTiles = s.headDim / 8;
-  Value warp = k.udiv(idx, k.idx(32));
-  Value tile = k.sub(k.idx(tiles - 1), k.urem(warp, k.idx(tiles)));
-  Heads hs = headsOf(k, k.udiv(warp, k.idx(tiles)), s);
-  Value q0 = k.mul(tile, k.idx(kTile));
+  int64_t dTiles = s.headDim / 8;
+  WarpTile wt = warpTile(k, idx, s, /*queries=*/true);
+  Value tile = wt.tile, q0 = wt.row0;
+  const Heads &hs = wt.hs;
   SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, q0, s.headDim);
 
   // Pass 1: the forward again, for lse_i and D_i = dy_i . y_i.
@@ -348,11 +361,10 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
   Warp w(k, idx);
   Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
   int64_t tiles = s.seq / kTile, dTiles = s.headDim / 8;
-  Value warp = k.udiv(idx, k.idx(32));
-  // Key tile j meets the query tiles j..: the first tiles are the longest.
-  Value tile = k.urem(warp, k.idx(tiles));
-  Heads hs = headsOf(k, k.udiv(warp, k.idx(tiles)), s);
-  Value k0 = k.mul(tile, k.idx(kTile));
+  // Key tile j meets the query tiles j.. .
+  WarpTile wt = warpTile(k, idx, s, /*queries=*/false);
+  Value tile = wt.tile, k0 = wt.row0;
+  const Heads &hs = wt.hs;
   SmallVector<Frag> ka = loadRowsA(w, qkv, hs.key, k0, s.headDim);
   SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
   Value rowBase = k.mul(hs.bh, k.idx(s.seq));

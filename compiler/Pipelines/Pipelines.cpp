@@ -187,16 +187,14 @@ void registerPasses() {
 
 namespace {
 
-class DumpAfterEachPass : public PassInstrumentation {
+/// Calls afterModulePass(name, module) once per pass that finishes on the
+/// top-level module; a nested pipeline is named after its passes ("a+b")
+/// when its adaptor finishes.
+class ModulePassInstrumentation : public PassInstrumentation {
 public:
-  DumpAfterEachPass(llvm::StringRef dir, unsigned firstIndex)
-      : dir(dir.str()), index(firstIndex) {}
-
-  void runAfterPass(Pass *pass, Operation *op) override {
+  void runAfterPass(Pass *pass, Operation *op) final {
     std::lock_guard<std::mutex> lock(mutex);
     if (!llvm::isa<ModuleOp>(op) || op->getParentOp()) {
-      // A pass nested under the module: name the dump after it once its
-      // adaptor finishes on the whole module.
       if (!llvm::is_contained(nested, pass->getArgument()))
         nested.push_back(pass->getArgument().str());
       return;
@@ -205,6 +203,24 @@ public:
     if (name.empty()) // a pass adaptor
       name = llvm::join(nested, "+");
     nested.clear();
+    afterModulePass(name, op);
+  }
+
+protected:
+  virtual void afterModulePass(llvm::StringRef name, Operation *module) = 0;
+
+private:
+  llvm::SmallVector<std::string> nested;
+  std::mutex mutex;
+};
+
+class DumpAfterEachPass : public ModulePassInstrumentation {
+public:
+  DumpAfterEachPass(llvm::StringRef dir, unsigned firstIndex)
+      : dir(dir.str()), index(firstIndex) {}
+
+protected:
+  void afterModulePass(llvm::StringRef name, Operation *op) override {
     std::string path =
         (llvm::Twine(dir) + "/" + llvm::formatv("{0:d2}", index++) + "-" + name + ".mlir")
             .str();
@@ -221,8 +237,6 @@ public:
 private:
   std::string dir;
   unsigned index;
-  llvm::SmallVector<std::string> nested;
-  std::mutex mutex;
 };
 
 } // namespace
@@ -243,28 +257,15 @@ double nowSeconds() {
       .count();
 }
 
-class ProgressInstrumentation : public PassInstrumentation {
+class ProgressInstrumentation : public ModulePassInstrumentation {
 public:
   explicit ProgressInstrumentation(CompileProgress &progress) : progress(progress) {}
 
-  void runAfterPass(Pass *pass, Operation *op) override {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!llvm::isa<ModuleOp>(op) || op->getParentOp()) {
-      if (!llvm::is_contained(nested, pass->getArgument()))
-        nested.push_back(pass->getArgument().str());
-      return;
-    }
-    std::string name = pass->getArgument().str();
-    if (name.empty())
-      name = llvm::join(nested, "+");
-    nested.clear();
-    progress.step(name);
-  }
+protected:
+  void afterModulePass(llvm::StringRef name, Operation *) override { progress.step(name); }
 
 private:
   CompileProgress &progress;
-  llvm::SmallVector<std::string> nested;
-  std::mutex mutex;
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 //===- InsertInit.cpp - GPT-2 parameter initialisation program -----------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -22,16 +23,9 @@ struct InsertInitPass : public gptc::impl::InsertInitPassBase<InsertInitPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SymbolTable symbols(module);
-    auto fn = symbols.lookup<func::FuncOp>(function);
-    if (!fn) {
-      module.emitError("gpt-insert-init: no function @") << function;
+    func::FuncOp fn = gptc::programSource(module, "gpt-insert-init", function, "init");
+    if (!fn)
       return signalPassFailure();
-    }
-    if (symbols.lookup("init")) {
-      module.emitError("gpt-insert-init: @init already exists");
-      return signalPassFailure();
-    }
     auto config = module->getAttrOfType<DictionaryAttr>("gpt.config");
     auto nLayerAttr = config ? config.getAs<IntegerAttr>("n_layer") : IntegerAttr();
     if (!nLayerAttr || nLayerAttr.getInt() < 1) {

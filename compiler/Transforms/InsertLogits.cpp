@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -30,16 +31,9 @@ struct InsertLogitsPass : public gptc::impl::InsertLogitsPassBase<InsertLogitsPa
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SymbolTable symbols(module);
-    auto fn = symbols.lookup<func::FuncOp>(function);
-    if (!fn) {
-      module.emitError("gpt-insert-logits: no function @") << function;
+    func::FuncOp fn = gptc::programSource(module, "gpt-insert-logits", function, "logits");
+    if (!fn)
       return signalPassFailure();
-    }
-    if (symbols.lookup("logits")) {
-      module.emitError("gpt-insert-logits: @logits already exists");
-      return signalPassFailure();
-    }
     if (fn.isExternal() || !fn.getBody().hasOneBlock()) {
       fn.emitError("gpt-insert-logits: @") << function << " must have a single-block body";
       return signalPassFailure();
@@ -63,7 +57,7 @@ struct InsertLogitsPass : public gptc::impl::InsertLogitsPassBase<InsertLogitsPa
 
     auto logitsFn = fn.clone();
     logitsFn.setName("logits");
-    symbols.insert(logitsFn, std::next(fn->getIterator()));
+    SymbolTable(module).insert(logitsFn, std::next(fn->getIterator()));
     Block &body = logitsFn.getBody().front();
     auto newRet = llvm::cast<func::ReturnOp>(body.getTerminator());
     auto newCe = newRet.getOperand(0).getDefiningOp<CrossEntropyOp>();

@@ -1,0 +1,26 @@
+//===- ProgramUtils.cpp - helpers of the passes that add programs ---------===//
+
+#include "compiler/Transforms/ProgramUtils.h"
+
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+
+namespace gptc {
+
+func::FuncOp programSource(ModuleOp module, llvm::StringRef pass, llvm::StringRef source,
+                           llvm::StringRef created) {
+  SymbolTable symbols(module);
+  auto fn = symbols.lookup<func::FuncOp>(source);
+  if (!fn) {
+    module.emitError() << pass << ": no function @" << source;
+    return nullptr;
+  }
+  if (symbols.lookup(created)) {
+    module.emitError() << pass << ": @" << created << " already exists";
+    return nullptr;
+  }
+  return fn;
+}
+
+} // namespace gptc
