@@ -156,6 +156,11 @@ Status checkExecutable(const schema::Executable &exe) {
       if (t->pool() >= pools)
         return Status::error(name + " is in pool " + std::to_string(t->pool()) +
                              " but the executable has " + std::to_string(pools));
+      // An enum value past the schema's passes the verifier; its element
+      // size would be 0 (found by test/fuzz/ExecutableFuzzer).
+      if (elementSize(t->dtype()) == 0)
+        return Status::error(name + " has unknown element type " +
+                             std::to_string(static_cast<int>(t->dtype())));
       uint64_t elements = 1;
       // The verifier checks a vector's length field, not that its 8-byte
       // elements are aligned (found by test/fuzz/ExecutableFuzzer); an

@@ -137,8 +137,8 @@ TEST(ExecutableTest, RejectsSemanticErrors) {
 // Verify the fuzzer's findings stay fixed (test/fuzz/regressions): a
 // shape vector whose int64 elements are misaligned (the FlatBuffers verifier
 // only checks the length field), a LaunchKernel command whose union table is
-// absent, and a shape whose element count wraps
-// around 64 bits to match size_bytes.
+// absent, a tensor of an element type past the schema's (size 0), and a
+// shape whose element count wraps around 64 bits to match size_bytes.
 TEST(ExecutableTest, RejectsFuzzerFindings) {
   auto exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-misaligned-shape.fb");
   ASSERT_FALSE(exe);
@@ -148,6 +148,10 @@ TEST(ExecutableTest, RejectsFuzzerFindings) {
   exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-union-without-table.fb");
   ASSERT_FALSE(exe);
   EXPECT_NE(exe.status().message().find("command without its operands"), std::string::npos)
+      << exe.status().message();
+  exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-unknown-dtype.fb");
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.status().message().find("has unknown element type"), std::string::npos)
       << exe.status().message();
   Spec spec;
   spec.shape = {int64_t(1) << 62, 4, 4}; // 2^66 elements: 0 mod 2^64 without the check
