@@ -13,7 +13,9 @@
 #   bash scripts/fuzz.sh --build-only | --no-build ...
 # `ctest` runs each target for 20 s the same way (test/fuzz/CMakeLists.txt).
 # Env: FUZZ_BUILD_DIR (default build-fuzz/), FUZZ_CXX (default clang++-22),
-# FUZZ_SECONDS (default 45). The growing corpus and any crash-* reproducer
+# FUZZ_SECONDS (default 45), FUZZ_SEED (default: libFuzzer's, from the
+# clock; ctest fixes it so that CI explores the same inputs each run and a
+# finding there reproduces). The growing corpus and any crash-* reproducer
 # go to the build dir. Exit status: 1 on a finding, 77 if a target was
 # skipped (no vocabulary) and none failed.
 set -euo pipefail
@@ -69,6 +71,7 @@ for t in "${targets[@]}"; do
   regressions=("$root/test/fuzz/regressions/$name"-*)
   shopt -u nullglob
   flags=(-max_len=8192 -rss_limit_mb=2048 -timeout=30 -artifact_prefix="$out/$t-")
+  [ -n "${FUZZ_SEED:-}" ] && flags+=(-seed="$FUZZ_SEED")
   if [ ${#regressions[@]} -gt 0 ]; then
     echo "== $t: ${#regressions[@]} regression input(s)"
     if ! "$out/$t" "${flags[@]}" "${regressions[@]}" >"$out/$t.log" 2>&1; then
