@@ -182,6 +182,28 @@ Value columnOf(Warp &w, int64_t n, int64_t e) {
 /// Row of C element e, relative to the tile's start.
 Value rowOf(Warp &w, int64_t e) { return e < 2 ? w.g : w.k.add(w.g, w.k.idx(8)); }
 
+/// Tiles [first, first + count) of a loop's flat carried values, 4 each.
+SmallVector<Frag> tilesOf(ValueRange values, int64_t first, int64_t count) {
+  SmallVector<Frag> tiles;
+  for (int64_t i = first; i < first + count; ++i)
+    tiles.push_back(Frag(values.begin() + 4 * i, values.begin() + 4 * i + 4));
+  return tiles;
+}
+
+/// p = exp(scale * score - lse) where key <= query, else 0: a probability
+/// recomputed from the row's log-sum-exp, as both backward kernels do.
+Value causalProbability(KB &k, Value score, Value lse, Value key, Value query, double scale) {
+  Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
+  Type f32 = score.getType();
+  Value p = k.exp(k.sub(k.mul(score, k.f(scale, f32)), lse));
+  return k.select(visible, p, k.f(0, f32));
+}
+
+/// dS = scale * p * (dP - D): the score gradient, from dP = dy . v.
+Value scoreGrad(KB &k, Value p, Value dp, Value dsum, double scale) {
+  return k.mul(k.mul(p, k.sub(dp, dsum)), k.f(scale, p.getType()));
+}
+
 /// The forward recurrence of one query tile: row maxima m, lane-partial
 /// row sums l (rows g and g + 8) and the unnormalised output O, d/8 tiles.
 struct Online {
@@ -238,8 +260,7 @@ Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value
     on.m[r] = st[r];
     on.l[r] = w.groupSum(st[2 + r]);
   }
-  for (int64_t dt = 0; dt < dTiles; ++dt)
-    on.o.push_back(Frag(st.begin() + 4 + 4 * dt, st.begin() + 8 + 4 * dt));
+  on.o = tilesOf(ValueRange(st).drop_front(4), 0, dTiles);
   return on;
 }
 
@@ -335,10 +356,8 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
     for (int64_t n = 0; n < 2; ++n)
       for (int64_t e = 0; e < 4; ++e) {
         Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
-        Value visible = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, key, query);
-        Value pe = k.exp(k.sub(k.mul(p[n][e], k.f(s.scale, w.f32)), lse[e / 2]));
-        pe = k.select(visible, pe, k.f(0, w.f32));
-        p[n][e] = k.mul(k.mul(pe, k.sub(dp[n][e], dsum[e / 2])), k.f(s.scale, w.f32));
+        Value pe = causalProbability(k, p[n][e], lse[e / 2], key, query, s.scale);
+        p[n][e] = scoreGrad(k, pe, dp[n][e], dsum[e / 2], s.scale);
       }
     Frag dsa = w.toA(p[0], p[1]);
     SmallVector<Value> next;
@@ -349,10 +368,7 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
     }
     return next;
   });
-  SmallVector<Frag> dqTiles;
-  for (int64_t dt = 0; dt < dTiles; ++dt)
-    dqTiles.push_back(Frag(dq.begin() + 4 * dt, dq.begin() + 4 * dt + 4));
-  storeTiles(w, dqTiles, dqkv, hs.q, q0, {});
+  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, q0, {});
 }
 
 void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, ValueRange a,
@@ -381,11 +397,8 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
         Value query = k.add(q0, columnOf(w, n, e)), key = k.add(k0, rowOf(w, e));
         Value row = k.mul(k.add(rowBase, query), k.idx(2));
         Value lse = k.ld(stats, row), dsum = k.ld(stats, k.add(row, k.idx(1)));
-        Value visible = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ule, key, query);
-        Value pe = k.exp(k.sub(k.mul(p[n][e], k.f(s.scale, w.f32)), lse));
-        pe = k.select(visible, pe, k.f(0, w.f32));
-        p[n][e] = pe;
-        ds[n][e] = k.mul(k.mul(pe, k.sub(ds[n][e], dsum)), k.f(s.scale, w.f32));
+        p[n][e] = causalProbability(k, p[n][e], lse, key, query, s.scale);
+        ds[n][e] = scoreGrad(k, p[n][e], ds[n][e], dsum, s.scale);
       }
     Frag pa = w.toA(p[0], p[1]), dsa = w.toA(ds[0], ds[1]);
     SmallVector<Value> next;
@@ -401,13 +414,8 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
     }
     return next;
   });
-  SmallVector<Frag> dv, dk;
-  for (int64_t dt = 0; dt < dTiles; ++dt) {
-    dv.push_back(Frag(acc.begin() + 4 * dt, acc.begin() + 4 * dt + 4));
-    dk.push_back(Frag(acc.begin() + 4 * (dTiles + dt), acc.begin() + 4 * (dTiles + dt) + 4));
-  }
-  storeTiles(w, dk, dqkv, hs.key, k0, {});
-  storeTiles(w, dv, dqkv, hs.val, k0, {});
+  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {});
+  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
 }
 
 } // namespace gptc::codegen

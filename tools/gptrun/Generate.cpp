@@ -1,6 +1,7 @@
 //===- Generate.cpp - gptrun --sample: text from a checkpoint -------------===//
 
 #include "tools/gptrun/Generate.h"
+#include "tools/gptrun/Trainer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/data/Tokenizer.h"
@@ -68,15 +69,10 @@ namespace {
 
 /// Parameters from --resume (a file, or the newest in --checkpoint-dir).
 Status restoreParameters(Session &session, const Options &o, std::FILE *log) {
-  std::string path = o.resume;
-  if (path == "latest") {
-    if (o.checkpointDir.empty())
-      return Status::error("--resume latest needs --checkpoint-dir (or --log-dir)");
-    StatusOr<std::string> latest = checkpoint::latest(o.checkpointDir);
-    if (!latest)
-      return Status::error("--resume latest: " + latest.status().message());
-    path = *latest;
-  }
+  StatusOr<std::string> resolved = resumePath(o);
+  if (!resolved)
+    return resolved.status();
+  const std::string &path = *resolved;
   StatusOr<checkpoint::Checkpoint> ckpt = checkpoint::readCheckpoint(path);
   if (!ckpt)
     return Status::error("--resume: " + ckpt.status().message());

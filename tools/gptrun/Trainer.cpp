@@ -296,15 +296,10 @@ Status Trainer::Impl::setUpCheckpoints() {
   }
   if (o.resume.empty())
     return Status::ok();
-  resumePath = o.resume;
-  if (o.resume == "latest") {
-    if (o.checkpointDir.empty())
-      return Status::error("--resume latest needs --checkpoint-dir (or --log-dir)");
-    StatusOr<std::string> path = checkpoint::latest(o.checkpointDir);
-    if (!path)
-      return Status::error("--resume latest: " + path.status().message());
-    resumePath = *path;
-  }
+  StatusOr<std::string> path = gptrun::resumePath(o);
+  if (!path)
+    return path.status();
+  resumePath = *path;
   StatusOr<checkpoint::Checkpoint> ckpt = checkpoint::readCheckpoint(resumePath);
   if (!ckpt)
     return Status::error("--resume: " + ckpt.status().message());
@@ -609,6 +604,17 @@ StatusOr<std::string> Trainer::checkpointNow() {
   return impl->checkpointNow();
 }
 void Trainer::requestStop() { impl->stopRequested.store(true); }
+
+StatusOr<std::string> resumePath(const Options &o) {
+  if (o.resume != "latest")
+    return o.resume;
+  if (o.checkpointDir.empty())
+    return Status::error("--resume latest needs --checkpoint-dir (or --log-dir)");
+  StatusOr<std::string> path = checkpoint::latest(o.checkpointDir);
+  if (!path)
+    return Status::error("--resume latest: " + path.status().message());
+  return *path;
+}
 
 Status train(const Options &options) {
   installStopSignals();

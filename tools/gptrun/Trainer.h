@@ -72,6 +72,10 @@ private:
 /// The whole run; an error says which file, program or tensor is at fault.
 Status train(const Options &options);
 
+/// The checkpoint --resume names: the file itself, or for `latest` the
+/// newest in --checkpoint-dir. Errors name the flag.
+StatusOr<std::string> resumePath(const Options &options);
+
 } // namespace gptc::gptrun
 
 #endif // GPTC_TOOLS_GPTRUN_TRAINER_H
