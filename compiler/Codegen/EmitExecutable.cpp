@@ -194,6 +194,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   bool cuda = options.target == EmitOptions::Target::CUDA;
   lowering.flashAttention = options.flashAttention && cuda;
   lowering.rowLanes = cuda ? 32 : 1;
+  lowering.blockThreads = options.blockSize;
   std::vector<std::string> names = {"init", "train_step", "forward"};
   // The pipeline always adds @logits (sampling); hand-built modules may not.
   if (module.lookupSymbol<func::FuncOp>("logits"))

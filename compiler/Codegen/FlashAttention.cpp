@@ -211,57 +211,111 @@ struct Online {
   SmallVector<Frag> o;
 };
 
-Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value q0,
-                   Value tile, const AttentionShape &s) {
+/// One 16-key step of the online softmax. `cur` is (m0, m1, l0, l1, O...),
+/// `sc` the raw scores of keys key0.. (global indices, for the mask) and
+/// vFrag(dt) the B fragment of those keys' values, d-columns 8 dt...
+SmallVector<Value> onlineStep(Warp &w, ValueRange cur, std::array<Frag, 2> sc, Value key0,
+                              Value q0, const AttentionShape &s,
+                              function_ref<Frag(int64_t)> vFrag) {
   KB &k = w.k;
   int64_t dTiles = s.headDim / 8;
+  // Scale, and hide keys after the query (only the diagonal tile has any).
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
+      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
+      sc[n][e] = k.select(visible, k.mul(sc[n][e], k.f(s.scale, w.f32)), k.f(-INFINITY, w.f32));
+    }
+  SmallVector<Value> next(4);
+  Value mNew[2], corr[2];
+  for (int64_t r = 0; r < 2; ++r) {
+    Value mx = k.fmax(k.fmax(sc[0][2 * r], sc[0][2 * r + 1]), k.fmax(sc[1][2 * r], sc[1][2 * r + 1]));
+    mNew[r] = k.fmax(cur[r], w.groupMax(mx));
+    corr[r] = k.exp(k.sub(cur[r], mNew[r]));
+    next[r] = mNew[r];
+  }
+  Value rowSum[2] = {k.f(0, w.f32), k.f(0, w.f32)};
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t e = 0; e < 4; ++e) {
+      sc[n][e] = k.exp(k.sub(sc[n][e], mNew[e / 2]));
+      rowSum[e / 2] = k.add(rowSum[e / 2], sc[n][e]);
+    }
+  for (int64_t r = 0; r < 2; ++r)
+    next[2 + r] = k.add(k.mul(cur[2 + r], corr[r]), rowSum[r]);
+  Frag pa = w.toA(sc[0], sc[1]);
+  for (int64_t dt = 0; dt < dTiles; ++dt) {
+    Frag o;
+    for (int64_t e = 0; e < 4; ++e)
+      o.push_back(k.mul(cur[4 + 4 * dt + e], corr[e / 2]));
+    o = w.mma(pa, vFrag(dt), o);
+    next.append(o.begin(), o.end());
+  }
+  return next;
+}
+
+/// The recurrence's starting values: m = -inf, l = 0, O = 0.
+SmallVector<Value> onlineInit(Warp &w, const AttentionShape &s) {
+  KB &k = w.k;
   SmallVector<Value> init = {k.f(-INFINITY, w.f32), k.f(-INFINITY, w.f32), k.f(0, w.f32),
                              k.f(0, w.f32)};
-  init.append(dTiles * 4, k.f(0, w.f32));
-  auto st = k.loop(k.idx(0), k.add(tile, k.idx(1)), init, [&](Value kt, ValueRange cur) {
-    Value key0 = k.mul(kt, k.idx(kTile));
-    std::array<Frag, 2> sc = scores(w, qa, qkv, hs.key, key0);
-    // Scale, and hide keys after the query (only the diagonal tile has any).
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
-        Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
-        sc[n][e] = k.select(visible, k.mul(sc[n][e], k.f(s.scale, w.f32)),
-                            k.f(-INFINITY, w.f32));
-      }
-    SmallVector<Value> next(4);
-    Value mNew[2], corr[2];
-    for (int64_t r = 0; r < 2; ++r) {
-      Value mx = k.fmax(k.fmax(sc[0][2 * r], sc[0][2 * r + 1]), k.fmax(sc[1][2 * r], sc[1][2 * r + 1]));
-      mNew[r] = k.fmax(cur[r], w.groupMax(mx));
-      corr[r] = k.exp(k.sub(cur[r], mNew[r]));
-      next[r] = mNew[r];
-    }
-    Value rowSum[2] = {k.f(0, w.f32), k.f(0, w.f32)};
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t e = 0; e < 4; ++e) {
-        sc[n][e] = k.exp(k.sub(sc[n][e], mNew[e / 2]));
-        rowSum[e / 2] = k.add(rowSum[e / 2], sc[n][e]);
-      }
-    for (int64_t r = 0; r < 2; ++r)
-      next[2 + r] = k.add(k.mul(cur[2 + r], corr[r]), rowSum[r]);
-    Frag pa = w.toA(sc[0], sc[1]);
-    for (int64_t dt = 0; dt < dTiles; ++dt) {
-      Frag o;
-      for (int64_t e = 0; e < 4; ++e)
-        o.push_back(k.mul(cur[4 + 4 * dt + e], corr[e / 2]));
-      o = w.mma(pa, w.loadBCols(qkv, hs.val, key0, 8 * dt), o);
-      next.append(o.begin(), o.end());
-    }
-    return next;
-  });
+  init.append(s.headDim / 8 * 4, k.f(0, w.f32));
+  return init;
+}
+
+Online onlineResult(Warp &w, ValueRange st, const AttentionShape &s) {
   Online on;
   for (int64_t r = 0; r < 2; ++r) {
     on.m[r] = st[r];
     on.l[r] = w.groupSum(st[2 + r]);
   }
-  on.o = tilesOf(ValueRange(st).drop_front(4), 0, dTiles);
+  on.o = tilesOf(st.drop_front(4), 0, s.headDim / 8);
   return on;
+}
+
+Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value q0,
+                   Value tile, const AttentionShape &s) {
+  KB &k = w.k;
+  auto st = k.loop(k.idx(0), k.add(tile, k.idx(1)), onlineInit(w, s),
+                   [&](Value kt, ValueRange cur) {
+    Value key0 = k.mul(kt, k.idx(kTile));
+    return onlineStep(w, cur, scores(w, qa, qkv, hs.key, key0), key0, q0, s,
+                      [&](int64_t dt) { return w.loadBCols(qkv, hs.val, key0, 8 * dt); });
+  });
+  return onlineResult(w, st, s);
+}
+
+/// lse_i = m_i + log l_i and D_i = dy_i . y_i of the warp's 16 rows, from
+/// the forward recurrence; lane t = 0 of each group writes them to `stats`.
+struct RowStats {
+  Value lse[2], dsum[2];
+};
+
+RowStats rowStatistics(Warp &w, const Online &on, Value dy, Value stats, const Heads &hs,
+                       Value q0, const AttentionShape &s) {
+  KB &k = w.k;
+  int64_t dTiles = s.headDim / 8;
+  RowStats rs;
+  for (int64_t r = 0; r < 2; ++r) {
+    Value inv = k.div(k.f(1, w.f32), on.l[r]);
+    rs.lse[r] = k.add(on.m[r], k.log(on.l[r]));
+    Value part = k.f(0, w.f32);
+    for (int64_t dt = 0; dt < dTiles; ++dt)
+      for (int64_t e = 2 * r; e < 2 * r + 2; ++e) {
+        Value at = k.add(hs.out(k.add(q0, rowOf(w, e))), k.add(columnOf(w, 0, e), k.idx(8 * dt)));
+        part = k.add(part, k.mul(k.mul(on.o[dt][e], inv), k.ld(dy, at)));
+      }
+    rs.dsum[r] = w.groupSum(part);
+  }
+  Value rowBase = k.add(k.mul(hs.bh, k.idx(s.seq)), q0);
+  auto first = scf::IfOp::create(k.b, k.loc, k.cmpEq(w.t, k.idx(0)), /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(&first.getThenRegion().front());
+  for (int64_t r = 0; r < 2; ++r) {
+    Value row = k.add(rowBase, rowOf(w, 2 * r));
+    k.st(rs.lse[r], stats, k.mul(row, k.idx(2)));
+    k.st(rs.dsum[r], stats, k.add(k.mul(row, k.idx(2)), k.idx(1)));
+  }
+  return rs;
 }
 
 /// Stores C fragments (16 rows from r0, d/8 tiles) into a row-major matrix.
@@ -286,6 +340,310 @@ SmallVector<Frag> loadRowsA(Warp &w, Value mem, const RowFn &row, Value r0, int6
   return a;
 }
 
+/// dq += dS k over one 16-key block: p and dp are the raw scores q.k and
+/// dy.v of keys key0.. (global indices), kFrag(dt) the keys as B fragments.
+SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
+                                 const std::array<Frag, 2> &dp, Value key0, Value q0,
+                                 const RowStats &rs, const AttentionShape &s,
+                                 function_ref<Frag(int64_t)> kFrag) {
+  KB &k = w.k;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
+      Value pe = causalProbability(k, p[n][e], rs.lse[e / 2], key, query, s.scale);
+      p[n][e] = scoreGrad(k, pe, dp[n][e], rs.dsum[e / 2], s.scale);
+    }
+  Frag dsa = w.toA(p[0], p[1]);
+  SmallVector<Value> next;
+  for (int64_t dt = 0; dt < s.headDim / 8; ++dt) {
+    Frag acc(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
+    acc = w.mma(dsa, kFrag(dt), acc);
+    next.append(acc.begin(), acc.end());
+  }
+  return next;
+}
+
+/// dv += P^T dy and dk += dS^T q over one 16-query block, in transposed
+/// blocks (rows = keys k0.., columns = queries q0..). statsOf(query, n, e)
+/// gives (lse, D) of a query; dyFrag/qFrag(dt) are B fragments.
+using StatsFn = function_ref<std::pair<Value, Value>(Value query, int64_t n, int64_t e)>;
+SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
+                                    std::array<Frag, 2> ds, Value q0, Value k0,
+                                    const AttentionShape &s, StatsFn statsOf,
+                                    function_ref<Frag(int64_t)> dyFrag,
+                                    function_ref<Frag(int64_t)> qFrag) {
+  KB &k = w.k;
+  int64_t dTiles = s.headDim / 8;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t e = 0; e < 4; ++e) {
+      Value query = k.add(q0, columnOf(w, n, e)), key = k.add(k0, rowOf(w, e));
+      auto [lse, dsum] = statsOf(query, n, e);
+      p[n][e] = causalProbability(k, p[n][e], lse, key, query, s.scale);
+      ds[n][e] = scoreGrad(k, p[n][e], ds[n][e], dsum, s.scale);
+    }
+  Frag pa = w.toA(p[0], p[1]), dsa = w.toA(ds[0], ds[1]);
+  SmallVector<Value> next;
+  for (int64_t dt = 0; dt < dTiles; ++dt) {
+    Frag dv(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
+    dv = w.mma(pa, dyFrag(dt), dv);
+    next.append(dv.begin(), dv.end());
+  }
+  for (int64_t dt = 0; dt < dTiles; ++dt) {
+    Frag dk(cur.begin() + 4 * (dTiles + dt), cur.begin() + 4 * (dTiles + dt) + 4);
+    dk = w.mma(dsa, qFrag(dt), dk);
+    next.append(dk.begin(), dk.end());
+  }
+  return next;
+}
+
+//===----------------------------------------------------------------------===//
+// Blocked kernels: the 8 warps of a 256-thread block own 128 consecutive
+// rows of one head and walk the other side in stages of 64 rows that the
+// block copies to shared memory once (16-byte loads), instead of every warp
+// reading them from global memory. Operands needed as B fragments along
+// the key (or query) dimension are staged transposed, so every fragment is
+// two 4-byte shared loads.
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kBlockWarps = 8, kBlockThreads = 32 * kBlockWarps;
+constexpr int64_t kBlockRows = kBlockWarps * kTile;
+constexpr int64_t kStage = 64;
+/// Row padding of shared tiles: rows start 4 banks apart, so the 8 rows x
+/// 4 lanes of a fragment load hit 32 different banks.
+constexpr int64_t kPad = 8;
+
+/// A bf16 matrix in shared memory, row-major with row stride ld.
+struct Smem {
+  Value mem;
+  int64_t ld;
+  RowFn rows(KB &k) const {
+    KB *kp = &k;
+    int64_t stride = ld;
+    return [kp, stride](Value r) { return kp->mul(r, kp->idx(stride)); };
+  }
+};
+
+/// A static shared-memory buffer of the enclosing kernel (a workgroup
+/// memref.global, 16-byte aligned for vector stores).
+Value sharedBuffer(KB &k, int64_t elements, Type elt) {
+  auto module = k.b.getInsertionBlock()->getParentOp()->getParentOfType<gpu::GPUModuleOp>();
+  auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
+  auto type = MemRefType::get({elements}, elt, MemRefLayoutAttrInterface{}, space);
+  int64_t count = 0;
+  for (auto g : module.getOps<memref::GlobalOp>())
+    (void)g, ++count;
+  std::string name = "gptc_shared_" + std::to_string(count);
+  {
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(module.getBody());
+    memref::GlobalOp::create(k.b, k.loc, name, k.b.getStringAttr("private"), type, Attribute(),
+                             /*constant=*/false, k.b.getI64IntegerAttr(16));
+  }
+  return memref::GetGlobalOp::create(k.b, k.loc, type, name);
+}
+
+Smem sharedTile(KB &k, int64_t rows, int64_t cols) {
+  return {sharedBuffer(k, rows * (cols + kPad), k.b.getBF16Type()), cols + kPad};
+}
+
+void barrier(KB &k) { gpu::BarrierOp::create(k.b, k.loc); }
+
+/// Copies rows r0..r0+kStage of a row-major bf16 matrix with d columns into
+/// `dst` (row-major) and/or `dstT` (transposed), 8 elements per thread and
+/// load; the block's threads share the rows.
+void stageRows(KB &k, Value tid, Value src, const RowFn &row, Value r0, int64_t d,
+               const Smem *dst, const Smem *dstT) {
+  int64_t perRow = d / 8;
+  auto vecType = VectorType::get({8}, k.b.getBF16Type());
+  for (int64_t j = 0; j < kStage * perRow / kBlockThreads; ++j) {
+    Value c = k.add(tid, k.idx(j * kBlockThreads));
+    Value r = k.udiv(c, k.idx(perRow)), c8 = k.mul(k.urem(c, k.idx(perRow)), k.idx(8));
+    Value v = vector::LoadOp::create(k.b, k.loc, vecType, src, ValueRange{k.add(row(k.add(r0, r)), c8)},
+                                     /*nontemporal=*/false, llvm::MaybeAlign(16));
+    if (dst)
+      vector::StoreOp::create(k.b, k.loc, v, dst->mem,
+                              ValueRange{k.add(k.mul(r, k.idx(dst->ld)), c8)},
+                              /*nontemporal=*/false, llvm::MaybeAlign(16));
+    if (dstT)
+      for (int64_t e = 0; e < 8; ++e) {
+        Value x = vector::ExtractOp::create(k.b, k.loc, v, e);
+        Value at = k.add(k.mul(k.add(c8, k.idx(e)), k.idx(dstT->ld)), r);
+        memref::StoreOp::create(k.b, k.loc, x, dstT->mem, ValueRange{at});
+      }
+  }
+}
+
+/// cond ? then() : cur, for loop-carried values.
+SmallVector<Value> when(KB &k, Value cond, ValueRange cur,
+                        function_ref<SmallVector<Value>()> then) {
+  auto op = scf::IfOp::create(k.b, k.loc, TypeRange(cur), cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(&op.getThenRegion().front());
+  scf::YieldOp::create(k.b, k.loc, then());
+  k.b.setInsertionPointToStart(&op.getElseRegion().front());
+  scf::YieldOp::create(k.b, k.loc, cur);
+  return SmallVector<Value>(op.getResults());
+}
+
+/// The block's 128 rows (from `first`) of one head and the warp's 16 (its
+/// tile). Query blocks are dealt latest first, key blocks earliest first.
+struct BlockTile {
+  Value tid, tile, row0, first;
+  Heads hs;
+};
+
+BlockTile blockTile(KB &k, Value idx, const AttentionShape &s, bool queries) {
+  int64_t blocks = s.seq / kBlockRows;
+  Value warp = k.udiv(idx, k.idx(32));
+  Value block = k.udiv(warp, k.idx(kBlockWarps));
+  Value bt = k.urem(block, k.idx(blocks));
+  if (queries)
+    bt = k.sub(k.idx(blocks - 1), bt);
+  Value tile = k.add(k.mul(bt, k.idx(kBlockWarps)), k.urem(warp, k.idx(kBlockWarps)));
+  return {k.urem(idx, k.idx(kBlockThreads)), tile, k.mul(tile, k.idx(kTile)),
+          k.mul(bt, k.idx(kBlockRows)), headsOf(k, k.udiv(block, k.idx(blocks)), s)};
+}
+
+/// Sub-blocks of 16 rows in a stage.
+constexpr int64_t kSubTiles = kStage / kTile;
+
+/// The forward recurrence of a blocked kernel's warp (keys staged in sK,
+/// values transposed in sVt).
+Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt,
+                      const Smem &sK, const Smem &sVt, const AttentionShape &s) {
+  KB &k = w.k;
+  Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
+  auto st = k.loop(k.idx(0), stages, onlineInit(w, s), [&](Value sb, ValueRange cur) {
+    Value key0 = k.mul(sb, k.idx(kStage));
+    barrier(k); // the previous stage's readers are done
+    stageRows(k, bt.tid, qkv, bt.hs.key, key0, s.headDim, &sK, nullptr);
+    stageRows(k, bt.tid, qkv, bt.hs.val, key0, s.headDim, nullptr, &sVt);
+    barrier(k);
+    SmallVector<Value> vals(cur);
+    for (int64_t j = 0; j < kSubTiles; ++j) {
+      Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
+      vals = when(k, visible, vals, [&] {
+        return onlineStep(w, vals, scores(w, qa, sK.mem, sK.rows(k), k.idx(kTile * j)),
+                          k.add(key0, k.idx(kTile * j)), bt.row0, s, [&](int64_t dt) {
+                            return w.loadBRows(sVt.mem, sVt.rows(k), k.idx(8 * dt), kTile * j);
+                          });
+      });
+    }
+    return vals;
+  });
+  return onlineResult(w, st, s);
+}
+
+void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
+  Warp w(k, idx);
+  BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
+  Smem sK = sharedTile(k, kStage, s.headDim), sVt = sharedTile(k, s.headDim, kStage);
+  SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, s.headDim);
+  Online on = forwardBlocked(w, qa, a[0], bt, sK, sVt, s);
+  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
+  storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
+}
+
+void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
+  Warp w(k, idx);
+  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  int64_t dTiles = s.headDim / 8;
+  BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
+  const Heads &hs = bt.hs;
+  Smem sK = sharedTile(k, kStage, s.headDim), sVt = sharedTile(k, s.headDim, kStage);
+  Smem sV = sharedTile(k, kStage, s.headDim), sKt = sharedTile(k, s.headDim, kStage);
+  SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, bt.row0, s.headDim);
+
+  // Pass 1: the forward again, for lse_i and D_i = dy_i . y_i.
+  Online on = forwardBlocked(w, qa, qkv, bt, sK, sVt, s);
+  RowStats rs = rowStatistics(w, on, dy, stats, hs, bt.row0, s);
+
+  // Pass 2: dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
+  SmallVector<Frag> dya = loadRowsA(w, dy, hs.out, bt.row0, s.headDim);
+  Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
+  SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
+  auto dq = k.loop(k.idx(0), stages, init, [&](Value sb, ValueRange cur) {
+    Value key0 = k.mul(sb, k.idx(kStage));
+    barrier(k);
+    stageRows(k, bt.tid, qkv, hs.key, key0, s.headDim, &sK, &sKt);
+    stageRows(k, bt.tid, qkv, hs.val, key0, s.headDim, &sV, nullptr);
+    barrier(k);
+    SmallVector<Value> vals(cur);
+    for (int64_t j = 0; j < kSubTiles; ++j) {
+      Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
+      vals = when(k, visible, vals, [&] {
+        Value n0 = k.idx(kTile * j);
+        return queryGradStep(w, vals, scores(w, qa, sK.mem, sK.rows(k), n0),
+                             scores(w, dya, sV.mem, sV.rows(k), n0),
+                             k.add(key0, n0), bt.row0, rs, s, [&](int64_t dt) {
+                               return w.loadBRows(sKt.mem, sKt.rows(k), k.idx(8 * dt), kTile * j);
+                             });
+      });
+    }
+    return vals;
+  });
+  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, bt.row0, {});
+}
+
+void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
+  Warp w(k, idx);
+  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  int64_t dTiles = s.headDim / 8;
+  BlockTile bt = blockTile(k, idx, s, /*queries=*/false);
+  const Heads &hs = bt.hs;
+  Value k0 = bt.row0;
+  Smem sQ = sharedTile(k, kStage, s.headDim), sQt = sharedTile(k, s.headDim, kStage);
+  Smem sDy = sharedTile(k, kStage, s.headDim), sDyt = sharedTile(k, s.headDim, kStage);
+  Value sStats = sharedBuffer(k, 2 * kStage, w.f32);
+  SmallVector<Frag> ka = loadRowsA(w, qkv, hs.key, k0, s.headDim);
+  SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
+  Value statsBase = k.mul(k.mul(hs.bh, k.idx(s.seq)), k.idx(2));
+
+  // Query stages from the block's first key on (earlier queries see none).
+  SmallVector<Value> init(2 * dTiles * 4, k.f(0, w.f32));
+  auto acc = k.loop(k.udiv(bt.first, k.idx(kStage)), k.idx(s.seq / kStage), init,
+                    [&](Value sb, ValueRange cur) {
+    Value q0s = k.mul(sb, k.idx(kStage));
+    barrier(k);
+    stageRows(k, bt.tid, qkv, hs.q, q0s, s.headDim, &sQ, &sQt);
+    stageRows(k, bt.tid, dy, hs.out, q0s, s.headDim, &sDy, &sDyt);
+    auto copy = scf::IfOp::create(k.b, k.loc, k.cmpUlt(bt.tid, k.idx(2 * kStage)),
+                                  /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPointToStart(&copy.getThenRegion().front());
+      Value x = memref::LoadOp::create(k.b, k.loc, stats,
+                                       ValueRange{k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid)});
+      memref::StoreOp::create(k.b, k.loc, x, sStats, ValueRange{bt.tid});
+    }
+    barrier(k);
+    SmallVector<Value> vals(cur);
+    for (int64_t j = 0; j < kSubTiles; ++j) {
+      Value qt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, qt, bt.tile);
+      vals = when(k, visible, vals, [&] {
+        Value n0 = k.idx(kTile * j);
+        auto statsOf = [&](Value, int64_t n, int64_t e) {
+          Value at = k.mul(k.add(n0, columnOf(w, n, e)), k.idx(2));
+          Value lse = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{at});
+          Value dsum = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{k.add(at, k.idx(1))});
+          return std::make_pair(lse, dsum);
+        };
+        return keyValueGradStep(
+            w, vals, scores(w, ka, sQ.mem, sQ.rows(k), n0), scores(w, va, sDy.mem, sDy.rows(k), n0),
+            k.add(q0s, n0), k0, s, statsOf,
+            [&](int64_t dt) { return w.loadBRows(sDyt.mem, sDyt.rows(k), k.idx(8 * dt), kTile * j); },
+            [&](int64_t dt) { return w.loadBRows(sQt.mem, sQt.rows(k), k.idx(8 * dt), kTile * j); });
+      });
+    }
+    return vals;
+  });
+  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {});
+  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
+}
+
 } // namespace
 
 bool flashAttentionApplies(const AttentionShape &s, Type element) {
@@ -296,9 +654,16 @@ int64_t flashAttentionThreads(const AttentionShape &s) {
   return s.batch * s.heads * (s.seq / kTile) * 32;
 }
 
+bool flashAttentionBlocked(const AttentionShape &s) {
+  return s.blockThreads == kBlockThreads && s.seq % kBlockRows == 0 && s.headDim % 32 == 0 &&
+         s.headDim <= 64;
+}
+
 void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRange a,
                                 const AttentionShape &s) {
   KB k{b, loc};
+  if (flashAttentionBlocked(s))
+    return forwardKernelBlocked(k, idx, a, s);
   Warp w(k, idx);
   WarpTile wt = warpTile(k, idx, s, /*queries=*/true);
   Value tile = wt.tile, q0 = wt.row0;
@@ -312,6 +677,8 @@ void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRang
 void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, ValueRange a,
                                       const AttentionShape &s) {
   KB k{b, loc};
+  if (flashAttentionBlocked(s))
+    return backwardQueryKernelBlocked(k, idx, a, s);
   Warp w(k, idx);
   Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
   int64_t dTiles = s.headDim / 8;
@@ -322,51 +689,16 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
 
   // Pass 1: the forward again, for lse_i and D_i = dy_i . y_i.
   Online on = forwardTile(w, qa, qkv, hs, q0, tile, s);
-  Value lse[2], dsum[2];
-  for (int64_t r = 0; r < 2; ++r) {
-    Value inv = k.div(k.f(1, w.f32), on.l[r]);
-    lse[r] = k.add(on.m[r], k.log(on.l[r]));
-    Value part = k.f(0, w.f32);
-    for (int64_t dt = 0; dt < dTiles; ++dt)
-      for (int64_t e = 2 * r; e < 2 * r + 2; ++e) {
-        Value at = k.add(hs.out(k.add(q0, rowOf(w, e))), k.add(columnOf(w, 0, e), k.idx(8 * dt)));
-        part = k.add(part, k.mul(k.mul(on.o[dt][e], inv), k.ld(dy, at)));
-      }
-    dsum[r] = w.groupSum(part);
-  }
-  Value rowBase = k.add(k.mul(hs.bh, k.idx(s.seq)), q0);
-  auto first = scf::IfOp::create(b, loc, k.cmpEq(w.t, k.idx(0)), /*withElseRegion=*/false);
-  {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&first.getThenRegion().front());
-    for (int64_t r = 0; r < 2; ++r) {
-      Value row = k.add(rowBase, rowOf(w, 2 * r));
-      k.st(lse[r], stats, k.mul(row, k.idx(2)));
-      k.st(dsum[r], stats, k.add(k.mul(row, k.idx(2)), k.idx(1)));
-    }
-  }
+  RowStats rs = rowStatistics(w, on, dy, stats, hs, q0, s);
 
   // Pass 2: dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
   SmallVector<Frag> dya = loadRowsA(w, dy, hs.out, q0, s.headDim);
   SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
   auto dq = k.loop(k.idx(0), k.add(tile, k.idx(1)), init, [&](Value kt, ValueRange cur) {
     Value key0 = k.mul(kt, k.idx(kTile));
-    std::array<Frag, 2> p = scores(w, qa, qkv, hs.key, key0);
-    std::array<Frag, 2> dp = scores(w, dya, qkv, hs.val, key0);
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
-        Value pe = causalProbability(k, p[n][e], lse[e / 2], key, query, s.scale);
-        p[n][e] = scoreGrad(k, pe, dp[n][e], dsum[e / 2], s.scale);
-      }
-    Frag dsa = w.toA(p[0], p[1]);
-    SmallVector<Value> next;
-    for (int64_t dt = 0; dt < dTiles; ++dt) {
-      Frag acc(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
-      acc = w.mma(dsa, w.loadBCols(qkv, hs.key, key0, 8 * dt), acc);
-      next.append(acc.begin(), acc.end());
-    }
-    return next;
+    return queryGradStep(w, cur, scores(w, qa, qkv, hs.key, key0),
+                         scores(w, dya, qkv, hs.val, key0), key0, q0, rs, s,
+                         [&](int64_t dt) { return w.loadBCols(qkv, hs.key, key0, 8 * dt); });
   });
   storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, q0, {});
 }
@@ -374,6 +706,8 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
 void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, ValueRange a,
                                          const AttentionShape &s) {
   KB k{b, loc};
+  if (flashAttentionBlocked(s))
+    return backwardKeyValueKernelBlocked(k, idx, a, s);
   Warp w(k, idx);
   Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
   int64_t tiles = s.seq / kTile, dTiles = s.headDim / 8;
@@ -390,29 +724,14 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
   SmallVector<Value> init(2 * dTiles * 4, k.f(0, w.f32));
   auto acc = k.loop(tile, k.idx(tiles), init, [&](Value qt, ValueRange cur) {
     Value q0 = k.mul(qt, k.idx(kTile));
-    std::array<Frag, 2> p = scores(w, ka, qkv, hs.q, q0);
-    std::array<Frag, 2> ds = scores(w, va, dy, hs.out, q0);
-    for (int64_t n = 0; n < 2; ++n)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value query = k.add(q0, columnOf(w, n, e)), key = k.add(k0, rowOf(w, e));
-        Value row = k.mul(k.add(rowBase, query), k.idx(2));
-        Value lse = k.ld(stats, row), dsum = k.ld(stats, k.add(row, k.idx(1)));
-        p[n][e] = causalProbability(k, p[n][e], lse, key, query, s.scale);
-        ds[n][e] = scoreGrad(k, p[n][e], ds[n][e], dsum, s.scale);
-      }
-    Frag pa = w.toA(p[0], p[1]), dsa = w.toA(ds[0], ds[1]);
-    SmallVector<Value> next;
-    for (int64_t dt = 0; dt < dTiles; ++dt) {
-      Frag dv(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
-      dv = w.mma(pa, w.loadBCols(dy, hs.out, q0, 8 * dt), dv);
-      next.append(dv.begin(), dv.end());
-    }
-    for (int64_t dt = 0; dt < dTiles; ++dt) {
-      Frag dk(cur.begin() + 4 * (dTiles + dt), cur.begin() + 4 * (dTiles + dt) + 4);
-      dk = w.mma(dsa, w.loadBCols(qkv, hs.q, q0, 8 * dt), dk);
-      next.append(dk.begin(), dk.end());
-    }
-    return next;
+    auto statsOf = [&](Value query, int64_t, int64_t) {
+      Value row = k.mul(k.add(rowBase, query), k.idx(2));
+      return std::make_pair(k.ld(stats, row), k.ld(stats, k.add(row, k.idx(1))));
+    };
+    return keyValueGradStep(
+        w, cur, scores(w, ka, qkv, hs.q, q0), scores(w, va, dy, hs.out, q0), q0, k0, s, statsOf,
+        [&](int64_t dt) { return w.loadBCols(dy, hs.out, q0, 8 * dt); },
+        [&](int64_t dt) { return w.loadBCols(qkv, hs.q, q0, 8 * dt); });
   });
   storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {});
   storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});

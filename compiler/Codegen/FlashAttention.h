@@ -19,12 +19,18 @@ namespace gptc::codegen {
 
 struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, headDim = 0;
-  double scale = 1.0; // 1 / sqrt(headDim)
+  double scale = 1.0;       // 1 / sqrt(headDim)
+  int64_t blockThreads = 0; // threads per block of the launches
 };
 
 /// bf16 operands, a head dimension and a sequence length that are
 /// multiples of 16: the shapes the mma tiles cover exactly.
 bool flashAttentionApplies(const AttentionShape &s, mlir::Type element);
+
+/// 256-thread blocks, T a multiple of 128 and a head dimension of 32 or 64:
+/// the kernels stage keys/values (or queries/output gradients) through
+/// shared memory, 64 rows at a time, for a block of 8 warps.
+bool flashAttentionBlocked(const AttentionShape &s);
 
 /// Threads of every flash launch: one warp per 16-row tile.
 int64_t flashAttentionThreads(const AttentionShape &s);

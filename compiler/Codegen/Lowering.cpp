@@ -242,7 +242,12 @@ private:
   std::string keyOf(Operation *op) {
     std::string s;
     llvm::raw_string_ostream os(s);
-    os << op->getName() << op->getRawDictionaryAttrs();
+    os << op->getName();
+    // The plan's offsets are launch arguments, not code: every layer's op
+    // shares one kernel.
+    for (NamedAttribute attr : op->getDiscardableAttrs())
+      if (attr.getName() != "gpt.offsets")
+        os << attr.getName() << attr.getValue();
     for (Type ty : op->getOperandTypes())
       os << ty;
     for (Type ty : op->getResultTypes())
@@ -850,7 +855,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t bsz = s[0], tl = s[1], c = s[2] / 3, h = *getConfigInt(at.getNumHeads()),
                 d = c / h;
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
-        AttentionShape shape{bsz, tl, h, d, scale};
+        AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv()))) {
           launch(op, key, "flash_attention_forward", {flat(at.getQkv()), flat(at.getResult())},
                  {t(at.getQkv()), t(at.getResult())}, flashAttentionThreads(shape),
@@ -899,7 +904,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t rowsN = bsz * h * tl;
         Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = sum_j p_ij dy_i.v_j
         auto statsType = flatOf(rowsN * 2, ft);
-        AttentionShape shape{bsz, tl, h, d, scale};
+        AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv())) &&
             eltOf(at.getGrad()).isBF16()) {
           std::vector<Type> types = {flat(at.getGrad()), flat(at.getQkv()), statsType,

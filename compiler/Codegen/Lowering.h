@@ -111,6 +111,8 @@ struct LoweringOptions {
   /// Threads per row of the row kernels (layernorm, softmax, cross-entropy
   /// statistics): 32, a warp reducing with shuffles, on CUDA; 1 on Host.
   int64_t rowLanes = 1;
+  /// Threads per block of every launch (EmitOptions::blockSize).
+  int64_t blockThreads = 256;
 };
 
 /// Lowers the planned functions `programs` of `module` (gpt-plan-memory

@@ -33,8 +33,9 @@ namespace {
 // it) and a head dimension of two mma k-steps.
 constexpr int64_t kB = 2, kT = 48, kH = 2, kD = 32, kC = kH * kD;
 
-std::string source(const std::string &elt) {
-  std::string qkv = "tensor<2x48x192x", y = "tensor<2x48x64x";
+std::string source(const std::string &elt, int64_t seq = kT) {
+  std::string t = std::to_string(seq);
+  std::string qkv = "tensor<2x" + t + "x192x", y = "tensor<2x" + t + "x64x";
   std::string body;
   auto f32 = [](const std::string &t) { return t + "f32>"; };
   auto low = [&](const std::string &t) { return t + elt + ">"; };
@@ -64,8 +65,9 @@ const char *kMma = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
 
 class FlashAttentionTest : public ReferenceTest {
 protected:
-  std::vector<uint8_t> compile(const std::string &elt, codegen::EmitOptions emit) {
-    module = parse(source(elt));
+  std::vector<uint8_t> compile(const std::string &elt, codegen::EmitOptions emit,
+                               int64_t seq = kT) {
+    module = parse(source(elt, seq));
     if (!module)
       return {};
     mlir::PassManager pm(&context);
@@ -90,6 +92,36 @@ TEST_F(FlashAttentionTest, Bf16OnCudaUsesTheTensorCoreKernels) {
   EXPECT_FALSE(contains(bytes, "attention_backward_v"));
   EXPECT_TRUE(contains(bytes, kMma));
   EXPECT_TRUE(contains(bytes, "shfl.sync.bfly"));
+}
+
+// T = 48 is not a multiple of 128: each warp reads its keys itself.
+TEST_F(FlashAttentionTest, ShortSequencesUseTheUnblockedKernels) {
+  std::vector<uint8_t> bytes = compile("bf16", {});
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_FALSE(contains(bytes, "bar.sync"));
+  EXPECT_FALSE(contains(bytes, "st.shared"));
+}
+
+// T = 256: blocks of 8 warps stage 64 rows at a time in shared memory.
+TEST_F(FlashAttentionTest, LongSequencesStageThroughSharedMemory) {
+  std::vector<uint8_t> bytes = compile("bf16", {}, 256);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_TRUE(contains(bytes, "flash_attention_backward_kv"));
+  EXPECT_TRUE(contains(bytes, kMma));
+  EXPECT_TRUE(contains(bytes, "bar.sync"));
+  EXPECT_TRUE(contains(bytes, "st.shared.v4"));
+  EXPECT_TRUE(contains(bytes, "ld.shared"));
+}
+
+// The blocked kernels assume 256-thread blocks; other launches keep the
+// per-warp kernels.
+TEST_F(FlashAttentionTest, OtherBlockSizesUseTheUnblockedKernels) {
+  codegen::EmitOptions emit;
+  emit.blockSize = 128;
+  std::vector<uint8_t> bytes = compile("bf16", emit, 256);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_TRUE(contains(bytes, kMma));
+  EXPECT_FALSE(contains(bytes, "bar.sync"));
 }
 
 TEST_F(FlashAttentionTest, DisabledFlagKeepsTheScalarKernels) {
