@@ -26,7 +26,8 @@
 #
 # Knobs: everything in bench/configs.sh (BF16_STEPS=50, BF16_TOL=2e-2, ...),
 # BUDGET_S=570, BUILD_TIMEOUT=240, T_GPTRUN=150, T_EAGER=90, T_COMPILE=200,
-# GPTRUN=build-device/bin/gptrun, PYTHON=python3, ATTENTION=sdpa.
+# GPTRUN=build-device/bin/gptrun, PYTHON=python3, ATTENTION=sdpa,
+# SKIP="fp32 eager" (runs to leave out: fp32 bf16 scalar eager compile).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
@@ -46,6 +47,7 @@ source bench/configs.sh
 PY=${PYTHON:-python3}
 GPTRUN=${GPTRUN:-build-device/bin/gptrun}
 ATTENTION=${ATTENTION:-sdpa}
+SKIP=${SKIP:-}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-240}
 T_GPTRUN=${T_GPTRUN:-150}
 T_EAGER=${T_EAGER:-90}
@@ -67,8 +69,10 @@ banner "build"
 run_limited build "$BUILD_TIMEOUT" bash scripts/device-build.sh > "$OUT/build.log" 2>&1
 tail -n 5 "$OUT/build.log"
 
+skipped() { [[ " $SKIP " == *" $1 "* ]] && set_status "$1" "skipped (SKIP)"; }
 ours() { # NAME FB DTYPE LABEL
   local name=$1 fb=$2 dtype=$3 label=$4 log=$OUT/gptrun_$1.log
+  skipped "$name" && return
   banner "$name: gptrun $fb, $BF16_STEPS steps"
   if [ ! -x "$GPTRUN" ] || [ ! -f "$fb" ]; then
     set_status "$name" "skipped (no $GPTRUN or no $fb: run bench/build_artifacts.sh here first)"
@@ -89,6 +93,7 @@ ours bf16 "$BF16_FB" bf16 "gptc bf16"
 ours scalar "$BF16_SCALAR_FB" bf16 "gptc bf16 scalar attention"
 
 torch_run() { # NAME WANT_S MODE LABEL
+  skipped "$1" && return
   banner "$1: PyTorch $3, bf16 autocast, $BF16_STEPS steps"
   # shellcheck disable=SC2086
   run_limited "$1" "$2" "$PY" bench/train_torch.py --device cuda --model "$TRAIN_MODEL" \
