@@ -38,8 +38,10 @@ struct Warp {
   Type i32, f32, bf16;
   VectorType pairType;
 
+  Value lane;
+
   Warp(KB &k, Value idx) : k(k) {
-    Value lane = k.urem(idx, k.idx(32));
+    lane = k.urem(idx, k.idx(32));
     g = k.udiv(lane, k.idx(4));
     t = k.urem(lane, k.idx(4));
     i32 = k.b.getI32Type();
@@ -400,27 +402,23 @@ SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2>
 // Blocked kernels: the 8 warps of a 256-thread block own 128 consecutive
 // rows of one head and walk the other side in stages of 64 rows that the
 // block copies to shared memory once (16-byte loads), instead of every warp
-// reading them from global memory. Operands needed as B fragments along
-// the key (or query) dimension are staged transposed, so every fragment is
-// two 4-byte shared loads.
+// reading them from global memory. Fragments come from shared memory with
+// ldmatrix: plain for operands along the head dimension (k in q.k), and
+// transposed for operands along the rows (v in p.v).
 //===----------------------------------------------------------------------===//
 
 constexpr int64_t kBlockWarps = 8, kBlockThreads = 32 * kBlockWarps;
 constexpr int64_t kBlockRows = kBlockWarps * kTile;
 constexpr int64_t kStage = 64;
-/// Row padding of shared tiles: rows start 4 banks apart, so the 8 rows x
-/// 4 lanes of a fragment load hit 32 different banks.
+/// Row padding of shared tiles: rows start 4 banks apart, so the 8 rows an
+/// ldmatrix phase reads (16 bytes each) hit 32 different banks.
 constexpr int64_t kPad = 8;
 
-/// A bf16 matrix in shared memory, row-major with row stride ld.
+/// A bf16 matrix in shared memory, row-major with row stride ld; ptr is its
+/// address for ldmatrix.
 struct Smem {
-  Value mem;
+  Value mem, ptr;
   int64_t ld;
-  RowFn rows(KB &k) const {
-    KB *kp = &k;
-    int64_t stride = ld;
-    return [kp, stride](Value r) { return kp->mul(r, kp->idx(stride)); };
-  }
 };
 
 /// A static shared-memory buffer of the enclosing kernel (a workgroup
@@ -443,16 +441,20 @@ Value sharedBuffer(KB &k, int64_t elements, Type elt) {
 }
 
 Smem sharedTile(KB &k, int64_t rows, int64_t cols) {
-  return {sharedBuffer(k, rows * (cols + kPad), k.b.getBF16Type()), cols + kPad};
+  Value mem = sharedBuffer(k, rows * (cols + kPad), k.b.getBF16Type());
+  Value at = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, mem);
+  at = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at);
+  auto ptrType = LLVM::LLVMPointerType::get(k.b.getContext(),
+                                            static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
+  return {mem, LLVM::IntToPtrOp::create(k.b, k.loc, ptrType, at), cols + kPad};
 }
 
 void barrier(KB &k) { gpu::BarrierOp::create(k.b, k.loc); }
 
 /// Copies rows r0..r0+kStage of a row-major bf16 matrix with d columns into
-/// `dst` (row-major) and/or `dstT` (transposed), 8 elements per thread and
-/// load; the block's threads share the rows.
+/// `dst`, 8 elements per thread and load; the block's threads share the rows.
 void stageRows(KB &k, Value tid, Value src, const RowFn &row, Value r0, int64_t d,
-               const Smem *dst, const Smem *dstT) {
+               const Smem &dst) {
   int64_t perRow = d / 8;
   auto vecType = VectorType::get({8}, k.b.getBF16Type());
   for (int64_t j = 0; j < kStage * perRow / kBlockThreads; ++j) {
@@ -460,17 +462,61 @@ void stageRows(KB &k, Value tid, Value src, const RowFn &row, Value r0, int64_t 
     Value r = k.udiv(c, k.idx(perRow)), c8 = k.mul(k.urem(c, k.idx(perRow)), k.idx(8));
     Value v = vector::LoadOp::create(k.b, k.loc, vecType, src, ValueRange{k.add(row(k.add(r0, r)), c8)},
                                      /*nontemporal=*/false, llvm::MaybeAlign(16));
-    if (dst)
-      vector::StoreOp::create(k.b, k.loc, v, dst->mem,
-                              ValueRange{k.add(k.mul(r, k.idx(dst->ld)), c8)},
-                              /*nontemporal=*/false, llvm::MaybeAlign(16));
-    if (dstT)
-      for (int64_t e = 0; e < 8; ++e) {
-        Value x = vector::ExtractOp::create(k.b, k.loc, v, e);
-        Value at = k.add(k.mul(k.add(c8, k.idx(e)), k.idx(dstT->ld)), r);
-        memref::StoreOp::create(k.b, k.loc, x, dstT->mem, ValueRange{at});
-      }
+    vector::StoreOp::create(k.b, k.loc, v, dst.mem, ValueRange{k.add(k.mul(r, k.idx(dst.ld)), c8)},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
   }
+}
+
+/// ldmatrix.x4: lane L gives the address of row L % 8 of 8x8 matrix L / 8,
+/// at(m, r) its element offset; `trans` delivers each matrix transposed.
+SmallVector<Value, 4> ldmatrix(Warp &w, const Smem &sm, function_ref<Value(Value, Value)> at,
+                               bool trans) {
+  KB &k = w.k;
+  Value m = k.udiv(w.lane, k.idx(8)), r = k.urem(w.lane, k.idx(8));
+  Value off = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at(m, r));
+  Value addr = LLVM::GEPOp::create(k.b, k.loc, sm.ptr.getType(), w.bf16, sm.ptr, ValueRange{off});
+  auto result = LLVM::LLVMStructType::getLiteral(k.b.getContext(), {w.i32, w.i32, w.i32, w.i32});
+  auto op = NVVM::LdMatrixOp::create(
+      k.b, k.loc, result, addr, 4, trans ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+      NVVM::LdStMatrixShapeAttr::get(k.b.getContext(), 8, 8), NVVM::LdStMatrixEltType::B16);
+  SmallVector<Value, 4> regs;
+  for (int64_t i = 0; i < 4; ++i)
+    regs.push_back(LLVM::ExtractValueOp::create(k.b, k.loc, op.getRes(), i));
+  return regs;
+}
+
+/// Scores of rows A against shared rows n0..n0+16 (B[kk][n] = sm[n0 + n][kk]):
+/// per k-step, one ldmatrix gives both 8-column tiles.
+std::array<Frag, 2> scoresShared(Warp &w, ArrayRef<Frag> rowsA, const Smem &sm, int64_t n0) {
+  KB &k = w.k;
+  std::array<Frag, 2> s = {w.zeros(), w.zeros()};
+  for (size_t kk = 0; kk < rowsA.size(); ++kk) {
+    auto regs = ldmatrix(w, sm, [&](Value m, Value r) {
+      Value row = k.add(k.add(k.idx(n0), k.mul(k.udiv(m, k.idx(2)), k.idx(8))), r);
+      Value col = k.add(k.idx(kTile * kk), k.mul(k.urem(m, k.idx(2)), k.idx(8)));
+      return k.add(k.mul(row, k.idx(sm.ld)), col);
+    }, /*trans=*/false);
+    s[0] = w.mma(rowsA[kk], {regs[0], regs[1]}, s[0]);
+    s[1] = w.mma(rowsA[kk], {regs[2], regs[3]}, s[1]);
+  }
+  return s;
+}
+
+/// B fragments B[kk][n] = sm[r0 + kk][8 dt + n] for every d-tile dt: rows
+/// r0..r0+16 as the reduction dimension, through transposing ldmatrix.
+SmallVector<Frag> columnsShared(Warp &w, const Smem &sm, int64_t r0, int64_t d) {
+  KB &k = w.k;
+  SmallVector<Frag> frags;
+  for (int64_t dt = 0; dt < d / 8; dt += 2) {
+    auto regs = ldmatrix(w, sm, [&](Value m, Value r) {
+      Value row = k.add(k.add(k.idx(r0), k.mul(k.urem(m, k.idx(2)), k.idx(8))), r);
+      Value col = k.add(k.idx(8 * dt), k.mul(k.udiv(m, k.idx(2)), k.idx(8)));
+      return k.add(k.mul(row, k.idx(sm.ld)), col);
+    }, /*trans=*/true);
+    frags.push_back({regs[0], regs[1]});
+    frags.push_back({regs[2], regs[3]});
+  }
+  return frags;
 }
 
 /// cond ? then() : cur, for loop-carried values.
@@ -507,27 +553,27 @@ BlockTile blockTile(KB &k, Value idx, const AttentionShape &s, bool queries) {
 /// Sub-blocks of 16 rows in a stage.
 constexpr int64_t kSubTiles = kStage / kTile;
 
-/// The forward recurrence of a blocked kernel's warp (keys staged in sK,
-/// values transposed in sVt).
+/// The forward recurrence of a blocked kernel's warp (keys and values
+/// staged in sK and sV).
 Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt,
-                      const Smem &sK, const Smem &sVt, const AttentionShape &s) {
+                      const Smem &sK, const Smem &sV, const AttentionShape &s) {
   KB &k = w.k;
   Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
   auto st = k.loop(k.idx(0), stages, onlineInit(w, s), [&](Value sb, ValueRange cur) {
     Value key0 = k.mul(sb, k.idx(kStage));
     barrier(k); // the previous stage's readers are done
-    stageRows(k, bt.tid, qkv, bt.hs.key, key0, s.headDim, &sK, nullptr);
-    stageRows(k, bt.tid, qkv, bt.hs.val, key0, s.headDim, nullptr, &sVt);
+    stageRows(k, bt.tid, qkv, bt.hs.key, key0, s.headDim, sK);
+    stageRows(k, bt.tid, qkv, bt.hs.val, key0, s.headDim, sV);
     barrier(k);
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
       Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
       Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
       vals = when(k, visible, vals, [&] {
-        return onlineStep(w, vals, scores(w, qa, sK.mem, sK.rows(k), k.idx(kTile * j)),
-                          k.add(key0, k.idx(kTile * j)), bt.row0, s, [&](int64_t dt) {
-                            return w.loadBRows(sVt.mem, sVt.rows(k), k.idx(8 * dt), kTile * j);
-                          });
+        SmallVector<Frag> v = columnsShared(w, sV, kTile * j, s.headDim);
+        return onlineStep(w, vals, scoresShared(w, qa, sK, kTile * j),
+                          k.add(key0, k.idx(kTile * j)), bt.row0, s,
+                          [&](int64_t dt) { return v[dt]; });
       });
     }
     return vals;
@@ -538,9 +584,9 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
 void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
   Warp w(k, idx);
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
-  Smem sK = sharedTile(k, kStage, s.headDim), sVt = sharedTile(k, s.headDim, kStage);
+  Smem sK = sharedTile(k, kStage, s.headDim), sV = sharedTile(k, kStage, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, s.headDim);
-  Online on = forwardBlocked(w, qa, a[0], bt, sK, sVt, s);
+  Online on = forwardBlocked(w, qa, a[0], bt, sK, sV, s);
   Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
   storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
 }
@@ -551,12 +597,11 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
   int64_t dTiles = s.headDim / 8;
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
   const Heads &hs = bt.hs;
-  Smem sK = sharedTile(k, kStage, s.headDim), sVt = sharedTile(k, s.headDim, kStage);
-  Smem sV = sharedTile(k, kStage, s.headDim), sKt = sharedTile(k, s.headDim, kStage);
+  Smem sK = sharedTile(k, kStage, s.headDim), sV = sharedTile(k, kStage, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, bt.row0, s.headDim);
 
   // Pass 1: the forward again, for lse_i and D_i = dy_i . y_i.
-  Online on = forwardBlocked(w, qa, qkv, bt, sK, sVt, s);
+  Online on = forwardBlocked(w, qa, qkv, bt, sK, sV, s);
   RowStats rs = rowStatistics(w, on, dy, stats, hs, bt.row0, s);
 
   // Pass 2: dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
@@ -566,20 +611,19 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
   auto dq = k.loop(k.idx(0), stages, init, [&](Value sb, ValueRange cur) {
     Value key0 = k.mul(sb, k.idx(kStage));
     barrier(k);
-    stageRows(k, bt.tid, qkv, hs.key, key0, s.headDim, &sK, &sKt);
-    stageRows(k, bt.tid, qkv, hs.val, key0, s.headDim, &sV, nullptr);
+    stageRows(k, bt.tid, qkv, hs.key, key0, s.headDim, sK);
+    stageRows(k, bt.tid, qkv, hs.val, key0, s.headDim, sV);
     barrier(k);
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
       Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
       Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
       vals = when(k, visible, vals, [&] {
-        Value n0 = k.idx(kTile * j);
-        return queryGradStep(w, vals, scores(w, qa, sK.mem, sK.rows(k), n0),
-                             scores(w, dya, sV.mem, sV.rows(k), n0),
-                             k.add(key0, n0), bt.row0, rs, s, [&](int64_t dt) {
-                               return w.loadBRows(sKt.mem, sKt.rows(k), k.idx(8 * dt), kTile * j);
-                             });
+        std::array<Frag, 2> p = scoresShared(w, qa, sK, kTile * j);
+        std::array<Frag, 2> dp = scoresShared(w, dya, sV, kTile * j);
+        SmallVector<Frag> kc = columnsShared(w, sK, kTile * j, s.headDim);
+        return queryGradStep(w, vals, p, dp, k.add(key0, k.idx(kTile * j)), bt.row0, rs, s,
+                             [&](int64_t dt) { return kc[dt]; });
       });
     }
     return vals;
@@ -594,8 +638,7 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
   BlockTile bt = blockTile(k, idx, s, /*queries=*/false);
   const Heads &hs = bt.hs;
   Value k0 = bt.row0;
-  Smem sQ = sharedTile(k, kStage, s.headDim), sQt = sharedTile(k, s.headDim, kStage);
-  Smem sDy = sharedTile(k, kStage, s.headDim), sDyt = sharedTile(k, s.headDim, kStage);
+  Smem sQ = sharedTile(k, kStage, s.headDim), sDy = sharedTile(k, kStage, s.headDim);
   Value sStats = sharedBuffer(k, 2 * kStage, w.f32);
   SmallVector<Frag> ka = loadRowsA(w, qkv, hs.key, k0, s.headDim);
   SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
@@ -607,15 +650,15 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
                     [&](Value sb, ValueRange cur) {
     Value q0s = k.mul(sb, k.idx(kStage));
     barrier(k);
-    stageRows(k, bt.tid, qkv, hs.q, q0s, s.headDim, &sQ, &sQt);
-    stageRows(k, bt.tid, dy, hs.out, q0s, s.headDim, &sDy, &sDyt);
+    stageRows(k, bt.tid, qkv, hs.q, q0s, s.headDim, sQ);
+    stageRows(k, bt.tid, dy, hs.out, q0s, s.headDim, sDy);
     auto copy = scf::IfOp::create(k.b, k.loc, k.cmpUlt(bt.tid, k.idx(2 * kStage)),
                                   /*withElseRegion=*/false);
     {
       OpBuilder::InsertionGuard guard(k.b);
       k.b.setInsertionPointToStart(&copy.getThenRegion().front());
-      Value x = memref::LoadOp::create(k.b, k.loc, stats,
-                                       ValueRange{k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid)});
+      Value from = k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid);
+      Value x = memref::LoadOp::create(k.b, k.loc, stats, ValueRange{from});
       memref::StoreOp::create(k.b, k.loc, x, sStats, ValueRange{bt.tid});
     }
     barrier(k);
@@ -624,18 +667,19 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
       Value qt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
       Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, qt, bt.tile);
       vals = when(k, visible, vals, [&] {
-        Value n0 = k.idx(kTile * j);
         auto statsOf = [&](Value, int64_t n, int64_t e) {
-          Value at = k.mul(k.add(n0, columnOf(w, n, e)), k.idx(2));
+          Value at = k.mul(k.add(k.idx(kTile * j), columnOf(w, n, e)), k.idx(2));
           Value lse = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{at});
           Value dsum = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{k.add(at, k.idx(1))});
           return std::make_pair(lse, dsum);
         };
-        return keyValueGradStep(
-            w, vals, scores(w, ka, sQ.mem, sQ.rows(k), n0), scores(w, va, sDy.mem, sDy.rows(k), n0),
-            k.add(q0s, n0), k0, s, statsOf,
-            [&](int64_t dt) { return w.loadBRows(sDyt.mem, sDyt.rows(k), k.idx(8 * dt), kTile * j); },
-            [&](int64_t dt) { return w.loadBRows(sQt.mem, sQt.rows(k), k.idx(8 * dt), kTile * j); });
+        std::array<Frag, 2> p = scoresShared(w, ka, sQ, kTile * j);
+        std::array<Frag, 2> ds = scoresShared(w, va, sDy, kTile * j);
+        SmallVector<Frag> dyc = columnsShared(w, sDy, kTile * j, s.headDim);
+        SmallVector<Frag> qc = columnsShared(w, sQ, kTile * j, s.headDim);
+        return keyValueGradStep(w, vals, p, ds, k.add(q0s, k.idx(kTile * j)), k0, s, statsOf,
+                                [&](int64_t dt) { return dyc[dt]; },
+                                [&](int64_t dt) { return qc[dt]; });
       });
     }
     return vals;

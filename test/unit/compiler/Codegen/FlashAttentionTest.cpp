@@ -110,7 +110,8 @@ TEST_F(FlashAttentionTest, LongSequencesStageThroughSharedMemory) {
   EXPECT_TRUE(contains(bytes, kMma));
   EXPECT_TRUE(contains(bytes, "bar.sync"));
   EXPECT_TRUE(contains(bytes, "st.shared.v4"));
-  EXPECT_TRUE(contains(bytes, "ld.shared"));
+  EXPECT_TRUE(contains(bytes, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
+  EXPECT_TRUE(contains(bytes, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
 }
 
 // The blocked kernels assume 256-thread blocks; other launches keep the
