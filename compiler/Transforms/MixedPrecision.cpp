@@ -28,6 +28,7 @@ enum class OpClass {
   Gemm,       // operands in the compute type (bf16)
   Statistics, // operands at least fp32
   Follow,     // operands promoted to the widest among them
+  Reader,     // operands as they are: the op widens on load
 };
 
 OpClass classify(Operation *op) {
@@ -35,9 +36,14 @@ OpClass classify(Operation *op) {
     return OpClass::Gemm;
   // Row statistics, losses and anything summing many terms: fp32, since a
   // bf16 accumulator loses the small terms (8 bits of mantissa).
-  if (llvm::isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp, CrossEntropyOp,
-                CrossEntropyGradOp, ReduceOp, GlobalNormOp, AdamWOp>(op))
+  if (llvm::isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp, ReduceOp, GlobalNormOp,
+                AdamWOp>(op))
     return OpClass::Statistics;
+  // The loss reads the bf16 logits directly (fp32 arithmetic, fp32 loss) and
+  // its gradient is bf16 like them: an fp32 copy of (B, T, V) logits, and of
+  // their gradient, would cost more memory traffic than the rest of the head.
+  if (llvm::isa<CrossEntropyOp, CrossEntropyGradOp>(op))
+    return OpClass::Reader;
   return OpClass::Follow;
 }
 
@@ -105,6 +111,8 @@ private:
       return elt.getWidth() < f32.getWidth() ? f32 : elt;
     case OpClass::Follow:
       return widest;
+    case OpClass::Reader:
+      return elt;
     }
     return elt;
   }

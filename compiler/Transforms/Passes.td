@@ -18,9 +18,10 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
       * `bf16`: `gpt.linear` and `gpt.matmul` take bf16 operands (a
         `gpt.cast` of each fp32 operand, parameters included) and give a
         bf16 result; the GEMM still accumulates in fp32. `gpt.layernorm`,
-        `gpt.softmax`, `gpt.cross_entropy`, `gpt.reduce` and the other
-        statistics ops (their gradients, `gpt.global_norm`, `gpt.adamw`)
-        get fp32 operands. Every other op runs in its operands' type, and
+        `gpt.softmax`, `gpt.reduce` and the other statistics ops (their
+        gradients, `gpt.global_norm`, `gpt.adamw`) get fp32 operands.
+        `gpt.cross_entropy` reads the bf16 logits as they are (its
+        arithmetic and its loss are fp32), so its gradient is bf16 too. Every other op runs in its operands' type, and
         operands of mixed types are promoted to the widest (the residual
         stream `x + attn(x)` stays fp32). Values the function returns keep
         their declared types.

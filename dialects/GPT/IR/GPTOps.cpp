@@ -247,7 +247,11 @@ LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *,
   if (failed(checkLogitsAndTargets(loc, "cross_entropy", logits, rtt(adaptor.getTargets()),
                                    adaptor.getVocabSize())))
     return failure();
-  results.push_back(tensorOf({}, logits.getElementType()));
+  // The loss sums every position: at least fp32 whatever the logits' storage.
+  Type elt = logits.getElementType();
+  if (elt.getIntOrFloatBitWidth() < 32)
+    elt = Float32Type::get(elt.getContext());
+  results.push_back(tensorOf({}, elt));
   return success();
 }
 

@@ -151,7 +151,8 @@ def GPT_CrossEntropyOp : GPT_InferredOp<"cross_entropy", [GPT_Differentiable]> {
     `logits` is (..., Vp) and `targets` is (...). Columns at or past
     `vocab_size` are padding: they take no part in the softmax. The result is
     the mean over all positions of `logsumexp(logits[:V]) - logits[target]`.
-    A target outside [0, vocab_size) is a run-time error.
+    A target outside [0, vocab_size) is a run-time error. Logits may be
+    stored in bf16 or f16: the arithmetic is fp32 and so is the result.
 
     ```mlir
     %loss = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}

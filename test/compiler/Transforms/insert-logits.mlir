@@ -77,10 +77,10 @@ module {
 module {
   func.func @forward(%x: tensor<2x4x8xbf16> {gpt.input = "x"},
                      %w: tensor<16x8xbf16> {gpt.param = "w"},
-                     %targets: tensor<2x4xi32> {gpt.input = "targets"}) -> (tensor<bf16> {gpt.output = "loss"}) {
+                     %targets: tensor<2x4xi32> {gpt.input = "targets"}) -> (tensor<f32> {gpt.output = "loss"}) {
     %h = gpt.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xbf16>, tensor<16x8xbf16>) -> tensor<2x4x16xbf16>
-    %loss = gpt.cross_entropy %h, %targets {vocab_size = 12 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<bf16>
-    return %loss : tensor<bf16>
+    %loss = gpt.cross_entropy %h, %targets {vocab_size = 12 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<f32>
+    return %loss : tensor<f32>
   }
 }
 

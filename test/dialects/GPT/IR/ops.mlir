@@ -330,11 +330,11 @@ func.func @cross_entropy_cfg_dynamic(%logits: tensor<?x?x?xf32>, %targets: tenso
 // Tests that gpt.cross_entropy accepts rank-1 logits with rank-0 targets and
 // vocab_size equal to Vp.
 // CHECK-LABEL: func.func @cross_entropy_single
-func.func @cross_entropy_single(%logits: tensor<64xbf16>, %target: tensor<i32>) -> tensor<bf16> {
-  // CHECK: gpt.cross_entropy %{{.*}}, %{{.*}} {vocab_size = 64 : i64} : (tensor<64xbf16>, tensor<i32>) -> tensor<bf16>
+func.func @cross_entropy_single(%logits: tensor<64xbf16>, %target: tensor<i32>) -> tensor<f32> {
+  // CHECK: gpt.cross_entropy %{{.*}}, %{{.*}} {vocab_size = 64 : i64} : (tensor<64xbf16>, tensor<i32>) -> tensor<f32>
   %loss = gpt.cross_entropy %logits, %target {vocab_size = 64 : i64}
-      : (tensor<64xbf16>, tensor<i32>) -> tensor<bf16>
-  return %loss : tensor<bf16>
+      : (tensor<64xbf16>, tensor<i32>) -> tensor<f32>
+  return %loss : tensor<f32>
 }
 
 // -----
