@@ -52,11 +52,12 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --mlir-print-ir-after=gpt-instantiate-model -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
 // PRINT: IR Dump After InstantiateModelPass (gpt-instantiate-model)
 
-// --precision=bf16 stops at the precision phase with bf16 GEMMs and an fp32 loss.
+// --precision=bf16 stops at the precision phase with bf16 GEMMs and an fp32 loss
+// read straight from the bf16 logits.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --compile-to=precision | FileCheck %s --check-prefix=BF16
 // BF16-LABEL: func.func @forward
 // BF16: gpt.linear {{.*}} -> tensor<2x8x48xbf16>
-// BF16: gpt.cross_entropy {{.*}} : (tensor<2x8x64xf32>, tensor<2x8xi32>) -> tensor<f32>
+// BF16: gpt.cross_entropy {{.*}} : (tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<f32>
 
 // An unknown precision policy is an error naming the flag.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 2>&1 | FileCheck %s --check-prefix=BADPREC

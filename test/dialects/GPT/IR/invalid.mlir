@@ -557,12 +557,13 @@ func.func @ce_result_rank(%logits: tensor<2x8x64xf32>, %targets: tensor<2x8xi32>
 
 // -----
 
-// Tests that gpt.cross_entropy rejects a loss of another element type than the logits.
+// Tests that gpt.cross_entropy rejects a loss narrower than fp32 (bf16 logits
+// give an fp32 loss).
 func.func @ce_result_elt(%logits: tensor<2x8x64xbf16>, %targets: tensor<2x8xi32>) {
-  // expected-error @+2 {{inferred type(s) 'tensor<bf16>' are incompatible with return type(s) of operation 'tensor<f32>'}}
+  // expected-error @+2 {{inferred type(s) 'tensor<f32>' are incompatible with return type(s) of operation 'tensor<bf16>'}}
   // expected-error @+1 {{failed to infer returned types}}
   %0 = gpt.cross_entropy %logits, %targets {vocab_size = 60 : i64}
-      : (tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<f32>
+      : (tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<bf16>
   return
 }
 
