@@ -39,6 +39,7 @@ status=0
 for mode in ${MODES:-plain graph}; do
   flags=()
   [ "$mode" = graph ] && flags=(--graph)
+  [ "$mode" = plain ] && flags=(--no-graph) # graphs are the default
   for run in a b; do
     dir=$WORK/$mode-$run
     echo "+ $GPTRUN $FB --data $TRAIN_DATA --steps $STEPS --seed $SEED ${flags[*]} --checkpoint-dir $dir"

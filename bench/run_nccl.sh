@@ -124,13 +124,13 @@ if [ ! -x "$GPTRUN" ] || [ ! -f "$TRAIN_FB" ] || [ ! -f "$NCCL_FB" ]; then
   echo "no $GPTRUN, $TRAIN_FB or $NCCL_FB: run bench/build_artifacts.sh here first"
   FAILS+=(inputs)
 else
-  gptrun_run plain -- "$TRAIN_FB"
-  gptrun_run gpus1 -- "$NCCL_FB" --gpus 1
+  gptrun_run plain -- "$TRAIN_FB" --no-graph # graphs are gptrun's default
+  gptrun_run gpus1 -- "$NCCL_FB" --gpus 1 --no-graph
   check gpus1
   gptrun_run graph -- "$NCCL_FB" --gpus 1 --graph
   check graph
   gptrun_run launcher RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29611 \
-    -- "$NCCL_FB"
+    -- "$NCCL_FB" --no-graph
   check launcher
 
   banner "errors"

@@ -42,6 +42,29 @@ public:
   /// Runs the commands of `program` (one of the executable's) in order,
   /// each on its stream, and returns when all of them have finished.
   virtual Status run(const schema::Program &program) = 0;
+
+  // The asynchronous queue, for a step loop without host syncs. Everything
+  // enqueued runs in enqueue order: a program launched after a writeAsync
+  // sees the bytes, a readAsync after a launch reads its outputs. Host
+  // memory given to writeAsync/readAsync must come from allocateHost and
+  // stay untouched (or unread) until a fence recorded after the copy has
+  // been waited for. The synchronous calls above first finish the queue.
+
+  /// Enqueues a copy of the tensor's size_bytes from host memory.
+  virtual Status writeAsync(uint32_t tensor, const void *data) = 0;
+  /// Enqueues a copy of the tensor into host memory.
+  virtual Status readAsync(uint32_t tensor, void *data) = 0;
+  /// Enqueues `program`'s commands and returns without waiting.
+  virtual Status launch(const schema::Program &program) = 0;
+  /// A fence after everything enqueued so far.
+  using Fence = uint64_t;
+  virtual StatusOr<Fence> recordFence() = 0;
+  /// Returns once everything before the fence has run.
+  virtual Status waitFence(Fence fence) = 0;
+  /// Host memory for the asynchronous copies (page-locked on CUDA), or an
+  /// error; freeHost takes it back.
+  virtual StatusOr<void *> allocateHost(size_t bytes) = 0;
+  virtual void freeHost(void *data) = 0;
 };
 
 //===----------------------------------------------------------------------===//

@@ -57,6 +57,29 @@ public:
   }
   Status run(const schema::Program &program) override;
 
+  Status writeAsync(uint32_t tensor, const void *data) override {
+    GPT_CUDA_CHECK(
+        cudaMemcpyAsync(address(tensor), data, size(tensor), cudaMemcpyHostToDevice, streams_[0]));
+    return Status::ok();
+  }
+  Status readAsync(uint32_t tensor, void *data) override {
+    GPT_CUDA_CHECK(
+        cudaMemcpyAsync(data, address(tensor), size(tensor), cudaMemcpyDeviceToHost, streams_[0]));
+    return Status::ok();
+  }
+  Status launch(const schema::Program &program) override;
+  StatusOr<Fence> recordFence() override;
+  Status waitFence(Fence fence) override;
+  StatusOr<void *> allocateHost(size_t bytes) override {
+    void *p = nullptr;
+    GPT_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
+    return p;
+  }
+  void freeHost(void *data) override {
+    if (Status s = GPT_CUDA_STATUS(cudaFreeHost(data)); !s)
+      std::fprintf(stderr, "gptc: warning: freeing host memory: %s\n", s.message().c_str());
+  }
+
 private:
   Status allocatePools();
   Status loadKernels();
@@ -66,6 +89,9 @@ private:
   Status enqueueRange(const schema::Program &program, uint32_t index, size_t begin, size_t end);
   Status profile(const schema::Program &program, uint32_t index);
   Status capture(const schema::Program &program, uint32_t index, cudaGraphExec_t *exec);
+  /// Enqueues the program's commands with the other streams forked from
+  /// stream 0 and joined back into it, so stream 0 orders whole programs.
+  Status enqueueJoined(const schema::Program &program, uint32_t index);
   Status synchronize();
   Status release();
   char *address(uint32_t tensor) const { return tensorAddress(exe_.get(), pools_, tensor); }
@@ -79,12 +105,21 @@ private:
   std::vector<char *> pools_;              // aligned base of each pool
   std::vector<cudaStream_t> streams_;      // num_streams
   std::vector<cudaEvent_t> events_;        // num_events
-  std::vector<cudaEvent_t> captureEvents_; // fork + one join per stream
+  std::vector<cudaEvent_t> joinEvents_;    // fork + one join per stream
   std::vector<CUmodule> modules_;          // distinct images
   std::vector<CUfunction> functions_;      // by kernel index
   std::unique_ptr<blas::CublasLtGemm> gemm_;
   LaunchArgTable args_; // by program, then command
-  std::map<uint32_t, cudaGraphExec_t> graphs_; // by program index
+  /// Per program index: launches so far, and its graph once captured
+  /// (null after a capture failed: direct launches from then on).
+  struct GraphState {
+    uint64_t launches = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<uint32_t, GraphState> graphs_;
+  Fence nextFence_ = 1;
+  std::map<Fence, cudaEvent_t> fences_; // recorded, not yet waited for
+  std::vector<cudaEvent_t> spareEvents_; // for fences
 };
 
 Status CudaBackend::init() {
@@ -119,10 +154,10 @@ Status CudaBackend::init() {
     GPT_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     streams_.push_back(s);
   }
-  for (uint32_t i = 0; i < exe.num_events() + (options_.graphs ? exe.num_streams() : 0); ++i) {
+  for (uint32_t i = 0; i < exe.num_events() + exe.num_streams(); ++i) {
     cudaEvent_t e = nullptr;
     GPT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    (i < exe.num_events() ? events_ : captureEvents_).push_back(e);
+    (i < exe.num_events() ? events_ : joinEvents_).push_back(e);
   }
   if (Status s = loadKernels(); !s)
     return s;
@@ -338,23 +373,9 @@ Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index,
 Status CudaBackend::capture(const schema::Program &program, uint32_t index, cudaGraphExec_t *exec) {
   cudaStream_t origin = streams_[0];
   GPT_CUDA_CHECK(cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal));
-  // The other streams join the capture by waiting on an event of stream 0,
-  // and stream 0 waits for each of them at the end.
-  auto body = [&]() -> Status {
-    if (streams_.size() > 1) {
-      GPT_CUDA_CHECK(cudaEventRecord(captureEvents_[0], origin));
-      for (size_t s = 1; s < streams_.size(); ++s)
-        GPT_CUDA_CHECK(cudaStreamWaitEvent(streams_[s], captureEvents_[0], 0));
-    }
-    if (Status s = enqueue(program, index); !s)
-      return s;
-    for (size_t s = 1; s < streams_.size(); ++s) {
-      GPT_CUDA_CHECK(cudaEventRecord(captureEvents_[s], streams_[s]));
-      GPT_CUDA_CHECK(cudaStreamWaitEvent(origin, captureEvents_[s], 0));
-    }
-    return Status::ok();
-  };
-  Status enqueued = body();
+  // The fork/join events pull the other streams into the capture, so the
+  // graph keeps their overlap as parallel branches.
+  Status enqueued = enqueueJoined(program, index);
   // End the capture on every path, or stream 0 stays unusable.
   cudaGraph_t graph = nullptr;
   Status ended = GPT_CUDA_STATUS(cudaStreamEndCapture(origin, &graph));
@@ -370,6 +391,22 @@ Status CudaBackend::capture(const schema::Program &program, uint32_t index, cuda
   if (!made)
     return made;
   return destroyed;
+}
+
+Status CudaBackend::enqueueJoined(const schema::Program &program, uint32_t index) {
+  cudaStream_t origin = streams_[0];
+  if (streams_.size() > 1) {
+    GPT_CUDA_CHECK(cudaEventRecord(joinEvents_[0], origin));
+    for (size_t s = 1; s < streams_.size(); ++s)
+      GPT_CUDA_CHECK(cudaStreamWaitEvent(streams_[s], joinEvents_[0], 0));
+  }
+  if (Status s = enqueue(program, index); !s)
+    return s;
+  for (size_t s = 1; s < streams_.size(); ++s) {
+    GPT_CUDA_CHECK(cudaEventRecord(joinEvents_[s], streams_[s]));
+    GPT_CUDA_CHECK(cudaStreamWaitEvent(origin, joinEvents_[s], 0));
+  }
+  return Status::ok();
 }
 
 Status CudaBackend::synchronize() {
@@ -431,27 +468,76 @@ Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
 }
 
 Status CudaBackend::run(const schema::Program &program) {
+  if (Status s = launch(program); !s)
+    return s;
+  return synchronize();
+}
+
+Status CudaBackend::launch(const schema::Program &program) {
   if (Status s = checkRunnable(program, options_.collective); !s)
     return s;
   uint32_t index = programIndex(exe_.get(), program);
-  if (std::getenv("GPTC_PROFILE") && !options_.graphs)
-    return profile(program, index);
-  if (!options_.graphs) {
-    if (Status s = enqueue(program, index); !s) {
-      (void)synchronize(); // leave nothing in flight; the enqueue error is the news
+  // Profiling times one command at a time, so it never uses the graphs.
+  if (std::getenv("GPTC_PROFILE")) {
+    if (Status s = synchronize(); !s)
       return s;
-    }
-    return synchronize();
+    return profile(program, index);
   }
-  auto it = graphs_.find(index);
-  if (it == graphs_.end()) {
+  GraphState &g = graphs_[index];
+  // The first launch runs directly: it builds the cuBLASLt plans, loads
+  // lazily loaded modules and sets up NCCL's connections, none of which
+  // may happen inside a capture. The second captures.
+  if (options_.graphs && g.launches == 1) {
     cudaGraphExec_t exec = nullptr;
     if (Status s = capture(program, index, &exec); !s)
-      return s;
-    it = graphs_.emplace(index, exec).first;
+      std::fprintf(stderr,
+                   "gptc: warning: program '%s': %s; launching its commands directly "
+                   "(as with gptrun --no-graph)\n",
+                   program.name() ? program.name()->c_str() : "?", s.message().c_str());
+    g.exec = exec;
   }
-  GPT_CUDA_CHECK(cudaGraphLaunch(it->second, streams_[0]));
-  return synchronize();
+  ++g.launches;
+  if (g.exec) {
+    GPT_CUDA_CHECK(cudaGraphLaunch(g.exec, streams_[0]));
+    return Status::ok();
+  }
+  if (Status s = enqueueJoined(program, index); !s) {
+    (void)synchronize(); // leave nothing in flight; the enqueue error is the news
+    return s;
+  }
+  return Status::ok();
+}
+
+StatusOr<Backend::Fence> CudaBackend::recordFence() {
+  cudaEvent_t e = nullptr;
+  if (spareEvents_.empty()) {
+    GPT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  } else {
+    e = spareEvents_.back();
+    spareEvents_.pop_back();
+  }
+  if (Status s = GPT_CUDA_STATUS(cudaEventRecord(e, streams_[0])); !s) {
+    spareEvents_.push_back(e);
+    return s;
+  }
+  Fence f = nextFence_++;
+  fences_.emplace(f, e);
+  return f;
+}
+
+Status CudaBackend::waitFence(Fence fence) {
+  if (fence == 0 || fence >= nextFence_)
+    return Status::error("fence " + std::to_string(fence) + " was never recorded");
+  auto it = fences_.find(fence);
+  if (it == fences_.end())
+    return Status::ok(); // an earlier or equal fence was waited for
+  GPT_CUDA_CHECK(cudaEventSynchronize(it->second));
+  // Stream 0 is in order: the fences before this one have passed too.
+  for (auto done = fences_.begin(); done != std::next(it);) {
+    spareEvents_.push_back(done->second);
+    done = fences_.erase(done);
+  }
+  return Status::ok();
 }
 
 Status CudaBackend::release() {
@@ -463,9 +549,16 @@ Status CudaBackend::release() {
   // Let in-flight work finish before its memory goes.
   for (cudaStream_t s : streams_)
     keep(GPT_CUDA_STATUS(cudaStreamSynchronize(s)));
-  for (auto &[index, exec] : graphs_)
-    keep(GPT_CUDA_STATUS(cudaGraphExecDestroy(exec)));
+  for (auto &[index, g] : graphs_)
+    if (g.exec)
+      keep(GPT_CUDA_STATUS(cudaGraphExecDestroy(g.exec)));
   graphs_.clear();
+  for (auto &[fence, e] : fences_)
+    spareEvents_.push_back(e);
+  fences_.clear();
+  for (cudaEvent_t e : spareEvents_)
+    keep(GPT_CUDA_STATUS(cudaEventDestroy(e)));
+  spareEvents_.clear();
   if (gemm_)
     keep(gemm_->release());
   gemm_.reset();
@@ -474,10 +567,10 @@ Status CudaBackend::release() {
   modules_.clear();
   for (cudaEvent_t e : events_)
     keep(GPT_CUDA_STATUS(cudaEventDestroy(e)));
-  for (cudaEvent_t e : captureEvents_)
+  for (cudaEvent_t e : joinEvents_)
     keep(GPT_CUDA_STATUS(cudaEventDestroy(e)));
   events_.clear();
-  captureEvents_.clear();
+  joinEvents_.clear();
   for (cudaStream_t s : streams_)
     keep(GPT_CUDA_STATUS(cudaStreamDestroy(s)));
   streams_.clear();

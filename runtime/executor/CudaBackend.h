@@ -5,14 +5,20 @@
 // loaded once from its cubin, falling back to its PTX (JIT-compiled by the
 // driver) when the cubin is missing or does not load; cuBLASLt plans are
 // cached per GEMM. A program's commands are enqueued in order, each on its
-// stream, with RecordEvent/WaitEvent ordering the streams; run() then
-// waits for all streams.
+// stream, with RecordEvent/WaitEvent ordering the streams; the other
+// streams fork from stream 0 before a program and join it after, so stream
+// 0 orders whole programs, the asynchronous copies and the fences (events
+// recorded on it); run() then waits for all streams.
 //
-// With `graphs`, a program's first run captures all its commands into a
-// CUDA graph (the other streams fork from and join stream 0), and every
-// run launches that graph: one launch instead of one per command. This is
-// valid because every address is fixed: inputs are copied into their
-// tensors before run(). NCCL collectives are captured like kernels.
+// With `graphs`, a program's second launch captures all its commands into
+// a CUDA graph (the fork/join keeps the streams' overlap as parallel
+// branches), and every later launch replays that graph: one launch instead
+// of one per command. The first launch runs directly, as a warm-up: it
+// builds the cuBLASLt plans and NCCL connections outside the capture. This
+// is valid because every address is fixed and per-step values (step, lr
+// scale, tokens) are Input tensors, copied into device memory before the
+// launch. NCCL collectives are captured like kernels. A capture that fails
+// prints one warning and the program launches directly from then on.
 //
 //===----------------------------------------------------------------------===//
 

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 
 namespace gptc {
 
@@ -40,21 +42,84 @@ public:
   std::string deviceName() const override { return "host"; }
 
   Status write(uint32_t tensor, const void *data) override {
+    if (Status s = drain(queue_.size()); !s)
+      return s;
     std::memcpy(address(tensor), data, size(tensor));
     return Status::ok();
   }
   Status read(uint32_t tensor, void *data) override {
+    if (Status s = drain(queue_.size()); !s)
+      return s;
     std::memcpy(data, address(tensor), size(tensor));
     return Status::ok();
   }
   Status fill(uint32_t tensor, uint8_t byte) override {
+    if (Status s = drain(queue_.size()); !s)
+      return s;
     std::memset(address(tensor), byte, size(tensor));
     return Status::ok();
   }
-  Status run(const schema::Program &program) override;
+  Status run(const schema::Program &program) override {
+    if (Status s = drain(queue_.size()); !s)
+      return s;
+    return execute(program);
+  }
+
+  // The queue runs nothing until a fence is waited for, later than any
+  // device would: a caller that reads results or reuses a buffer before
+  // waiting sees stale bytes in the host tests, as it could on a GPU.
+  Status writeAsync(uint32_t tensor, const void *data) override {
+    queue_.push_back([this, tensor, data] {
+      std::memcpy(address(tensor), data, size(tensor));
+      return Status::ok();
+    });
+    return Status::ok();
+  }
+  Status readAsync(uint32_t tensor, void *data) override {
+    queue_.push_back([this, tensor, data] {
+      std::memcpy(data, address(tensor), size(tensor));
+      return Status::ok();
+    });
+    return Status::ok();
+  }
+  Status launch(const schema::Program &program) override {
+    if (Status s = checkRunnable(program, collective_); !s)
+      return s;
+    queue_.push_back([this, &program] { return execute(program); });
+    return Status::ok();
+  }
+  StatusOr<Fence> recordFence() override { return Fence(done_ + queue_.size()); }
+  Status waitFence(Fence fence) override {
+    if (fence > done_ + queue_.size())
+      return Status::error("fence " + std::to_string(fence) + " was never recorded");
+    return drain(fence > done_ ? size_t(fence - done_) : 0);
+  }
+  StatusOr<void *> allocateHost(size_t bytes) override {
+    void *p = std::malloc(std::max<size_t>(bytes, 1));
+    if (!p)
+      return Status::error("cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+    return p;
+  }
+  void freeHost(void *data) override { std::free(data); }
 
 private:
   Status loadHostObject();
+  Status execute(const schema::Program &program);
+  /// Runs the first `n` queued operations; the first error empties the
+  /// queue (what followed it would run on a broken state).
+  Status drain(size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      Status s = queue_.front()();
+      queue_.pop_front();
+      ++done_;
+      if (!s) {
+        done_ += queue_.size();
+        queue_.clear();
+        return s;
+      }
+    }
+    return Status::ok();
+  }
   char *address(uint32_t tensor) const { return tensorAddress(exe_.get(), pools_, tensor); }
   size_t size(uint32_t tensor) const { return exe_->tensors()->Get(tensor)->size_bytes(); }
 
@@ -64,6 +129,8 @@ private:
   void *library_ = nullptr;                   // dlopen'ed host_object
   std::vector<HostKernel> kernels_;           // by kernel index
   LaunchArgTable args_; // by program, then command
+  std::deque<std::function<Status()>> queue_; // enqueued, not yet run
+  uint64_t done_ = 0;                         // operations run (or dropped)
 };
 
 Status HostBackend::init() {
@@ -149,7 +216,7 @@ Status HostBackend::loadHostObject() {
   return Status::ok();
 }
 
-Status HostBackend::run(const schema::Program &program) {
+Status HostBackend::execute(const schema::Program &program) {
   if (Status s = checkRunnable(program, collective_); !s)
     return s;
   const schema::Executable &exe = exe_.get();

@@ -5,7 +5,9 @@
 // host_object (written to a temporary file and dlopen'ed), called per the
 // Host kernel ABI in executable.fbs; RunGemm runs blas::cpuGemm. Commands
 // run serially in list order, which the compiler emits as a valid
-// serialization of the streams, so events are no-ops.
+// serialization of the streams, so events are no-ops. The asynchronous
+// queue (writeAsync, launch, readAsync) runs only when a fence is waited
+// for, so tests on the host catch a step loop that reads too early.
 //
 //===----------------------------------------------------------------------===//
 

@@ -172,7 +172,7 @@ Status Session::zeroTensors(schema::TensorRole role) {
   return Status::ok();
 }
 
-Status Session::run(const std::string &name) {
+StatusOr<const schema::Program *> Session::runnable(const std::string &name) const {
   StatusOr<const schema::Program *> p = program(name);
   if (!p)
     return p.status();
@@ -181,9 +181,52 @@ Status Session::run(const std::string &name) {
       if (tensor(t).role() == schema::TensorRole::Input && !written_[t])
         return Status::error("program '" + name + "': input " + describeTensor(t) +
                              " was never set");
+  return p;
+}
+
+Status Session::run(const std::string &name) {
+  StatusOr<const schema::Program *> p = runnable(name);
+  if (!p)
+    return p.status();
   if (Status s = backend_->run(**p); !s)
     return Status::error("program '" + name + "': " + s.message());
   return Status::ok();
+}
+
+Status Session::launch(const std::string &name) {
+  StatusOr<const schema::Program *> p = runnable(name);
+  if (!p)
+    return p.status();
+  if (Status s = backend_->launch(**p); !s)
+    return Status::error("program '" + name + "': " + s.message());
+  return Status::ok();
+}
+
+Status Session::checkIo(uint32_t index, schema::TensorRole role, size_t size) const {
+  if (index >= written_.size())
+    return Status::error("no tensor " + std::to_string(index));
+  if (tensor(index).role() != role)
+    return Status::error("tensor " + describeTensor(index) + " is not an" +
+                         (role == schema::TensorRole::Input ? " input" : " output"));
+  if (size != tensor(index).size_bytes())
+    return Status::error("tensor " + describeTensor(index) + " got " + std::to_string(size) +
+                         " bytes");
+  return Status::ok();
+}
+
+Status Session::setInputAsync(uint32_t index, const void *data, size_t size) {
+  if (Status s = checkIo(index, schema::TensorRole::Input, size); !s)
+    return s;
+  if (Status s = backend_->writeAsync(index, data); !s)
+    return s;
+  written_[index] = true;
+  return Status::ok();
+}
+
+Status Session::getOutputAsync(uint32_t index, void *data, size_t size) {
+  if (Status s = checkIo(index, schema::TensorRole::Output, size); !s)
+    return s;
+  return backend_->readAsync(index, data);
 }
 
 std::vector<Session::PoolUsage> Session::pools() const {

@@ -68,6 +68,14 @@ public:
   /// An F32 scalar output (loss, grad_norm, lr).
   StatusOr<float> getScalarF32(const std::string &program, const std::string &name);
 
+  /// The asynchronous twins (see the queue in Backend.h), for a step loop
+  /// without host syncs: the same checks, by tensor index, and nothing is
+  /// waited for. Host memory must come from backend().allocateHost and
+  /// stay as it is (or unread) until a later fence has passed.
+  Status setInputAsync(uint32_t index, const void *data, size_t size);
+  Status launch(const std::string &name);
+  Status getOutputAsync(uint32_t index, void *data, size_t size);
+
   /// Any tensor by index, whatever its role (checkpoints, tests).
   Status writeTensor(uint32_t index, const void *data, size_t size);
   Status readTensor(uint32_t index, void *data, size_t size);
@@ -87,6 +95,10 @@ private:
   Session() = default;
   Status setInputAt(uint32_t index, const void *data, size_t size);
   Status getOutputAt(uint32_t index, void *data, size_t size);
+  /// The role and byte count checks of setInput/getOutput.
+  Status checkIo(uint32_t index, schema::TensorRole role, size_t size) const;
+  /// Every Input tensor program `name` reads has been set.
+  StatusOr<const schema::Program *> runnable(const std::string &name) const;
 
   std::unique_ptr<Executable> exe_; // heap: the backend keeps a reference
   std::unique_ptr<Backend> backend_;

@@ -29,8 +29,12 @@ options:
   --seed S           seed of "init", taken mod 2^24 as gptc run-reference does
                      (default 1337)
   --target T         cuda or host (default: the executable's target)
-  --graph            CUDA: capture each program in a CUDA graph on its first
-                     run and replay it afterwards
+  --no-graph         CUDA: launch every command of a step directly instead of
+                     replaying the program's CUDA graph (captured on its
+                     second run; the default, which --graph names)
+  --no-overlap       wait for each step's results before starting the next;
+                     by default step s+1 (its batch copied from pinned
+                     memory) is enqueued before step s's loss is read back
   --device D         CUDA device ordinal (default 0); with --gpus, the first
   --gpus N           data-parallel on N GPUs (devices D..D+N-1), one rank per
                      GPU in threads of this process; the executable must be
@@ -94,7 +98,7 @@ not in the table (give --peak-tflops).
 
 examples:
   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
-  gptrun step.fb --data train.bin --val val.bin --val-every 25 --val-batches 10 --graph
+  gptrun step.fb --data train.bin --val val.bin --val-every 25 --val-batches 10 --no-graph
   gptrun step-host.fb --data train.bin --target host --steps 3
   gptrun step.fb --data train.bin --steps 5000 --checkpoint-dir ckpt --checkpoint-every 500 \
          --keep-checkpoints 3
@@ -185,10 +189,19 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       o.progress = false;
       continue;
     }
-    if (flag == "--graph") {
+    if (flag == "--graph" || flag == "--no-graph") {
       if (inlineValue)
-        return Status::error("--graph takes no value");
-      o.graph = true;
+        return Status::error(flag + " takes no value");
+      if (o.graphGiven && o.graph != (flag == "--graph"))
+        return Status::error("--graph and --no-graph contradict each other");
+      o.graph = flag == "--graph";
+      o.graphGiven = true;
+      continue;
+    }
+    if (flag == "--no-overlap") {
+      if (inlineValue)
+        return Status::error("--no-overlap takes no value");
+      o.overlap = false;
       continue;
     }
     static const char *const kValued[] = {"--data",      "--val",         "--steps",
@@ -285,8 +298,9 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   if (o.checkpointDir.empty() && (o.checkpointEvery || o.keepCheckpoints))
     return Status::error(std::string(o.checkpointEvery ? "--checkpoint-every" : "--keep-checkpoints") +
                          " needs --checkpoint-dir DIR (or --log-dir DIR)");
-  if (o.graph && o.target && *o.target == "host")
-    return Status::error("--graph applies to the CUDA target only");
+  if (o.graphGiven && o.target && *o.target == "host")
+    return Status::error(std::string(o.graph ? "--graph" : "--no-graph") +
+                         " applies to the CUDA target only");
   return o;
 }
 

@@ -21,7 +21,9 @@ struct Options {
   int64_t valBatches = 20;           // --val-batches
   uint64_t seed = 1337;              // --seed
   std::optional<std::string> target; // --target cuda|host
-  bool graph = false;                // --graph
+  bool graph = true;                 // --no-graph turns CUDA graphs off
+  bool graphGiven = false;           // --graph or --no-graph was given
+  bool overlap = true;               // --no-overlap: wait for each step before the next
   int device = 0;                    // --device
   int gpus = 0;                      // --gpus (0: not given; one rank)
   double peakTflops = 0;             // --peak-tflops (0: from the GPU table)

@@ -3,6 +3,7 @@
 #include "tools/gptrun/Trainer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/data/BatchStage.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/device/Device.h"
 #include "runtime/executor/OpenSession.h"
@@ -16,6 +17,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -117,8 +120,8 @@ struct Trainer::Impl {
   std::optional<data::DataLoader> trainData, valData;
   double flopsPerTok = 0, peak = 0; // peak 0: no MFU
   bool hasLr = false;
-  std::vector<int32_t> tokens, targets;
   int64_t stepsDone = 0; // restored ones included
+  uint64_t dataPosition = 0; // the loader's position after step stepsDone
   std::vector<StepRecord> history;
   std::optional<checkpoint::Checkpoint> resumeFrom;
   std::string resumePath;
@@ -127,6 +130,29 @@ struct Trainer::Impl {
   std::unique_ptr<RunLog> log;
   bool drawBar = false;   // stdout is a terminal: keep a progress bar below the lines
   bool barShown = false;  // the bar is on the last line now
+
+  // The step loop's queue: at most two steps in flight, each with its
+  // batch slot and its half of `io` (scalar inputs and read-back outputs,
+  // in host memory the device copies to and from).
+  struct StepIo {
+    int32_t step;
+    float lrScale, loss, gradNorm, lr;
+  };
+  struct InFlight {
+    int64_t step; // 0-based
+    int slot;     // the batch's slot in `stage`
+    uint64_t dataPosition;
+    Backend::Fence fence;
+    Clock::time_point enqueued;
+  };
+  struct TrainTensors {
+    uint32_t tokens, targets, loss, gradNorm;
+    int64_t step = -1, lrScale = -1, lr = -1; // -1: the program has none
+  };
+  TrainTensors io;
+  StepIo *stepIo = nullptr; // two, from backend().allocateHost
+  std::deque<InFlight> inFlight;
+  std::unique_ptr<data::BatchStage> stage; // reads trainData: destroyed first
 
   /// Rank 0 speaks for all ranks.
   bool lead() const { return rank.rank == 0; }
@@ -168,6 +194,11 @@ struct Trainer::Impl {
   Status checkConfig() const;
   Status validate(int64_t step);
   Status run();
+  Status runSteps(float lrScale);
+  Status findTrainTensors();
+  Status enqueueStep(int64_t step, float lrScale);
+  /// Waits for every step in flight and frees the step loop's host memory.
+  Status drain();
   Status onNonFinite(int64_t step, float loss, float norm,
                      const std::optional<checkpoint::Checkpoint> &before);
   Status writeCheckpoint(const std::string &path);
@@ -190,8 +221,9 @@ Status Trainer::Impl::setUp() {
     for (const schema::KeyValue *kv : *exe.model()->config())
       if (kv->key())
         config[kv->key()->str()] = kv->value();
-  if (o.graph && session->backend().kind() != schema::TargetKind::CUDA)
-    return Status::error("--graph applies to the CUDA target only");
+  if (o.graphGiven && session->backend().kind() != schema::TargetKind::CUDA)
+    return Status::error(std::string(o.graph ? "--graph" : "--no-graph") +
+                         " applies to the CUDA target only");
 
   for (const char *p : {"init", "train_step"})
     if (StatusOr<const schema::Program *> prog = session->program(p); !prog)
@@ -252,7 +284,8 @@ Status Trainer::Impl::setUp() {
           rank.worldSize == 1 ? "" : "s", shapeText(train).c_str());
   print("gptrun: target %s on %s%s; pools: %s\n",
         session->backend().kind() == schema::TargetKind::CUDA ? "cuda" : "host",
-        session->backend().deviceName().c_str(), o.graph ? ", CUDA graphs" : "",
+        session->backend().deviceName().c_str(),
+        o.graph && session->backend().kind() == schema::TargetKind::CUDA ? ", CUDA graphs" : "",
         session->poolReport().c_str());
   print("gptrun: %s: %s tokens, %s steps per epoch\n", o.data.c_str(),
         withCommas(int64_t(trainData->tokens().size())).c_str(),
@@ -320,6 +353,7 @@ Status Trainer::Impl::startState() {
       return s;
     stepsDone = c.step;
     trainData->seek(c.dataPosition);
+    dataPosition = c.dataPosition;
     if (c.seed != o.seed)
       print("gptrun: --seed %llu ignored: the checkpoint's init seed was %llu\n",
             (unsigned long long)o.seed, (unsigned long long)c.seed);
@@ -348,7 +382,7 @@ Status Trainer::Impl::writeCheckpoint(const std::string &path) {
   if (!c)
     return c.status();
   c->step = stepsDone;
-  c->dataPosition = trainData->position();
+  c->dataPosition = dataPosition;
   c->seed = o.seed;
   c->dataSeed = trainData->options().seed;
   return checkpoint::writeCheckpoint(path, *c);
@@ -440,66 +474,166 @@ Status Trainer::Impl::run() {
           lrScale);
   }
 
-  tokens.resize(train.tokens());
-  targets.resize(train.tokens());
-  const int64_t micro = train.rows * train.seq;
+  Status ran = runSteps(lrScale);
+  Status drained = drain();
+  return ran ? drained : ran;
+}
+
+Status Trainer::Impl::findTrainTensors() {
+  auto find = [&](const char *name) { return session->findTensor(name, "train_step"); };
+  for (auto [name, out] : {std::pair{"tokens", &io.tokens}, std::pair{"targets", &io.targets},
+                           std::pair{"loss", &io.loss}, std::pair{"grad_norm", &io.gradNorm}}) {
+    StatusOr<uint32_t> t = find(name);
+    if (!t)
+      return t.status();
+    *out = *t;
+  }
+  io.lr = hasLr ? int64_t(*find("lr")) : -1;
+  io.lrScale = find("lr_scale") ? int64_t(*find("lr_scale")) : -1;
+  if (StatusOr<uint32_t> t = find("step"); t) {
+    if (session->tensor(*t).dtype() != schema::DType::I32 || session->tensor(*t).size_bytes() != 4)
+      return Status::error("program 'train_step': input " + session->describeTensor(*t) +
+                           " should be an I32 scalar");
+    io.step = *t;
+  }
+  return Status::ok();
+}
+
+/// Copies step `step`'s batch and scalars in, launches train_step and
+/// reads its outputs back, all without waiting.
+Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
+  StatusOr<data::BatchStage::Batch> batch = stage->acquire();
+  if (!batch)
+    return batch.status();
+  StepIo &slot = stepIo[step % 2];
+  slot.step = int32_t(step);
+  slot.lrScale = lrScale;
+  size_t bytes = size_t(train.tokens()) * sizeof(int32_t);
+  if (Status s = session->setInputAsync(io.tokens, batch->tokens, bytes); !s)
+    return s;
+  if (Status s = session->setInputAsync(io.targets, batch->targets, bytes); !s)
+    return s;
+  if (io.step >= 0)
+    if (Status s = session->setInputAsync(uint32_t(io.step), &slot.step, 4); !s)
+      return s;
+  if (io.lrScale >= 0)
+    if (Status s = session->setInputAsync(uint32_t(io.lrScale), &slot.lrScale, 4); !s)
+      return s;
+  if (Status s = session->launch("train_step"); !s)
+    return s;
+  if (Status s = session->getOutputAsync(io.loss, &slot.loss, 4); !s)
+    return s;
+  if (Status s = session->getOutputAsync(io.gradNorm, &slot.gradNorm, 4); !s)
+    return s;
+  if (io.lr >= 0)
+    if (Status s = session->getOutputAsync(uint32_t(io.lr), &slot.lr, 4); !s)
+      return s;
+  StatusOr<Backend::Fence> fence = session->backend().recordFence();
+  if (!fence)
+    return fence.status();
+  inFlight.push_back({step, batch->slot, batch->position, *fence, Clock::now()});
+  return Status::ok();
+}
+
+Status Trainer::Impl::drain() {
+  Status first = Status::ok();
+  if (!inFlight.empty())
+    first = session->backend().waitFence(inFlight.back().fence);
+  inFlight.clear();
+  stage.reset();
+  if (stepIo)
+    session->backend().freeHost(stepIo);
+  stepIo = nullptr;
+  return first;
+}
+
+/// Step s+1 is enqueued before step s's results are waited for, unless
+/// something after step s needs the state right after it (validation, a
+/// checkpoint, the last step, a stop, --on-nan=skip's copy, --no-overlap):
+/// the host prepares and launches while the device computes.
+Status Trainer::Impl::runSteps(float lrScale) {
+  if (Status s = findTrainTensors(); !s)
+    return s;
+  Backend &backend = session->backend();
+  data::HostAllocator pinned{[&backend](size_t n) { return backend.allocateHost(n); },
+                             [&backend](void *p) { backend.freeHost(p); }};
+  trainData->seek(dataPosition); // the stage reads ahead from here
+  StatusOr<std::unique_ptr<data::BatchStage>> st =
+      data::BatchStage::create(*trainData, train.accum, pinned);
+  if (!st)
+    return st.status();
+  stage = std::move(*st);
+  StatusOr<void *> ioMemory = backend.allocateHost(2 * sizeof(StepIo));
+  if (!ioMemory)
+    return ioMemory.status();
+  stepIo = static_cast<StepIo *>(*ioMemory);
+
+  const bool ahead = o.overlap && o.onNan != "skip";
   double steadySeconds = 0;
   const int64_t firstStep = stepsDone;
-  Clock::time_point runStart = Clock::now();
-  for (int64_t step = firstStep; step < o.steps; ++step) {
-    Clock::time_point start = Clock::now();
-    for (int64_t a = 0; a < train.accum; ++a)
-      trainData->next(tokens.data() + a * micro, targets.data() + a * micro);
-    if (Status s = session->setInput("train_step", "tokens", tokens); !s)
-      return s;
-    if (Status s = session->setInput("train_step", "targets", targets); !s)
-      return s;
-    if (Status s = setScalarI32(*session, "train_step", "step", int32_t(step)); !s)
-      return s;
-    if (hasLrScale)
-      if (Status s = session->setInput("train_step", "lr_scale", &lrScale, sizeof(lrScale)); !s)
-        return s;
+  int64_t next = firstStep;  // the next step to enqueue
+  bool stopping = false;     // decided: stop once the step in flight is done
+  Clock::time_point runStart = Clock::now(), lastDone = runStart;
+  while (!inFlight.empty() || next < o.steps) {
     // --on-nan=skip: the state before the step, to undo its update.
     std::optional<checkpoint::Checkpoint> before;
-    if (o.onNan == "skip") {
-      StatusOr<checkpoint::Checkpoint> snapshot = checkpoint::capture(*session);
-      if (!snapshot)
-        return snapshot.status();
-      before.emplace(std::move(*snapshot));
-    }
-    if (Status s = session->run("train_step"); !s)
-      return s;
-    StatusOr<float> loss = session->getScalarF32("train_step", "loss");
-    if (!loss)
-      return loss.status();
-    StatusOr<float> norm = session->getScalarF32("train_step", "grad_norm");
-    if (!norm)
-      return norm.status();
-    if (!std::isfinite(*loss) || !std::isfinite(*norm)) {
-      stepsDone = step + 1;
-      history.push_back({step + 1, *loss, *norm, 0.f, secondsSince(start)});
-      if (Status s = onNonFinite(step + 1, *loss, *norm, before); !s)
+    if (inFlight.empty()) {
+      if (o.onNan == "skip") {
+        StatusOr<checkpoint::Checkpoint> snapshot = checkpoint::capture(*session);
+        if (!snapshot)
+          return snapshot.status();
+        before.emplace(std::move(*snapshot));
+      }
+      if (Status s = enqueueStep(next++, lrScale); !s)
         return s;
-      if (step + 1 == o.steps && !o.checkpointDir.empty() && lead())
+    }
+    const int64_t step = inFlight.front().step, done = step + 1;
+    bool last = done == o.steps;
+    // From the options, not valData (rank 0's only): the ranks decide alike.
+    bool valNow = !o.val.empty() && ((o.valEvery > 0 && done % o.valEvery == 0) || last);
+    bool ckptNow = !o.checkpointDir.empty() && o.checkpointEvery > 0 &&
+                   done % o.checkpointEvery == 0;
+    // One rank alone must not stop pipelining: the ranks' launches (and
+    // their all-reduces) have to match, so only joint decisions count.
+    bool localStop = !rank.agreeStop && (stopRequested.load() || stopSignal() != 0);
+    if (ahead && inFlight.size() == 1 && next < o.steps && !valNow && !ckptNow && !stopping &&
+        !localStop)
+      if (Status s = enqueueStep(next++, lrScale); !s)
+        return s;
+
+    InFlight cur = inFlight.front();
+    inFlight.pop_front();
+    if (Status s = backend.waitFence(cur.fence); !s)
+      return s;
+    if (Status s = stage->release(cur.slot); !s)
+      return s;
+    const StepIo out = stepIo[step % 2];
+    Clock::time_point now = Clock::now();
+    double seconds = std::chrono::duration<double>(now - std::max(lastDone, cur.enqueued)).count();
+    lastDone = now;
+    stepsDone = done;
+    dataPosition = cur.dataPosition;
+
+    if (!std::isfinite(out.loss) || !std::isfinite(out.gradNorm)) {
+      history.push_back({done, out.loss, out.gradNorm, 0.f, seconds});
+      if (Status s = onNonFinite(done, out.loss, out.gradNorm, before); !s)
+        return s;
+      if (last && !o.checkpointDir.empty() && lead())
         if (StatusOr<std::string> path = checkpointNow(); !path)
           return path.status();
       continue;
     }
-    StatusOr<float> lr = hasLr ? session->getScalarF32("train_step", "lr") : StatusOr<float>(0.f);
-    if (!lr)
-      return lr.status();
-    double seconds = secondsSince(start);
-    stepsDone = step + 1;
-    history.push_back({step + 1, *loss, *norm, *lr, seconds});
+    float lr = hasLr ? out.lr : 0.f;
+    history.push_back({done, out.loss, out.gradNorm, lr, seconds});
     if (step > firstStep)
       steadySeconds += seconds;
     double tokPerSec = double(train.tokens() * rank.worldSize) / seconds;
-    std::string line = "step " + std::to_string(step + 1) + "/" + std::to_string(o.steps);
+    std::string line = "step " + std::to_string(done) + "/" + std::to_string(o.steps);
     char buf[160];
-    std::snprintf(buf, sizeof(buf), " | loss %.4f | norm %.4f", *loss, *norm);
+    std::snprintf(buf, sizeof(buf), " | loss %.4f | norm %.4f", out.loss, out.gradNorm);
     line += buf;
     if (hasLr) {
-      std::snprintf(buf, sizeof(buf), " | lr %.2e", *lr);
+      std::snprintf(buf, sizeof(buf), " | lr %.2e", lr);
       line += buf;
     }
     std::snprintf(buf, sizeof(buf), " | %.1f ms | %s tok/s", seconds * 1e3,
@@ -514,10 +648,10 @@ Status Trainer::Impl::run() {
     say(line + "\n");
     if (log) {
       LogRecord r;
-      r.step = step + 1;
-      r.loss = *loss;
-      r.gradNorm = *norm;
-      r.lr = hasLr ? *lr : 0;
+      r.step = done;
+      r.loss = out.loss;
+      r.gradNorm = out.gradNorm;
+      r.lr = lr;
       r.ms = seconds * 1e3;
       r.tokPerSec = tokPerSec;
       r.mfu = peak > 0 ? mfuPercent(tokPerSec, flopsPerTok, peak) : -1;
@@ -525,27 +659,30 @@ Status Trainer::Impl::run() {
       if (Status s = log->write(r); !s)
         return s;
     }
-    bool last = step + 1 == o.steps;
-    if (valData && ((o.valEvery > 0 && (step + 1) % o.valEvery == 0) || last))
-      if (Status s = validate(step + 1); !s)
+    // Validation and checkpoints see the state after this step: nothing
+    // later was enqueued (above).
+    if (valNow && valData)
+      if (Status s = validate(done); !s)
         return s;
     int sig = stopSignal();
-    bool stop = stopRequested.load() || sig != 0;
+    bool stop = stopping || stopRequested.load() || sig != 0;
     if (rank.agreeStop)
       stop = rank.agreeStop(stop);
+    if (stop && !inFlight.empty()) {
+      stopping = true; // finish the step in flight first, then stop after it
+      continue;
+    }
     // Every N steps, after the last one, and before stopping on request.
-    if (!o.checkpointDir.empty() && lead() &&
-        (last || stop || (o.checkpointEvery > 0 && (step + 1) % o.checkpointEvery == 0)))
+    if (!o.checkpointDir.empty() && lead() && (last || stop || ckptNow))
       if (StatusOr<std::string> path = checkpointNow(); !path)
         return path.status();
     if (stop) {
       say(std::string("gptrun: ") + (sig ? std::string(signalName(sig)) + ": " : "") +
-          "stopped after step " + std::to_string(step + 1) + " of " +
-          std::to_string(o.steps) + "\n");
+          "stopped after step " + std::to_string(done) + " of " + std::to_string(o.steps) + "\n");
       return Status::ok();
     }
     if (drawBar && !last) {
-      std::fputs(("\r" + progressBar(step + 1, o.steps, secondsSince(runStart), firstStep)).c_str(),
+      std::fputs(("\r" + progressBar(done, o.steps, secondsSince(runStart), firstStep)).c_str(),
                  stdout);
       std::fflush(stdout);
       barShown = true;

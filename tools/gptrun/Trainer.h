@@ -5,6 +5,14 @@
 // validation batches. Progress goes to stdout, one line per step;
 // checkpoints go to Options::checkpointDir.
 //
+// The step loop has no host sync inside a step: step s+1's batch (from a
+// data::BatchStage's pinned double buffers) and scalars are copied and its
+// train_step launched before step s's loss, grad norm and lr are read back
+// (into pinned double buffers), so the host prepares while the device
+// computes. Where something needs the state right after step s (validation,
+// a checkpoint, the last step, a stop, --on-nan=skip, --no-overlap), step
+// s+1 waits until step s is done.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef GPTC_TOOLS_GPTRUN_TRAINER_H

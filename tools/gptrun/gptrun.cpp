@@ -1,7 +1,7 @@
 //===- gptrun.cpp - train a GPT-2 with a gptc executable ------------------===//
 //
 //   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
-//   gptrun step.fb --data train.bin --val val.bin --val-every 25 --graph
+//   gptrun step.fb --data train.bin --val val.bin --val-every 25 --no-graph
 //   gptrun step-ws4.fb --data train.bin --gpus 4      (gptc --world-size=4)
 //   gptrun step.fb --checkpoint-dir ckpt --resume latest --sample "Once upon"
 //

@@ -14,6 +14,7 @@
 #include "runtime/device/Device.h"
 #include "runtime/executor/Session.h"
 #include "test/unit/runtime/blas/GemmCases.h"
+#include "test/unit/runtime/executor/AsyncSteps.h"
 #include "test/unit/runtime/executor/TestPrograms.h"
 
 #include <cuda_runtime_api.h>
@@ -146,6 +147,23 @@ TEST(CudaBackendTest, TwoStreamsEventsAndGraphs) {
     auto session = cudaSession(spec, options);
     ASSERT_TRUE(session) << errorOf(session);
     runPipeline(**session, /*runs=*/3);
+  }
+}
+
+// Verify the asynchronous queue (pinned copies, launches, read-backs,
+// fences) with and without graphs: the first launch runs directly, the
+// second captures, the rest replay, and every step reads its own result.
+TEST(CudaBackendTest, AsyncStepsWithAndWithoutGraphs) {
+  REQUIRE_GPU_AND_KERNELS();
+  for (bool graphs : {false, true}) {
+    SCOPED_TRACE(graphs ? "graphs" : "streams");
+    ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA, /*twoStreams=*/true);
+    addImages(spec, true, false);
+    CudaBackendOptions options;
+    options.graphs = graphs;
+    auto session = cudaSession(spec, options);
+    ASSERT_TRUE(session) << errorOf(session);
+    checkAsyncSteps(**session, 8);
   }
 }
 

@@ -123,6 +123,31 @@ TEST(GptrunOptionsTest, UsageErrors) {
             "--gpus wants an integer, got 'two'");
 }
 
+// Verify the step-loop flags: CUDA graphs and overlap are on by default,
+// --no-graph and --no-overlap turn them off, and contradictions and the
+// host target are usage errors.
+TEST(GptrunOptionsTest, GraphAndOverlapFlags) {
+  StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_TRUE(o->graph);
+  EXPECT_FALSE(o->graphGiven);
+  EXPECT_TRUE(o->overlap);
+  o = parseOptions({"step.fb", "--data", "t.bin", "--no-graph", "--no-overlap"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_FALSE(o->graph);
+  EXPECT_TRUE(o->graphGiven);
+  EXPECT_FALSE(o->overlap);
+  // The host target ignores the default, but not an explicit flag.
+  o = parseOptions({"step.fb", "--data", "t.bin", "--target", "host"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-graph", "--target", "host"}),
+            "--no-graph applies to the CUDA target only");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--graph", "--no-graph"}),
+            "--graph and --no-graph contradict each other");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-graph=1"}), "--no-graph takes no value");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-overlap=0"}), "--no-overlap takes no value");
+}
+
 TEST(GptrunOptionsTest, Gpus) {
   StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin"});
   ASSERT_TRUE(o) << o.status().message();
