@@ -194,6 +194,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   bool cuda = options.target == EmitOptions::Target::CUDA;
   lowering.flashAttention = options.flashAttention && cuda;
   lowering.rowLanes = cuda ? 32 : 1;
+  lowering.fusedCrossEntropy = options.fuseCrossEntropy;
   lowering.blockThreads = options.blockSize;
   std::vector<std::string> names = {"init", "train_step", "forward"};
   // The pipeline always adds @logits (sampling); hand-built modules may not.
@@ -408,11 +409,22 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
                               b.CreateVector(optimizer));
   auto target = s::CreateTarget(b, host ? s::TargetKind::Host : s::TargetKind::CUDA,
                                 b.CreateString(host ? "x86_64" : options.chip));
+  fb::Offset<s::Remat> remat;
+  if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
+    if (auto plan = step->getAttrOfType<DictionaryAttr>("gpt.remat_plan")) {
+      auto get = [&](StringRef key) {
+        auto v = plan.getAs<IntegerAttr>(key);
+        return v ? v.getInt() : int64_t{0};
+      };
+      remat = s::CreateRemat(b, get("budget"), get("values"), get("ops"), get("peak_before"),
+                             get("peak_after"), double(get("step_flops")),
+                             double(get("extra_flops")));
+    }
   auto exe = s::CreateExecutable(
       b, static_cast<uint32_t>(s::FormatVersion::Current), target, model, b.CreateVector(pools),
       b.CreateVector(tensors), b.CreateVector(kernelDefs), b.CreateVector(gemms),
       b.CreateVector(programs), lowered->numStreams, lowered->numEvents, hostBytes,
-      b.CreateString("gptc " GPTC_VERSION_STRING));
+      b.CreateString("gptc " GPTC_VERSION_STRING), remat);
   s::FinishExecutableBuffer(b, exe);
   stage("codegen: serialize");
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());

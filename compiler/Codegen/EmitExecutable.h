@@ -21,6 +21,7 @@ struct EmitOptions {
   std::string dumpDir;                     // kernels' IR and PTX, if set
   int blockSize = 256;
   bool flashAttention = true; // CUDA: tensor-core attention where it applies
+  bool fuseCrossEntropy = true; // LoweringOptions::fusedCrossEntropy
   /// Called after each codegen stage (lowering, kernels, serialize), for
   /// a compile's progress display.
   std::function<void(llvm::StringRef stage)> onStage;

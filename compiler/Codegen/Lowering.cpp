@@ -10,6 +10,8 @@
 #include "compiler/Codegen/Lowering.h"
 #include "compiler/Codegen/FlashAttention.h"
 #include "compiler/Codegen/KernelBuilder.h"
+#include "compiler/Codegen/LossLowering.h"
+#include "compiler/Codegen/OptimizerLowering.h"
 
 #include "dialects/GPT/IR/GPTOps.h"
 
@@ -88,6 +90,66 @@ Value geluGradOf(KB &k, Value x) {
   Value poly = k.add(k.f(1.0, t), k.mul(k.f(3.0, t), k.mul(a, k.mul(x, x))));
   return k.add(k.mul(k.f(0.5, t), k.add(k.f(1.0, t), th)),
                k.mul(k.mul(k.f(0.5, t), x), k.mul(sech2, k.mul(kk, poly))));
+}
+
+/// Elementwise `op` at index `i`, in the compute type: the one definition
+/// that single-op kernels and gpt.fusion kernels share. `operand(j, at)`
+/// gives operand j at index `at` (a bias is read at i modulo its length).
+Value elementAt(KB &k, Operation *op, Value i, function_ref<Value(unsigned, Value)> operand) {
+  auto x = [&](unsigned j) { return operand(j, i); };
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case<AddOp>([&](auto) { return k.add(x(0), x(1)); })
+      .Case<SubOp>([&](auto) { return k.sub(x(0), x(1)); })
+      .Case<MulOp>([&](auto) { return k.mul(x(0), x(1)); })
+      .Case<DivOp>([&](auto) { return k.div(x(0), x(1)); })
+      .Case<MaxOp>([&](auto) { return k.fmax(x(0), x(1)); })
+      .Case<NegOp>([&](auto) { return k.neg(x(0)); })
+      .Case<ExpOp>([&](auto) { return k.exp(x(0)); })
+      .Case<LogOp>([&](auto) { return k.log(x(0)); })
+      .Case<TanhOp>([&](auto) { return k.tanh(x(0)); })
+      .Case<SqrtOp>([&](auto) { return k.sqrt(x(0)); })
+      .Case<RsqrtOp>([&](auto) { return k.rsqrt(x(0)); })
+      .Case<GeluOp>([&](auto) { return geluOf(k, x(0)); })
+      .Case<GeluGradOp>([&](auto) { return k.mul(x(0), geluGradOf(k, x(1))); })
+      .Case<ScaleOp>([&](ScaleOp s) {
+        Value v = x(0);
+        return k.mul(v, k.f(s.getFactor().convertToDouble(), v.getType()));
+      })
+      .Case<CastOp>([&](CastOp c) {
+        return k.convert(x(0), llvm::cast<RankedTensorType>(c.getType()).getElementType());
+      })
+      .Case<ConstantOp>([&](ConstantOp c) {
+        Type et = llvm::cast<RankedTensorType>(c.getType()).getElementType();
+        return k.f(c.getValue().convertToDouble(), computeOf(et));
+      })
+      .Case<BiasAddOp>([&](BiasAddOp ba) {
+        int64_t nb = llvm::cast<RankedTensorType>(ba.getBias().getType()).getNumElements();
+        return k.add(x(0), operand(1, k.urem(i, k.idx(nb))));
+      })
+      .Default([](Operation *) { return Value(); });
+}
+
+/// Kernel names of the single-op elementwise kernels.
+const char *elementwiseName(Operation *op) {
+  return llvm::TypeSwitch<Operation *, const char *>(op)
+      .Case<AddOp>([](auto) { return "add"; })
+      .Case<SubOp>([](auto) { return "sub"; })
+      .Case<MulOp>([](auto) { return "mul"; })
+      .Case<DivOp>([](auto) { return "div"; })
+      .Case<MaxOp>([](auto) { return "max"; })
+      .Case<NegOp>([](auto) { return "neg"; })
+      .Case<ExpOp>([](auto) { return "exp"; })
+      .Case<LogOp>([](auto) { return "log"; })
+      .Case<TanhOp>([](auto) { return "tanh"; })
+      .Case<SqrtOp>([](auto) { return "sqrt"; })
+      .Case<RsqrtOp>([](auto) { return "rsqrt"; })
+      .Case<GeluOp>([](auto) { return "gelu_forward"; })
+      .Case<GeluGradOp>([](auto) { return "gelu_backward"; })
+      .Case<ScaleOp>([](auto) { return "scale"; })
+      .Case<CastOp>([](auto) { return "cast"; })
+      .Case<ConstantOp>([](auto) { return "fill"; })
+      .Case<BiasAddOp>([](auto) { return "bias_add"; })
+      .Default([](Operation *) { return nullptr; });
 }
 
 /// How the threads of a row kernel share a row: `lanes` consecutive threads
@@ -199,6 +261,8 @@ private:
   std::map<std::string, unsigned> kernelByKey; // dedupe
   std::map<std::string, int64_t> argOffsets;   // program-local input offsets
   int64_t scratchTop = 0;                      // per command
+  int64_t scratchBase = 0;                     // above what later commands read (keep)
+  llvm::DenseMap<Value, Operand> savedLse;     // cross-entropy logits -> row log-sum-exp
   llvm::DenseMap<Value, unsigned> pending;     // all_reduce result -> done event
   int kernelCounter = 0;
 
@@ -215,6 +279,15 @@ private:
     scratchTop += (bytes + 255) / 256 * 256;
     int64_t &ws = result.poolBytes["workspace"];
     ws = std::max(ws, scratchTop);
+    return o;
+  }
+
+  /// Workspace that later commands of the program read: every later
+  /// command's scratch lies above it.
+  Operand keep(int64_t bytes) {
+    scratchTop = scratchBase;
+    Operand o = scratch(bytes);
+    scratchBase = scratchTop;
     return o;
   }
 
@@ -244,9 +317,9 @@ private:
     llvm::raw_string_ostream os(s);
     os << op->getName();
     // The plan's offsets are launch arguments, not code: every layer's op
-    // shares one kernel.
+    // shares one kernel, and so does a rematerialized clone.
     for (NamedAttribute attr : op->getDiscardableAttrs())
-      if (attr.getName() != "gpt.offsets")
+      if (attr.getName() != "gpt.offsets" && attr.getName() != "gpt.remat")
         os << attr.getName() << attr.getValue();
     for (Type ty : op->getOperandTypes())
       os << ty;
@@ -264,9 +337,11 @@ private:
                      std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
                      int64_t cols, Type ft, ReduceKind kind, RowValuesFn values);
   void lowerGlobalNorm(GlobalNormOp gn);
+  void lowerAdamWMulti(AdamWMultiOp multi);
 
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerElementwise(Operation *op);
+  LogicalResult lowerFusion(FusionOp op);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
@@ -478,6 +553,77 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
          });
 }
 
+/// One launch over all parameters when each of param, grad, m, v and the
+/// results lies in one pool (always, for a planned train step); otherwise
+/// one launch per parameter with the same body.
+void Lowerer::lowerAdamWMulti(AdamWMultiOp multi) {
+  Operation *op = multi.getOperation();
+  size_t n = multi.getParams().size();
+  std::array<SmallVector<int64_t>, kNumAdamWArrays> members;
+  for (size_t i = 0; i < n; ++i) {
+    members[kParam].push_back(tensorOf.lookup(multi.getParams()[i]));
+    members[kGrad].push_back(tensorOf.lookup(multi.getGrads()[i]));
+    members[kM].push_back(tensorOf.lookup(multi.getMs()[i]));
+    members[kV].push_back(tensorOf.lookup(multi.getVs()[i]));
+    members[kNewParam].push_back(tensorOf.lookup(multi.getNewParams()[i]));
+    members[kNewM].push_back(tensorOf.lookup(multi.getNewMs()[i]));
+    members[kNewV].push_back(tensorOf.lookup(multi.getNewVs()[i]));
+  }
+  static const char *names[] = {"params", "grads", "m", "v", "new_params", "new_m", "new_v"};
+  AdamWLaunch all{multi.getBeta1().convertToDouble(), multi.getBeta2().convertToDouble(),
+                  multi.getEpsilon().convertToDouble(), {}};
+  std::vector<TensorInfo> spans;
+  std::array<std::vector<int64_t>, kNumAdamWArrays> offsets;
+  for (int a = 0; a < kNumAdamWArrays; ++a)
+    if (auto s = spanOf(result.tensors, members[a], std::string("adamw.") + names[a], offsets[a]))
+      spans.push_back(*s);
+  std::vector<Operand> scalars = {t(multi.getLr()), t(multi.getStep()), t(multi.getGradScale())};
+  std::vector<Type> scalarTypes = {flat(multi.getLr()), flat(multi.getStep()),
+                                   flat(multi.getGradScale())};
+  auto emit = [&](const AdamWLaunch &l, std::vector<Type> types, std::vector<Operand> args) {
+    types.insert(types.end(), scalarTypes.begin(), scalarTypes.end());
+    args.insert(args.end(), scalars.begin(), scalars.end());
+    launch(op, keyOf(op) + l.key(), "adamw_multi", types, args, l.threads(),
+           [l](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+             buildAdamWMulti(b, loc, idx, a, l);
+           });
+  };
+  auto segment = [&](size_t i) {
+    AdamWSegment s;
+    s.size = numel(multi.getParams()[i]);
+    s.weightDecay = multi.getWeightDecays()[i];
+    return s;
+  };
+  if (spans.size() == kNumAdamWArrays) {
+    std::vector<Type> types;
+    std::vector<Operand> args;
+    for (const TensorInfo &s : spans) {
+      types.push_back(flatOf(s.shape[0], s.elementType));
+      args.push_back(Operand{Operand::Tensor, addTensor(s)});
+    }
+    for (size_t i = 0; i < n; ++i) {
+      AdamWSegment s = segment(i);
+      for (int a = 0; a < kNumAdamWArrays; ++a)
+        s.offsets[a] = offsets[a][i];
+      all.segments.push_back(s);
+    }
+    emit(all, types, args);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    AdamWLaunch one = all;
+    one.segments = {segment(i)};
+    std::vector<Type> types;
+    std::vector<Operand> args;
+    for (int a = 0; a < kNumAdamWArrays; ++a) {
+      const TensorInfo &info = result.tensors[members[a][i]];
+      types.push_back(flatOf(numel(multi.getParams()[i]), info.elementType));
+      args.push_back(Operand{Operand::Tensor, members[a][i]});
+    }
+    emit(one, types, args);
+  }
+}
+
 LogicalResult Lowerer::mapResults(Operation *op) {
   auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("gpt.offsets");
   if (!offsets)
@@ -522,7 +668,19 @@ LogicalResult Lowerer::mapResults(Operation *op) {
       tensorOf[r] = tensorOf.lookup(src);
     return success();
   }
+  if (auto multi = llvm::dyn_cast<AdamWMultiOp>(op)) {
+    // Results are new params, ms, vs; -1: in place in that argument.
+    size_t n = multi.getParams().size();
+    for (auto [j, r] : llvm::enumerate(op->getResults())) {
+      if (offsets[j] >= 0)
+        continue;
+      OperandRange sources = j < n ? multi.getParams() : j < 2 * n ? multi.getMs() : multi.getVs();
+      tensorOf[r] = tensorOf.lookup(sources[j % n]);
+    }
+  }
   for (auto [r, off] : llvm::zip(op->getResults(), offsets.asArrayRef())) {
+    if (off < 0 && llvm::isa<AdamWMultiOp>(op))
+      continue;
     if (off < 0)
       return op->emitOpError("codegen: result planned inside an argument");
     auto shape = rtt(r).getShape();
@@ -538,6 +696,8 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
   result.programs.push_back(ProgramInfo{fn.getName().str(), {}, {}, {}});
   program = &result.programs.back();
   pending.clear();
+  scratchBase = 0;
+  savedLse.clear();
   auto plan = fn->getAttrOfType<DictionaryAttr>("gpt.memory_plan");
   if (!plan)
     return fn.emitError("codegen: @") << fn.getName() << " has no memory plan";
@@ -581,7 +741,7 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
     program->inputs.push_back(index);
   }
   for (Operation &op : fn.getBody().front()) {
-    scratchTop = 0;
+    scratchTop = scratchBase;
     if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
       waitFor(ret.getOperands());
       for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -1015,22 +1175,38 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t vp = lastDim(ce.getLogits()), rows = numel(ce.getTargets());
         int64_t v = *getConfigInt(ce.getVocabSize());
         Type ft = Float32Type::get(ctx);
+        CrossEntropyShape s{rows, v, vp, lanes};
+        Operand lse;
+        if (options.fusedCrossEntropy) {
+          // Kept for the gradient, which then needs no statistics pass.
+          lse = keep(rows * 4);
+          savedLse[ce.getLogits()] = lse;
+        }
         Operand losses = scratch(rows * 4);
-        launch(op, key + "rows", "crossentropy_forward_rows",
-               {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft)},
-               {t(ce.getLogits()), t(ce.getTargets()), losses}, rows * lanes,
-               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                 KB k{b, loc};
-                 RowLanes rl(k, idx, lanes);
-                 Value r = rl.row;
-                 Value base = k.mul(r, k.idx(vp));
-                 auto [mx, sum] = maxAndSumExp(rl, a[0], base, v, ft);
-                 rl.once([&] {
-                   Value target = k.toIndex(k.ld(a[1], r));
-                   Value lt = k.ld(a[0], k.add(base, target));
-                   k.st(k.sub(k.add(k.log(sum), mx), lt), a[2], r);
+        if (options.fusedCrossEntropy) {
+          launch(op, key + "online", "crossentropy_forward_online",
+                 {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft), flatOf(rows, ft)},
+                 {t(ce.getLogits()), t(ce.getTargets()), losses, lse}, s.threads(),
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   buildCrossEntropyForwardRows(b, loc, idx, a, s);
                  });
-               });
+        } else {
+          launch(op, key + "rows", "crossentropy_forward_rows",
+                 {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft)},
+                 {t(ce.getLogits()), t(ce.getTargets()), losses}, rows * lanes,
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   KB k{b, loc};
+                   RowLanes rl(k, idx, lanes);
+                   Value r = rl.row;
+                   Value base = k.mul(r, k.idx(vp));
+                   auto [mx, sum] = maxAndSumExp(rl, a[0], base, v, ft);
+                   rl.once([&] {
+                     Value target = k.toIndex(k.ld(a[1], r));
+                     Value lt = k.ld(a[0], k.add(base, target));
+                     k.st(k.sub(k.add(k.log(sum), mx), lt), a[2], r);
+                   });
+                 });
+        }
         launch(op, key + "mean", "crossentropy_forward_mean",
                {flatOf(rows, ft), flat(ce.getResult())}, {losses, t(ce.getResult())}, 1,
                [=](OpBuilder &b, Location loc, Value, ValueRange a) {
@@ -1046,6 +1222,26 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t vp = lastDim(ce.getLogits()), rows = numel(ce.getTargets());
         int64_t v = *getConfigInt(ce.getVocabSize());
         Type ft = Float32Type::get(ctx);
+        if (options.fusedCrossEntropy) {
+          // The forward's saved log-sum-exp when it read these logits;
+          // otherwise the same launch computes it first.
+          CrossEntropyShape s{rows, v, vp, lanes};
+          auto saved = savedLse.find(ce.getLogits());
+          bool haveLse = saved != savedLse.end();
+          std::vector<Type> types = {flat(ce.getGrad()), flat(ce.getLogits()),
+                                     flat(ce.getTargets()), flat(ce.getResult())};
+          std::vector<Operand> args = {t(ce.getGrad()), t(ce.getLogits()), t(ce.getTargets()),
+                                       t(ce.getResult())};
+          if (haveLse) {
+            types.push_back(flatOf(rows, ft));
+            args.push_back(saved->second);
+          }
+          launch(op, key + (haveLse ? "saved" : "online"), "crossentropy_backward_fused", types,
+                 args, s.threads(), [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   buildCrossEntropyBackwardRows(b, loc, idx, a, s, haveLse);
+                 });
+          return success();
+        }
         Operand stats = scratch(rows * 2 * 4);
         launch(op, key + "rows", "crossentropy_backward_rows",
                {flat(ce.getLogits()), flatOf(rows * 2, ft)}, {t(ce.getLogits()), stats},
@@ -1075,6 +1271,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  Value d = k.mul(g, k.sub(p, k.select(hit, k.f(1, ft), k.f(0, ft))));
                  k.st(k.select(k.cmpUlt(col, k.idx(v)), d, k.f(0, ft)), a[4], i);
                });
+        return success();
+      })
+      .Case<AdamWMultiOp>([&](AdamWMultiOp multi) {
+        lowerAdamWMulti(multi);
         return success();
       })
       .Case<ReduceOp>([&](ReduceOp red) -> LogicalResult {
@@ -1191,6 +1391,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                });
         return success();
       })
+      .Case<FusionOp>([&](FusionOp f) { return lowerFusion(f); })
       .Default([&](Operation *o) { return lowerElementwise(o); });
 }
 
@@ -1209,56 +1410,16 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
   types.push_back(flat(res));
   args.push_back(t(res));
   int64_t n = numel(res);
-  auto elementwise = [&](std::function<Value(KB &, ValueRange)> f, const char *name) {
+  if (const char *name = elementwiseName(op)) {
     launch(op, key, name, types, args, n,
            [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
              KB k{b, loc};
-             SmallVector<Value> xs;
-             for (Value m : a.drop_back())
-               xs.push_back(k.ld(m, i));
-             k.st(f(k, xs), a.back(), i);
+             Value y = elementAt(k, op, i, [&](unsigned j, Value at) { return k.ld(a[j], at); });
+             k.st(y, a.back(), i);
            });
     return success();
-  };
+  }
   return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-      .Case<AddOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.add(x[0], x[1]); }, "add"); })
-      .Case<SubOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.sub(x[0], x[1]); }, "sub"); })
-      .Case<MulOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.mul(x[0], x[1]); }, "mul"); })
-      .Case<DivOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.div(x[0], x[1]); }, "div"); })
-      .Case<MaxOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.fmax(x[0], x[1]); }, "max"); })
-      .Case<NegOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.neg(x[0]); }, "neg"); })
-      .Case<ExpOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.exp(x[0]); }, "exp"); })
-      .Case<LogOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.log(x[0]); }, "log"); })
-      .Case<TanhOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.tanh(x[0]); }, "tanh"); })
-      .Case<SqrtOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.sqrt(x[0]); }, "sqrt"); })
-      .Case<RsqrtOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return k.rsqrt(x[0]); }, "rsqrt"); })
-      .Case<GeluOp>([&](auto) { return elementwise([](KB &k, ValueRange x) { return geluOf(k, x[0]); }, "gelu_forward"); })
-      .Case<GeluGradOp>([&](auto) {
-        return elementwise([](KB &k, ValueRange x) { return k.mul(x[0], geluGradOf(k, x[1])); },
-                           "gelu_backward");
-      })
-      .Case<ScaleOp>([&](ScaleOp s) {
-        double f = s.getFactor().convertToDouble();
-        return elementwise([f](KB &k, ValueRange x) { return k.mul(x[0], k.f(f, x[0].getType())); }, "scale");
-      })
-      .Case<CastOp>([&](CastOp c) {
-        Type to = eltOf(c.getResult());
-        return elementwise([to](KB &k, ValueRange x) { return k.convert(x[0], to); }, "cast");
-      })
-      .Case<ConstantOp>([&](ConstantOp c) {
-        double v = c.getValue().convertToDouble();
-        Type et = computeOf(eltOf(c.getResult()));
-        return elementwise([v, et](KB &k, ValueRange) { return k.f(v, et); }, "fill");
-      })
-      .Case<BiasAddOp>([&](BiasAddOp ba) {
-        int64_t nb = numel(ba.getBias());
-        launch(op, key, "bias_add", types, args, n,
-               [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
-                 KB k{b, loc};
-                 k.st(k.add(k.ld(a[0], i), k.ld(a[1], k.urem(i, k.idx(nb)))), a[2], i);
-               });
-        return success();
-      })
       .Case<TransposeOp>([&](TransposeOp tr) {
         auto xs = rtt(tr.getInput()).getShape(), ys = rtt(tr.getResult()).getShape();
         std::vector<int64_t> perm(tr.getPermutation().begin(), tr.getPermutation().end());
@@ -1310,6 +1471,87 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
       .Default([&](Operation *o) {
         return o->emitOpError("codegen: no lowering for this op yet");
       });
+}
+
+/// One kernel for a gpt.fusion: each thread computes, for every result k
+/// with index i < numel(k), the body ops it depends on, in registers. Bodies
+/// are wired by value numbers in the key, so equal bodies share a kernel.
+/// Results are grouped by size, largest first, under nested guards: the
+/// sibling casts of many weights cost one launch of the largest.
+LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
+  Block &body = fusion.getBody().front();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  std::vector<Type> types;
+  std::vector<Operand> args;
+  for (Value v : fusion.getInputs()) {
+    types.push_back(flat(v));
+    args.push_back(t(v));
+  }
+  std::vector<int64_t> sizes;
+  for (Value r : fusion.getResults()) {
+    types.push_back(flat(r));
+    args.push_back(t(r));
+    sizes.push_back(numel(r));
+  }
+  llvm::sort(sizes, std::greater<int64_t>());
+  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+
+  std::string key = "gpt.fusion";
+  llvm::raw_string_ostream os(key);
+  llvm::DenseMap<Value, unsigned> number;
+  for (BlockArgument arg : body.getArguments())
+    number[arg] = number.size();
+  for (Operation &op : body) {
+    os << "{" << op.getName();
+    for (Value v : op.getOperands())
+      os << " %" << number.lookup(v);
+    for (Type ty : op.getResultTypes())
+      os << " " << ty;
+    if (op.getPropertiesStorage())
+      os << op.getPropertiesAsAttribute();
+    os << "}";
+    for (Value r : op.getResults())
+      number[r] = number.size();
+  }
+
+  size_t numIn = fusion.getInputs().size();
+  Operation *yieldOp = yield.getOperation();
+  launch(fusion, key, "fusion", types, args, sizes.front(),
+         [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+           KB k{b, loc};
+           OpBuilder::InsertionGuard g(b);
+           // (value, index) -> its element, rounded as if stored.
+           std::map<std::pair<void *, void *>, Value> memo;
+           std::function<Value(Value, Value)> eval = [&](Value v, Value at) -> Value {
+             auto memoKey = std::make_pair(v.getAsOpaquePointer(), at.getAsOpaquePointer());
+             if (auto it = memo.find(memoKey); it != memo.end())
+               return it->second;
+             Value y;
+             if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+               y = k.ld(a[arg.getArgNumber()], at);
+             } else {
+               Operation *op = v.getDefiningOp();
+               y = elementAt(k, op, at, [&](unsigned j, Value idx) {
+                 return eval(op->getOperand(j), idx);
+               });
+               Type elt = eltOf(v);
+               y = elt.isBF16() || elt.isF16() ? k.ext(k.convert(y, elt), computeOf(elt))
+                                               : k.convert(y, elt);
+             }
+             memo[memoKey] = y;
+             return y;
+           };
+           for (auto [level, size] : llvm::enumerate(sizes)) {
+             if (level > 0) {
+               auto guard = scf::IfOp::create(b, loc, k.cmpUlt(i, k.idx(size)), false);
+               b.setInsertionPointToStart(&guard.getThenRegion().front());
+             }
+             for (auto [j, v] : llvm::enumerate(yieldOp->getOperands()))
+               if (numel(v) == size)
+                 k.st(eval(v, i), a[numIn + j], i);
+           }
+         });
+  return success();
 }
 
 } // namespace

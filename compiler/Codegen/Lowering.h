@@ -111,6 +111,10 @@ struct LoweringOptions {
   /// Threads per row of the row kernels (layernorm, softmax, cross-entropy
   /// statistics): 32, a warp reducing with shuffles, on CUDA; 1 on Host.
   int64_t rowLanes = 1;
+  /// Cross-entropy as one online-softmax row launch forward that saves
+  /// each row's log-sum-exp, and one backward launch that reads it
+  /// (LossLowering.h). Otherwise separate statistics and gradient kernels.
+  bool fusedCrossEntropy = true;
   /// Threads per block of every launch (EmitOptions::blockSize).
   int64_t blockThreads = 256;
 };

@@ -42,7 +42,8 @@ static const PhaseInfo kPhases[] = {
     {Phase::TrainStep, "train-step",
      "+ @train_step (accumulation, clipping, LR schedule, AdamW), @init and @logits"},
     {Phase::MemoryPlan, "memory-plan",
-     "@train_step inlined into one graph; every tensor at a static offset in a pool"},
+     "@train_step inlined into one graph, elementwise ops fused; every tensor at a "
+     "static offset in a pool"},
     {Phase::Executable, "executable",
      "kernels compiled (CUDA: PTX + cubin), GEMM descriptors, the step.fb file (-o)"},
 };
@@ -126,6 +127,18 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     distribute.bucketMb = options.bucketMb;
     pm.addPass(createInsertAllReducePass(distribute));
   }
+  // After CSE (which would merge the clones back) and the collectives.
+  if (options.memoryBudget > 0) {
+    RematerializePassOptions remat;
+    remat.memoryBudget = options.memoryBudget;
+    pm.addPass(createRematerializePass(remat));
+  }
+  // After the collectives: merged siblings never delay a bucket's operand.
+  if (options.fuseElementwise)
+    pm.addPass(createFuseElementwisePass());
+  // After the all-reduces, which find the gradients through gpt.adamw.
+  if (options.fuseAdamW)
+    pm.addPass(createFuseAdamWPass());
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.

@@ -87,6 +87,16 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
   Option<double> bucketMb{*this, "bucket-mb",
                           llvm::cl::desc("Gradient all-reduce bucket size in MiB"),
                           llvm::cl::init(25.0)};
+  Option<double> memoryBudget{*this, "memory-budget",
+                              llvm::cl::desc("Recompute activations to fit this many GiB "
+                                             "(0: off; gpt-rematerialize)"),
+                              llvm::cl::init(0.0)};
+  Option<bool> fuseElementwise{*this, "fuse-elementwise",
+                               llvm::cl::desc("Fuse elementwise ops (gpt-fuse-elementwise)"),
+                               llvm::cl::init(true)};
+  Option<bool> fuseAdamW{*this, "fuse-adamw",
+                         llvm::cl::desc("Merge the AdamW updates (gpt-fuse-adamw)"),
+                         llvm::cl::init(true)};
 };
 
 /// Import: pick the configuration, make shapes static, unroll the layers.

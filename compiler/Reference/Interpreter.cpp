@@ -161,17 +161,42 @@ public:
       }
       if (failed(execute(&op)))
         return failure();
-      for (Value r : op.getResults()) {
-        Type elt = llvm::cast<ShapedType>(r.getType()).getElementType();
-        if (elt.isBF16() || elt.isF16())
-          for (T &x : *env[r])
-            x = static_cast<T>(roundTo(elt, x));
-      }
+      roundResults(&op);
     }
     return fn.emitError("reference interpreter: @") << fn.getName() << " has no return";
   }
 
 private:
+  /// Narrow results hold values of their format, as stored tensors would.
+  void roundResults(Operation *op) {
+    for (Value r : op->getResults()) {
+      Type elt = llvm::cast<ShapedType>(r.getType()).getElementType();
+      if (elt.isBF16() || elt.isF16())
+        for (T &x : *env[r])
+          x = static_cast<T>(roundTo(elt, x));
+    }
+  }
+
+  /// The body op by op on whole tensors, each rounded: fusion changes where
+  /// values live, not what they are.
+  LogicalResult fusion(FusionOp op) {
+    Evaluator<T> inner;
+    Block &body = op.getBody().front();
+    for (auto [arg, v] : llvm::zip(body.getArguments(), op.getInputs()))
+      inner.env[arg] = std::make_unique<Buffer>(in(v));
+    for (Operation &o : body) {
+      if (auto yield = llvm::dyn_cast<YieldOp>(o)) {
+        for (auto [r, v] : llvm::zip(op.getResults(), yield.getValues()))
+          env[r] = std::make_unique<Buffer>(inner.in(v));
+        return success();
+      }
+      if (failed(inner.execute(&o)))
+        return failure();
+      inner.roundResults(&o);
+    }
+    return op.emitOpError("reference interpreter: body without gpt.yield");
+  }
+
   // Buffers live behind pointers: inserting a result must not move the
   // operands an op is still reading.
   llvm::DenseMap<Value, std::unique_ptr<Buffer>> env;
@@ -234,8 +259,10 @@ private:
         .template Case<LRScheduleOp>([&](auto o) { return lrSchedule(o); })
         .template Case<GlobalNormOp>([&](auto o) { return globalNorm(o); })
         .template Case<AdamWOp>([&](auto o) { return adamw(o); })
+        .template Case<AdamWMultiOp>([&](auto o) { return adamwMulti(o); })
         .template Case<RandomNormalOp>([&](auto o) { return randomNormal(o); })
         .template Case<func::CallOp>([&](auto o) { return callOp(o); })
+        .template Case<FusionOp>([&](auto o) { return fusion(o); })
         .template Case<RepeatOp>([&](auto o) {
           return o.emitOpError("reference interpreter: instantiate the model "
                                "first (gpt-instantiate-model)");
@@ -699,19 +726,38 @@ private:
   }
 
   LogicalResult adamw(AdamWOp op) {
-    const Buffer &p = in(op.getParam()), &g = in(op.getGrad());
-    const Buffer &m = in(op.getM()), &v = in(op.getV());
+    update(op, op.getParam(), op.getGrad(), op.getM(), op.getV(), op.getNewParam(),
+           op.getNewM(), op.getNewV(), op.getWeightDecay().convertToDouble());
+    return success();
+  }
+
+  /// gpt.adamw_multi: each parameter exactly as its own gpt.adamw.
+  LogicalResult adamwMulti(AdamWMultiOp op) {
+    for (size_t i = 0; i < op.getParams().size(); ++i)
+      update(op, op.getParams()[i], op.getGrads()[i], op.getMs()[i], op.getVs()[i],
+             op.getNewParams()[i], op.getNewMs()[i], op.getNewVs()[i],
+             op.getWeightDecays()[i]);
+    return success();
+  }
+
+  /// One AdamW update; `op` (gpt.adamw or gpt.adamw_multi) gives the shared
+  /// scalars and hyper-parameters.
+  template <typename AdamOp>
+  void update(AdamOp op, Value param, Value grad, Value mv, Value vv, Value newParam,
+              Value newM, Value newV, double weightDecay) {
+    const Buffer &p = in(param), &g = in(grad);
+    const Buffer &m = in(mv), &v = in(vv);
     T lr = in(op.getLr())[0], scale = in(op.getGradScale())[0];
     double t = static_cast<double>(in(op.getStep())[0]) + 1.0;
     T b1 = static_cast<T>(op.getBeta1().convertToDouble());
     T b2 = static_cast<T>(op.getBeta2().convertToDouble());
     T eps = static_cast<T>(op.getEpsilon().convertToDouble());
-    T wd = static_cast<T>(op.getWeightDecay().convertToDouble());
+    T wd = static_cast<T>(weightDecay);
     T c1 = static_cast<T>(1.0 - std::pow(op.getBeta1().convertToDouble(), t));
     T c2 = static_cast<T>(1.0 - std::pow(op.getBeta2().convertToDouble(), t));
-    Buffer &np = out(op.getNewParam());
-    Buffer &nm = out(op.getNewM());
-    Buffer &nv = out(op.getNewV());
+    Buffer &np = out(newParam);
+    Buffer &nm = out(newM);
+    Buffer &nv = out(newV);
     for (size_t i = 0; i < p.size(); ++i) {
       T gi = g[i] * scale;
       nm[i] = b1 * m[i] + (T(1) - b1) * gi;
@@ -719,7 +765,6 @@ private:
       T update = (nm[i] / c1) / (std::sqrt(nv[i] / c2) + eps);
       np[i] = p[i] - lr * (update + wd * p[i]);
     }
-    return success();
   }
 
   LogicalResult randomNormal(RandomNormalOp op) {

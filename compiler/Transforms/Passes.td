@@ -251,9 +251,156 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
+  let summary = "Groups elementwise ops into gpt.fusion regions: one kernel each";
+  let description = [{
+    In every single-block function (after inlining, before memory
+    planning), groups elementwise gpt ops (cast, add, sub, mul, div, max,
+    neg, exp, log, tanh, sqrt, rsqrt, gelu, gelu_grad, scale, bias_add) into
+    `gpt.fusion` ops, which codegen turns into one kernel that keeps the
+    intermediates in registers:
+
+      1) Chains: each op joins the groups of its operands' producers that
+         have its element count (a bias_add does not pull in its bias).
+      2) Siblings (`siblings=true`): groups of the same structure (op names
+         and element types) merge, e.g. all fp32 -> bf16 weight casts of
+         mixed precision, or all bf16 -> fp32 gradient casts.
+      3) A member's value becomes a fusion result only when an op outside
+         the group reads it; constants are cloned into the bodies.
+
+    A group sits at its last member, which is legal when no outside op reads
+    a member before that point (this also excludes cycles). A group that
+    reads only function arguments sits at its first member. Ops keep their
+    semantics exactly (bf16 values are rounded as if stored), so a fused
+    step computes the same bits as an unfused one.
+
+    ```mlir
+    // Before:
+    %0 = gpt.gelu %x : tensor<8x64xf32>
+    %1 = gpt.cast %0 : tensor<8x64xf32> to tensor<8x64xbf16>
+    // After:
+    %1 = gpt.fusion (%x) : (tensor<8x64xf32>) -> tensor<8x64xbf16> {
+    ^bb0(%a: tensor<8x64xf32>):
+      %2 = gpt.gelu %a : tensor<8x64xf32>
+      %3 = gpt.cast %2 : tensor<8x64xf32> to tensor<8x64xbf16>
+      gpt.yield %3 : tensor<8x64xbf16>
+    }
+    ```
+  }];
+  let options = [
+    Option<"siblings", "siblings", "bool", /*default=*/"true",
+           "Also merge independent groups of one structure into one fusion">,
+  ];
+  let statistics = [
+    Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
+    Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer fusion
+//===----------------------------------------------------------------------===//
+
+def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
+  let summary = "Merges the per-parameter gpt.adamw updates into one gpt.adamw_multi";
+  let description = [{
+    In `function` (default `train_step`), the `gpt.adamw` ops that share
+    their learning rate, step and gradient scale values (the LR schedule and
+    the clipping factor) and their betas and epsilon become one
+    `gpt.adamw_multi`, with each parameter's weight decay kept in
+    `weight_decays`. The new op sits where the last of them was, so every
+    gradient (and gradient all-reduce) it reads is already computed; each
+    result replaces the matching `gpt.adamw` result. A group of one
+    `gpt.adamw` is left alone. Codegen lowers the op to one kernel launch
+    over all parameters instead of one launch per parameter.
+
+    Where it runs: after gpt-insert-all-reduce (which finds the gradients
+    through `gpt.adamw`) and before gpt-plan-memory, which updates each
+    parameter and its moments in place as it does for `gpt.adamw`.
+
+    ```mlir
+    // Before:
+    %p0n, %m0n, %v0n = gpt.adamw %p0, %g0, %m0, %v0, %lr, %step, %scale {... weight_decay = 0.1 : f64} : ...
+    %p1n, %m1n, %v1n = gpt.adamw %p1, %g1, %m1, %v1, %lr, %step, %scale {... weight_decay = 0.0 : f64} : ...
+    // After:
+    %p:2, %m:2, %v:2 = gpt.adamw_multi (%p0, %p1), (%g0, %g1), (%m0, %m1), (%v0, %v1),
+        %lr, %step, %scale {... weight_decays = array<f64: 0.1, 0.0>} : ...
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "Function whose AdamW updates are merged">,
+  ];
+  let statistics = [
+    Statistic<"numMerged", "merged", "gpt.adamw ops merged into gpt.adamw_multi">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Memory planning phase
 //===----------------------------------------------------------------------===//
+
+def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
+  let summary = "Recomputes activations in the backward pass to fit a memory budget";
+  let description = [{
+    Makes `function` (default `train_step`, calls inlined) fit in
+    `memory-budget` GiB (0: off): its arguments (parameters, AdamW
+    moments, inputs) plus the activation pool gpt-plan-memory will place.
+
+    While the estimate (arguments plus the largest sum of activation
+    buffers live at one program point) exceeds the budget:
+
+      1) Candidates: the buffers live at that peak point p whose op comes
+         before p and is pure and deterministic (not `gpt.random_normal`,
+         not the optimizer: `gpt.adamw`, `gpt.global_norm`,
+         `gpt.lr_schedule`; not `gpt.all_reduce`), read after p but not at
+         p (typically forward activations the backward reads).
+      2) For each, the chain of ops that rebuilds it right before its first
+         read after p from values that are live there anyway (arguments,
+         values read later still), recursing through operands up to
+         `max-depth` ops deep; views are free.
+      3) The chain with the lowest cost per byte freed is cloned there (the
+         clones carry `gpt.remat`) and every read after p of the value (or
+         of its views) reads the clone instead. Cost: FLOPs, plus 200 per
+         byte read or written, plus 4e9 per launch (an H200's ratios).
+
+    Liveness is recomputed after each choice. When the placed plan needs
+    more than the estimate, the loop continues with that slack. The plan
+    is recorded as `gpt.remat_plan` on the function (budget, values, ops,
+    peak before/after in bytes, FLOPs of the step and extra FLOPs) and
+    summarised in a remark; a budget no plan reaches is an error naming the
+    budget and the best peak found. Recomputation runs the same ops on the
+    same inputs, so training is bit-identical.
+
+    Where it runs: after gpt-insert-all-reduce and right before
+    gpt-plan-memory (no CSE in between: it would merge the clones back).
+
+    ```mlir
+    // Before: %g is live from the forward to the backward.
+    %g = gpt.gelu %h : tensor<16x4096xbf16>
+    ...
+    %dw = gpt.matmul %dy, %g {transpose_lhs} : ...
+    // After: rebuilt from %h, which the backward reads anyway.
+    %g2 = gpt.gelu %h {gpt.remat} : tensor<16x4096xbf16>
+    %dw = gpt.matmul %dy, %g2 {transpose_lhs} : ...
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "Function to fit in the budget">,
+    Option<"memoryBudget", "memory-budget", "double", /*default=*/"0.0",
+           "Memory budget in GiB: arguments plus activations (0: off)">,
+    Option<"maxDepth", "max-depth", "int64_t", /*default=*/"4",
+           "Most ops (views aside) on a path of one recompute chain">,
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256",
+           "Buffer alignment gpt-plan-memory will use, in bytes">,
+  ];
+  let statistics = [
+    Statistic<"numValues", "values", "Values recomputed">,
+    Statistic<"numOps", "ops", "Ops cloned">,
+  ];
+}
 
 def PlanMemoryPass : Pass<"gpt-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Static memory plan: liveness-based offsets of every tensor in a few pools";

@@ -147,6 +147,16 @@ ExecutableSummary summarize(const schema::Executable &exe) {
   if (exe.programs())
     for (const schema::Program *p : *exe.programs())
       s.programs.push_back(summarizeProgram(exe, *p));
+  if (const schema::Remat *r = exe.remat()) {
+    s.hasRemat = true;
+    s.rematBudget = r->budget_bytes();
+    s.rematValues = r->values();
+    s.rematOps = r->ops();
+    s.rematPeakBefore = r->peak_before_bytes();
+    s.rematPeakAfter = r->peak_after_bytes();
+    s.rematStepFlops = r->step_flops();
+    s.rematExtraFlops = r->extra_flops();
+  }
   return s;
 }
 
@@ -202,7 +212,17 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
   }
   os << "fusion: none recorded (the executable holds kernels, not fusion decisions; see the "
         "launches by kernel)\n";
-  os << "recompute: none recorded\n";
+  if (!s.hasRemat) {
+    os << "recompute: none (no --memory-budget)\n";
+  } else {
+    char pct[32];
+    std::snprintf(pct, sizeof(pct), "%.1f",
+                  s.rematStepFlops > 0 ? 100.0 * s.rematExtraFlops / s.rematStepFlops : 0.0);
+    os << "recompute (--memory-budget " << formatBytes(s.rematBudget) << "): " << s.rematValues
+       << " values rebuilt by " << s.rematOps << " ops in the backward; planned peak "
+       << formatBytes(s.rematPeakBefore) << " -> " << formatBytes(s.rematPeakAfter) << ", +"
+       << pct << "% FLOPs\n";
+  }
   return os.str();
 }
 

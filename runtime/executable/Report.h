@@ -3,7 +3,7 @@
 // `gptc explain step.fb` and `gptc compile --report` print this report; it
 // reads only the FlatBuffer (no MLIR), so the runtime tools can print it
 // too. Every number comes from the executable: what the schema does not
-// record (fusion decisions, recompute decisions, the precision policy) is
+// record (fusion decisions, the precision policy) is
 // reported as not recorded, never guessed.
 //
 //===----------------------------------------------------------------------===//
@@ -55,6 +55,11 @@ struct ExecutableSummary {
   uint64_t numKernels = 0, numGemms = 0;
   uint32_t numStreams = 0, numEvents = 0;
   std::vector<ProgramSummary> programs;
+  /// The recompute plan (Executable.remat); hasRemat false when absent.
+  bool hasRemat = false;
+  uint64_t rematBudget = 0, rematValues = 0, rematOps = 0;
+  uint64_t rematPeakBefore = 0, rematPeakAfter = 0;
+  double rematStepFlops = 0, rematExtraFlops = 0;
 };
 
 /// Summarizes a verified executable (Executable::loadFile/loadBytes).

@@ -34,8 +34,10 @@
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 
 using namespace mlir;
@@ -77,6 +79,16 @@ cl::opt<bool> flashAttention(
     cl::desc("CUDA: tensor-core flash attention for bf16 attention whose head dimension "
              "and sequence length are multiples of 16 (=false: the scalar kernels)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> fuseAdamW(
+    "fuse-adamw",
+    cl::desc("Update all parameters with one gpt.adamw_multi, one kernel launch "
+             "(gpt-fuse-adamw; =false: a gpt.adamw and a launch per parameter)"),
+    cl::init(true), cl::cat(compileCat));
+cl::opt<bool> fuseCrossEntropy(
+    "fuse-cross-entropy",
+    cl::desc("Cross-entropy in one row launch forward (saving each row's log-sum-exp) and "
+             "one backward (=false: separate statistics and gradient kernels)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<std::string> progressMode(
     "progress",
     cl::desc("Compile progress on stderr: auto (a bar on a terminal, a line per pass and "
@@ -90,6 +102,15 @@ cl::opt<std::string> precision("precision",
                                cl::desc("Precision policy (phase precision): fp32, or bf16 "
                                         "(bf16 GEMMs, fp32 master weights and statistics)"),
                                cl::init("fp32"), cl::cat(compileCat));
+cl::opt<std::string> memoryBudget(
+    "memory-budget",
+    cl::desc("Recompute activations in the backward so the train step needs at most this "
+             "many GiB (parameters, AdamW state, inputs and activations; 0: off)"),
+    cl::value_desc("GiB"), cl::init("0"), cl::cat(compileCat));
+cl::opt<bool> fuseElementwise("fuse-elementwise",
+                              cl::desc("Fuse elementwise ops into one kernel per group "
+                                       "(gpt-fuse-elementwise; =false: one kernel per op)"),
+                              cl::init(true), cl::cat(compileCat));
 cl::opt<bool> listPhases("list-phases", cl::desc("Print the phases and exit"),
                          cl::cat(compileCat));
 
@@ -206,6 +227,18 @@ void setPipelineOptions(PipelineOptions &options) {
   options.gradClip = gradClip;
   options.worldSize = worldSize;
   options.bucketMb = bucketMb;
+  options.fuseElementwise = fuseElementwise;
+  options.fuseAdamW = fuseAdamW;
+}
+
+/// --memory-budget as GiB >= 0, or an error naming the flag.
+std::optional<double> parseMemoryBudget() {
+  double gib = 0;
+  if (llvm::StringRef(memoryBudget).trim().getAsDouble(gib) || !std::isfinite(gib) || gib < 0) {
+    fail("--memory-budget: expected a number of GiB >= 0 (0: off), got '" + memoryBudget + "'");
+    return std::nullopt;
+  }
+  return gib;
 }
 
 /// MLIR's pass-manager flags plus every phase up to `phase`.
@@ -220,6 +253,10 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   }
   PipelineOptions options;
   setPipelineOptions(options);
+  std::optional<double> budget = parseMemoryBudget();
+  if (!budget)
+    return failure();
+  options.memoryBudget = *budget;
   buildPipeline(pm, options, phase);
   return success();
 }
@@ -290,6 +327,7 @@ int runCompile(MLIRContext &context) {
                                      : codegen::EmitOptions::Target::CUDA;
     emit.chip = cudaArch;
     emit.flashAttention = flashAttention;
+    emit.fuseCrossEntropy = fuseCrossEntropy;
     if (!cudaToolkit.empty())
       emit.toolkit = cudaToolkit;
     else if (const char *home = std::getenv("CUDA_HOME"))

@@ -512,5 +512,59 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// AdamWMultiOp
+//===----------------------------------------------------------------------===//
+
+/// `(t0, t1, ...)`: the parameters' types, which the gradients, moments and
+/// results share.
+static ParseResult parseAdamWMultiTypes(OpAsmParser &parser, SmallVectorImpl<Type> &params,
+                                        SmallVectorImpl<Type> &grads, SmallVectorImpl<Type> &ms,
+                                        SmallVectorImpl<Type> &vs,
+                                        SmallVectorImpl<Type> &newParams,
+                                        SmallVectorImpl<Type> &newMs,
+                                        SmallVectorImpl<Type> &newVs) {
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren,
+                                     [&] { return parser.parseType(params.emplace_back()); }))
+    return failure();
+  for (SmallVectorImpl<Type> *same : {&grads, &ms, &vs, &newParams, &newMs, &newVs})
+    same->assign(params.begin(), params.end());
+  return success();
+}
+
+static void printAdamWMultiTypes(OpAsmPrinter &printer, Operation *, TypeRange params,
+                                 TypeRange, TypeRange, TypeRange, TypeRange, TypeRange,
+                                 TypeRange) {
+  printer << "(";
+  llvm::interleaveComma(params, printer);
+  printer << ")";
+}
+
+LogicalResult AdamWMultiOp::verify() {
+  size_t n = getParams().size();
+  if (n == 0)
+    return emitOpError("needs at least one parameter");
+  if (getGrads().size() != n || getMs().size() != n || getVs().size() != n)
+    return emitOpError("needs as many gradients and moments as parameters (")
+           << n << "), got " << getGrads().size() << ", " << getMs().size() << " and "
+           << getVs().size();
+  if (getNewParams().size() != n || getNewMs().size() != n || getNewVs().size() != n)
+    return emitOpError("needs three results per parameter");
+  if (getWeightDecays().size() != n)
+    return emitOpError("needs one weight decay per parameter (") << n << "), got "
+                                                                  << getWeightDecays().size();
+  for (size_t i = 0; i < n; ++i) {
+    Type t = getParams()[i].getType();
+    for (Value v : {getGrads()[i], getMs()[i], getVs()[i]})
+      if (v.getType() != t)
+        return emitOpError("parameter ") << i << " has type " << t
+                                         << " but its gradient or moment has " << v.getType();
+    for (Value r : {getNewParams()[i], getNewMs()[i], getNewVs()[i]})
+      if (r.getType() != t)
+        return emitOpError("result of parameter ") << i << " must have type " << t;
+  }
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/GPT/IR/GPTOps.cpp.inc"

@@ -16,4 +16,10 @@
 #define GET_OP_CLASSES
 #include "dialects/GPT/IR/GPTOps.h.inc"
 
+namespace mlir::gpt {
+/// An op that gpt.fusion may hold: elementwise over its result's indices
+/// (bias_add's bias broadcast along the last dimension), pure, one result.
+bool isFusibleElementwise(Operation *op);
+} // namespace mlir::gpt
+
 #endif // GPTC_DIALECTS_GPT_IR_GPTOPS_H

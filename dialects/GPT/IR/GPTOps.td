@@ -562,6 +562,40 @@ def GPT_AdamWOp : GPT_Op<"adamw", [Pure, AllTypesMatch<["param", "grad", "m", "v
   }];
 }
 
+def GPT_AdamWMultiOp : GPT_Op<"adamw_multi", [Pure, AttrSizedOperandSegments,
+                                                AttrSizedResultSegments]> {
+  let summary = "AdamW updates of many parameters in one op (gpt-fuse-adamw)";
+  let description = [{
+    `gpt.adamw` applied to every (`params[i]`, `grads[i]`, `ms[i]`, `vs[i]`)
+    with weight decay `weight_decays[i]`; the step, learning rate, gradient
+    scale, betas and epsilon are shared. Result `new_params[i]` (and
+    `new_ms[i]`, `new_vs[i]`) is bit for bit the `new_param` of the
+    `gpt.adamw` it replaces. Codegen updates all parameters in one kernel
+    launch instead of one per parameter.
+
+    ```mlir
+    %p:2, %m:2, %v:2 = gpt.adamw_multi (%p0, %p1), (%g0, %g1), (%m0, %m1), (%v0, %v1),
+        %lr, %step, %scale {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64,
+                            weight_decays = array<f64: 0.1, 0.0>}
+        : (tensor<16x16xf32>, tensor<16xf32>), tensor<f32>, tensor<i32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<GPT_FloatTensor>:$params, Variadic<GPT_FloatTensor>:$grads,
+                       Variadic<GPT_FloatTensor>:$ms, Variadic<GPT_FloatTensor>:$vs,
+                       GPT_Scalar:$lr, 0DTensorOf<[I32]>:$step, GPT_Scalar:$grad_scale,
+                       F64Attr:$beta1, F64Attr:$beta2, F64Attr:$epsilon,
+                       DenseF64ArrayAttr:$weight_decays);
+  let results = (outs Variadic<GPT_FloatTensor>:$new_params,
+                      Variadic<GPT_FloatTensor>:$new_ms, Variadic<GPT_FloatTensor>:$new_vs);
+  let assemblyFormat = [{
+    ` ` `(` $params `)` `,` `(` $grads `)` `,` `(` $ms `)` `,` `(` $vs `)` `,` $lr `,` $step `,`
+    $grad_scale attr-dict `:` custom<AdamWMultiTypes>(type($params), type($grads), type($ms),
+    type($vs), type($new_params), type($new_ms), type($new_vs)) `,` type($lr) `,` type($step)
+    `,` type($grad_scale)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Initialisation ops (produced by gpt-insert-init)
 //===----------------------------------------------------------------------===//
@@ -612,6 +646,54 @@ def GPT_AllReduceOp : GPT_Op<"all_reduce", [InferTypeOpAdaptor]> {
   let results = (outs Variadic<GPT_FloatTensor>:$results);
   let assemblyFormat = "$kind $inputs attr-dict `:` type($inputs)";
   let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fusion (produced by gpt-fuse-elementwise)
+//===----------------------------------------------------------------------===//
+
+def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
+  let summary = "Elementwise ops computed together: one kernel, intermediates in registers";
+  let description = [{
+    The body is a block of elementwise gpt ops (cast, add, sub, mul, div,
+    max, neg, exp, log, tanh, sqrt, rsqrt, gelu, gelu_grad, scale,
+    bias_add, constant) on the block arguments, which are the operands,
+    ending in `gpt.yield` of the results. Its meaning is the body's, op by
+    op, bf16/f16 values rounded as if stored: a fused step computes the same
+    bits as the unfused one. Codegen makes one kernel: result `k` is
+    computed for each of its own indices `i` (the bias of a `gpt.bias_add`
+    at `i` modulo its length), so independent results of different sizes
+    (the weight casts of mixed precision) share one launch too.
+
+    ```mlir
+    %y, %yh = gpt.fusion (%x, %b) : (tensor<8x48xf32>, tensor<48xf32>)
+        -> (tensor<8x48xf32>, tensor<8x48xbf16>) {
+    ^bb0(%xa: tensor<8x48xf32>, %ba: tensor<48xf32>):
+      %0 = gpt.bias_add %xa, %ba : (tensor<8x48xf32>, tensor<48xf32>) -> tensor<8x48xf32>
+      %1 = gpt.gelu %0 : tensor<8x48xf32>
+      %2 = gpt.cast %1 : tensor<8x48xf32> to tensor<8x48xbf16>
+      gpt.yield %1, %2 : tensor<8x48xf32>, tensor<8x48xbf16>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<GPT_FloatTensor>:$inputs);
+  let results = (outs Variadic<GPT_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let hasVerifier = 1;
+}
+
+def GPT_YieldOp : GPT_Op<"yield", [Pure, Terminator, HasParent<"FusionOp">]> {
+  let summary = "The results of a gpt.fusion body";
+  let description = [{
+    ```mlir
+    gpt.yield %1, %2 : tensor<8x48xf32>, tensor<8x48xbf16>
+    ```
+  }];
+  let arguments = (ins Variadic<GPT_FloatTensor>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
 }
 
 #endif // GPT_OPS_TD

@@ -57,6 +57,26 @@ func.func @f(%p: tensor<4xf32> {gpt.param = "w"}, %g: tensor<4xf32> {gpt.input =
 
 // -----
 
+// Tests that gpt.adamw_multi updates each parameter and its moments in place
+// like gpt.adamw, and gives a parameter read after it a buffer of its own.
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.adamw_multi {{.*}} {{{.*}}gpt.offsets = array<i64: -1, 0, -1, 256, -1, 512>
+func.func @f(%p: tensor<4xf32> {gpt.param = "w"}, %q: tensor<4xf32> {gpt.param = "b"},
+             %g: tensor<4xf32> {gpt.input = "g"},
+             %m: tensor<4xf32> {gpt.state = "w.adam_m"}, %v: tensor<4xf32> {gpt.state = "w.adam_v"},
+             %mq: tensor<4xf32> {gpt.state = "b.adam_m"}, %vq: tensor<4xf32> {gpt.state = "b.adam_v"},
+             %lr: tensor<f32> {gpt.input = "lr"}, %step: tensor<i32> {gpt.input = "step"},
+             %s: tensor<f32> {gpt.input = "s"}) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %np:2, %nm:2, %nv:2 = gpt.adamw_multi (%p, %q), (%g, %g), (%m, %mq), (%v, %vq), %lr, %step, %s
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1, 0.0>}
+      : (tensor<4xf32>, tensor<4xf32>), tensor<f32>, tensor<i32>, tensor<f32>
+  %later = gpt.neg %q : tensor<4xf32>
+  return %np#0, %np#1, %later : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // Tests that an all_reduce reduces an operand only it reads in place (same
 // offset), and gives an operand read elsewhere a buffer of its own.
 

@@ -6,7 +6,10 @@
 // GPU: gpu.module @gptc_kernels [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
 // GPU: gpu.func @embed_forward_{{[0-9]+}}({{.*}}) kernel
 // GPU: gpu.func @attention_forward_{{[0-9]+}}
-// GPU: gpu.func @adamw_{{[0-9]+}}
+// GPU: gpu.func @crossentropy_forward_online_{{[0-9]+}}
+// GPU: gpu.shuffle xor
+// GPU: gpu.func @crossentropy_backward_fused_{{[0-9]+}}
+// GPU: gpu.func @adamw_multi_{{[0-9]+}}
 // RUN: FileCheck %s --check-prefix=PTX < %t.cuda/kernels.ptx
 // PTX: .target sm_90
 // PTX: .visible .entry layernorm_forward_{{[0-9]+}}(

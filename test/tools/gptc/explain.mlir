@@ -28,10 +28,10 @@
 // CHECK-NEXT:    gemms: {{[1-9][0-9]*}}
 // CHECK-NEXT:    collectives: 0
 // CHECK-NEXT:    events: 0 (record + wait)
-// CHECK:           28  adamw
+// CHECK:           1  adamw_multi
 // CHECK-LABEL: program forward:
 // CHECK:       fusion: none recorded
-// CHECK-NEXT:  recompute: none recorded
+// CHECK-NEXT:  recompute: none (no --memory-budget)
 
 // The counts are the compiler's own command list (commands.txt).
 // RUN: awk '/^program train_step/{p=1;next} /^program/{p=0} p && $2=="launch"' %t/commands.txt | wc -l | sed 's/^ */launches /' > %t.dumped

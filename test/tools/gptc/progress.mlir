@@ -2,12 +2,14 @@
 // a line per pass and per codegen stage: [k/N], the step, its seconds.
 
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.fb 2>&1 >/dev/null | FileCheck %s --check-prefix=LINES
-// LINES: gptc: [ 1/16] gpt-instantiate-model
-// LINES: gptc: [ 3/16] gpt-autodiff
-// LINES: gptc: [13/16] gpt-plan-memory
-// LINES-NEXT: gptc: [14/16] codegen: lower programs
-// LINES-NEXT: gptc: [15/16] codegen: host object
-// LINES-NEXT: gptc: [16/16] codegen: serialize {{.*}} s ({{.*}} s)
+// LINES: gptc: [ 1/18] gpt-instantiate-model
+// LINES: gptc: [ 3/18] gpt-autodiff
+// LINES: gptc: [10/18] gpt-fuse-elementwise
+// LINES: gptc: [11/18] gpt-fuse-adamw
+// LINES: gptc: [15/18] gpt-plan-memory
+// LINES-NEXT: gptc: [16/18] codegen: lower programs
+// LINES-NEXT: gptc: [17/18] codegen: host object
+// LINES-NEXT: gptc: [18/18] codegen: serialize {{.*}} s ({{.*}} s)
 
 // An IR phase counts only its passes.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=import 2>&1 >/dev/null | FileCheck %s --check-prefix=IMPORT

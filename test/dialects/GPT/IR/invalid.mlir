@@ -1047,3 +1047,43 @@ func.func @all_reduce_max(%x: tensor<4xf32>) -> tensor<4xf32> {
   %y = gpt.all_reduce max %x {bucket = 0 : i64, bytes = 16 : i64, world_size = 2 : i64} : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// Tests that gpt.adamw_multi needs one weight decay per parameter.
+
+func.func @adamw_multi_decays(%p: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
+  // expected-error @+1 {{needs one weight decay per parameter (1), got 2}}
+  %np, %nm, %nv = gpt.adamw_multi (%p), (%p), (%p), (%p), %lr, %step, %s
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1, 0.0>}
+      : (tensor<4xf32>), tensor<f32>, tensor<i32>, tensor<f32>
+  return
+}
+
+// -----
+
+// Tests that gpt.adamw_multi needs a gradient and moments per parameter.
+
+func.func @adamw_multi_counts(%p: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
+  // expected-error @+1 {{needs as many gradients and moments as parameters (1), got 2, 1 and 1}}
+  %r:3 = "gpt.adamw_multi"(%p, %p, %p, %p, %p, %lr, %step, %s)
+      <{beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1>,
+        operandSegmentSizes = array<i32: 1, 2, 1, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 1>}>
+      : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>)
+      -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.adamw_multi needs each gradient and moment to match its parameter's type.
+
+func.func @adamw_multi_types(%p: tensor<4xf32>, %g: tensor<8xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
+  // expected-error @+1 {{parameter 0 has type 'tensor<4xf32>' but its gradient or moment has 'tensor<8xf32>'}}
+  %r:3 = "gpt.adamw_multi"(%p, %g, %p, %p, %lr, %step, %s)
+      <{beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1>,
+        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 1>}>
+      : (tensor<4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>)
+      -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}

@@ -819,3 +819,21 @@ func.func @all_reduce(%a: tensor<64x16xf32>, %b: tensor<16xf32>) -> (tensor<64x1
       : tensor<64x16xf32>, tensor<16xf32>
   return %r#0, %r#1 : tensor<64x16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// Tests that gpt.adamw_multi round-trips with one weight decay per parameter.
+
+// CHECK-LABEL: func.func @adamw_multi
+// CHECK-SAME: (%[[P0:[^:]*]]: tensor<4x4xf32>, %[[P1:[^:]*]]: tensor<4xf32>
+func.func @adamw_multi(%p0: tensor<4x4xf32>, %p1: tensor<4xf32>, %g0: tensor<4x4xf32>,
+                       %g1: tensor<4xf32>, %m0: tensor<4x4xf32>, %m1: tensor<4xf32>,
+                       %v0: tensor<4x4xf32>, %v1: tensor<4xf32>, %lr: tensor<f32>,
+                       %step: tensor<i32>, %s: tensor<f32>) -> (tensor<4x4xf32>, tensor<4xf32>) {
+  // CHECK: %[[NP:[^:]*]]:2, %{{[^:]*}}:2, %{{[^:]*}}:2 = gpt.adamw_multi (%[[P0]], %[[P1]]), (%{{.*}}, %{{.*}}), (%{{.*}}, %{{.*}}), (%{{.*}}, %{{.*}}), %{{.*}}, %{{.*}}, %{{.*}} {beta1 = {{.*}} : f64, beta2 = {{.*}} : f64, epsilon = 1.000000e-08 : f64, weight_decays = array<f64: 1.000000e-01, 0.000000e+00>} : (tensor<4x4xf32>, tensor<4xf32>), tensor<f32>, tensor<i32>, tensor<f32>
+  %np:2, %nm:2, %nv:2 = gpt.adamw_multi (%p0, %p1), (%g0, %g1), (%m0, %m1), (%v0, %v1), %lr, %step, %s
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1, 0.0>}
+      : (tensor<4x4xf32>, tensor<4xf32>), tensor<f32>, tensor<i32>, tensor<f32>
+  // CHECK: return %[[NP]]#0, %[[NP]]#1
+  return %np#0, %np#1 : tensor<4x4xf32>, tensor<4xf32>
+}

@@ -128,7 +128,7 @@ TEST(ReportTest, TextShowsTheNumbersAndWhatIsNotRecorded) {
         "  parameters: 80 (320 B)\n", "  pool state: 1,024 B (1.0 KiB)\n",
         "  peak: 5,632 B (5.5 KiB)\n", "program train_step: 11 commands\n",
         "  kernel launches: 4 (3 distinct kernels)\n", "  collectives: 1\n",
-        "    3  gelu_forward\n", "program init: 1 commands\n", "recompute: none recorded\n",
+        "    3  gelu_forward\n", "program init: 1 commands\n", "recompute: none (no --memory-budget)\n",
         "fusion: none recorded"})
     EXPECT_NE(text.find(line), std::string::npos) << "missing '" << line << "' in\n" << text;
 }

@@ -1,0 +1,100 @@
+//===- LossLowering.cpp - fused softmax cross-entropy kernels ------------===//
+
+#include "compiler/Codegen/LossLowering.h"
+#include "compiler/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+#include <cfloat>
+
+using namespace mlir;
+
+namespace gptc::codegen {
+namespace {
+
+/// A row shared by `lanes` threads: lane l visits columns l, l + lanes, ...
+struct Row {
+  KB &k;
+  int64_t lanes;
+  Value row, lane;
+  Row(KB &k, Value idx, int64_t lanes) : k(k), lanes(lanes) {
+    row = lanes == 1 ? idx : k.udiv(idx, k.idx(lanes));
+    lane = lanes == 1 ? k.idx(0) : k.urem(idx, k.idx(lanes));
+  }
+  Value shuffle(Value v, int32_t mask) {
+    return gpu::ShuffleOp::create(k.b, k.loc, v, mask, static_cast<int32_t>(lanes),
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+  /// body on lane 0 only.
+  void once(function_ref<void()> body) {
+    if (lanes == 1)
+      return body();
+    auto op = scf::IfOp::create(k.b, k.loc, k.cmpEq(lane, k.idx(0)), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(k.b);
+    k.b.setInsertionPointToStart(&op.getThenRegion().front());
+    body();
+  }
+};
+
+/// Merges running (max, sum of exp(x - max)) pairs.
+std::pair<Value, Value> mergeStats(KB &k, Value m1, Value s1, Value m2, Value s2) {
+  Value m = k.fmax(m1, m2);
+  return {m, k.add(k.mul(s1, k.exp(k.sub(m1, m))), k.mul(s2, k.exp(k.sub(m2, m))))};
+}
+
+/// log(sum exp(x[base + i])) over i < n in one pass: each lane folds its
+/// columns online, then the lanes merge in a fixed butterfly order. The
+/// running maximum starts at the lowest finite float, not -inf, so that
+/// exp(m - max) of an empty lane is exp(0) * 0 and never NaN.
+Value logSumExp(Row &r, Value x, Value base, int64_t n) {
+  KB &k = r.k;
+  Type ft = k.b.getF32Type();
+  auto acc = k.loop(r.lane, k.idx(n), k.idx(r.lanes), {k.f(-FLT_MAX, ft), k.f(0, ft)},
+                    [&](Value i, ValueRange cur) {
+                      Value xi = k.ld(x, k.add(base, i));
+                      Value m = k.fmax(cur[0], xi);
+                      Value s = k.add(k.mul(cur[1], k.exp(k.sub(cur[0], m))), k.exp(k.sub(xi, m)));
+                      return SmallVector<Value>{m, s};
+                    });
+  Value m = acc[0], s = acc[1];
+  for (int32_t mask = 1; mask < r.lanes; mask *= 2)
+    std::tie(m, s) = mergeStats(k, m, s, r.shuffle(m, mask), r.shuffle(s, mask));
+  return k.add(m, k.log(s));
+}
+
+} // namespace
+
+void buildCrossEntropyForwardRows(OpBuilder &b, Location loc, Value idx, ValueRange a,
+                                  const CrossEntropyShape &s) {
+  KB k{b, loc};
+  Row r(k, idx, s.lanes);
+  Value base = k.mul(r.row, k.idx(s.paddedVocab));
+  Value lse = logSumExp(r, a[0], base, s.vocab);
+  r.once([&] {
+    Value target = k.toIndex(k.ld(a[1], r.row));
+    k.st(k.sub(lse, k.ld(a[0], k.add(base, target))), a[2], r.row);
+    k.st(lse, a[3], r.row);
+  });
+}
+
+void buildCrossEntropyBackwardRows(OpBuilder &b, Location loc, Value idx, ValueRange a,
+                                   const CrossEntropyShape &s, bool savedLse) {
+  KB k{b, loc};
+  Type ft = b.getF32Type();
+  Row r(k, idx, s.lanes);
+  Value base = k.mul(r.row, k.idx(s.paddedVocab));
+  Value lse = savedLse ? k.ld(a[4], r.row) : logSumExp(r, a[1], base, s.vocab);
+  Value g = k.div(k.ld(a[0], k.idx(0)), k.f(s.rows, ft));
+  Value target = k.toIndex(k.ld(a[2], r.row));
+  k.loop(r.lane, k.idx(s.paddedVocab), k.idx(s.lanes), {}, [&](Value col, ValueRange) {
+    Value i = k.add(base, col);
+    Value p = k.exp(k.sub(k.ld(a[1], i), lse));
+    Value hit = k.cmpEq(col, target);
+    Value d = k.mul(g, k.sub(p, k.select(hit, k.f(1, ft), k.f(0, ft))));
+    k.st(k.select(k.cmpUlt(col, k.idx(s.vocab)), d, k.f(0, ft)), a[3], i);
+    return SmallVector<Value>{};
+  });
+}
+
+} // namespace gptc::codegen

@@ -1,0 +1,42 @@
+//===- LossLowering.h - fused softmax cross-entropy kernels --------------===//
+//
+// The cross-entropy of (rows, Vp) logits in one pass per direction:
+//   - forward: one row launch keeps a running (max, sum of exp) over the
+//     row (online softmax), writes the row's loss and saves its
+//     log-sum-exp; a one-thread launch takes the mean of the losses;
+//   - backward: one row launch writes
+//     dlogits = (exp(logit - lse) - onehot) * dloss / rows straight from the
+//     logits and the saved log-sum-exp (padding columns get 0), so neither
+//     the probabilities nor a second statistics pass ever exist.
+// Rows are shared by `lanes` threads as in Lowering.cpp's row kernels (a
+// warp with butterfly shuffles on CUDA, one thread on Host).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_COMPILER_CODEGEN_LOSSLOWERING_H
+#define GPTC_COMPILER_CODEGEN_LOSSLOWERING_H
+
+#include "mlir/IR/Builders.h"
+
+namespace gptc::codegen {
+
+struct CrossEntropyShape {
+  int64_t rows = 0, vocab = 0, paddedVocab = 0, lanes = 1;
+  int64_t threads() const { return rows * lanes; }
+};
+
+/// args: logits (rows x Vp), targets (rows, i32), losses (rows, f32),
+/// lse (rows, f32).
+void buildCrossEntropyForwardRows(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
+                                  mlir::ValueRange args, const CrossEntropyShape &s);
+
+/// args: dloss (f32 scalar), logits, targets, dlogits, then lse (rows, f32)
+/// when `savedLse`; without it the row's log-sum-exp is computed online
+/// first, in the same launch.
+void buildCrossEntropyBackwardRows(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
+                                   mlir::ValueRange args, const CrossEntropyShape &s,
+                                   bool savedLse);
+
+} // namespace gptc::codegen
+
+#endif // GPTC_COMPILER_CODEGEN_LOSSLOWERING_H

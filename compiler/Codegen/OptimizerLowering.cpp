@@ -1,0 +1,122 @@
+//===- OptimizerLowering.cpp - gpt.adamw_multi as one kernel launch -----===//
+
+#include "compiler/Codegen/OptimizerLowering.h"
+#include "compiler/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <algorithm>
+
+using namespace mlir;
+
+namespace gptc::codegen {
+
+int64_t AdamWLaunch::threads() const {
+  int64_t n = 0;
+  for (const AdamWSegment &s : segments)
+    n += s.size;
+  return n;
+}
+
+std::string AdamWLaunch::key() const {
+  std::string k;
+  for (const AdamWSegment &s : segments) {
+    k += "[" + std::to_string(s.size) + ":" + std::to_string(s.weightDecay);
+    for (int64_t o : s.offsets)
+      k += "," + std::to_string(o);
+    k += "]";
+  }
+  return k;
+}
+
+std::optional<TensorInfo> spanOf(const std::vector<TensorInfo> &tensors,
+                                 llvm::ArrayRef<int64_t> members, const std::string &name,
+                                 std::vector<int64_t> &elementOffsets) {
+  if (members.empty())
+    return std::nullopt;
+  const TensorInfo &first = tensors[members.front()];
+  int64_t lo = first.offset, hi = first.offset + first.bytes;
+  for (int64_t m : members) {
+    const TensorInfo &t = tensors[m];
+    if (t.pool != first.pool || t.elementType != first.elementType)
+      return std::nullopt;
+    lo = std::min(lo, t.offset);
+    hi = std::max(hi, t.offset + t.bytes);
+  }
+  int64_t elt = std::max<int64_t>(first.elementType.getIntOrFloatBitWidth() / 8, 1);
+  elementOffsets.clear();
+  for (int64_t m : members) {
+    if ((tensors[m].offset - lo) % elt)
+      return std::nullopt;
+    elementOffsets.push_back((tensors[m].offset - lo) / elt);
+  }
+  return TensorInfo{name, "activations", first.pool, first.elementType,
+                    {(hi - lo) / elt}, lo, (hi - lo) / elt * elt};
+}
+
+namespace {
+
+/// What a thread needs of its segment: per array, the element offset minus
+/// the segment's first thread (index + delta is the element), and the
+/// weight decay.
+SmallVector<Value> segmentOf(KB &k, Value idx, const AdamWLaunch &launch,
+                             ArrayRef<int64_t> starts, size_t lo, size_t hi) {
+  Type ft = k.b.getF32Type();
+  if (hi - lo == 1) {
+    const AdamWSegment &s = launch.segments[lo];
+    SmallVector<Value> out;
+    for (int64_t o : s.offsets)
+      out.push_back(k.idx(o - starts[lo]));
+    out.push_back(k.f(s.weightDecay, ft));
+    return out;
+  }
+  // A balanced tree: depth log2(parameters), one branch per level.
+  size_t mid = (lo + hi) / 2;
+  SmallVector<Type> types(kNumAdamWArrays, k.b.getIndexType());
+  types.push_back(ft);
+  auto op = scf::IfOp::create(k.b, k.loc, types, k.cmpUlt(idx, k.idx(starts[mid])),
+                              /*withElseRegion=*/true);
+  {
+    OpBuilder::InsertionGuard g(k.b);
+    k.b.setInsertionPointToStart(&op.getThenRegion().front());
+    scf::YieldOp::create(k.b, k.loc, segmentOf(k, idx, launch, starts, lo, mid));
+    k.b.setInsertionPointToStart(&op.getElseRegion().front());
+    scf::YieldOp::create(k.b, k.loc, segmentOf(k, idx, launch, starts, mid, hi));
+  }
+  return SmallVector<Value>(op.getResults());
+}
+
+} // namespace
+
+void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
+                     const AdamWLaunch &launch) {
+  KB k{b, loc};
+  std::vector<int64_t> starts;
+  int64_t n = 0;
+  for (const AdamWSegment &s : launch.segments) {
+    starts.push_back(n);
+    n += s.size;
+  }
+  SmallVector<Value> seg = segmentOf(k, i, launch, starts, 0, launch.segments.size());
+  auto at = [&](AdamWArray array) { return k.add(i, seg[array]); };
+  Value wd = seg[kNumAdamWArrays];
+  ValueRange scalars = a.drop_front(kNumAdamWArrays);
+  // The arithmetic, operation for operation, of the gpt.adamw kernel.
+  double b1 = launch.beta1, b2 = launch.beta2, eps = launch.epsilon;
+  Type ft = b.getF32Type(), dt = b.getF64Type();
+  Value tt = k.add(arith::SIToFPOp::create(b, loc, dt, k.ld(scalars[1], k.idx(0))), k.f(1, dt));
+  Value c1 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b1, dt), tt)), ft);
+  Value c2 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b2, dt), tt)), ft);
+  Value lr = k.ld(scalars[0], k.idx(0));
+  Value g = k.mul(k.ld(a[kGrad], at(kGrad)), k.ld(scalars[2], k.idx(0)));
+  Value p = k.ld(a[kParam], at(kParam));
+  Value m = k.add(k.mul(k.f(b1, ft), k.ld(a[kM], at(kM))), k.mul(k.f(1 - b1, ft), g));
+  Value v = k.add(k.mul(k.f(b2, ft), k.ld(a[kV], at(kV))), k.mul(k.f(1 - b2, ft), k.mul(g, g)));
+  Value upd = k.div(k.div(m, c1), k.add(k.sqrt(k.div(v, c2)), k.f(eps, ft)));
+  Value np = k.sub(p, k.mul(lr, k.add(upd, k.mul(wd, p))));
+  k.st(np, a[kNewParam], at(kNewParam));
+  k.st(m, a[kNewM], at(kNewM));
+  k.st(v, a[kNewV], at(kNewV));
+}
+
+} // namespace gptc::codegen

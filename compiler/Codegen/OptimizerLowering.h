@@ -1,0 +1,57 @@
+//===- OptimizerLowering.h - gpt.adamw_multi as one kernel launch -------===//
+//
+// The parameters, gradients and moments of a train step each lie in one
+// pool (params, activations, state), so an update of all parameters can
+// index each as one flat "span" covering its tensors. Thread i of the
+// launch finds its parameter with a balanced compare tree over the
+// parameters' first elements and updates one element, with exactly the
+// arithmetic of the per-parameter gpt.adamw kernel (bit-identical results).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_COMPILER_CODEGEN_OPTIMIZERLOWERING_H
+#define GPTC_COMPILER_CODEGEN_OPTIMIZERLOWERING_H
+
+#include "compiler/Codegen/Lowering.h"
+
+#include <array>
+#include <optional>
+
+namespace gptc::codegen {
+
+/// The arrays of an update, in kernel-argument order.
+enum AdamWArray { kParam, kGrad, kM, kV, kNewParam, kNewM, kNewV, kNumAdamWArrays };
+
+/// One parameter of the launch: `size` elements, the element offset of its
+/// first element in each array's span, and its weight decay.
+struct AdamWSegment {
+  int64_t size = 0;
+  std::array<int64_t, kNumAdamWArrays> offsets{};
+  double weightDecay = 0;
+};
+
+struct AdamWLaunch {
+  double beta1 = 0, beta2 = 0, epsilon = 0;
+  std::vector<AdamWSegment> segments;
+  int64_t threads() const;
+  /// The segments, for kernel keys: the body depends on them.
+  std::string key() const;
+};
+
+/// One tensor covering `members` (indices into `tensors`): from the
+/// lowest offset to the highest end, role "activations" (so no checkpoint
+/// or zeroing of a role touches it). Fails when they lie in different
+/// pools, have different element types or offsets that are not a whole
+/// number of elements apart. `elementOffsets` gets each member's offset.
+std::optional<TensorInfo> spanOf(const std::vector<TensorInfo> &tensors,
+                                 llvm::ArrayRef<int64_t> members, const std::string &name,
+                                 std::vector<int64_t> &elementOffsets);
+
+/// Kernel body; args: the kNumAdamWArrays spans (flat memrefs), lr, step,
+/// grad_scale.
+void buildAdamWMulti(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
+                     mlir::ValueRange args, const AdamWLaunch &launch);
+
+} // namespace gptc::codegen
+
+#endif // GPTC_COMPILER_CODEGEN_OPTIMIZERLOWERING_H

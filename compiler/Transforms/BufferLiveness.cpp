@@ -1,0 +1,192 @@
+//===- BufferLiveness.cpp - activation buffers and their live intervals ---===//
+
+#include "compiler/Transforms/BufferLiveness.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace gptc {
+
+int64_t tensorBytes(Type t) {
+  auto shaped = llvm::cast<ShapedType>(t);
+  int64_t bits = shaped.getElementTypeBitWidth();
+  return shaped.getNumElements() * std::max<int64_t>(bits / 8, 1);
+}
+
+static int64_t alignTo(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+std::optional<std::pair<Value, int64_t>> viewSource(Operation *op) {
+  if (auto r = llvm::dyn_cast<ReshapeOp>(op))
+    return std::make_pair(r.getInput(), int64_t{0});
+  if (auto s = llvm::dyn_cast<SliceOp>(op); s && s.getDim() == 0) {
+    auto t = s.getInput().getType();
+    return std::make_pair(s.getInput(), s.getStart() * tensorBytes(t) / t.getDimSize(0));
+  }
+  return std::nullopt;
+}
+
+bool reducesInPlace(AllReduceOp op, unsigned i) {
+  Value in = op.getInputs()[i];
+  Operation *def = in.getDefiningOp();
+  return def && in.hasOneUse() && !viewSource(def) &&
+         !llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def);
+}
+
+SmallVector<Value, 1> aliasesOf(Operation *user, Value v) {
+  SmallVector<Value, 1> out;
+  if (viewSource(user))
+    out.push_back(user->getResult(0));
+  else if (auto ar = llvm::dyn_cast<AllReduceOp>(user))
+    for (auto [i, in] : llvm::enumerate(ar.getInputs()))
+      if (in == v && reducesInPlace(ar, i))
+        out.push_back(ar.getResult(i));
+  return out;
+}
+
+int64_t BufferLiveness::lastUse(Value v) const {
+  int64_t last = index.lookup(v.getDefiningOp());
+  for (Operation *user : v.getUsers()) {
+    if (llvm::isa<func::ReturnOp>(user))
+      return numPoints;
+    last = std::max(last, index.lookup(user));
+    for (Value alias : aliasesOf(user, v))
+      last = std::max(last, lastUse(alias));
+  }
+  return last;
+}
+
+/// AdamW may overwrite its parameter and moments when it reads them last
+/// and they are arguments (no other op's buffer is involved).
+bool BufferLiveness::adamInPlace(AdamWOp adam) const {
+  return adamInPlace({adam.getParam(), adam.getM(), adam.getV()}, adam);
+}
+
+bool BufferLiveness::adamInPlace(ArrayRef<Value> sources, Operation *adam) const {
+  for (Value v : sources) {
+    if (!llvm::isa<BlockArgument>(v))
+      return false;
+    for (Operation *user : v.getUsers())
+      if (user != adam && index.lookup(user) > index.lookup(adam))
+        return false;
+  }
+  return true;
+}
+
+int64_t BufferLiveness::argumentBytes() const {
+  int64_t total = 0;
+  for (BlockArgument arg : const_cast<func::FuncOp &>(fn).getBody().front().getArguments())
+    total += alignTo(tensorBytes(arg.getType()), alignment);
+  return total;
+}
+
+FailureOr<BufferLiveness> BufferLiveness::compute(func::FuncOp fn, int64_t alignment,
+                                                  StringRef pass) {
+  BufferLiveness l;
+  l.fn = fn;
+  l.alignment = alignment;
+  Block &body = fn.getBody().front();
+  for (Operation &op : body)
+    l.index[&op] = l.numPoints++;
+  for (BlockArgument arg : body.getArguments())
+    l.homes[arg] = BufferHome{-1, arg, 0};
+
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::isa<func::CallOp>(op))
+      return op.emitOpError() << pass << ": inline calls first";
+    if (auto view = viewSource(&op)) {
+      BufferHome h = l.homes.lookup(view->first);
+      h.viewOffset += view->second;
+      l.homes[op.getResult(0)] = h;
+      continue;
+    }
+    if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && l.adamInPlace(adam)) {
+      // A named vector: a braced ValueRange in the loop header would dangle.
+      SmallVector<Value, 3> sources = {adam.getParam(), adam.getM(), adam.getV()};
+      for (auto [res, src] : llvm::zip(adam->getResults(), sources))
+        l.homes[res] = l.homes.lookup(src);
+      continue;
+    }
+    // gpt.adamw_multi: each parameter like its own gpt.adamw.
+    if (auto multi = llvm::dyn_cast<AdamWMultiOp>(op)) {
+      for (size_t i = 0; i < multi.getParams().size(); ++i) {
+        SmallVector<Value, 3> sources = {multi.getParams()[i], multi.getMs()[i],
+                                         multi.getVs()[i]};
+        SmallVector<Value, 3> results = {multi.getNewParams()[i], multi.getNewMs()[i],
+                                         multi.getNewVs()[i]};
+        bool place = l.adamInPlace(sources, &op);
+        for (auto [res, src] : llvm::zip(results, sources)) {
+          if (place) {
+            l.homes[res] = l.homes.lookup(src);
+            continue;
+          }
+          l.homes[res] = BufferHome{static_cast<int>(l.buffers.size()), BlockArgument(), 0};
+          l.buffers.push_back({res, alignTo(tensorBytes(res.getType()), alignment), l.index[&op],
+                               l.lastUse(res), -1});
+        }
+      }
+      continue;
+    }
+    auto allReduce = llvm::dyn_cast<AllReduceOp>(op);
+    for (Value r : op.getResults()) {
+      unsigned i = llvm::cast<OpResult>(r).getResultNumber();
+      if (allReduce && reducesInPlace(allReduce, i)) {
+        l.homes[r] = l.homes.lookup(allReduce.getInputs()[i]);
+        continue;
+      }
+      l.homes[r] = BufferHome{static_cast<int>(l.buffers.size()), BlockArgument(), 0};
+      l.buffers.push_back(
+          {r, alignTo(tensorBytes(r.getType()), alignment), l.index[&op], l.lastUse(r), -1});
+    }
+  }
+
+  // Bytes live at each point: +size at first, -size after last.
+  std::vector<int64_t> delta(l.numPoints + 2, 0);
+  for (const LiveBuffer &b : l.buffers) {
+    delta[b.first] += b.size;
+    delta[b.last + 1] -= b.size;
+  }
+  int64_t live = 0;
+  for (int64_t p = 0; p <= l.numPoints; ++p) {
+    live += delta[p];
+    if (live > l.peakBytes) {
+      l.peakBytes = live;
+      l.peakPoint = p;
+    }
+  }
+  for (auto [i, b] : llvm::enumerate(l.buffers))
+    if (b.first <= l.peakPoint && l.peakPoint <= b.last)
+      l.liveAtPeak.push_back(static_cast<int>(i));
+  return l;
+}
+
+int64_t placeBuffers(std::vector<LiveBuffer> &buffers) {
+  std::vector<int> order(buffers.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return buffers[a].size > buffers[b].size; });
+  std::vector<int> placed;
+  int64_t peak = 0;
+  for (int i : order) {
+    LiveBuffer &buf = buffers[i];
+    std::vector<std::pair<int64_t, int64_t>> busy; // [offset, end) of live neighbours
+    for (int j : placed)
+      if (buffers[j].first <= buf.last && buf.first <= buffers[j].last)
+        busy.push_back({buffers[j].offset, buffers[j].offset + buffers[j].size});
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + buf.size <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    buf.offset = offset;
+    peak = std::max(peak, offset + buf.size);
+    placed.push_back(i);
+  }
+  return peak;
+}
+
+} // namespace gptc

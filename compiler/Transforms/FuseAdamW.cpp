@@ -1,0 +1,99 @@
+//===- FuseAdamW.cpp - one gpt.adamw_multi for all parameter updates -----===//
+//
+/// Algorithm (see Passes.td):
+///  1) Group the gpt.adamw ops of `function` by their shared operands (lr,
+///     step, grad_scale) and hyper-parameters (beta1, beta2, epsilon), in
+///     program order.
+///  2) Replace each group of two or more by one gpt.adamw_multi placed at
+///     the group's last op, with the weight decays in operand order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/MapVector.h"
+
+namespace gptc {
+#define GEN_PASS_DEF_FUSEADAMWPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+/// What the merged updates must share (attributes are uniqued: equal
+/// values are equal attributes).
+using GroupKey = std::tuple<Value, Value, Value, Attribute, Attribute, Attribute>;
+
+GroupKey keyOf(AdamWOp op) {
+  return {op.getLr(), op.getStep(), op.getGradScale(), op.getBeta1Attr(), op.getBeta2Attr(),
+          op.getEpsilonAttr()};
+}
+
+/// Replaces `group` (program order, >= 2 ops) by one gpt.adamw_multi.
+void merge(ArrayRef<AdamWOp> group) {
+  AdamWOp last = group.back();
+  OpBuilder b(last);
+  SmallVector<Value> params, grads, ms, vs;
+  SmallVector<Type> types;
+  SmallVector<double> decays;
+  for (AdamWOp op : group) {
+    params.push_back(op.getParam());
+    grads.push_back(op.getGrad());
+    ms.push_back(op.getM());
+    vs.push_back(op.getV());
+    types.push_back(op.getParam().getType());
+    decays.push_back(op.getWeightDecay().convertToDouble());
+  }
+  auto multi = AdamWMultiOp::create(b, last.getLoc(), types, types, types, params, grads, ms, vs,
+                                    last.getLr(), last.getStep(), last.getGradScale(),
+                                    last.getBeta1Attr(), last.getBeta2Attr(),
+                                    last.getEpsilonAttr(), b.getDenseF64ArrayAttr(decays));
+  for (auto [i, constOp] : llvm::enumerate(group)) {
+    AdamWOp op = constOp;
+    op.getNewParam().replaceAllUsesWith(multi.getNewParams()[i]);
+    op.getNewM().replaceAllUsesWith(multi.getNewMs()[i]);
+    op.getNewV().replaceAllUsesWith(multi.getNewVs()[i]);
+  }
+  for (AdamWOp op : group)
+    op.erase();
+}
+
+struct FuseAdamWPass : public gptc::impl::FuseAdamWPassBase<FuseAdamWPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    auto fn = SymbolTable(getOperation()).lookup<func::FuncOp>(function);
+    if (!fn) {
+      getOperation().emitError("gpt-fuse-adamw: no function @") << function;
+      return signalPassFailure();
+    }
+    llvm::MapVector<GroupKey, SmallVector<AdamWOp>> groups;
+    fn.walk([&](AdamWOp op) { groups[keyOf(op)].push_back(op); });
+    for (auto &[key, group] : groups) {
+      // The walk visits one block in order; an op nested elsewhere could
+      // not share one insertion point with the rest.
+      Operation *last = group.back();
+      bool oneBlock = llvm::all_of(group, [&](AdamWOp op) {
+        return op->getBlock() == last->getBlock();
+      });
+      // Results are defined at the last op: no earlier op may read them.
+      bool readLater = oneBlock && llvm::all_of(group, [&](AdamWOp op) {
+        return llvm::all_of(op->getUsers(), [&](Operation *user) {
+          Operation *at = last->getBlock()->findAncestorOpInBlock(*user);
+          return at && last->isBeforeInBlock(at);
+        });
+      });
+      if (group.size() < 2 || !readLater)
+        continue;
+      merge(group);
+      numMerged += group.size();
+    }
+  }
+};
+
+} // namespace

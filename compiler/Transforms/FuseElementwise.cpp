@@ -1,0 +1,237 @@
+//===- FuseElementwise.cpp - elementwise ops into gpt.fusion regions ------===//
+//
+/// Per function body (after inlining, before memory planning):
+///   1) Chains: in block order, each fusible elementwise op joins the groups
+///      of the producers of its operands that have its element count.
+///   2) Siblings: groups of one structure (the same op names and types, e.g.
+///      every fp32 -> bf16 weight cast) merge into one, so they share a launch.
+///   3) Each group of two or more ops becomes one gpt.fusion; a member's
+///      value is a result only when something outside the group reads it.
+/// A group is placed at one point. It is legal at its last member when no
+/// outside op reads a member before that point (this also rules out cycles:
+/// a path leaving the group and coming back passes through such a reader).
+/// A group whose outside operands are all function arguments is placed at
+/// its first member instead: everything it reads exists from the start.
+/// Constant operands are cloned into the body rather than passed in.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallVectorExtras.h"
+
+namespace gptc {
+#define GEN_PASS_DEF_FUSEELEMENTWISEPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+int64_t numel(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getNumElements(); }
+
+bool fusible(Operation *op) {
+  return isFusibleElementwise(op) && !llvm::isa<ConstantOp>(op) &&
+         llvm::cast<RankedTensorType>(op->getResult(0).getType()).hasStaticShape();
+}
+
+struct Fuser {
+  Block &block;
+  llvm::DenseMap<Operation *, int64_t> pos;
+  llvm::DenseMap<Operation *, int> groupOf;
+  std::vector<std::vector<Operation *>> groups; // members in block order; empty once merged
+  bool siblings;
+
+  Fuser(Block &block, bool siblings) : block(block), siblings(siblings) {
+    int64_t n = 0;
+    for (Operation &op : block)
+      pos[&op] = n++;
+  }
+
+  bool argumentsOnly(const std::vector<Operation *> &g) {
+    for (Operation *m : g)
+      for (Value v : m->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (def && !llvm::isa<ConstantOp>(def) && !llvm::is_contained(g, def))
+          return false;
+      }
+    return true;
+  }
+
+  /// Whether `g` can be computed at one point: its first member if it reads
+  /// only arguments, else its last, which no outside reader may precede.
+  bool legal(const std::vector<Operation *> &g) {
+    if (argumentsOnly(g))
+      return true;
+    int64_t last = 0;
+    for (Operation *m : g)
+      last = std::max(last, pos[m]);
+    for (Operation *m : g)
+      for (Operation *user : m->getUsers())
+        if (pos.lookup(user) < last && !llvm::is_contained(g, user))
+          return false;
+    return true;
+  }
+
+  static std::vector<Operation *> unite(const std::vector<Operation *> &a,
+                                        const std::vector<Operation *> &b,
+                                        llvm::DenseMap<Operation *, int64_t> &pos) {
+    std::vector<Operation *> u(a);
+    u.insert(u.end(), b.begin(), b.end());
+    llvm::sort(u, [&](Operation *x, Operation *y) { return pos[x] < pos[y]; });
+    return u;
+  }
+
+  void absorb(int into, int from) {
+    for (Operation *m : groups[from])
+      groupOf[m] = into;
+    groups[into] = unite(groups[into], groups[from], pos);
+    groups[from].clear();
+  }
+
+  void chains() {
+    for (Operation &op : block) {
+      if (!fusible(&op))
+        continue;
+      int g = static_cast<int>(groups.size());
+      groups.push_back({&op});
+      groupOf[&op] = g;
+      for (OpOperand &use : op.getOpOperands()) {
+        // A bias is read at other indices: it does not join through bias_add.
+        if (llvm::isa<BiasAddOp>(op) && use.getOperandNumber() == 1)
+          continue;
+        Operation *def = use.get().getDefiningOp();
+        auto it = def ? groupOf.find(def) : groupOf.end();
+        if (it == groupOf.end() || it->second == g || numel(use.get()) != numel(op.getResult(0)))
+          continue;
+        std::vector<Operation *> u = unite(groups[g], groups[it->second], pos);
+        if (legal(u))
+          absorb(g, it->second);
+      }
+    }
+  }
+
+  /// The op names and types of a group, in order: groups with one structure
+  /// are siblings.
+  std::string structure(const std::vector<Operation *> &g) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    for (Operation *m : g) {
+      os << m->getName() << "(";
+      for (Type t : m->getOperandTypes())
+        os << llvm::cast<RankedTensorType>(t).getElementType() << ",";
+      os << ")" << llvm::cast<RankedTensorType>(m->getResult(0).getType()).getElementType()
+         << ";";
+    }
+    return s;
+  }
+
+  void siblingGroups() {
+    // Open sibling group per structure; a group that cannot join starts a
+    // new one. Visited in order of first member, so placement stays sane.
+    std::map<std::string, int> open;
+    for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
+      // Recomputed values (gpt-rematerialize) sit where the backward reads
+      // them: a sibling merge would move them back next to the forward's.
+      if (groups[g].empty() || llvm::any_of(groups[g], [](Operation *m) {
+            return m->hasAttr("gpt.remat");
+          }))
+        continue;
+      auto [it, inserted] = open.try_emplace(structure(groups[g]), g);
+      if (inserted)
+        continue;
+      int into = it->second;
+      std::vector<Operation *> u = unite(groups[into], groups[g], pos);
+      // Siblings of one structure either all read arguments or none do.
+      if (argumentsOnly(groups[into]) == argumentsOnly(groups[g]) && legal(u))
+        absorb(into, g);
+      else
+        it->second = g;
+    }
+  }
+
+  /// Replaces group `g` (two or more ops) with a gpt.fusion.
+  void build(const std::vector<Operation *> &g) {
+    llvm::SmallPtrSet<Operation *, 16> members(g.begin(), g.end());
+    llvm::SetVector<Value> inputs;
+    for (Operation *m : g)
+      for (Value v : m->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if ((def && members.contains(def)) || (def && llvm::isa<ConstantOp>(def)))
+          continue;
+        inputs.insert(v);
+      }
+    SmallVector<Value> outs;
+    for (Operation *m : g)
+      for (Operation *user : m->getResult(0).getUsers())
+        if (!members.contains(user)) {
+          outs.push_back(m->getResult(0));
+          break;
+        }
+    Operation *at = argumentsOnly(g) ? g.front() : g.back();
+    OpBuilder b(at);
+    Location loc = b.getFusedLoc(llvm::map_to_vector(g, [](Operation *m) { return m->getLoc(); }));
+    auto fusion = FusionOp::create(b, loc, TypeRange(ValueRange(outs)), inputs.getArrayRef());
+    Block *body = b.createBlock(&fusion.getBody());
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, body->addArgument(v.getType(), v.getLoc()));
+    for (Operation *m : g)
+      for (Value v : m->getOperands())
+        if (auto c = v.getDefiningOp<ConstantOp>(); c && !map.contains(v))
+          map.map(v, b.clone(*c)->getResult(0));
+    for (Operation *m : g)
+      b.clone(*m, map);
+    YieldOp::create(b, loc, llvm::map_to_vector(outs, [&](Value v) { return map.lookup(v); }));
+    for (auto [v, r] : llvm::zip(outs, fusion.getResults()))
+      v.replaceAllUsesWith(r);
+    for (Operation *m : llvm::reverse(g))
+      m->erase();
+  }
+
+  int run() {
+    chains();
+    if (siblings)
+      siblingGroups();
+    int made = 0;
+    for (const std::vector<Operation *> &g : groups)
+      if (g.size() > 1) {
+        build(g);
+        ++made;
+      }
+    // Constants now cloned into every fusion that read them.
+    for (Operation &op : llvm::make_early_inc_range(block))
+      if (llvm::isa<ConstantOp>(op) && op.use_empty())
+        op.erase();
+    return made;
+  }
+};
+
+struct FuseElementwisePass
+    : public gptc::impl::FuseElementwisePassBase<FuseElementwisePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    for (auto fn : getOperation().getOps<func::FuncOp>()) {
+      if (fn.isExternal() || !fn.getBody().hasOneBlock())
+        continue;
+      Block &block = fn.getBody().front();
+      int64_t before = 0;
+      for (Operation &op : block)
+        before += fusible(&op);
+      numFusions += Fuser(block, siblings).run();
+      int64_t after = 0;
+      for (Operation &op : block)
+        after += fusible(&op);
+      numFused += before - after;
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,317 @@
+//===- Rematerialize.cpp - recompute activations to fit a memory budget ---===//
+//
+/// Algorithm (see Passes.td): while the estimated peak (arguments plus the
+/// largest sum of activation buffers live at one point, BufferLiveness)
+/// exceeds the budget, take the buffers live at the peak point p that are
+/// defined before p and read only after it; for each, find the ops that
+/// rebuild it right before its first read after p from values that stay
+/// live there anyway (recursively, up to max-depth ops deep); clone the
+/// cheapest chain per byte freed there and point the reads after p at it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/BufferLiveness.h"
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <map>
+
+namespace gptc {
+#define GEN_PASS_DEF_REMATERIALIZEPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+using namespace gptc;
+
+namespace {
+
+constexpr StringLiteral kRematAttr = "gpt.remat";
+constexpr StringLiteral kRematPlanAttr = "gpt.remat_plan";
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+// Cost unit: a FLOP. An H200 does ~1e15 bf16 FLOP/s and moves ~4.8e12
+// bytes/s, so a byte of traffic costs ~200 FLOPs and a launch (~4 us)
+// 4e9: chains of tiny ops are not worth their launches.
+constexpr double kFlopsPerByte = 200.0;
+constexpr double kLaunchFlops = 4.0e9;
+
+int64_t numElements(Type t) { return llvm::cast<ShapedType>(t).getNumElements(); }
+
+/// Arithmetic of one op, roughly: GEMMs and attention exactly, every other
+/// op one FLOP per element it reads or writes.
+double opFlops(Operation *op) {
+  if (viewSource(op))
+    return 0;
+  if (auto l = llvm::dyn_cast<LinearOp>(op))
+    return 2.0 * numElements(l.getType()) * l.getInput().getType().getShape().back();
+  if (auto m = llvm::dyn_cast<MatmulOp>(op)) {
+    ArrayRef<int64_t> lhs = m.getLhs().getType().getShape();
+    int64_t k = m.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
+    return 2.0 * numElements(m.getType()) * k;
+  }
+  // Causal: half of q k^T and of p v, each 2 B T T C.
+  if (auto a = llvm::dyn_cast<CausalAttentionOp>(op)) {
+    ArrayRef<int64_t> y = a.getType().getShape();
+    return 2.0 * y[0] * y[1] * y[1] * y[2];
+  }
+  if (auto g = llvm::dyn_cast<CausalAttentionGradOp>(op)) {
+    ArrayRef<int64_t> y = llvm::cast<ShapedType>(g->getOperand(0).getType()).getShape();
+    return 5.0 * y[0] * y[1] * y[1] * y[2];
+  }
+  double n = 0;
+  for (Type t : op->getOperandTypes())
+    n = std::max<double>(n, numElements(t));
+  for (Type t : op->getResultTypes())
+    n = std::max<double>(n, numElements(t));
+  return n;
+}
+
+/// What recomputing `op` costs, in FLOP-equivalents (see kFlopsPerByte).
+double opCost(Operation *op) {
+  if (viewSource(op))
+    return 0;
+  double bytes = 0;
+  for (Type t : op->getOperandTypes())
+    bytes += tensorBytes(t);
+  for (Type t : op->getResultTypes())
+    bytes += tensorBytes(t);
+  return kLaunchFlops + opFlops(op) + kFlopsPerByte * bytes;
+}
+
+/// Ops that may run twice with the same result: pure gpt ops of one
+/// result, except randomness and the optimizer (AdamW, its norm and lr).
+bool isRecomputable(Operation *op) {
+  if (!op || op->getNumResults() != 1 || !llvm::isa<GPTDialect>(op->getDialect()) ||
+      !isPure(op))
+    return false;
+  return !llvm::isa<RandomNormalOp, AdamWOp, AllReduceOp, GlobalNormOp, LRScheduleOp>(op);
+}
+
+/// One way to free a buffer live at the peak: the ops to clone (operands
+/// first) before `insertBefore`, and the reads after the peak to redirect.
+struct Candidate {
+  int buffer = -1;
+  Operation *insertBefore = nullptr;
+  SmallVector<Operation *> chain;
+  SmallVector<OpOperand *> lateUses;
+  double cost = 0, flops = 0;
+};
+
+struct Rematerializer {
+  func::FuncOp fn;
+  int64_t maxDepth;
+  const BufferLiveness &l;
+
+  /// The buffer of `v` still holds it at point `q` without recomputation.
+  bool available(Value v, int64_t q, int freed) const {
+    BufferHome h = l.homes.lookup(v);
+    if (h.buffer < 0)
+      return true; // an argument's bytes
+    return h.buffer != freed && l.buffers[h.buffer].last >= q;
+  }
+
+  /// Adds to `chain` (operands first) the ops rebuilding `v` at `q`.
+  bool rebuild(Value v, int64_t q, int freed, int64_t depth, llvm::SetVector<Operation *> &chain) {
+    if (available(v, q, freed))
+      return true;
+    Operation *def = v.getDefiningOp();
+    if (chain.contains(def))
+      return true;
+    bool view = def && viewSource(def);
+    if (!isRecomputable(def) || (!view && depth >= maxDepth))
+      return false;
+    for (Value operand : def->getOperands())
+      if (!rebuild(operand, q, freed, view ? depth : depth + 1, chain))
+        return false;
+    chain.insert(def);
+    return true;
+  }
+
+  /// The plan freeing buffer `b` at the peak, if any.
+  std::optional<Candidate> candidate(int b) {
+    const LiveBuffer &buf = l.buffers[b];
+    int64_t p = l.peakPoint;
+    if (buf.first >= p || !isRecomputable(buf.value.getDefiningOp()))
+      return std::nullopt;
+    // The value and its views defined before p; reads after p move to the
+    // rebuilt values, a read at p keeps the buffer live.
+    Candidate c;
+    c.buffer = b;
+    SmallVector<Value> aliases = {buf.value};
+    int64_t q = l.numPoints;
+    for (size_t i = 0; i < aliases.size(); ++i)
+      for (OpOperand &use : aliases[i].getUses()) {
+        Operation *user = use.getOwner();
+        if (llvm::isa<func::ReturnOp, AllReduceOp>(user))
+          return std::nullopt;
+        int64_t at = l.index.lookup(user);
+        if (at == p)
+          return std::nullopt;
+        if (at > p) {
+          c.lateUses.push_back(&use);
+          if (at < q) {
+            q = at;
+            c.insertBefore = user;
+          }
+        } else if (viewSource(user)) {
+          aliases.push_back(user->getResult(0));
+        }
+      }
+    if (c.lateUses.empty())
+      return std::nullopt;
+    llvm::SetVector<Operation *> chain;
+    for (OpOperand *use : c.lateUses)
+      if (!rebuild(use->get(), q, b, 0, chain))
+        return std::nullopt;
+    c.chain.assign(chain.begin(), chain.end());
+    for (Operation *op : c.chain) {
+      c.cost += opCost(op);
+      c.flops += opFlops(op);
+    }
+    return c;
+  }
+
+  /// Clones `c`'s chain before its first late read and redirects the reads.
+  void apply(const Candidate &c) {
+    OpBuilder b(c.insertBefore);
+    IRMapping map;
+    for (Operation *op : c.chain) {
+      Operation *clone = b.clone(*op, map);
+      clone->setAttr(kRematAttr, b.getUnitAttr());
+    }
+    for (OpOperand *use : c.lateUses)
+      use->set(map.lookup(use->get()));
+  }
+};
+
+struct RematerializePass : public gptc::impl::RematerializePassBase<RematerializePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (!(memoryBudget >= 0) || !std::isfinite(memoryBudget)) {
+      getOperation().emitError("gpt-rematerialize: memory-budget must be a number of GiB >= 0");
+      return signalPassFailure();
+    }
+    if (memoryBudget == 0)
+      return; // off
+    auto fn = SymbolTable(getOperation()).lookup<func::FuncOp>(function);
+    if (!fn || !fn.getBody().hasOneBlock()) {
+      getOperation().emitError("gpt-rematerialize: no single-block function @") << function;
+      return signalPassFailure();
+    }
+    if (failed(run(fn)))
+      return signalPassFailure();
+  }
+
+  /// Argument bytes plus the activation pool gpt-plan-memory would place.
+  static int64_t placedPeak(const BufferLiveness &l) {
+    std::vector<LiveBuffer> buffers = l.buffers;
+    return l.argumentBytes() + placeBuffers(buffers);
+  }
+
+  LogicalResult run(func::FuncOp fn) {
+    const int64_t budget = static_cast<int64_t>(memoryBudget * kGiB);
+    double stepFlops = 0, stepCost = 0;
+    fn.walk([&](Operation *op) {
+      if (llvm::isa<GPTDialect>(op->getDialect())) {
+        stepFlops += opFlops(op);
+        stepCost += opCost(op);
+      }
+    });
+
+    FailureOr<BufferLiveness> l = BufferLiveness::compute(fn, alignment, "gpt-rematerialize");
+    if (failed(l))
+      return failure();
+    const int64_t before = placedPeak(*l);
+    int64_t after = before, values = 0, ops = 0;
+    double extraFlops = 0, extraCost = 0;
+    std::map<std::string, int64_t> kinds; // op name of each recomputed value
+    // The loop estimates with the live lower bound; the placement may need
+    // more: `slack` grows by the difference until the placed plan fits.
+    int64_t slack = 0;
+    for (int round = 0; round < 8 && after > budget; ++round) {
+      while (l->argumentBytes() + l->peakBytes + slack > budget) {
+        Rematerializer r{fn, maxDepth, *l};
+        std::optional<Candidate> best;
+        for (int b : l->liveAtPeak) {
+          std::optional<Candidate> c = r.candidate(b);
+          if (c && (!best || c->cost / l->buffers[c->buffer].size <
+                                 best->cost / l->buffers[best->buffer].size))
+            best = std::move(c);
+        }
+        if (!best)
+          break;
+        ++values;
+        ops += static_cast<int64_t>(best->chain.size());
+        extraFlops += best->flops;
+        extraCost += best->cost;
+        kinds[l->buffers[best->buffer].value.getDefiningOp()->getName().stripDialect().str()]++;
+        r.apply(*best);
+        l = BufferLiveness::compute(fn, alignment, "gpt-rematerialize");
+        if (failed(l))
+          return failure();
+      }
+      int64_t placed = placedPeak(*l);
+      int64_t estimate = l->argumentBytes() + l->peakBytes;
+      after = placed;
+      if (estimate + slack > budget)
+        break; // no candidate left
+      slack = std::max<int64_t>(slack + 1, placed - estimate);
+    }
+
+    numValues = values;
+    numOps = ops;
+    Builder b(fn.getContext());
+    fn->setAttr(kRematPlanAttr,
+                b.getDictionaryAttr({
+                    b.getNamedAttr("budget", b.getI64IntegerAttr(budget)),
+                    b.getNamedAttr("values", b.getI64IntegerAttr(values)),
+                    b.getNamedAttr("ops", b.getI64IntegerAttr(ops)),
+                    b.getNamedAttr("peak_before", b.getI64IntegerAttr(before)),
+                    b.getNamedAttr("peak_after", b.getI64IntegerAttr(after)),
+                    b.getNamedAttr("step_flops", b.getI64IntegerAttr(int64_t(stepFlops))),
+                    b.getNamedAttr("extra_flops", b.getI64IntegerAttr(int64_t(extraFlops))),
+                }));
+    std::string what;
+    for (auto &[name, count] : kinds)
+      what += llvm::formatv("{0}{1} x{2}", what.empty() ? "" : ", ", name, count).str();
+    auto gib = [](int64_t bytes) {
+      double b = static_cast<double>(bytes);
+      if (std::abs(b) >= kGiB)
+        return llvm::formatv("{0:f2} GiB", b / kGiB).str();
+      if (std::abs(b) >= 1024.0 * 1024.0)
+        return llvm::formatv("{0:f2} MiB", b / (1024.0 * 1024.0)).str();
+      if (std::abs(b) >= 1024.0)
+        return llvm::formatv("{0:f2} KiB", b / 1024.0).str();
+      return llvm::formatv("{0} B", bytes).str();
+    };
+    if (after > budget)
+      return fn.emitError() << "gpt-rematerialize: @" << function
+                            << " does not fit the memory budget of " << gib(budget)
+                            << ": the best plan found peaks at " << gib(after) << " (from "
+                            << gib(before) << "; arguments alone take "
+                            << gib(l->argumentBytes()) << ") after recomputing " << values
+                            << " values";
+    fn.emitRemark() << "gpt-rematerialize: @" << function << " planned peak " << gib(before)
+                    << " -> " << gib(after) << " (budget " << gib(budget) << "): "
+                    << (values ? "recomputes " + std::to_string(values) + " values (" +
+                                     std::to_string(ops) + " ops: " + what + ")"
+                               : std::string("nothing recomputed"))
+                    << ", " << gib(before - after) << " saved, +"
+                    << llvm::formatv("{0:f1}", stepFlops > 0 ? 100.0 * extraFlops / stepFlops : 0)
+                    << "% FLOPs (+"
+                    << llvm::formatv("{0:f1}", stepCost > 0 ? 100.0 * extraCost / stepCost : 0)
+                    << "% by the cost model)";
+    return success();
+  }
+};
+
+} // namespace

@@ -1,0 +1,167 @@
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=siblings=false | FileCheck %s --check-prefix=NOSIB
+
+// Tests that a producer -> consumer chain becomes one fusion with one result.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<4x8xf32>)
+// CHECK-NEXT: %[[R:.*]] = gpt.fusion(%[[X]], %[[Y]]) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xbf16> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<4x8xf32>):
+// CHECK-NEXT:   %[[S:.*]] = gpt.add %[[A]], %[[B]]
+// CHECK-NEXT:   %[[G:.*]] = gpt.gelu %[[S]]
+// CHECK-NEXT:   %[[C:.*]] = gpt.cast %[[G]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK-NEXT:   gpt.yield %[[C]] : tensor<4x8xbf16>
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[R]]
+func.func @chain(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  %0 = gpt.add %x, %y : tensor<4x8xf32>
+  %1 = gpt.gelu %0 : tensor<4x8xf32>
+  %2 = gpt.cast %1 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %2 : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that a member read outside the group stays a result of the fusion.
+// CHECK-LABEL: func.func @outside_use
+// CHECK: %[[R:.*]]:2 = gpt.fusion(%{{.*}}) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK:   %[[G:.*]] = gpt.gelu
+// CHECK:   %[[C:.*]] = gpt.cast %[[G]]
+// CHECK:   gpt.yield %[[G]], %[[C]] : tensor<4x8xf32>, tensor<4x8xbf16>
+// CHECK: gpt.reduce sum %[[R]]#0
+// CHECK: return %{{.*}}, %[[R]]#1
+func.func @outside_use(%x: tensor<4x8xf32>) -> (tensor<f32>, tensor<4x8xbf16>) {
+  %0 = gpt.gelu %x : tensor<4x8xf32>
+  %1 = gpt.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
+  %2 = gpt.reduce sum %0 dims [0, 1] : (tensor<4x8xf32>) -> tensor<f32>
+  return %2, %1 : tensor<f32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that independent casts of arguments (mixed precision's weight casts)
+// share one fusion, placed before their first reader, whatever their sizes.
+// CHECK-LABEL: func.func @sibling_casts
+// CHECK: %[[R:.*]]:3 = gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8x8xbf16>, tensor<8xbf16>)
+// CHECK-COUNT-3: gpt.cast
+// CHECK: gpt.yield
+// CHECK: gpt.matmul %[[R]]#0, %[[R]]#1
+// CHECK: gpt.bias_add %{{.*}}, %[[R]]#2
+// NOSIB-LABEL: func.func @sibling_casts
+// NOSIB-NOT: gpt.fusion
+// NOSIB: return
+func.func @sibling_casts(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xbf16> {
+  %xh = gpt.cast %x : tensor<4x8xf32> to tensor<4x8xbf16>
+  %wh = gpt.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
+  %y = gpt.matmul %xh, %wh : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+  %bh = gpt.cast %b : tensor<8xf32> to tensor<8xbf16>
+  %z = gpt.bias_add %y, %bh : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  return %z : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that a non-elementwise op between two elementwise ops splits them:
+// the softmax reads a whole row, so neither neighbour fuses with it.
+// CHECK-LABEL: func.func @barrier
+// CHECK-NOT: gpt.fusion
+// CHECK: gpt.exp
+// CHECK: gpt.softmax
+// CHECK: gpt.neg
+func.func @barrier(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gpt.exp %x : tensor<4x8xf32>
+  %1 = gpt.softmax %0 : tensor<4x8xf32>
+  %2 = gpt.neg %1 : tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that ops over different index spaces do not chain: the (8) bias cast
+// is not pulled into the (4, 8) bias_add -> gelu chain.
+// CHECK-LABEL: func.func @shapes
+// CHECK: %[[BH:.*]] = gpt.cast %{{.*}} : tensor<8xf32> to tensor<8xbf16>
+// CHECK: gpt.fusion(%{{.*}}, %[[BH]]) : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+// CHECK:   gpt.bias_add
+// CHECK:   gpt.gelu
+// CHECK:   gpt.yield
+func.func @shapes(%y: tensor<4x8xbf16>, %b: tensor<8xf32>) -> tensor<4x8xbf16> {
+  %s = gpt.softmax %y : tensor<4x8xbf16>
+  %bh = gpt.cast %b : tensor<8xf32> to tensor<8xbf16>
+  %z = gpt.bias_add %s, %bh : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  %g = gpt.gelu %z : tensor<4x8xbf16>
+  return %g : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that a group is not formed when an outside op reads a member before
+// the group's last member: fusing would need the value before it exists.
+// CHECK-LABEL: func.func @no_cycle
+// CHECK-NOT: gpt.fusion
+// CHECK: %[[E:.*]] = gpt.exp
+// CHECK: %[[S:.*]] = gpt.softmax %[[E]]
+// CHECK: gpt.add %[[E]], %[[S]]
+func.func @no_cycle(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gpt.exp %x : tensor<4x8xf32>
+  %1 = gpt.softmax %0 : tensor<4x8xf32>
+  %2 = gpt.add %0, %1 : tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that constants are cloned into the fusion body, not passed in.
+// CHECK-LABEL: func.func @constant
+// CHECK-NOT: gpt.constant
+// CHECK: gpt.fusion(%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32>
+// CHECK:   gpt.constant 2.0
+// CHECK:   gpt.mul
+// CHECK:   gpt.exp
+func.func @constant(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %c = gpt.constant 2.0 : tensor<4xf32>
+  %0 = gpt.mul %x, %c : tensor<4xf32>
+  %1 = gpt.exp %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that independent gradient casts are delayed to the last one and
+// share a fusion when nothing reads them before it.
+// CHECK-LABEL: func.func @sibling_grad_casts
+// CHECK: gpt.matmul
+// CHECK: gpt.matmul
+// CHECK: %[[R:.*]]:2 = gpt.fusion
+// CHECK: gpt.global_norm %[[R]]#0, %[[R]]#1
+func.func @sibling_grad_casts(%a: tensor<8x8xbf16>, %b: tensor<8x8xbf16>) -> tensor<f32> {
+  %0 = gpt.matmul %a, %b : (tensor<8x8xbf16>, tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  %1 = gpt.cast %0 : tensor<8x8xbf16> to tensor<8x8xf32>
+  %2 = gpt.matmul %b, %a : (tensor<8x8xbf16>, tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  %3 = gpt.cast %2 : tensor<8x8xbf16> to tensor<8x8xf32>
+  %n = gpt.global_norm %1, %3 : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<f32>
+  return %n : tensor<f32>
+}
+
+// -----
+
+// Tests that a sibling is not delayed past an op that reads it.
+// CHECK-LABEL: func.func @sibling_read_early
+// CHECK-NOT: gpt.fusion
+func.func @sibling_read_early(%a: tensor<8x8xbf16>, %b: tensor<8x8xbf16>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %0 = gpt.matmul %a, %b : (tensor<8x8xbf16>, tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  %1 = gpt.cast %0 : tensor<8x8xbf16> to tensor<8x8xf32>
+  %s = gpt.softmax %1 : tensor<8x8xf32>
+  %sh = gpt.cast %s : tensor<8x8xf32> to tensor<8x8xbf16>
+  %2 = gpt.matmul %sh, %a : (tensor<8x8xbf16>, tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  %3 = gpt.cast %2 : tensor<8x8xbf16> to tensor<8x8xf32>
+  return %s, %3 : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// The driver runs the pass by default before memory planning;
+// --fuse-elementwise=false leaves every elementwise op on its own.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --compile-to=memory-plan | FileCheck %s --check-prefix=GPTC
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --compile-to=memory-plan --fuse-elementwise=false | FileCheck %s --check-prefix=NOFUSE
+// GPTC-LABEL: func.func @train_step
+// GPTC: gpt.fusion
+// GPTC: gpt.offsets
+// NOFUSE-NOT: gpt.fusion

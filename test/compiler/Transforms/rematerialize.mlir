@@ -1,0 +1,110 @@
+// RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-rematerialize="function=f memory-budget=0.021484375" | FileCheck %s
+
+// Budget 0.021484375 GiB = 22 MiB. Every tensor is 4 MiB; the argument
+// takes 4 MiB and the peak (at %s) holds %h, %g, %p, %q and %s: 24 MiB.
+
+// Tests that the cheapest value live across the peak (%g: one gelu of %h,
+// which the last add reads anyway) is rebuilt right before its late read,
+// while the costly matmul result %h is kept.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: gpt.remat_plan = {budget = 23068672 : i64, extra_flops = 1048576 : i64, ops = 1 : i64, peak_after = 20971520 : i64, peak_before = 25165824 : i64
+// CHECK-SAME: values = 1 : i64
+// CHECK:      %[[H:.*]] = gpt.matmul %arg0, %arg0
+// CHECK:      gpt.gelu %[[H]] : tensor
+// CHECK:      %[[S:.*]] = gpt.add
+// CHECK-NEXT: %[[G2:.*]] = gpt.gelu %[[H]] {gpt.remat}
+// CHECK-NEXT: gpt.mul %[[S]], %[[G2]]
+// CHECK-NOT:  gpt.remat
+// expected-remark @+1 {{gpt-rematerialize: @f planned peak 24.00 MiB -> 20.00 MiB (budget 22.00 MiB): recomputes 1 values (1 ops: gelu x1), 4.00 MiB saved}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+  %h = gpt.matmul %x, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %g = gpt.gelu %h : tensor<1024x1024xf32>
+  %p = gpt.exp %g : tensor<1024x1024xf32>
+  %q = gpt.neg %p : tensor<1024x1024xf32>
+  %s = gpt.add %p, %q : tensor<1024x1024xf32>
+  %t = gpt.mul %s, %g : tensor<1024x1024xf32>
+  %u = gpt.add %t, %h : tensor<1024x1024xf32>
+  return %u : tensor<1024x1024xf32>
+}
+
+// -----
+
+// Tests that a step already within the budget is left alone.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: values = 0 : i64
+// CHECK-NOT:  gpt.remat}
+// CHECK:      return
+// expected-remark @+1 {{planned peak 16.00 MiB -> 16.00 MiB (budget 22.00 MiB): nothing recomputed}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+  %h = gpt.tanh %x : tensor<1024x1024xf32>
+  %g = gpt.gelu %h : tensor<1024x1024xf32>
+  %u = gpt.add %g, %h : tensor<1024x1024xf32>
+  return %u : tensor<1024x1024xf32>
+}
+
+// -----
+
+// Tests that random samples are never recomputed: the cheaper
+// gpt.random_normal result %r stays, the costlier matmul %h is rebuilt
+// (from the argument) instead.
+
+// CHECK-LABEL: func.func @f
+// CHECK:      %[[R:.*]] = gpt.random_normal
+// CHECK-NOT:  gpt.random_normal
+// CHECK:      %[[H2:.*]] = gpt.matmul %arg0, %arg0 {gpt.remat}
+// CHECK-NEXT: gpt.mul %{{.*}}, %[[H2]]
+// CHECK:      gpt.add %{{.*}}, %[[R]]
+// expected-remark @+1 {{recomputes 1 values (1 ops: matmul x1)}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+  %h = gpt.matmul %x, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %r = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
+  %p = gpt.exp %x : tensor<1024x1024xf32>
+  %q = gpt.neg %p : tensor<1024x1024xf32>
+  %s = gpt.add %p, %q : tensor<1024x1024xf32>
+  %t = gpt.mul %s, %h : tensor<1024x1024xf32>
+  %u = gpt.add %t, %r : tensor<1024x1024xf32>
+  return %u : tensor<1024x1024xf32>
+}
+
+// -----
+
+// Tests that a view read after the peak is rebuilt on top of the rebuilt
+// value it views.
+
+// CHECK-LABEL: func.func @f
+// CHECK:      %[[S:.*]] = gpt.add
+// CHECK-NEXT: %[[G2:.*]] = gpt.gelu %{{.*}} {gpt.remat}
+// CHECK-NEXT: %[[V2:.*]] = gpt.reshape %[[G2]] {gpt.remat}
+// CHECK-NEXT: gpt.mul %[[S]], %[[V2]]
+// expected-remark @+1 {{recomputes 1 values (2 ops: gelu x1)}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+  %h = gpt.matmul %x, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %g0 = gpt.gelu %h : tensor<1024x1024xf32>
+  %g = gpt.reshape %g0 : tensor<1024x1024xf32> to tensor<1024x1024xf32>
+  %p = gpt.exp %g : tensor<1024x1024xf32>
+  %q = gpt.neg %p : tensor<1024x1024xf32>
+  %s = gpt.add %p, %q : tensor<1024x1024xf32>
+  %t = gpt.mul %s, %g : tensor<1024x1024xf32>
+  %u = gpt.add %t, %h : tensor<1024x1024xf32>
+  return %u : tensor<1024x1024xf32>
+}
+
+// -----
+
+// Tests that a budget no plan reaches is an error naming the budget and
+// the best peak found: at %d, the random %h and %c cannot be recomputed
+// and %a and %b are read there.
+
+// expected-error @+1 {{gpt-rematerialize: @f does not fit the memory budget of 22.00 MiB: the best plan found peaks at 24.00 MiB (from 24.00 MiB; arguments alone take 4.00 MiB) after recomputing 0 values}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+  %h = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
+  %c = gpt.random_normal %seed {stream = 1 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
+  %a = gpt.exp %x : tensor<1024x1024xf32>
+  %b = gpt.neg %x : tensor<1024x1024xf32>
+  %d = gpt.add %a, %b : tensor<1024x1024xf32>
+  %e = gpt.add %d, %c : tensor<1024x1024xf32>
+  %f = gpt.add %e, %h : tensor<1024x1024xf32>
+  return %f : tensor<1024x1024xf32>
+}

@@ -1,0 +1,27 @@
+// Tests gptc --memory-budget: a budget below the plan recomputes values and
+// records the plan in the executable; bad values and unreachable budgets
+// are errors naming the flag or the budget.
+
+// tiny at B=8, T=16 (fp32) plans 442.50 KiB; 0.0003 GiB is 314.57 KiB.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --target=host --memory-budget=0.0003 -o %t.fb --report --progress=off 2>&1 | FileCheck %s --check-prefix=FIT
+// FIT: remark: gpt-rematerialize: @train_step planned peak 442.50 KiB -> {{[0-9.]+}} KiB (budget 314.57 KiB): recomputes {{[1-9][0-9]*}} values
+// FIT: recompute (--memory-budget 314.6 KiB): {{[1-9][0-9]*}} values rebuilt by {{[1-9][0-9]*}} ops in the backward; planned peak 442.5 KiB -> {{[0-9.]+}} KiB, +{{[0-9.]+}}% FLOPs
+
+// The IR carries the clones and the plan.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0.0003 --progress=off 2>/dev/null | FileCheck %s --check-prefix=IR
+// IR: func.func @train_step
+// IR-SAME: gpt.remat_plan = {budget = 322122
+// IR: {gpt.offsets = {{.*}}, gpt.remat}
+
+// Without a budget nothing is recomputed.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --progress=off | FileCheck %s --check-prefix=OFF
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0 --progress=off | FileCheck %s --check-prefix=OFF
+// OFF-NOT: gpt.remat
+
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --memory-budget=abc 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --memory-budget=-1 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --memory-budget=inf 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: gptc: error: --memory-budget: expected a number of GiB >= 0 (0: off), got '{{.*}}'
+
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0.0001 --progress=off 2>&1 | FileCheck %s --check-prefix=UNREACHABLE
+// UNREACHABLE: error: gpt-rematerialize: @train_step does not fit the memory budget of 104.86 KiB: the best plan found peaks at {{[0-9.]+}} KiB (from 442.50 KiB; arguments alone take 102.00 KiB) after recomputing {{[0-9]+}} values
