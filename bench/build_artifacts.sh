@@ -7,6 +7,7 @@
 #   gpt2-124M-bf16.fb     the same with --precision=bf16 (bench/run_bf16.sh);
 #                         BUILD_BF16=0 skips it and the next
 #   gpt2-124M-bf16-scalar.fb  bf16 with --flash-attention=false
+#   gpt2-124M-bf16-unfused.fb bf16 with the fusion passes off
 #   gpt2-124M-ws1.fb      the train config with --world-size=1 (bench/run_nccl.sh)
 #   gpt2-124M-ws2.fb      the same with --world-size=2; BUILD_NCCL=0 skips both
 #   manifest.json         per file: config (model, B, T, the *_OPT string, extra
@@ -62,6 +63,7 @@ compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TR
 if [ "$BUILD_BF16" != 0 ]; then
   compile bf16 "$BF16_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16"
   compile bf16scalar "$BF16_SCALAR_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --flash-attention=false"
+  compile bf16unfused "$BF16_UNFUSED_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --fuse-elementwise=false --fuse-adamw=false --fuse-cross-entropy=false"
 fi
 if [ "$BUILD_NCCL" != 0 ]; then
   compile ws1 "$NCCL_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=1"

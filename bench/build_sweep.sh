@@ -2,9 +2,12 @@
 # bench/build_sweep.sh: CPU side of bench/run_sweep.sh. Compiles the issue's
 # four sizes in bf16 at its batch sizes (T=1024) into
 # bench/artifacts/sweep-<model>.fb and records each compile time in
-# bench/artifacts/sweep.tsv (model, B, file, gptc seconds, command).
+# bench/artifacts/sweep.tsv (model, B, file, gptc seconds, tag, command).
+# An entry model:B:GiB compiles with --memory-budget=GiB into
+# sweep-<model>-remat<GiB>.fb (tag remat<GiB>; run_sweep.sh runs no torch
+# for it, the plain entry of the same model has that).
 #   bash bench/build_sweep.sh                 # all four
-#   SWEEP="124M:64 350M:32" bash bench/build_sweep.sh
+#   SWEEP="124M:64 350M:32 1558M:16:40" bash bench/build_sweep.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=bench/configs.sh
@@ -17,15 +20,19 @@ tsv=$ARTIFACTS/sweep.tsv
 : > "$tsv"
 status=0
 for entry in $SWEEP; do
-  model=${entry%%:*} b=${entry##*:}
-  file=$ARTIFACTS/sweep-$model.fb
+  IFS=: read -r model b budget <<< "$entry"
+  tag="" extra=()
+  if [ -n "$budget" ]; then
+    tag=remat$budget extra=(--memory-budget="$budget")
+  fi
+  file=$ARTIFACTS/sweep-$model${tag:+-$tag}.fb
   # shellcheck disable=SC2206
-  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq=1024 $TRAIN_OPT --precision=bf16 -o "$file")
+  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq=1024 $TRAIN_OPT --precision=bf16 "${extra[@]}" -o "$file")
   echo "+ ${cmd[*]}"
   t0=$(date +%s.%N)
   if "${cmd[@]}"; then
     t1=$(date +%s.%N)
-    printf '%s\t%s\t%s\t%.1f\t%s\n' "$model" "$b" "$file" "$(awk -v a="$t0" -v b="$t1" "BEGIN { print b - a }")" "${cmd[*]}" >> "$tsv"
+    printf '%s\t%s\t%s\t%.1f\t%s\t%s\n' "$model" "$b" "$file" "$(awk -v a="$t0" -v b="$t1" "BEGIN { print b - a }")" "${tag:--}" "${cmd[*]}" >> "$tsv"
   else
     echo "build_sweep: gptc failed for $model"
     status=1

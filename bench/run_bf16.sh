@@ -14,12 +14,14 @@
 #   fp32      gptrun TRAIN_FB (fp32), BF16_STEPS steps of TRAIN_MODEL B=TRAIN_B T=TRAIN_T
 #   bf16      gptrun BF16_FB (bf16 GEMMs, fp32 masters), same steps, init and batches
 #   scalar    gptrun BF16_SCALAR_FB (bf16, --flash-attention=false), the same
+#   unfused   gptrun BF16_UNFUSED_FB (bf16, the fusion passes off), the same
 #   eager     bench/train_torch.py eager, bf16 autocast, same config
 #   compile   bench/train_torch.py torch.compile, bf16 autocast, same config
 # Then: the speed table (ms/step, tok/s, MFU; ratios against torch.compile
 # bf16) and the loss tracking table of bf16 vs fp32 (ours), which passes when
 # every step's loss is within BF16_TOL relative (bench/configs.sh), and the
-# flash-vs-scalar attention table (FLASH_TOL). Success:
+# flash-vs-scalar attention table (FLASH_TOL) and the fused-vs-unfused one
+# (FUSION_TOL). Success:
 # the last lines print "tracking: PASS" and the four rows of the table.
 # Files in $OUT: run_bf16.log, gptrun_fp32.log, gptrun_bf16.log, build.log,
 # <run>.json summaries.
@@ -27,7 +29,7 @@
 # Knobs: everything in bench/configs.sh (BF16_STEPS=50, BF16_TOL=2e-2, ...),
 # BUDGET_S=570, BUILD_TIMEOUT=240, T_GPTRUN=150, T_EAGER=90, T_COMPILE=200,
 # GPTRUN=build-device/bin/gptrun, PYTHON=python3, ATTENTION=sdpa,
-# SKIP="fp32 eager" (runs to leave out: fp32 bf16 scalar eager compile).
+# SKIP="fp32 eager" (runs to leave out: fp32 bf16 scalar unfused eager compile).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
@@ -83,6 +85,7 @@ ours() { # NAME FB DTYPE LABEL
   local exe=train
   [ "$dtype" = bf16 ] && exe=bf16
   [ "$name" = scalar ] && exe=bf16scalar
+  [ "$name" = unfused ] && exe=bf16unfused
   "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/$name.json" --label "$label" \
     --model "$TRAIN_MODEL" --batch "$TRAIN_B" --seq "$TRAIN_T" --dtype "$dtype" --tf32 off \
     --timing-warmup "$WARMUP" --manifest "$MANIFEST" --exe "$exe" > /dev/null ||
@@ -91,6 +94,7 @@ ours() { # NAME FB DTYPE LABEL
 ours fp32 "$TRAIN_FB" fp32 "gptc fp32"
 ours bf16 "$BF16_FB" bf16 "gptc bf16"
 ours scalar "$BF16_SCALAR_FB" bf16 "gptc bf16 scalar attention"
+ours unfused "$BF16_UNFUSED_FB" bf16 "gptc bf16 unfused"
 
 torch_run() { # NAME WANT_S MODE LABEL
   skipped "$1" && return
@@ -107,7 +111,7 @@ torch_run compile "$T_COMPILE" compile "torch.compile bf16"
 
 banner "report"
 runs=()
-for r in fp32 bf16 scalar eager compile; do [ -f "$WORK/$r.json" ] && runs+=("$WORK/$r.json"); done
+for r in fp32 bf16 scalar unfused eager compile; do [ -f "$WORK/$r.json" ] && runs+=("$WORK/$r.json"); done
 cp "${runs[@]}" "$OUT/" 2> /dev/null
 if ((${#runs[@]})); then
   "$PY" bench/compare.py table "${runs[@]}" --reference "torch.compile bf16"
@@ -137,6 +141,17 @@ if [ -f "$WORK/bf16.json" ] && [ -f "$WORK/scalar.json" ]; then
   fi
 else
   set_status flash "not measured (a gptrun run is missing)"
+fi
+echo
+if [ -f "$WORK/bf16.json" ] && [ -f "$WORK/unfused.json" ]; then
+  echo "fusion: gptc bf16 (fused) vs gptc bf16 (fusion passes off), tolerance $FUSION_TOL"
+  if "$PY" bench/compare.py parity "$WORK/bf16.json" "$WORK/unfused.json" --tol "$FUSION_TOL"; then
+    set_status fusion PASS
+  else
+    set_status fusion "FAIL (see the table)"
+  fi
+else
+  set_status fusion "not measured (a gptrun run is missing)"
 fi
 echo
 echo "=== stages ($(($(date +%s) - START)) s) ==="

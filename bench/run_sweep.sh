@@ -42,21 +42,24 @@ echo "=== build ==="
 tail -n 2 "$OUT/build.log" 2> /dev/null
 
 runs=()
-while IFS=$'\t' read -r model b file secs _; do
-  echo; echo "=== $model B=$b ($(($(date +%s) - START)) s) ==="
-  log=$OUT/gptrun_$model.log
-  run_limited "gptc-$model" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
+while IFS=$'\t' read -r model b file secs tag _; do
+  [ "$tag" = - ] && tag=""
+  name=$model${tag:+-$tag}
+  echo; echo "=== $name B=$b ($(($(date +%s) - START)) s) ==="
+  log=$OUT/gptrun_$name.log
+  run_limited "gptc-$name" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
   echo "gptrun rc=$?"; tail -n 2 "$log"
-  if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$model.json" --label "gptc bf16 $model" \
+  if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$name.json" --label "gptc bf16 $model${tag:+ $tag}" \
       --model "$model" --batch "$b" --seq 1024 --dtype bf16 --tf32 off --timing-warmup "$WARMUP" > /dev/null; then
-    "$PY" - "$WORK/gptc-$model.json" "$secs" <<'PYEOF'
+    "$PY" - "$WORK/gptc-$name.json" "$secs" <<'PYEOF'
 import json, sys
 p = sys.argv[1]; r = json.load(open(p)); r["gptc_s"] = float(sys.argv[2]); json.dump(r, open(p, "w"))
 PYEOF
-    runs+=("$WORK/gptc-$model.json")
+    runs+=("$WORK/gptc-$name.json")
   fi
   modes=(compile)
   [ "$model" = 124M ] && [ "${SWEEP_EAGER:-1}" != 0 ] && modes=(eager compile)
+  [ -n "$tag" ] && modes=() # torch runs once per model, with the plain entry
   for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086
     run_limited "torch-$mode-$model" 150 "$PY" bench/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \

@@ -7,6 +7,8 @@
 ///      every fp32 -> bf16 weight cast) merge into one, so they share a launch.
 ///   3) Each group of two or more ops becomes one gpt.fusion; a member's
 ///      value is a result only when something outside the group reads it.
+/// No merge gives a group more than maxArguments operands plus results: each
+/// is a kernel pointer argument, and kernel parameters are capped.
 /// A group is placed at one point. It is legal at its last member when no
 /// outside op reads a member before that point (this also rules out cycles:
 /// a path leaving the group and coming back passes through such a reader).
@@ -47,8 +49,10 @@ struct Fuser {
   llvm::DenseMap<Operation *, int> groupOf;
   std::vector<std::vector<Operation *>> groups; // members in block order; empty once merged
   bool siblings;
+  unsigned maxArguments;
 
-  Fuser(Block &block, bool siblings) : block(block), siblings(siblings) {
+  Fuser(Block &block, bool siblings, unsigned maxArguments)
+      : block(block), siblings(siblings), maxArguments(maxArguments) {
     int64_t n = 0;
     for (Operation &op : block)
       pos[&op] = n++;
@@ -77,6 +81,23 @@ struct Fuser {
         if (pos.lookup(user) < last && !llvm::is_contained(g, user))
           return false;
     return true;
+  }
+
+  /// The fusion's operands plus results, were `g` one: its kernel's pointers.
+  static size_t numArguments(const std::vector<Operation *> &g) {
+    llvm::SmallPtrSet<Operation *, 16> members(g.begin(), g.end());
+    llvm::SmallPtrSet<void *, 16> inputs;
+    size_t results = 0;
+    for (Operation *m : g) {
+      for (Value v : m->getOperands()) {
+        Operation *def = v.getDefiningOp();
+        if (!(def && (members.contains(def) || llvm::isa<ConstantOp>(def))))
+          inputs.insert(v.getAsOpaquePointer());
+      }
+      results += llvm::any_of(m->getResult(0).getUsers(),
+                              [&](Operation *u) { return !members.contains(u); });
+    }
+    return inputs.size() + results;
   }
 
   static std::vector<Operation *> unite(const std::vector<Operation *> &a,
@@ -111,7 +132,7 @@ struct Fuser {
         if (it == groupOf.end() || it->second == g || numel(use.get()) != numel(op.getResult(0)))
           continue;
         std::vector<Operation *> u = unite(groups[g], groups[it->second], pos);
-        if (legal(u))
+        if (legal(u) && numArguments(u) <= maxArguments)
           absorb(g, it->second);
       }
     }
@@ -149,7 +170,8 @@ struct Fuser {
       int into = it->second;
       std::vector<Operation *> u = unite(groups[into], groups[g], pos);
       // Siblings of one structure either all read arguments or none do.
-      if (argumentsOnly(groups[into]) == argumentsOnly(groups[g]) && legal(u))
+      if (argumentsOnly(groups[into]) == argumentsOnly(groups[g]) && legal(u) &&
+          numArguments(u) <= maxArguments)
         absorb(into, g);
       else
         it->second = g;
@@ -225,7 +247,7 @@ struct FuseElementwisePass
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);
-      numFusions += Fuser(block, siblings).run();
+      numFusions += Fuser(block, siblings, maxArguments).run();
       int64_t after = 0;
       for (Operation &op : block)
         after += fusible(&op);

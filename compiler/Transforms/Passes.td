@@ -268,6 +268,11 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
       3) A member's value becomes a fusion result only when an op outside
          the group reads it; constants are cloned into the bodies.
 
+    A group's kernel takes a pointer per operand and result, and CUDA caps a
+    kernel's parameters (4 KiB before PTX 8.1): a merge that would give a
+    group more than `max-arguments` operands plus results is not made, and
+    the next sibling starts a new group.
+
     A group sits at its last member, which is legal when no outside op reads
     a member before that point (this also excludes cycles). A group that
     reads only function arguments sits at its first member. Ops keep their
@@ -290,6 +295,8 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
   let options = [
     Option<"siblings", "siblings", "bool", /*default=*/"true",
            "Also merge independent groups of one structure into one fusion">,
+    Option<"maxArguments", "max-arguments", "unsigned", /*default=*/"256",
+           "Most operands plus results of one fusion (its kernel's pointer arguments)">,
   ];
   let statistics = [
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,

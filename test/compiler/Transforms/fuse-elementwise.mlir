@@ -1,5 +1,6 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=siblings=false | FileCheck %s --check-prefix=NOSIB
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=max-arguments=4 | FileCheck %s --check-prefix=CAP
 
 // Tests that a producer -> consumer chain becomes one fusion with one result.
 // CHECK-LABEL: func.func @chain
@@ -165,3 +166,22 @@ func.func @sibling_read_early(%a: tensor<8x8xbf16>, %b: tensor<8x8xbf16>) -> (te
 // GPTC: gpt.fusion
 // GPTC: gpt.offsets
 // NOFUSE-NOT: gpt.fusion
+
+// -----
+
+// Tests that no merge gives a fusion more than max-arguments operands plus
+// results (its kernel's pointers): under 4, the third cast stays alone.
+// CHECK-LABEL: func.func @argument_cap
+// CHECK: gpt.fusion({{.*}}) : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+// CAP-LABEL: func.func @argument_cap
+// CAP: gpt.fusion({{.*}}) : (tensor<8xf32>, tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xbf16>)
+// CAP: gpt.yield
+// CAP-NEXT: }
+// CAP-NEXT: gpt.cast %{{.*}} : tensor<8xf32> to tensor<8xbf16>
+// CAP-NEXT: return
+func.func @argument_cap(%a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
+  %0 = gpt.cast %a : tensor<8xf32> to tensor<8xbf16>
+  %1 = gpt.cast %b : tensor<8xf32> to tensor<8xbf16>
+  %2 = gpt.cast %c : tensor<8xf32> to tensor<8xbf16>
+  return %0, %1, %2 : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}
