@@ -533,7 +533,9 @@ Status CudaBackend::waitFence(Fence fence) {
     return Status::ok(); // an earlier or equal fence was waited for
   GPT_CUDA_CHECK(cudaEventSynchronize(it->second));
   // Stream 0 is in order: the fences before this one have passed too.
-  for (auto done = fences_.begin(); done != std::next(it);) {
+  // (The end is taken first: erasing `it` invalidates it.)
+  auto passed = std::next(it);
+  for (auto done = fences_.begin(); done != passed;) {
     spareEvents_.push_back(done->second);
     done = fences_.erase(done);
   }

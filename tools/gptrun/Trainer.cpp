@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -568,7 +569,9 @@ Status Trainer::Impl::runSteps(float lrScale) {
     return ioMemory.status();
   stepIo = static_cast<StepIo *>(*ioMemory);
 
-  const bool ahead = o.overlap && o.onNan != "skip";
+  // GPTC_PROFILE runs each step synchronously inside its launch: enqueueing
+  // step s+1 early would book its time to step s.
+  const bool ahead = o.overlap && o.onNan != "skip" && !std::getenv("GPTC_PROFILE");
   double steadySeconds = 0;
   const int64_t firstStep = stepsDone;
   int64_t next = firstStep;  // the next step to enqueue
