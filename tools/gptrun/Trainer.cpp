@@ -506,6 +506,8 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   StatusOr<data::BatchStage::Batch> batch = stage->acquire();
   if (!batch)
     return batch.status();
+  // Before the launch: the GPU starts on the step while it is enqueued.
+  Clock::time_point enqueued = Clock::now();
   StepIo &slot = stepIo[step % 2];
   slot.step = int32_t(step);
   slot.lrScale = lrScale;
@@ -532,7 +534,7 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   StatusOr<Backend::Fence> fence = session->backend().recordFence();
   if (!fence)
     return fence.status();
-  inFlight.push_back({step, batch->slot, batch->position, *fence, Clock::now()});
+  inFlight.push_back({step, batch->slot, batch->position, *fence, enqueued});
   return Status::ok();
 }
 
