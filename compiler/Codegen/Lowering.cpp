@@ -95,6 +95,17 @@ Value geluGradOf(KB &k, Value x) {
 /// Elementwise `op` at index `i`, in the compute type: the one definition
 /// that single-op kernels and gpt.fusion kernels share. `operand(j, at)`
 /// gives operand j at index `at` (a bias is read at i modulo its length).
+/// Elements per thread of an elementwise kernel over n elements: thread i
+/// takes i, i + n/u, ..., i + (u-1) n/u (coalesced at each step), and loads
+/// all u before it stores any, so u loads per input are in flight at once
+/// (a store could alias a later load; loads first keep them independent).
+int64_t elementsPerThread(int64_t n) {
+  for (int64_t u : {8, 4, 2})
+    if (n % u == 0 && n / u >= 1024)
+      return u;
+  return 1;
+}
+
 Value elementAt(KB &k, Operation *op, Value i, function_ref<Value(unsigned, Value)> operand) {
   auto x = [&](unsigned j) { return operand(j, i); };
   return llvm::TypeSwitch<Operation *, Value>(op)
@@ -1411,11 +1422,18 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
   args.push_back(t(res));
   int64_t n = numel(res);
   if (const char *name = elementwiseName(op)) {
-    launch(op, key, name, types, args, n,
+    int64_t u = elementsPerThread(n), threads = n / u;
+    launch(op, key, name, types, args, threads,
            [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
              KB k{b, loc};
-             Value y = elementAt(k, op, i, [&](unsigned j, Value at) { return k.ld(a[j], at); });
-             k.st(y, a.back(), i);
+             SmallVector<Value> at, ys;
+             for (int64_t e = 0; e < u; ++e) {
+               at.push_back(e == 0 ? i : k.add(i, k.idx(e * threads)));
+               ys.push_back(elementAt(k, op, at.back(),
+                                      [&](unsigned j, Value x) { return k.ld(a[j], x); }));
+             }
+             for (int64_t e = 0; e < u; ++e)
+               k.st(ys[e], a.back(), at[e]);
            });
     return success();
   }
@@ -1516,7 +1534,10 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
 
   size_t numIn = fusion.getInputs().size();
   Operation *yieldOp = yield.getOperation();
-  launch(fusion, key, "fusion", types, args, sizes.front(),
+  // Results of one size: several elements per thread (elementsPerThread).
+  int64_t u = sizes.size() == 1 ? elementsPerThread(sizes.front()) : 1;
+  int64_t threads = sizes.front() / u;
+  launch(fusion, key, "fusion", types, args, threads,
          [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
            KB k{b, loc};
            OpBuilder::InsertionGuard g(b);
@@ -1541,6 +1562,18 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
              memo[memoKey] = y;
              return y;
            };
+           if (u > 1) {
+             // One size: every result of every element, then the stores.
+             SmallVector<std::tuple<Value, Value, Value>> stores; // value, memref, index
+             for (int64_t e = 0; e < u; ++e) {
+               Value at = e == 0 ? i : k.add(i, k.idx(e * threads));
+               for (auto [j, v] : llvm::enumerate(yieldOp->getOperands()))
+                 stores.push_back({eval(v, at), a[numIn + j], at});
+             }
+             for (auto [y, mem, at] : stores)
+               k.st(y, mem, at);
+             return;
+           }
            for (auto [level, size] : llvm::enumerate(sizes)) {
              if (level > 0) {
                auto guard = scf::IfOp::create(b, loc, k.cmpUlt(i, k.idx(size)), false);
