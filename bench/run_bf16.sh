@@ -132,27 +132,22 @@ else
   set_status tracking "not measured (a gptrun run is missing)"
 fi
 echo
-if [ -f "$WORK/bf16.json" ] && [ -f "$WORK/scalar.json" ]; then
-  echo "flash attention: gptc bf16 (flash) vs gptc bf16 (scalar attention), tolerance $FLASH_TOL"
-  if "$PY" bench/compare.py parity "$WORK/bf16.json" "$WORK/scalar.json" --tol "$FLASH_TOL"; then
-    set_status flash PASS
+# parity STATUS_KEY RUN_A RUN_B TOLERANCE TITLE: per-step losses of two runs.
+parity() {
+  if [ -f "$WORK/$2.json" ] && [ -f "$WORK/$3.json" ]; then
+    echo "$5, tolerance $4"
+    if "$PY" bench/compare.py parity "$WORK/$2.json" "$WORK/$3.json" --tol "$4"; then
+      set_status "$1" PASS
+    else
+      set_status "$1" "FAIL (see the table)"
+    fi
   else
-    set_status flash "FAIL (see the table)"
+    set_status "$1" "not measured (a gptrun run is missing)"
   fi
-else
-  set_status flash "not measured (a gptrun run is missing)"
-fi
+}
+parity flash bf16 scalar "$FLASH_TOL" "flash attention: gptc bf16 (flash) vs gptc bf16 (scalar attention)"
 echo
-if [ -f "$WORK/bf16.json" ] && [ -f "$WORK/unfused.json" ]; then
-  echo "fusion: gptc bf16 (fused) vs gptc bf16 (fusion passes off), tolerance $FUSION_TOL"
-  if "$PY" bench/compare.py parity "$WORK/bf16.json" "$WORK/unfused.json" --tol "$FUSION_TOL"; then
-    set_status fusion PASS
-  else
-    set_status fusion "FAIL (see the table)"
-  fi
-else
-  set_status fusion "not measured (a gptrun run is missing)"
-fi
+parity fusion bf16 unfused "$FUSION_TOL" "fusion: gptc bf16 (fused) vs gptc bf16 (fusion passes off)"
 echo
 echo "=== stages ($(($(date +%s) - START)) s) ==="
 for k in "${ORDER[@]}"; do printf '  %-10s %s\n' "$k" "${STATUS[$k]}"; done

@@ -13,11 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtils.h"
-
-#include "compiler/Codegen/EmitExecutable.h"
-#include "runtime/executor/HostBackend.h"
-#include "runtime/executor/Session.h"
+#include "e2e/HostTraining.h"
 
 #include <cmath>
 
@@ -40,7 +36,7 @@ struct TrainRun {
 
 int32_t tokenAt(int64_t i) { return static_cast<int32_t>((i * 7919 + (i / 5) * 31) % kVocab); }
 
-class FusedOptimizerAndLossTest : public GPT2Test {
+class FusedOptimizerAndLossTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, bool fuseAdamW, bool fuseCrossEntropy, TrainRun &result) {
     ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
@@ -49,26 +45,15 @@ protected:
       o.lr = 1e-2;
     }));
     codegen::EmitOptions emit;
-    emit.target = codegen::EmitOptions::Target::Host;
     emit.fuseCrossEntropy = fuseCrossEntropy;
-    auto bytes = codegen::emitExecutable(*module, emit);
-    ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
-    auto exe = Executable::loadBytes(*bytes, "tiny.fb");
-    ASSERT_TRUE(exe) << exe.status().message();
-    auto session = Session::create(std::move(*exe), createHostBackend);
-    ASSERT_TRUE(session) << session.status().message();
-    Session &s = **session;
-
-    std::vector<int32_t> seed = {7};
-    ASSERT_TRUE(s.setInput("init", "seed", seed));
-    ASSERT_TRUE(s.run("init"));
-    ASSERT_TRUE(s.zeroTensors(schema::TensorRole::OptimizerState));
-    std::vector<Tensor> ref = evaluate("init", {Tensor({}, 7.0)});
+    std::unique_ptr<Session> session = hostSession("tiny.fb", emit);
+    ASSERT_TRUE(session);
+    Session &s = *session;
+    Status initialized = initialize(s, 7);
+    ASSERT_TRUE(initialized) << initialized.message();
+    std::vector<Tensor> ref = referenceState(7.0);
     ASSERT_FALSE(ref.empty());
-    size_t n = ref.size();
-    for (int copy = 0; copy < 2; ++copy)
-      for (size_t i = 0; i < n; ++i)
-        ref.emplace_back(ref[i].shape, 0.0);
+    size_t n = ref.size() / 3;
 
     const int64_t window = kBatch * kSeq;
     for (int64_t step = 0; step < kSteps; ++step) {
@@ -77,26 +62,13 @@ protected:
         in[j] = tokenAt(step * window + j);
         tgt[j] = tokenAt(step * window + j + 1);
       }
-      std::vector<int32_t> stepIn = {static_cast<int32_t>(step)};
-      std::vector<float> lrScale = {1.0f};
-      ASSERT_TRUE(s.setInput("train_step", "tokens", in));
-      ASSERT_TRUE(s.setInput("train_step", "targets", tgt));
-      ASSERT_TRUE(s.setInput("train_step", "step", stepIn));
-      ASSERT_TRUE(s.setInput("train_step", "lr_scale", lrScale));
-      Status ran = s.run("train_step");
+      Status ran = trainStep(s, in, tgt, step);
       ASSERT_TRUE(ran) << ran.message();
       auto loss = s.getScalarF32("train_step", "loss");
       ASSERT_TRUE(loss) << loss.status().message();
       result.host.push_back(*loss);
 
-      std::vector<Tensor> args = ref;
-      args.emplace_back(std::vector<int64_t>{1, kBatch, kSeq},
-                        std::vector<double>(in.begin(), in.end()));
-      args.emplace_back(std::vector<int64_t>{1, kBatch, kSeq},
-                        std::vector<double>(tgt.begin(), tgt.end()));
-      args.emplace_back(std::vector<int64_t>{}, static_cast<double>(step));
-      args.emplace_back(std::vector<int64_t>{}, 1.0);
-      std::vector<Tensor> out = evaluate("train_step", args, Precision::F64);
+      std::vector<Tensor> out = referenceTrainStep(ref, in, tgt, kBatch, kSeq, step);
       ASSERT_FALSE(out.empty());
       result.reference.push_back(out[output("train_step", "loss")].data[0]);
       out.resize(3 * n);

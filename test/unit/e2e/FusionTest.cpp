@@ -10,12 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtils.h"
+#include "e2e/HostTraining.h"
 
-#include "compiler/Codegen/EmitExecutable.h"
 #include "dialects/GPT/IR/GPTOps.h"
-#include "runtime/executor/HostBackend.h"
-#include "runtime/executor/Session.h"
 
 #include <cstring>
 #include <random>
@@ -35,7 +32,7 @@ struct Trace {
   double referenceLoss = 0; // fp64 interpreter, first step
 };
 
-class FusionTest : public GPT2Test {
+class FusionTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, bool fuse, Trace &run) {
     ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
@@ -54,41 +51,19 @@ protected:
     std::vector<int32_t> in(tokens.begin(), tokens.end() - 1), tgt(tokens.begin() + 1, tokens.end());
 
     // Reference: @init, zero moments, one @train_step.
-    std::vector<Tensor> args = evaluate("init", {Tensor({}, 1337.0)});
+    std::vector<Tensor> args = referenceState(1337.0);
     ASSERT_FALSE(args.empty());
-    size_t n = args.size();
-    for (int copy = 0; copy < 2; ++copy)
-      for (size_t i = 0; i < n; ++i)
-        args.emplace_back(args[i].shape, 0.0);
-    args.emplace_back(std::vector<int64_t>{1, kBatch, kSeq}, std::vector<double>(in.begin(), in.end()));
-    args.emplace_back(std::vector<int64_t>{1, kBatch, kSeq}, std::vector<double>(tgt.begin(), tgt.end()));
-    args.emplace_back(std::vector<int64_t>{}, 0.0);
-    args.emplace_back(std::vector<int64_t>{}, 1.0);
-    std::vector<Tensor> out = evaluate("train_step", args);
+    std::vector<Tensor> out = referenceTrainStep(args, in, tgt, kBatch, kSeq, 0);
     ASSERT_FALSE(out.empty());
     run.referenceLoss = out[output("train_step", "loss")].data[0];
 
-    codegen::EmitOptions emit;
-    emit.target = codegen::EmitOptions::Target::Host;
-    auto bytes = codegen::emitExecutable(*module, emit);
-    ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
-    auto exe = Executable::loadBytes(*bytes, "tiny-fusion.fb");
-    ASSERT_TRUE(exe) << exe.status().message();
-    auto session = Session::create(std::move(*exe), createHostBackend);
-    ASSERT_TRUE(session) << session.status().message();
-    Session &s = **session;
-    std::vector<int32_t> seed = {1337};
-    ASSERT_TRUE(s.setInput("init", "seed", seed));
-    ASSERT_TRUE(s.run("init"));
-    ASSERT_TRUE(s.zeroTensors(schema::TensorRole::OptimizerState));
+    std::unique_ptr<Session> session = hostSession("tiny-fusion.fb");
+    ASSERT_TRUE(session);
+    Session &s = *session;
+    Status initialized = initialize(s, 1337);
+    ASSERT_TRUE(initialized) << initialized.message();
     for (int64_t step = 0; step < kSteps; ++step) {
-      std::vector<int32_t> stepIn = {static_cast<int32_t>(step)};
-      std::vector<float> lrScale = {1.0f};
-      ASSERT_TRUE(s.setInput("train_step", "tokens", in));
-      ASSERT_TRUE(s.setInput("train_step", "targets", tgt));
-      ASSERT_TRUE(s.setInput("train_step", "step", stepIn));
-      ASSERT_TRUE(s.setInput("train_step", "lr_scale", lrScale));
-      Status ran = s.run("train_step");
+      Status ran = trainStep(s, in, tgt, step);
       ASSERT_TRUE(ran) << ran.message();
       auto loss = s.getScalarF32("train_step", "loss");
       ASSERT_TRUE(loss) << loss.status().message();

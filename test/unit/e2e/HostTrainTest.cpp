@@ -9,12 +9,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtils.h"
+#include "e2e/HostTraining.h"
 
-#include "compiler/Codegen/EmitExecutable.h"
 #include "runtime/data/TokenFile.h"
-#include "runtime/executor/HostBackend.h"
-#include "runtime/executor/Session.h"
 
 using namespace gptc;
 using namespace gptc::testing;
@@ -32,7 +29,7 @@ struct LossCurves {
   int64_t bf16Gemms = 0, gemms = 0; // GEMMs with bf16 A and B, all GEMMs
 };
 
-class HostTrainTest : public GPT2Test {
+class HostTrainTest : public HostTrainingTest {
 protected:
   /// Compiles `mini` under `precision`, trains kSteps steps on the Host
   /// backend, and runs the first `referenceSteps` of them on the reference.
@@ -46,33 +43,23 @@ protected:
       o.lr = 1e-3;
       o.precision = precision;
     }));
-    codegen::EmitOptions emit;
-    emit.target = codegen::EmitOptions::Target::Host;
-    auto bytes = codegen::emitExecutable(*module, emit);
-    ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
-    auto exe = Executable::loadBytes(*bytes, "mini-" + precision + "-host.fb");
-    ASSERT_TRUE(exe) << exe.status().message();
-    for (const schema::Gemm *g : *(*exe)->gemms()) {
-      ++curves.gemms;
-      curves.bf16Gemms += g->a_type() == schema::DType::BF16 && g->b_type() == schema::DType::BF16;
-    }
-    auto session = Session::create(std::move(*exe), createHostBackend);
-    ASSERT_TRUE(session) << session.status().message();
-    Session &s = **session;
+    std::unique_ptr<Session> session =
+        hostSession("mini-" + precision + "-host.fb", {}, [&](const Executable &exe) {
+          for (const schema::Gemm *g : *exe->gemms()) {
+            ++curves.gemms;
+            curves.bf16Gemms +=
+                g->a_type() == schema::DType::BF16 && g->b_type() == schema::DType::BF16;
+          }
+        });
+    ASSERT_TRUE(session);
+    Session &s = *session;
 
-    // Runtime: @init, zero moments.
-    std::vector<int32_t> seed = {1337};
-    ASSERT_TRUE(s.setInput("init", "seed", seed));
-    ASSERT_TRUE(s.run("init"));
-    ASSERT_TRUE(s.zeroTensors(schema::TensorRole::OptimizerState));
-
-    // Reference: the same @init on the interpreter, zero moments.
-    std::vector<Tensor> ref = evaluate("init", {Tensor({}, 1337.0)});
+    // Runtime and reference: the same @init, zero moments.
+    Status initialized = initialize(s, 1337);
+    ASSERT_TRUE(initialized) << initialized.message();
+    std::vector<Tensor> ref = referenceState(1337.0);
     ASSERT_FALSE(ref.empty());
-    size_t n = ref.size();
-    for (int copy = 0; copy < 2; ++copy)
-      for (size_t i = 0; i < n; ++i)
-        ref.emplace_back(ref[i].shape, 0.0);
+    size_t n = ref.size() / 3;
 
     const int64_t window = kBatch * kSeq;
     for (int64_t step = 0; step < kSteps; ++step) {
@@ -81,13 +68,7 @@ protected:
         in[j] = (*tokens)[step * window + j];
         tgt[j] = (*tokens)[step * window + j + 1];
       }
-      std::vector<int32_t> stepIn = {static_cast<int32_t>(step)};
-      ASSERT_TRUE(s.setInput("train_step", "tokens", in));
-      ASSERT_TRUE(s.setInput("train_step", "targets", tgt));
-      ASSERT_TRUE(s.setInput("train_step", "step", stepIn));
-      std::vector<float> lrScale = {1.0f};
-      ASSERT_TRUE(s.setInput("train_step", "lr_scale", lrScale));
-      Status ran = s.run("train_step");
+      Status ran = trainStep(s, in, tgt, step);
       ASSERT_TRUE(ran) << ran.message();
       auto loss = s.getScalarF32("train_step", "loss");
       ASSERT_TRUE(loss) << loss.status().message();
@@ -95,14 +76,7 @@ protected:
       if (step >= referenceSteps)
         continue;
 
-      std::vector<Tensor> args = ref;
-      args.emplace_back(std::vector<int64_t>{1, kBatch, kSeq},
-                        std::vector<double>(in.begin(), in.end()));
-      args.emplace_back(std::vector<int64_t>{1, kBatch, kSeq},
-                        std::vector<double>(tgt.begin(), tgt.end()));
-      args.emplace_back(std::vector<int64_t>{}, static_cast<double>(step));
-      args.emplace_back(std::vector<int64_t>{}, 1.0); // lr_scale
-      std::vector<Tensor> out = evaluate("train_step", args, Precision::F64);
+      std::vector<Tensor> out = referenceTrainStep(ref, in, tgt, kBatch, kSeq, step);
       ASSERT_FALSE(out.empty());
       curves.reference.push_back(out[output("train_step", "loss")].data[0]);
       out.resize(3 * n);

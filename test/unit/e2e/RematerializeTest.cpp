@@ -8,11 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "TestUtils.h"
-
-#include "compiler/Codegen/EmitExecutable.h"
-#include "runtime/executor/HostBackend.h"
-#include "runtime/executor/Session.h"
+#include "e2e/HostTraining.h"
 
 #include <cstring>
 
@@ -30,7 +26,7 @@ struct TrainRun {
   int64_t clones = 0; // ops marked gpt.remat in @train_step
 };
 
-class RematerializeTest : public GPT2Test {
+class RematerializeTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, double budgetGiB, TrainRun &run) {
     ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
@@ -43,23 +39,16 @@ protected:
     function("train_step").walk([&](mlir::Operation *op) {
       run.clones += op->hasAttr("gpt.remat");
     });
-    codegen::EmitOptions emit;
-    emit.target = codegen::EmitOptions::Target::Host;
-    auto bytes = codegen::emitExecutable(*module, emit);
-    ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
-    auto exe = Executable::loadBytes(*bytes, "tiny-remat.fb");
-    ASSERT_TRUE(exe) << exe.status().message();
-    for (const schema::Pool *p : *(*exe)->pools())
-      run.poolBytes += p->size_bytes();
-    if (const schema::Remat *r = (*exe)->remat())
-      run.rematValues = r->values();
-    auto session = Session::create(std::move(*exe), createHostBackend);
-    ASSERT_TRUE(session) << session.status().message();
-    Session &s = **session;
-    std::vector<int32_t> seed = {1337};
-    ASSERT_TRUE(s.setInput("init", "seed", seed));
-    ASSERT_TRUE(s.run("init"));
-    ASSERT_TRUE(s.zeroTensors(schema::TensorRole::OptimizerState));
+    std::unique_ptr<Session> session = hostSession("tiny-remat.fb", {}, [&](const Executable &exe) {
+      for (const schema::Pool *p : *exe->pools())
+        run.poolBytes += p->size_bytes();
+      if (const schema::Remat *r = exe->remat())
+        run.rematValues = r->values();
+    });
+    ASSERT_TRUE(session);
+    Session &s = *session;
+    Status initialized = initialize(s, 1337);
+    ASSERT_TRUE(initialized) << initialized.message();
     // A learnable stream: each token decides the next (as run-reference's).
     const int64_t window = kBatch * kSeq;
     std::vector<int32_t> stream = {5};
@@ -70,13 +59,7 @@ protected:
                               stream.begin() + (step + 1) * window);
       std::vector<int32_t> tgt(stream.begin() + step * window + 1,
                                stream.begin() + (step + 1) * window + 1);
-      std::vector<int32_t> stepIn = {static_cast<int32_t>(step)};
-      std::vector<float> lrScale = {1.0f};
-      ASSERT_TRUE(s.setInput("train_step", "tokens", in));
-      ASSERT_TRUE(s.setInput("train_step", "targets", tgt));
-      ASSERT_TRUE(s.setInput("train_step", "step", stepIn));
-      ASSERT_TRUE(s.setInput("train_step", "lr_scale", lrScale));
-      Status ran = s.run("train_step");
+      Status ran = trainStep(s, in, tgt, step);
       ASSERT_TRUE(ran) << ran.message();
       auto loss = s.getScalarF32("train_step", "loss");
       auto norm = s.getScalarF32("train_step", "grad_norm");

@@ -1,0 +1,98 @@
+//===- HostTraining.h - compile, load and train on the Host backend -------===//
+//
+// The steps the E2E tests share: the compiled module as a Host session,
+// @init plus zero AdamW moments on it and on the reference interpreter, and
+// one @train_step with its four inputs.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_TEST_UNIT_E2E_HOSTTRAINING_H
+#define GPTC_TEST_UNIT_E2E_HOSTTRAINING_H
+
+#include "TestUtils.h"
+
+#include "compiler/Codegen/EmitExecutable.h"
+#include "runtime/executor/HostBackend.h"
+#include "runtime/executor/Session.h"
+
+#include <functional>
+#include <memory>
+
+namespace gptc::testing {
+
+class HostTrainingTest : public GPT2Test {
+protected:
+  /// The module as a Host executable named `name`; `inspect` sees it before
+  /// the session takes it. Null (with a test failure) when a step fails.
+  std::unique_ptr<Session> hostSession(const std::string &name, codegen::EmitOptions emit = {},
+                                       std::function<void(const Executable &)> inspect = {}) {
+    emit.target = codegen::EmitOptions::Target::Host;
+    auto bytes = codegen::emitExecutable(*module, emit);
+    EXPECT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+    if (mlir::failed(bytes))
+      return nullptr;
+    StatusOr<Executable> exe = Executable::loadBytes(std::move(*bytes), name);
+    EXPECT_TRUE(exe) << exe.status().message();
+    if (!exe)
+      return nullptr;
+    if (inspect)
+      inspect(*exe);
+    auto session = Session::create(std::move(*exe), createHostBackend);
+    EXPECT_TRUE(session) << session.status().message();
+    return session ? std::move(*session) : nullptr;
+  }
+
+  /// @init(seed) and zero AdamW moments on the session.
+  static Status initialize(Session &s, int32_t seed) {
+    std::vector<int32_t> in = {seed};
+    if (Status st = s.setInput("init", "seed", in); !st)
+      return st;
+    if (Status st = s.run("init"); !st)
+      return st;
+    return s.zeroTensors(schema::TensorRole::OptimizerState);
+  }
+
+  /// The same on the interpreter: @init(seed)'s parameters, then zero m and
+  /// v of each, as @train_step takes them.
+  std::vector<reference::Tensor> referenceState(double seed) {
+    std::vector<reference::Tensor> state = evaluate("init", {reference::Tensor({}, seed)});
+    size_t n = state.size();
+    for (int copy = 0; copy < 2; ++copy)
+      for (size_t i = 0; i < n; ++i)
+        state.emplace_back(state[i].shape, 0.0);
+    return state;
+  }
+
+  /// @train_step on the interpreter from `state` (parameters, m, v) for one
+  /// batch of B x T tokens: every output (empty, with a failure, on error).
+  std::vector<reference::Tensor>
+  referenceTrainStep(const std::vector<reference::Tensor> &state, const std::vector<int32_t> &tokens,
+                     const std::vector<int32_t> &targets, int64_t batch, int64_t seq, int64_t step,
+                     reference::Precision precision = reference::Precision::F64) {
+    std::vector<reference::Tensor> args = state;
+    for (const std::vector<int32_t> *ids : {&tokens, &targets})
+      args.emplace_back(std::vector<int64_t>{1, batch, seq},
+                        std::vector<double>(ids->begin(), ids->end()));
+    args.emplace_back(std::vector<int64_t>{}, static_cast<double>(step));
+    args.emplace_back(std::vector<int64_t>{}, 1.0); // lr_scale
+    return evaluate("train_step", args, precision);
+  }
+
+  /// Sets tokens, targets, step and lr_scale (1) and runs @train_step.
+  static Status trainStep(Session &s, const std::vector<int32_t> &tokens,
+                          const std::vector<int32_t> &targets, int64_t step) {
+    std::vector<int32_t> stepIn = {static_cast<int32_t>(step)};
+    std::vector<float> lrScale = {1.0f};
+    for (Status st : {s.setInput("train_step", "tokens", tokens),
+                      s.setInput("train_step", "targets", targets),
+                      s.setInput("train_step", "step", stepIn),
+                      s.setInput("train_step", "lr_scale", lrScale)})
+      if (!st)
+        return st;
+    return s.run("train_step");
+  }
+};
+
+} // namespace gptc::testing
+
+#endif // GPTC_TEST_UNIT_E2E_HOSTTRAINING_H
