@@ -1,7 +1,7 @@
 //===- LossLowering.cpp - fused softmax cross-entropy kernels ------------===//
 
 #include "compiler/Codegen/LossLowering.h"
-#include "compiler/Codegen/KernelBuilder.h"
+#include "compiler/Codegen/RowLanes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -11,31 +11,6 @@ using namespace mlir;
 
 namespace gptc::codegen {
 namespace {
-
-/// A row shared by `lanes` threads: lane l visits columns l, l + lanes, ...
-struct Row {
-  KB &k;
-  int64_t lanes;
-  Value row, lane;
-  Row(KB &k, Value idx, int64_t lanes) : k(k), lanes(lanes) {
-    row = lanes == 1 ? idx : k.udiv(idx, k.idx(lanes));
-    lane = lanes == 1 ? k.idx(0) : k.urem(idx, k.idx(lanes));
-  }
-  Value shuffle(Value v, int32_t mask) {
-    return gpu::ShuffleOp::create(k.b, k.loc, v, mask, static_cast<int32_t>(lanes),
-                                  gpu::ShuffleMode::XOR)
-        .getShuffleResult();
-  }
-  /// body on lane 0 only.
-  void once(function_ref<void()> body) {
-    if (lanes == 1)
-      return body();
-    auto op = scf::IfOp::create(k.b, k.loc, k.cmpEq(lane, k.idx(0)), /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard g(k.b);
-    k.b.setInsertionPointToStart(&op.getThenRegion().front());
-    body();
-  }
-};
 
 /// Merges running (max, sum of exp(x - max)) pairs.
 std::pair<Value, Value> mergeStats(KB &k, Value m1, Value s1, Value m2, Value s2) {
@@ -47,7 +22,7 @@ std::pair<Value, Value> mergeStats(KB &k, Value m1, Value s1, Value m2, Value s2
 /// columns online, then the lanes merge in a fixed butterfly order. The
 /// running maximum starts at the lowest finite float, not -inf, so that
 /// exp(m - max) of an empty lane is exp(0) * 0 and never NaN.
-Value logSumExp(Row &r, Value x, Value base, int64_t n) {
+Value logSumExp(RowLanes &r, Value x, Value base, int64_t n) {
   KB &k = r.k;
   Type ft = k.b.getF32Type();
   auto acc = k.loop(r.lane, k.idx(n), k.idx(r.lanes), {k.f(-FLT_MAX, ft), k.f(0, ft)},
@@ -68,7 +43,7 @@ Value logSumExp(Row &r, Value x, Value base, int64_t n) {
 void buildCrossEntropyForwardRows(OpBuilder &b, Location loc, Value idx, ValueRange a,
                                   const CrossEntropyShape &s) {
   KB k{b, loc};
-  Row r(k, idx, s.lanes);
+  RowLanes r(k, idx, s.lanes);
   Value base = k.mul(r.row, k.idx(s.paddedVocab));
   Value lse = logSumExp(r, a[0], base, s.vocab);
   r.once([&] {
@@ -82,7 +57,7 @@ void buildCrossEntropyBackwardRows(OpBuilder &b, Location loc, Value idx, ValueR
                                    const CrossEntropyShape &s, bool savedLse) {
   KB k{b, loc};
   Type ft = b.getF32Type();
-  Row r(k, idx, s.lanes);
+  RowLanes r(k, idx, s.lanes);
   Value base = k.mul(r.row, k.idx(s.paddedVocab));
   Value lse = savedLse ? k.ld(a[4], r.row) : logSumExp(r, a[1], base, s.vocab);
   Value g = k.div(k.ld(a[0], k.idx(0)), k.f(s.rows, ft));

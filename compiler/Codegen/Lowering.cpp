@@ -12,6 +12,7 @@
 #include "compiler/Codegen/KernelBuilder.h"
 #include "compiler/Codegen/LossLowering.h"
 #include "compiler/Codegen/OptimizerLowering.h"
+#include "compiler/Codegen/RowLanes.h"
 
 #include "dialects/GPT/IR/GPTOps.h"
 
@@ -162,54 +163,6 @@ const char *elementwiseName(Operation *op) {
       .Case<BiasAddOp>([](auto) { return "bias_add"; })
       .Default([](Operation *) { return nullptr; });
 }
-
-/// How the threads of a row kernel share a row: `lanes` consecutive threads
-/// (a warp on CUDA, one thread on the Host target) take row idx / lanes;
-/// lane l visits columns l, l + lanes, ... (coalesced), and sums and
-/// maxima are combined across the lanes with butterfly shuffles, in a fixed
-/// order, so that every lane ends with the row's value.
-struct RowLanes {
-  KB &k;
-  int64_t lanes;
-  Value row, lane;
-
-  RowLanes(KB &k, Value idx, int64_t lanes) : k(k), lanes(lanes) {
-    row = lanes == 1 ? idx : k.udiv(idx, k.idx(lanes));
-    lane = lanes == 1 ? k.idx(0) : k.urem(idx, k.idx(lanes));
-  }
-  /// body(i) for this lane's columns i < n.
-  void each(int64_t n, function_ref<void(Value)> body) {
-    k.loop(lane, k.idx(n), k.idx(lanes), {}, [&](Value i, ValueRange) {
-      body(i);
-      return SmallVector<Value>{};
-    });
-  }
-  /// A fold over this lane's columns i < n.
-  SmallVector<Value> fold(int64_t n, ValueRange init,
-                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    return k.loop(lane, k.idx(n), k.idx(lanes), init, body);
-  }
-  Value combine(Value v, bool max) {
-    for (int32_t m = 1; m < lanes; m *= 2) {
-      Value other = gpu::ShuffleOp::create(k.b, k.loc, v, m, static_cast<int32_t>(lanes),
-                                           gpu::ShuffleMode::XOR)
-                        .getShuffleResult();
-      v = max ? k.fmax(v, other) : k.add(v, other);
-    }
-    return v;
-  }
-  Value sum(Value v) { return combine(v, false); }
-  Value max(Value v) { return combine(v, true); }
-  /// body() on lane 0 only: row scalars are written once.
-  void once(function_ref<void()> body) {
-    if (lanes == 1)
-      return body();
-    auto op = scf::IfOp::create(k.b, k.loc, k.cmpEq(lane, k.idx(0)), /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard g(k.b);
-    k.b.setInsertionPointToStart(&op.getThenRegion().front());
-    body();
-  }
-};
 
 /// Mean and 1 / sqrt(biased variance + eps) of x[base, base + n): the
 /// statistics of a layernorm row.

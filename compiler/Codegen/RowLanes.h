@@ -1,0 +1,71 @@
+//===- RowLanes.h - row kernels: a row shared by a warp's lanes ----------===//
+//
+// Shared by the row kernels of Lowering.cpp (layernorm, softmax) and
+// LossLowering.cpp (cross-entropy).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef GPTC_COMPILER_CODEGEN_ROWLANES_H
+#define GPTC_COMPILER_CODEGEN_ROWLANES_H
+
+#include "compiler/Codegen/KernelBuilder.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
+namespace gptc::codegen {
+
+/// How the threads of a row kernel share a row: `lanes` consecutive threads
+/// (a warp on CUDA, one thread on the Host target) take row idx / lanes;
+/// lane l visits columns l, l + lanes, ... (coalesced), and sums and
+/// maxima are combined across the lanes with butterfly shuffles, in a fixed
+/// order, so that every lane ends with the row's value.
+struct RowLanes {
+  KB &k;
+  int64_t lanes;
+  Value row, lane;
+
+  RowLanes(KB &k, Value idx, int64_t lanes) : k(k), lanes(lanes) {
+    row = lanes == 1 ? idx : k.udiv(idx, k.idx(lanes));
+    lane = lanes == 1 ? k.idx(0) : k.urem(idx, k.idx(lanes));
+  }
+  /// body(i) for this lane's columns i < n.
+  void each(int64_t n, function_ref<void(Value)> body) {
+    k.loop(lane, k.idx(n), k.idx(lanes), {}, [&](Value i, ValueRange) {
+      body(i);
+      return SmallVector<Value>{};
+    });
+  }
+  /// A fold over this lane's columns i < n.
+  SmallVector<Value> fold(int64_t n, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    return k.loop(lane, k.idx(n), k.idx(lanes), init, body);
+  }
+  /// The value of lane (this lane xor mask).
+  Value shuffle(Value v, int32_t mask) {
+    return mlir::gpu::ShuffleOp::create(k.b, k.loc, v, mask, static_cast<int32_t>(lanes),
+                                        mlir::gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+  Value combine(Value v, bool max) {
+    for (int32_t m = 1; m < lanes; m *= 2) {
+      Value other = shuffle(v, m);
+      v = max ? k.fmax(v, other) : k.add(v, other);
+    }
+    return v;
+  }
+  Value sum(Value v) { return combine(v, false); }
+  Value max(Value v) { return combine(v, true); }
+  /// body() on lane 0 only: row scalars are written once.
+  void once(function_ref<void()> body) {
+    if (lanes == 1)
+      return body();
+    auto op = mlir::scf::IfOp::create(k.b, k.loc, k.cmpEq(lane, k.idx(0)), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(k.b);
+    k.b.setInsertionPointToStart(&op.getThenRegion().front());
+    body();
+  }
+};
+
+} // namespace gptc::codegen
+
+#endif // GPTC_COMPILER_CODEGEN_ROWLANES_H
