@@ -11,11 +11,19 @@ using namespace mlir;
 
 namespace gptc::codegen {
 
-int64_t AdamWLaunch::threads() const {
+int64_t AdamWLaunch::elements() const {
   int64_t n = 0;
   for (const AdamWSegment &s : segments)
     n += s.size;
   return n;
+}
+
+int64_t AdamWLaunch::perThread() const {
+  int64_t n = elements();
+  for (int64_t u : {4, 2})
+    if (n % u == 0 && n / u >= 1024)
+      return u;
+  return 1;
 }
 
 std::string AdamWLaunch::key() const {
@@ -97,9 +105,6 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     starts.push_back(n);
     n += s.size;
   }
-  SmallVector<Value> seg = segmentOf(k, i, launch, starts, 0, launch.segments.size());
-  auto at = [&](AdamWArray array) { return k.add(i, seg[array]); };
-  Value wd = seg[kNumAdamWArrays];
   ValueRange scalars = a.drop_front(kNumAdamWArrays);
   // The arithmetic, operation for operation, of the gpt.adamw kernel.
   double b1 = launch.beta1, b2 = launch.beta2, eps = launch.epsilon;
@@ -108,15 +113,28 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
   Value c1 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b1, dt), tt)), ft);
   Value c2 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b2, dt), tt)), ft);
   Value lr = k.ld(scalars[0], k.idx(0));
-  Value g = k.mul(k.ld(a[kGrad], at(kGrad)), k.ld(scalars[2], k.idx(0)));
-  Value p = k.ld(a[kParam], at(kParam));
-  Value m = k.add(k.mul(k.f(b1, ft), k.ld(a[kM], at(kM))), k.mul(k.f(1 - b1, ft), g));
-  Value v = k.add(k.mul(k.f(b2, ft), k.ld(a[kV], at(kV))), k.mul(k.f(1 - b2, ft), k.mul(g, g)));
-  Value upd = k.div(k.div(m, c1), k.add(k.sqrt(k.div(v, c2)), k.f(eps, ft)));
-  Value np = k.sub(p, k.mul(lr, k.add(upd, k.mul(wd, p))));
-  k.st(np, a[kNewParam], at(kNewParam));
-  k.st(m, a[kNewM], at(kNewM));
-  k.st(v, a[kNewV], at(kNewV));
+  Value scale = k.ld(scalars[2], k.idx(0));
+  // Every element's loads before any store (a store could alias them).
+  SmallVector<SmallVector<Value>> stores; // (index, value) of the new p, m and v
+  const int64_t threads = launch.threads();
+  for (int64_t e = 0; e < launch.perThread(); ++e) {
+    Value idx = e == 0 ? i : k.add(i, k.idx(e * threads));
+    SmallVector<Value> seg = segmentOf(k, idx, launch, starts, 0, launch.segments.size());
+    auto at = [&](AdamWArray array) { return k.add(idx, seg[array]); };
+    Value wd = seg[kNumAdamWArrays];
+    Value g = k.mul(k.ld(a[kGrad], at(kGrad)), scale);
+    Value p = k.ld(a[kParam], at(kParam));
+    Value m = k.add(k.mul(k.f(b1, ft), k.ld(a[kM], at(kM))), k.mul(k.f(1 - b1, ft), g));
+    Value v = k.add(k.mul(k.f(b2, ft), k.ld(a[kV], at(kV))), k.mul(k.f(1 - b2, ft), k.mul(g, g)));
+    Value upd = k.div(k.div(m, c1), k.add(k.sqrt(k.div(v, c2)), k.f(eps, ft)));
+    Value np = k.sub(p, k.mul(lr, k.add(upd, k.mul(wd, p))));
+    stores.push_back({at(kNewParam), np, at(kNewM), m, at(kNewV), v});
+  }
+  for (const SmallVector<Value> &s : stores) {
+    k.st(s[1], a[kNewParam], s[0]);
+    k.st(s[3], a[kNewM], s[2]);
+    k.st(s[5], a[kNewV], s[4]);
+  }
 }
 
 } // namespace gptc::codegen

@@ -33,7 +33,11 @@ struct AdamWSegment {
 struct AdamWLaunch {
   double beta1 = 0, beta2 = 0, epsilon = 0;
   std::vector<AdamWSegment> segments;
-  int64_t threads() const;
+  /// Elements in all segments; per thread (thread i takes i, i + threads,
+  /// ...: more loads in flight); threads.
+  int64_t elements() const;
+  int64_t perThread() const;
+  int64_t threads() const { return elements() / perThread(); }
   /// The segments, for kernel keys: the body depends on them.
   std::string key() const;
 };
