@@ -49,9 +49,7 @@ protected:
     std::unique_ptr<Session> session = hostSession("tiny.fb", emit);
     ASSERT_TRUE(session);
     Session &s = *session;
-    Status initialized = initialize(s, 7);
-    ASSERT_TRUE(initialized) << initialized.message();
-    std::vector<Tensor> ref = referenceState(7.0);
+    std::vector<Tensor> ref = initializeBoth(s, 7);
     ASSERT_FALSE(ref.empty());
     size_t n = ref.size() / 3;
 

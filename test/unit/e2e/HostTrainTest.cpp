@@ -55,9 +55,7 @@ protected:
     Session &s = *session;
 
     // Runtime and reference: the same @init, zero moments.
-    Status initialized = initialize(s, 1337);
-    ASSERT_TRUE(initialized) << initialized.message();
-    std::vector<Tensor> ref = referenceState(1337.0);
+    std::vector<Tensor> ref = initializeBoth(s, 1337);
     ASSERT_FALSE(ref.empty());
     size_t n = ref.size() / 3;
 

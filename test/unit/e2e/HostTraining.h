@@ -63,6 +63,14 @@ protected:
     return state;
   }
 
+  /// initialize() on the session and the same start on the interpreter
+  /// (referenceState); empty, with a failure, when the session's fails.
+  std::vector<reference::Tensor> initializeBoth(Session &s, int32_t seed) {
+    Status initialized = initialize(s, seed);
+    EXPECT_TRUE(initialized) << initialized.message();
+    return initialized ? referenceState(seed) : std::vector<reference::Tensor>();
+  }
+
   /// @train_step on the interpreter from `state` (parameters, m, v) for one
   /// batch of B x T tokens: every output (empty, with a failure, on error).
   std::vector<reference::Tensor>
