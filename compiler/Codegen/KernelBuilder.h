@@ -132,6 +132,22 @@ struct KB {
       acc = add(acc, mul(x[e], y[e]));
     return acc;
   }
+  /// A value to store at mem[index].
+  struct Store {
+    Value value, mem, index;
+  };
+  /// Thread i's elements i, i + threads, ..., i + (u - 1) threads: every
+  /// element's values (`storesAt(at)`, loads included) first, then all the
+  /// stores, so the loads of all u are in flight together (a store could
+  /// alias a later load and would order them).
+  void storeStrided(Value i, int64_t u, int64_t threads,
+                    function_ref<SmallVector<Store>(Value at)> storesAt) {
+    SmallVector<Store> stores;
+    for (int64_t e = 0; e < u; ++e)
+      llvm::append_range(stores, storesAt(e == 0 ? i : add(i, idx(e * threads))));
+    for (const Store &s : stores)
+      st(s.value, s.mem, s.index);
+  }
   /// Private per-thread scratch of `n` elements (registers or local memory).
   Value privateBuffer(int64_t n, Type t) {
     return mlir::memref::AllocaOp::create(b, loc, mlir::MemRefType::get({n}, t));

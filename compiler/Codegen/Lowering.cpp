@@ -93,9 +93,6 @@ Value geluGradOf(KB &k, Value x) {
                k.mul(k.mul(k.f(0.5, t), x), k.mul(sech2, k.mul(kk, poly))));
 }
 
-/// Elementwise `op` at index `i`, in the compute type: the one definition
-/// that single-op kernels and gpt.fusion kernels share. `operand(j, at)`
-/// gives operand j at index `at` (a bias is read at i modulo its length).
 /// Elements per thread of an elementwise kernel over n elements: thread i
 /// takes i, i + n/u, ..., i + (u-1) n/u (coalesced at each step), and loads
 /// all u before it stores any, so u loads per input are in flight at once
@@ -107,6 +104,9 @@ int64_t elementsPerThread(int64_t n) {
   return 1;
 }
 
+/// Elementwise `op` at index `i`, in the compute type: the one definition
+/// that single-op kernels and gpt.fusion kernels share. `operand(j, at)`
+/// gives operand j at index `at` (a bias is read at i modulo its length).
 Value elementAt(KB &k, Operation *op, Value i, function_ref<Value(unsigned, Value)> operand) {
   auto x = [&](unsigned j) { return operand(j, i); };
   return llvm::TypeSwitch<Operation *, Value>(op)
@@ -1379,14 +1379,10 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
     launch(op, key, name, types, args, threads,
            [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
              KB k{b, loc};
-             SmallVector<Value> at, ys;
-             for (int64_t e = 0; e < u; ++e) {
-               at.push_back(e == 0 ? i : k.add(i, k.idx(e * threads)));
-               ys.push_back(elementAt(k, op, at.back(),
-                                      [&](unsigned j, Value x) { return k.ld(a[j], x); }));
-             }
-             for (int64_t e = 0; e < u; ++e)
-               k.st(ys[e], a.back(), at[e]);
+             k.storeStrided(i, u, threads, [&](Value at) {
+               Value y = elementAt(k, op, at, [&](unsigned j, Value x) { return k.ld(a[j], x); });
+               return SmallVector<KB::Store>{{y, a.back(), at}};
+             });
            });
     return success();
   }
@@ -1515,16 +1511,13 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
              memo[memoKey] = y;
              return y;
            };
-           if (u > 1) {
-             // One size: every result of every element, then the stores.
-             SmallVector<std::tuple<Value, Value, Value>> stores; // value, memref, index
-             for (int64_t e = 0; e < u; ++e) {
-               Value at = e == 0 ? i : k.add(i, k.idx(e * threads));
+           if (sizes.size() == 1) {
+             k.storeStrided(i, u, threads, [&](Value at) {
+               SmallVector<KB::Store> stores;
                for (auto [j, v] : llvm::enumerate(yieldOp->getOperands()))
                  stores.push_back({eval(v, at), a[numIn + j], at});
-             }
-             for (auto [y, mem, at] : stores)
-               k.st(y, mem, at);
+               return stores;
+             });
              return;
            }
            for (auto [level, size] : llvm::enumerate(sizes)) {

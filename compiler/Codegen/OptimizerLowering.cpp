@@ -114,11 +114,7 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
   Value c2 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b2, dt), tt)), ft);
   Value lr = k.ld(scalars[0], k.idx(0));
   Value scale = k.ld(scalars[2], k.idx(0));
-  // Every element's loads before any store (a store could alias them).
-  SmallVector<SmallVector<Value>> stores; // (index, value) of the new p, m and v
-  const int64_t threads = launch.threads();
-  for (int64_t e = 0; e < launch.perThread(); ++e) {
-    Value idx = e == 0 ? i : k.add(i, k.idx(e * threads));
+  k.storeStrided(i, launch.perThread(), launch.threads(), [&](Value idx) {
     SmallVector<Value> seg = segmentOf(k, idx, launch, starts, 0, launch.segments.size());
     auto at = [&](AdamWArray array) { return k.add(idx, seg[array]); };
     Value wd = seg[kNumAdamWArrays];
@@ -128,13 +124,9 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     Value v = k.add(k.mul(k.f(b2, ft), k.ld(a[kV], at(kV))), k.mul(k.f(1 - b2, ft), k.mul(g, g)));
     Value upd = k.div(k.div(m, c1), k.add(k.sqrt(k.div(v, c2)), k.f(eps, ft)));
     Value np = k.sub(p, k.mul(lr, k.add(upd, k.mul(wd, p))));
-    stores.push_back({at(kNewParam), np, at(kNewM), m, at(kNewV), v});
-  }
-  for (const SmallVector<Value> &s : stores) {
-    k.st(s[1], a[kNewParam], s[0]);
-    k.st(s[3], a[kNewM], s[2]);
-    k.st(s[5], a[kNewV], s[4]);
-  }
+    return SmallVector<KB::Store>{
+        {np, a[kNewParam], at(kNewParam)}, {m, a[kNewM], at(kNewM)}, {v, a[kNewV], at(kNewV)}};
+  });
 }
 
 } // namespace gptc::codegen
