@@ -49,8 +49,9 @@ module attributes {gpt.models = {
         : (tensor<?x?x?xf32>, tensor<?xf32>, tensor<?xf32>) -> tensor<?x?x?xf32>    // (B, T, C)
     %qkv = gpt.linear %a0, %attn_w, %attn_b
         : (tensor<?x?x?xf32>, tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?x?xf32>  // (B, T, 3C)
-    %att = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
-        : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>                                  // (B, T, C)
+    // %lse: each row's softmax log-sum-exp, kept for the backward.
+    %att, %lse = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
+        : (tensor<?x?x?xf32>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>)             // (B, T, C), (B, H, T)
     %a1 = gpt.linear %att, %aproj_w, %aproj_b
         : (tensor<?x?x?xf32>, tensor<?x?xf32>, tensor<?xf32>) -> tensor<?x?x?xf32>  // (B, T, C)
     %x1 = gpt.add %x, %a1 : tensor<?x?x?xf32>                                         // residual

@@ -194,10 +194,14 @@ SmallVector<Frag> tilesOf(ValueRange values, int64_t first, int64_t count) {
 
 /// p = exp(scale * score - lse) where key <= query, else 0: a probability
 /// recomputed from the row's log-sum-exp, as both backward kernels do.
-Value causalProbability(KB &k, Value score, Value lse, Value key, Value query, double scale) {
-  Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
+/// Blocks wholly below the diagonal skip the mask (`masked` false).
+Value causalProbability(KB &k, Value score, Value lse, Value key, Value query, double scale,
+                        bool masked) {
   Type f32 = score.getType();
   Value p = k.exp(k.sub(k.mul(score, k.f(scale, f32)), lse));
+  if (!masked)
+    return p;
+  Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
   return k.select(visible, p, k.f(0, f32));
 }
 
@@ -217,16 +221,19 @@ struct Online {
 /// `sc` the raw scores of keys key0.. (global indices, for the mask) and
 /// vFrag(dt) the B fragment of those keys' values, d-columns 8 dt...
 SmallVector<Value> onlineStep(Warp &w, ValueRange cur, std::array<Frag, 2> sc, Value key0,
-                              Value q0, const AttentionShape &s,
+                              Value q0, const AttentionShape &s, bool masked,
                               function_ref<Frag(int64_t)> vFrag) {
   KB &k = w.k;
   int64_t dTiles = s.headDim / 8;
   // Scale, and hide keys after the query (only the diagonal tile has any).
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t e = 0; e < 4; ++e) {
+      sc[n][e] = k.mul(sc[n][e], k.f(s.scale, w.f32));
+      if (!masked)
+        continue;
       Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
       Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
-      sc[n][e] = k.select(visible, k.mul(sc[n][e], k.f(s.scale, w.f32)), k.f(-INFINITY, w.f32));
+      sc[n][e] = k.select(visible, sc[n][e], k.f(-INFINITY, w.f32));
     }
   SmallVector<Value> next(4);
   Value mNew[2], corr[2];
@@ -280,35 +287,47 @@ Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value
   auto st = k.loop(k.idx(0), k.add(tile, k.idx(1)), onlineInit(w, s),
                    [&](Value kt, ValueRange cur) {
     Value key0 = k.mul(kt, k.idx(kTile));
-    return onlineStep(w, cur, scores(w, qa, qkv, hs.key, key0), key0, q0, s,
+    return onlineStep(w, cur, scores(w, qa, qkv, hs.key, key0), key0, q0, s, /*masked=*/true,
                       [&](int64_t dt) { return w.loadBCols(qkv, hs.val, key0, 8 * dt); });
   });
   return onlineResult(w, st, s);
 }
 
-/// lse_i = m_i + log l_i and D_i = dy_i . y_i of the warp's 16 rows, from
-/// the forward recurrence; lane t = 0 of each group writes them to `stats`.
+/// lse_i = m_i + log l_i of the warp's 16 rows: lane t = 0 of each group
+/// writes them to `lse` (B, H, T) for the backward.
+void storeLogSumExp(Warp &w, const Online &on, Value lse, const Heads &hs, Value q0,
+                    const AttentionShape &s) {
+  KB &k = w.k;
+  Value rowBase = k.add(k.mul(hs.bh, k.idx(s.seq)), q0);
+  auto first = scf::IfOp::create(k.b, k.loc, k.cmpEq(w.t, k.idx(0)), /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(&first.getThenRegion().front());
+  for (int64_t r = 0; r < 2; ++r)
+    k.st(k.add(on.m[r], k.log(on.l[r])), lse, k.add(rowBase, rowOf(w, 2 * r)));
+}
+
+/// The forward's lse_i and D_i = dy_i . y_i of the warp's 16 rows; lane
+/// t = 0 of each group writes both to `stats` for the key/value kernel.
 struct RowStats {
   Value lse[2], dsum[2];
 };
 
-RowStats rowStatistics(Warp &w, const Online &on, Value dy, Value stats, const Heads &hs,
+RowStats rowStatistics(Warp &w, Value lse, Value dy, Value y, Value stats, const Heads &hs,
                        Value q0, const AttentionShape &s) {
   KB &k = w.k;
   int64_t dTiles = s.headDim / 8;
+  Value rowBase = k.add(k.mul(hs.bh, k.idx(s.seq)), q0);
   RowStats rs;
   for (int64_t r = 0; r < 2; ++r) {
-    Value inv = k.div(k.f(1, w.f32), on.l[r]);
-    rs.lse[r] = k.add(on.m[r], k.log(on.l[r]));
+    rs.lse[r] = k.ld(lse, k.add(rowBase, rowOf(w, 2 * r)));
     Value part = k.f(0, w.f32);
     for (int64_t dt = 0; dt < dTiles; ++dt)
       for (int64_t e = 2 * r; e < 2 * r + 2; ++e) {
         Value at = k.add(hs.out(k.add(q0, rowOf(w, e))), k.add(columnOf(w, 0, e), k.idx(8 * dt)));
-        part = k.add(part, k.mul(k.mul(on.o[dt][e], inv), k.ld(dy, at)));
+        part = k.add(part, k.mul(k.ld(y, at), k.ld(dy, at)));
       }
     rs.dsum[r] = w.groupSum(part);
   }
-  Value rowBase = k.add(k.mul(hs.bh, k.idx(s.seq)), q0);
   auto first = scf::IfOp::create(k.b, k.loc, k.cmpEq(w.t, k.idx(0)), /*withElseRegion=*/false);
   OpBuilder::InsertionGuard guard(k.b);
   k.b.setInsertionPointToStart(&first.getThenRegion().front());
@@ -346,13 +365,13 @@ SmallVector<Frag> loadRowsA(Warp &w, Value mem, const RowFn &row, Value r0, int6
 /// dy.v of keys key0.. (global indices), kFrag(dt) the keys as B fragments.
 SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
                                  const std::array<Frag, 2> &dp, Value key0, Value q0,
-                                 const RowStats &rs, const AttentionShape &s,
+                                 const RowStats &rs, const AttentionShape &s, bool masked,
                                  function_ref<Frag(int64_t)> kFrag) {
   KB &k = w.k;
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t e = 0; e < 4; ++e) {
       Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
-      Value pe = causalProbability(k, p[n][e], rs.lse[e / 2], key, query, s.scale);
+      Value pe = causalProbability(k, p[n][e], rs.lse[e / 2], key, query, s.scale, masked);
       p[n][e] = scoreGrad(k, pe, dp[n][e], rs.dsum[e / 2], s.scale);
     }
   Frag dsa = w.toA(p[0], p[1]);
@@ -371,7 +390,7 @@ SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
 using StatsFn = function_ref<std::pair<Value, Value>(Value query, int64_t n, int64_t e)>;
 SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
                                     std::array<Frag, 2> ds, Value q0, Value k0,
-                                    const AttentionShape &s, StatsFn statsOf,
+                                    const AttentionShape &s, bool masked, StatsFn statsOf,
                                     function_ref<Frag(int64_t)> dyFrag,
                                     function_ref<Frag(int64_t)> qFrag) {
   KB &k = w.k;
@@ -380,7 +399,7 @@ SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2>
     for (int64_t e = 0; e < 4; ++e) {
       Value query = k.add(q0, columnOf(w, n, e)), key = k.add(k0, rowOf(w, e));
       auto [lse, dsum] = statsOf(query, n, e);
-      p[n][e] = causalProbability(k, p[n][e], lse, key, query, s.scale);
+      p[n][e] = causalProbability(k, p[n][e], lse, key, query, s.scale, masked);
       ds[n][e] = scoreGrad(k, p[n][e], ds[n][e], dsum, s.scale);
     }
   Frag pa = w.toA(p[0], p[1]), dsa = w.toA(ds[0], ds[1]);
@@ -553,13 +572,38 @@ BlockTile blockTile(KB &k, Value idx, const AttentionShape &s, bool queries) {
 /// Sub-blocks of 16 rows in a stage.
 constexpr int64_t kSubTiles = kStage / kTile;
 
+/// Stages [lo, mid) then [mid, hi) of a blocked kernel's loop, carrying
+/// `init`: stage(sb, carried, masked) is emitted twice, without the causal
+/// mask and its per-tile branches for the stages that every warp of the
+/// block sees whole, and with them for the stages that cross the diagonal.
+SmallVector<Value> stagedLoop(KB &k, Value lo, Value mid, Value hi, bool maskedFirst,
+                              ValueRange init,
+                              function_ref<SmallVector<Value>(Value, ValueRange, bool)> stage) {
+  auto st = k.loop(lo, mid, init, [&](Value sb, ValueRange cur) {
+    return stage(sb, cur, maskedFirst);
+  });
+  return k.loop(mid, hi, st, [&](Value sb, ValueRange cur) {
+    return stage(sb, cur, !maskedFirst);
+  });
+}
+
+/// In a masked stage, `step` runs only for the warp's visible sub-blocks;
+/// in an unmasked one every sub-block is visible.
+SmallVector<Value> maybeWhen(KB &k, bool masked, function_ref<Value()> visible, ValueRange cur,
+                             function_ref<SmallVector<Value>()> step) {
+  return masked ? when(k, visible(), cur, step) : step();
+}
+
 /// The forward recurrence of a blocked kernel's warp (keys and values
-/// staged in sK and sV).
+/// staged in sK and sV). Keys before the block's first query are seen whole
+/// by all its warps; the two stages of the block's own rows are masked.
 Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt,
                       const Smem &sK, const Smem &sV, const AttentionShape &s) {
   KB &k = w.k;
+  Value whole = k.udiv(bt.first, k.idx(kStage));
   Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
-  auto st = k.loop(k.idx(0), stages, onlineInit(w, s), [&](Value sb, ValueRange cur) {
+  auto st = stagedLoop(k, k.idx(0), whole, stages, /*maskedFirst=*/false, onlineInit(w, s),
+                       [&](Value sb, ValueRange cur, bool masked) {
     Value key0 = k.mul(sb, k.idx(kStage));
     barrier(k); // the previous stage's readers are done
     stageRows(k, bt.tid, qkv, bt.hs.key, key0, s.headDim, sK);
@@ -567,12 +611,14 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
     barrier(k);
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
-      Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
-      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
-      vals = when(k, visible, vals, [&] {
+      auto visible = [&]() -> Value {
+        Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
+      };
+      vals = maybeWhen(k, masked, visible, vals, [&] {
         SmallVector<Frag> v = columnsShared(w, sV, kTile * j, s.headDim);
         return onlineStep(w, vals, scoresShared(w, qa, sK, kTile * j),
-                          k.add(key0, k.idx(kTile * j)), bt.row0, s,
+                          k.add(key0, k.idx(kTile * j)), bt.row0, s, masked,
                           [&](int64_t dt) { return v[dt]; });
       });
     }
@@ -589,6 +635,7 @@ void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &
   Online on = forwardBlocked(w, qa, a[0], bt, sK, sV, s);
   Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
   storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
+  storeLogSumExp(w, on, a[2], bt.hs, bt.row0, s);
 }
 
 void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
@@ -599,16 +646,15 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
   const Heads &hs = bt.hs;
   Smem sK = sharedTile(k, kStage, s.headDim), sV = sharedTile(k, kStage, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, bt.row0, s.headDim);
+  RowStats rs = rowStatistics(w, a[5], dy, a[4], stats, hs, bt.row0, s);
 
-  // Pass 1: the forward again, for lse_i and D_i = dy_i . y_i.
-  Online on = forwardBlocked(w, qa, qkv, bt, sK, sV, s);
-  RowStats rs = rowStatistics(w, on, dy, stats, hs, bt.row0, s);
-
-  // Pass 2: dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
+  // dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
   SmallVector<Frag> dya = loadRowsA(w, dy, hs.out, bt.row0, s.headDim);
+  Value whole = k.udiv(bt.first, k.idx(kStage));
   Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
   SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
-  auto dq = k.loop(k.idx(0), stages, init, [&](Value sb, ValueRange cur) {
+  auto dq = stagedLoop(k, k.idx(0), whole, stages, /*maskedFirst=*/false, init,
+                       [&](Value sb, ValueRange cur, bool masked) {
     Value key0 = k.mul(sb, k.idx(kStage));
     barrier(k);
     stageRows(k, bt.tid, qkv, hs.key, key0, s.headDim, sK);
@@ -616,14 +662,16 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
     barrier(k);
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
-      Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
-      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
-      vals = when(k, visible, vals, [&] {
+      auto visible = [&]() -> Value {
+        Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
+      };
+      vals = maybeWhen(k, masked, visible, vals, [&] {
         std::array<Frag, 2> p = scoresShared(w, qa, sK, kTile * j);
         std::array<Frag, 2> dp = scoresShared(w, dya, sV, kTile * j);
         SmallVector<Frag> kc = columnsShared(w, sK, kTile * j, s.headDim);
         return queryGradStep(w, vals, p, dp, k.add(key0, k.idx(kTile * j)), bt.row0, rs, s,
-                             [&](int64_t dt) { return kc[dt]; });
+                             masked, [&](int64_t dt) { return kc[dt]; });
       });
     }
     return vals;
@@ -644,10 +692,13 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
   SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
   Value statsBase = k.mul(k.mul(hs.bh, k.idx(s.seq)), k.idx(2));
 
-  // Query stages from the block's first key on (earlier queries see none).
+  // Query stages from the block's first key on (earlier queries see none):
+  // the two of the block's own rows are masked, later ones are whole.
+  Value first = k.udiv(bt.first, k.idx(kStage));
+  Value whole = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
   SmallVector<Value> init(2 * dTiles * 4, k.f(0, w.f32));
-  auto acc = k.loop(k.udiv(bt.first, k.idx(kStage)), k.idx(s.seq / kStage), init,
-                    [&](Value sb, ValueRange cur) {
+  auto acc = stagedLoop(k, first, whole, k.idx(s.seq / kStage), /*maskedFirst=*/true, init,
+                        [&](Value sb, ValueRange cur, bool masked) {
     Value q0s = k.mul(sb, k.idx(kStage));
     barrier(k);
     stageRows(k, bt.tid, qkv, hs.q, q0s, s.headDim, sQ);
@@ -664,9 +715,11 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
     barrier(k);
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
-      Value qt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
-      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, qt, bt.tile);
-      vals = when(k, visible, vals, [&] {
+      auto visible = [&]() -> Value {
+        Value qt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, qt, bt.tile);
+      };
+      vals = maybeWhen(k, masked, visible, vals, [&] {
         auto statsOf = [&](Value, int64_t n, int64_t e) {
           Value at = k.mul(k.add(k.idx(kTile * j), columnOf(w, n, e)), k.idx(2));
           Value lse = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{at});
@@ -677,8 +730,8 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
         std::array<Frag, 2> ds = scoresShared(w, va, sDy, kTile * j);
         SmallVector<Frag> dyc = columnsShared(w, sDy, kTile * j, s.headDim);
         SmallVector<Frag> qc = columnsShared(w, sQ, kTile * j, s.headDim);
-        return keyValueGradStep(w, vals, p, ds, k.add(q0s, k.idx(kTile * j)), k0, s, statsOf,
-                                [&](int64_t dt) { return dyc[dt]; },
+        return keyValueGradStep(w, vals, p, ds, k.add(q0s, k.idx(kTile * j)), k0, s, masked,
+                                statsOf, [&](int64_t dt) { return dyc[dt]; },
                                 [&](int64_t dt) { return qc[dt]; });
       });
     }
@@ -716,6 +769,7 @@ void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRang
   Online on = forwardTile(w, qa, a[0], hs, q0, tile, s);
   Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
   storeTiles(w, on.o, a[1], hs.out, q0, inv);
+  storeLogSumExp(w, on, a[2], hs, q0, s);
 }
 
 void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, ValueRange a,
@@ -730,18 +784,15 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
   Value tile = wt.tile, q0 = wt.row0;
   const Heads &hs = wt.hs;
   SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, q0, s.headDim);
+  RowStats rs = rowStatistics(w, a[5], dy, a[4], stats, hs, q0, s);
 
-  // Pass 1: the forward again, for lse_i and D_i = dy_i . y_i.
-  Online on = forwardTile(w, qa, qkv, hs, q0, tile, s);
-  RowStats rs = rowStatistics(w, on, dy, stats, hs, q0, s);
-
-  // Pass 2: dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
+  // dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
   SmallVector<Frag> dya = loadRowsA(w, dy, hs.out, q0, s.headDim);
   SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
   auto dq = k.loop(k.idx(0), k.add(tile, k.idx(1)), init, [&](Value kt, ValueRange cur) {
     Value key0 = k.mul(kt, k.idx(kTile));
     return queryGradStep(w, cur, scores(w, qa, qkv, hs.key, key0),
-                         scores(w, dya, qkv, hs.val, key0), key0, q0, rs, s,
+                         scores(w, dya, qkv, hs.val, key0), key0, q0, rs, s, /*masked=*/true,
                          [&](int64_t dt) { return w.loadBCols(qkv, hs.key, key0, 8 * dt); });
   });
   storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, q0, {});
@@ -773,7 +824,8 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
       return std::make_pair(k.ld(stats, row), k.ld(stats, k.add(row, k.idx(1))));
     };
     return keyValueGradStep(
-        w, cur, scores(w, ka, qkv, hs.q, q0), scores(w, va, dy, hs.out, q0), q0, k0, s, statsOf,
+        w, cur, scores(w, ka, qkv, hs.q, q0), scores(w, va, dy, hs.out, q0), q0, k0, s,
+        /*masked=*/true, statsOf,
         [&](int64_t dt) { return w.loadBCols(dy, hs.out, q0, 8 * dt); },
         [&](int64_t dt) { return w.loadBCols(qkv, hs.q, q0, 8 * dt); });
   });

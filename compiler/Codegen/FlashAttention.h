@@ -35,11 +35,12 @@ bool flashAttentionBlocked(const AttentionShape &s);
 /// Threads of every flash launch: one warp per 16-row tile.
 int64_t flashAttentionThreads(const AttentionShape &s);
 
-/// args: qkv (B, T, 3C), y (B, T, C).
+/// args: qkv (B, T, 3C), y (B, T, C), lse (B, H, T, f32).
 void buildFlashAttentionForward(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
                                 mlir::ValueRange args, const AttentionShape &s);
-/// args: dy (B, T, C), qkv, stats (B*H*T x {lse, D}, f32), dqkv (B, T, 3C).
-/// Writes the row statistics and the q third of dqkv.
+/// args: dy (B, T, C), qkv, stats (B*H*T x {lse, D}, f32), dqkv (B, T, 3C),
+/// y (B, T, C) and lse (B, H, T) of the forward. Writes the row statistics
+/// (lse and D = dy . y) and the q third of dqkv.
 void buildFlashAttentionBackwardQuery(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
                                       mlir::ValueRange args, const AttentionShape &s);
 /// The same arguments; reads the statistics, writes the k and v thirds.

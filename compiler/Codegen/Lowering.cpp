@@ -980,9 +980,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                 d = c / h;
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
         AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads};
+        std::vector<Type> types = {flat(at.getQkv()), flat(at.getResult()), flat(at.getLse())};
+        std::vector<Operand> args = {t(at.getQkv()), t(at.getResult()), t(at.getLse())};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv()))) {
-          launch(op, key, "flash_attention_forward", {flat(at.getQkv()), flat(at.getResult())},
-                 {t(at.getQkv()), t(at.getResult())}, flashAttentionThreads(shape),
+          launch(op, key, "flash_attention_forward", types, args, flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionForward(b, loc, idx, a, shape);
                  });
@@ -991,8 +992,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         // One thread per (b, h, i) query row: q and the output accumulator
         // live in registers (the head dimension is unrolled); keys and values
         // are read in lockstep by a warp, so each load is a broadcast.
-        launch(op, key, "attention_forward", {flat(at.getQkv()), flat(at.getResult())},
-               {t(at.getQkv()), t(at.getResult())}, bsz * h * tl,
+        launch(op, key, "attention_forward", types, args, bsz * h * tl,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  Type ft = b.getF32Type();
@@ -1016,6 +1016,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  Value yb = ai.out(ai.row);
                  for (int64_t e = 0; e < d; ++e)
                    k.st(k.div(st[2 + e], st[1]), a[1], k.add(yb, k.idx(e)));
+                 k.st(k.add(st[0], k.log(st[1])), a[2], idx); // idx = (b, h, i)
                });
         return success();
       })
@@ -1029,11 +1030,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = sum_j p_ij dy_i.v_j
         auto statsType = flatOf(rowsN * 2, ft);
         AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads};
+        // dy, qkv, (lse, D) pairs, dqkv, y, lse: the q kernel fills the pairs
+        // for the k and v kernels, which walk rows of other queries.
+        std::vector<Type> types = {flat(at.getGrad()), flat(at.getQkv()), statsType,
+                                   flat(at.getResult()), flat(at.getOutput()), flat(at.getLse())};
+        std::vector<Operand> args = {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult()),
+                                     t(at.getOutput()), t(at.getLse())};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv())) &&
-            eltOf(at.getGrad()).isBF16()) {
-          std::vector<Type> types = {flat(at.getGrad()), flat(at.getQkv()), statsType,
-                                     flat(at.getResult())};
-          std::vector<Operand> args = {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())};
+            eltOf(at.getGrad()).isBF16() && eltOf(at.getOutput()).isBF16()) {
           launch(op, key + "q", "flash_attention_backward_q", types, args,
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
@@ -1047,9 +1051,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           return success();
         }
         // Rows i: lse_i, D_i and dq_i = scale sum_j p_ij (dy_i.v_j - D_i) k_j.
-        launch(op, key + "q", "attention_backward_q",
-               {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
-               {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())}, rowsN,
+        launch(op, key + "q", "attention_backward_q", types, args, rowsN,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  AttentionIndex ai{k, idx, tl, h, c, d};
@@ -1059,19 +1061,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  auto score = [&](Value j) {
                    return k.mul(k.dotVec(q, a[1], ai.qkv(j, 1)), k.f(scale, ft));
                  };
-                 auto ml = k.loop(k.idx(0), end, {k.f(-INFINITY, ft), k.f(0, ft)},
-                                  [&](Value j, ValueRange cur) {
-                   Value sc = score(j);
-                   Value mNew = k.fmax(cur[0], sc);
-                   return SmallVector<Value>{
-                       mNew, k.add(k.mul(cur[1], k.exp(k.sub(cur[0], mNew))), k.exp(k.sub(sc, mNew)))};
-                 });
-                 Value lse = k.add(ml[0], k.log(ml[1]));
-                 Value dsum = k.loop(k.idx(0), end, {k.f(0, ft)}, [&](Value j, ValueRange cur) {
-                   Value p = k.exp(k.sub(score(j), lse));
-                   return SmallVector<Value>{
-                       k.add(cur[0], k.mul(p, k.dotVec(dy, a[1], ai.qkv(j, 2))))};
-                 })[0];
+                 // The forward's lse, and D_i = dy_i . y_i = sum_j p_ij dy_i . v_j.
+                 Value lse = k.ld(a[5], idx);
+                 Value dsum = k.dotVec(dy, a[4], ai.out(ai.row));
                  k.st(lse, a[2], k.mul(idx, k.idx(2)));
                  k.st(dsum, a[2], k.add(k.mul(idx, k.idx(2)), k.idx(1)));
                  SmallVector<Value> zeros(d, k.f(0, ft));
@@ -1095,8 +1087,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         // the rows i together (broadcast loads) and masks rows before its j.
         for (bool keys : {true, false}) {
           launch(op, key + (keys ? "k" : "v"), keys ? "attention_backward_k" : "attention_backward_v",
-                 {flat(at.getGrad()), flat(at.getQkv()), statsType, flat(at.getResult())},
-                 {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult())}, rowsN,
+                 types, args, rowsN,
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    KB k{b, loc};
                    AttentionIndex ai{k, idx, tl, h, c, d};

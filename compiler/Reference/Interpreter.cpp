@@ -403,6 +403,7 @@ private:
     int64_t h = *getConfigInt(op.getNumHeads()), d = c / h;
     T scale = T(1) / std::sqrt(static_cast<T>(d));
     Buffer &y = out(op.getResult());
+    Buffer &lse = out(op.getLse()); // (B, H, T)
     std::vector<T> p(t);
     for (int64_t b = 0; b < bsz; ++b)
       for (int64_t hd = 0; hd < h; ++hd)
@@ -422,6 +423,7 @@ private:
             p[j] = std::exp(p[j] - mx);
             sum += p[j];
           }
+          lse[(b * h + hd) * t + i] = mx + std::log(sum);
           T *yi = &y[(b * t + i) * c + hd * d];
           for (int64_t j = 0; j <= i; ++j) {
             const T *vj = &qkv[(b * t + j) * 3 * c + 2 * c + hd * d];
@@ -612,6 +614,8 @@ private:
     return success();
   }
 
+  /// Recomputes everything from qkv (not from the given y and lse), so that
+  /// it checks the kernels that trust them.
   LogicalResult attentionGrad(CausalAttentionGradOp op) {
     const Buffer &dy = in(op.getGrad()), &qkv = in(op.getQkv());
     auto s = shapeOf(op.getQkv());

@@ -59,7 +59,7 @@ double opFlops(Operation *op) {
   }
   // Causal: half of q k^T and of p v, each 2 B T T C.
   if (auto a = llvm::dyn_cast<CausalAttentionOp>(op)) {
-    ArrayRef<int64_t> y = a.getType().getShape();
+    ArrayRef<int64_t> y = a.getResult().getType().getShape();
     return 2.0 * y[0] * y[1] * y[1] * y[2];
   }
   if (auto g = llvm::dyn_cast<CausalAttentionGradOp>(op)) {

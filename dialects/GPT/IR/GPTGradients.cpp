@@ -137,8 +137,9 @@ LogicalResult BiasAddOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
 
 LogicalResult CausalAttentionOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
                                                 SmallVectorImpl<Value> &grads) {
-  grads.push_back(
-      CausalAttentionGradOp::create(b, getLoc(), dys[0], getQkv(), getNumHeadsAttr()));
+  // Only y has a gradient: lse is saved for the backward, not a model output.
+  grads.push_back(CausalAttentionGradOp::create(b, getLoc(), dys[0], getQkv(), getResult(),
+                                                getLse(), getNumHeadsAttr()));
   return success();
 }
 

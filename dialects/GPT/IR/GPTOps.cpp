@@ -210,6 +210,10 @@ LogicalResult CausalAttentionOp::inferReturnTypes(
                       *heads, " heads");
   results.push_back(
       tensorOf({qkv.getDimSize(0), qkv.getDimSize(1), c}, qkv.getElementType()));
+  // The log-sum-exp of each (b, h, i) row: fp32 whatever the compute type.
+  int64_t h = heads ? *heads : ShapedType::kDynamic;
+  results.push_back(tensorOf({qkv.getDimSize(0), h, qkv.getDimSize(1)},
+                             Float32Type::get(qkv.getContext())));
   return success();
 }
 
@@ -465,6 +469,15 @@ LogicalResult CausalAttentionGradOp::inferReturnTypes(
   std::optional<int64_t> heads = getConfigInt(adaptor.getNumHeads());
   if (heads && (*heads < 1 || (!isDyn(dy.getDimSize(2)) && dy.getDimSize(2) % *heads)))
     return shapeError(loc, "causal_attention_grad", "num_heads must divide C");
+  auto y = rtt(adaptor.getOutput()), lse = rtt(adaptor.getLse());
+  if (failed(verifyCompatibleShape(y.getShape(), dy.getShape())))
+    return shapeError(loc, "causal_attention_grad", "output ", y, " and grad ", dy,
+                      " must have one shape");
+  if (lse.getRank() != 3 || !lse.getElementType().isF32() ||
+      !compatible(lse.getDimSize(0), dy.getDimSize(0)) ||
+      !compatible(lse.getDimSize(1), heads ? *heads : ShapedType::kDynamic) ||
+      !compatible(lse.getDimSize(2), dy.getDimSize(1)))
+    return shapeError(loc, "causal_attention_grad", "lse ", lse, " is not (B, H, T) f32");
   results.push_back(qkv);
   return success();
 }

@@ -135,13 +135,18 @@ def GPT_CausalAttentionOp : GPT_InferredOp<"causal_attention", [GPT_Differentiab
     kernel; `gpt-decompose-attention` rewrites it into matmul, softmax and
     layout ops.
 
+    `lse` (B, H, T), always f32, is each query row's log-sum-exp of its
+    scaled scores, `m + log(sum_j exp(s_j - m))`. The forward has it for
+    free; `gpt.causal_attention_grad` reads it instead of running the
+    forward again.
+
     ```mlir
-    %y = gpt.causal_attention %qkv {num_heads = 4 : i64}
-        : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+    %y, %lse = gpt.causal_attention %qkv {num_heads = 4 : i64}
+        : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x4x8xf32>)
     ```
   }];
   let arguments = (ins GPT_FloatTensor:$qkv, GPT_IntOrConfigAttr:$num_heads);
-  let results = (outs GPT_FloatTensor:$result);
+  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$lse);
   let assemblyFormat = "$qkv attr-dict `:` functional-type(operands, results)";
 }
 
@@ -449,20 +454,24 @@ def GPT_SoftmaxGradOp : GPT_Op<"softmax_grad", [Pure, SameOperandsAndResultType,
 def GPT_CausalAttentionGradOp : GPT_InferredOp<"causal_attention_grad"> {
   let summary = "Gradient of gpt.causal_attention with respect to packed qkv";
   let description = [{
-    Recomputes the attention probabilities from the saved `qkv` (as a flash
-    backward does) and returns d qkv, (B, T, 3C), for `dy` (B, T, C). One op
-    so that fusion can replace it with a flash-attention backward kernel.
+    Recomputes the attention probabilities from the saved `qkv` and the
+    forward's row log-sum-exp `lse` (B, H, T), as a flash backward does, and
+    returns d qkv, (B, T, 3C), for `dy` (B, T, C). `output` is the forward's
+    result y: D_i = dy_i . y_i is the softmax-backward row term. One op so
+    that fusion can replace it with a flash-attention backward kernel.
 
     ```mlir
-    %dqkv = gpt.causal_attention_grad %dy, %qkv {num_heads = 2 : i64}
-        : (tensor<2x8x16xf32>, tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+    %dqkv = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 2 : i64}
+        : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>,
+           tensor<2x2x8xf32>) -> tensor<2x8x48xf32>
     ```
   }];
   let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$qkv,
+                       GPT_FloatTensor:$output, GPT_FloatTensor:$lse,
                        GPT_IntOrConfigAttr:$num_heads);
   let results = (outs GPT_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $qkv attr-dict `:` functional-type(operands, results)
+    $grad `,` $qkv `,` $output `,` $lse attr-dict `:` functional-type(operands, results)
   }];
 }
 

@@ -25,6 +25,9 @@ struct DecomposeCausalAttention : OpRewritePattern<CausalAttentionOp> {
     std::optional<int64_t> heads = getConfigInt(op.getNumHeads());
     if (!qkvType.hasStaticShape() || !heads)
       return rewriter.notifyMatchFailure(op, "needs static shapes and num_heads");
+    // The decomposition has no log-sum-exp to offer a backward that reads it.
+    if (!op.getLse().use_empty())
+      return rewriter.notifyMatchFailure(op, "its lse is used");
     Location loc = op.getLoc();
     Type elt = qkvType.getElementType();
     int64_t b = qkvType.getDimSize(0), t = qkvType.getDimSize(1);
@@ -49,8 +52,9 @@ struct DecomposeCausalAttention : OpRewritePattern<CausalAttentionOp> {
     Value probs = SoftmaxOp::create(rewriter, loc, scores);
     Value y = MatmulOp::create(rewriter, loc, probs, v, false, false); // (B, H, T, D)
     y = TransposeOp::create(rewriter, loc, y, swap12);                 // (B, T, H, D)
-    y = ReshapeOp::create(rewriter, loc, op.getType(), y);             // (B, T, C)
-    rewriter.replaceOp(op, y);
+    y = ReshapeOp::create(rewriter, loc, op.getResult().getType(), y); // (B, T, C)
+    rewriter.replaceAllUsesWith(op.getResult(), y);
+    rewriter.eraseOp(op);
     return success();
   }
 };

@@ -63,11 +63,13 @@ def DecomposeAttentionPass : Pass<"gpt-decompose-attention", "::mlir::func::Func
     slice q/k/v, reshape to (B, T, H, D), transpose to (B, H, T, D),
     `q k^T` scaled by 1/sqrt(D), `gpt.causal_mask`, `gpt.softmax`, `· v`,
     and back to (B, T, C). This is the unfused reference form; it
-    materialises the (B, H, T, T) scores that a flash kernel avoids.
+    materialises the (B, H, T, T) scores that a flash kernel avoids. An op
+    whose `lse` result is read (by a `gpt.causal_attention_grad`) stays:
+    run this pass before `gpt-autodiff`.
 
     ```mlir
-    %y = gpt.causal_attention %qkv {num_heads = 2 : i64}
-        : (tensor<1x4x24xf32>) -> tensor<1x4x8xf32>
+    %y, %lse = gpt.causal_attention %qkv {num_heads = 2 : i64}
+        : (tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x2x4xf32>)
     ```
     becomes a chain of `gpt.slice`, `gpt.reshape`, `gpt.transpose`,
     `gpt.matmul`, `gpt.scale`, `gpt.causal_mask` and `gpt.softmax`.

@@ -239,18 +239,18 @@ func.func @forward(%x: tensor<2x3x4xf32> {gpt.param = "x"}, %b: tensor<4xf32> {g
 // -----
 
 // Tests that the causal_attention rule is one gpt.causal_attention_grad from
-// the saved packed qkv, keeping num_heads.
+// the saved packed qkv, output and log-sum-exp, keeping num_heads.
 
 // CHECK-LABEL: func.func @forward_grad
 // CHECK-SAME: (%[[QKV:.*]]: tensor<1x4x12xf32> {gpt.param = "qkv"}, %[[T:.*]]: tensor<1x4xi32> {gpt.input = "targets"})
 // CHECK-SAME: -> (tensor<f32> {gpt.output = "loss"}, tensor<1x4x12xf32> {gpt.grad_of = "qkv"})
-// CHECK: %[[Y:.*]] = gpt.causal_attention %[[QKV]]
+// CHECK: %[[Y:.*]], %[[LSE:.*]] = gpt.causal_attention %[[QKV]]
 // CHECK: %[[LOSS:.*]] = gpt.cross_entropy %[[Y]], %[[T]]
 // CHECK: %[[DY:.*]] = gpt.cross_entropy_grad %{{.*}}, %[[Y]], %[[T]]
-// CHECK-NEXT: %[[DQKV:.*]] = gpt.causal_attention_grad %[[DY]], %[[QKV]] {num_heads = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x12xf32>) -> tensor<1x4x12xf32>
+// CHECK-NEXT: %[[DQKV:.*]] = gpt.causal_attention_grad %[[DY]], %[[QKV]], %[[Y]], %[[LSE]] {num_heads = 2 : i64} : (tensor<1x4x4xf32>, tensor<1x4x12xf32>, tensor<1x4x4xf32>, tensor<1x2x4xf32>) -> tensor<1x4x12xf32>
 // CHECK-NEXT: return %[[LOSS]], %[[DQKV]] : tensor<f32>, tensor<1x4x12xf32>
 func.func @forward(%qkv: tensor<1x4x12xf32> {gpt.param = "qkv"}, %t: tensor<1x4xi32> {gpt.input = "targets"}) -> tensor<f32> {
-  %y = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<1x4x12xf32>) -> tensor<1x4x4xf32>
+  %y, %lse = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<1x4x12xf32>) -> (tensor<1x4x4xf32>, tensor<1x2x4xf32>)
   %loss = gpt.cross_entropy %y, %t {vocab_size = 4 : i64} : (tensor<1x4x4xf32>, tensor<1x4xi32>) -> tensor<f32>
   return %loss : tensor<f32>
 }

@@ -408,7 +408,7 @@ func.func @bias_add_elt(%x: tensor<2x8x48xf32>, %b: tensor<48xf64>) {
 func.func @attention_rank(%qkv: tensor<8x48xf32>) {
   // expected-error @+2 {{expects qkv (B, T, 3C), got rank 2}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.causal_attention %qkv {num_heads = 4 : i64} : (tensor<8x48xf32>) -> tensor<8x16xf32>
+  %0, %1 = gpt.causal_attention %qkv {num_heads = 4 : i64} : (tensor<8x48xf32>) -> (tensor<8x16xf32>, tensor<?x?x?xf32>)
   return
 }
 
@@ -418,7 +418,7 @@ func.func @attention_rank(%qkv: tensor<8x48xf32>) {
 func.func @attention_3c(%qkv: tensor<2x8x50xf32>) {
   // expected-error @+2 {{last dimension 50 is not 3C}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<2x8x50xf32>) -> tensor<2x8x16xf32>
+  %0, %1 = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<2x8x50xf32>) -> (tensor<2x8x16xf32>, tensor<?x?x?xf32>)
   return
 }
 
@@ -428,7 +428,7 @@ func.func @attention_3c(%qkv: tensor<2x8x50xf32>) {
 func.func @attention_heads(%qkv: tensor<2x8x48xf32>) {
   // expected-error @+2 {{16 channels do not split into 3 heads}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.causal_attention %qkv {num_heads = 3 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %0, %1 = gpt.causal_attention %qkv {num_heads = 3 : i64} : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<?x?x?xf32>)
   return
 }
 
@@ -438,7 +438,7 @@ func.func @attention_heads(%qkv: tensor<2x8x48xf32>) {
 func.func @attention_zero_heads(%qkv: tensor<2x8x48xf32>) {
   // expected-error @+2 {{num_heads must be positive}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.causal_attention %qkv {num_heads = 0 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %0, %1 = gpt.causal_attention %qkv {num_heads = 0 : i64} : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<?x?x?xf32>)
   return
 }
 
@@ -448,7 +448,7 @@ func.func @attention_zero_heads(%qkv: tensor<2x8x48xf32>) {
 func.func @attention_negative_heads(%qkv: tensor<?x?x?xf32>) {
   // expected-error @+2 {{num_heads must be positive}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.causal_attention %qkv {num_heads = -4 : i64} : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+  %0, %1 = gpt.causal_attention %qkv {num_heads = -4 : i64} : (tensor<?x?x?xf32>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>)
   return
 }
 
@@ -457,7 +457,7 @@ func.func @attention_negative_heads(%qkv: tensor<?x?x?xf32>) {
 // Tests that gpt.causal_attention rejects a num_heads that is neither i64 nor #gpt.cfg.
 func.func @attention_heads_type(%qkv: tensor<2x8x48xf32>) {
   // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint}}
-  %0 = gpt.causal_attention %qkv {num_heads = 4 : i32} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %0, %1 = gpt.causal_attention %qkv {num_heads = 4 : i32} : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<?x?x?xf32>)
   return
 }
 
@@ -466,7 +466,7 @@ func.func @attention_heads_type(%qkv: tensor<2x8x48xf32>) {
 // Tests that gpt.causal_attention requires num_heads.
 func.func @attention_no_heads(%qkv: tensor<2x8x48xf32>) {
   // expected-error @+1 {{requires attribute 'num_heads'}}
-  %0 = gpt.causal_attention %qkv : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  %0, %1 = gpt.causal_attention %qkv : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<?x?x?xf32>)
   return
 }
 
@@ -474,9 +474,45 @@ func.func @attention_no_heads(%qkv: tensor<2x8x48xf32>) {
 
 // Tests that gpt.causal_attention rejects a declared result type other than the inferred one.
 func.func @attention_result(%qkv: tensor<2x8x48xf32>) {
-  // expected-error @+2 {{inferred type(s) 'tensor<2x8x16xf32>' are incompatible with return type(s) of operation 'tensor<2x8x48xf32>'}}
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8x16xf32>', 'tensor<2x4x8xf32>' are incompatible with return type(s) of operation 'tensor<2x8x48xf32>', 'tensor<?x?x?xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.causal_attention %qkv {num_heads = 4 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x48xf32>
+  %0, %1 = gpt.causal_attention %qkv {num_heads = 4 : i64} : (tensor<2x8x48xf32>) -> (tensor<2x8x48xf32>, tensor<?x?x?xf32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention_grad rejects a log-sum-exp that is not (B, H, T).
+func.func @attention_grad_lse_shape(%dy: tensor<2x8x16xf32>, %qkv: tensor<2x8x48xf32>,
+                                    %y: tensor<2x8x16xf32>, %lse: tensor<2x8x4xf32>) {
+  // expected-error @+2 {{lse 'tensor<2x8x4xf32>' is not (B, H, T) f32}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 4 : i64}
+      : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x8x4xf32>) -> tensor<2x8x48xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention_grad rejects a log-sum-exp that is not f32.
+func.func @attention_grad_lse_type(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
+                                   %y: tensor<2x8x16xbf16>, %lse: tensor<2x4x8xbf16>) {
+  // expected-error @+2 {{lse 'tensor<2x4x8xbf16>' is not (B, H, T) f32}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 4 : i64}
+      : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x4x8xbf16>) -> tensor<2x8x48xbf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.causal_attention_grad rejects an output whose shape is not the gradient's.
+func.func @attention_grad_output(%dy: tensor<2x8x16xf32>, %qkv: tensor<2x8x48xf32>,
+                                 %y: tensor<2x4x16xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+2 {{output 'tensor<2x4x16xf32>' and grad 'tensor<2x8x16xf32>' must have one shape}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 4 : i64}
+      : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x4x16xf32>, tensor<2x4x8xf32>) -> tensor<2x8x48xf32>
   return
 }
 

@@ -263,9 +263,9 @@ func.func @bias_add_dynamic(%x: tensor<?x?xf32>, %b: tensor<48xf32>) -> tensor<?
 // CHECK-LABEL: func.func @causal_attention
 // CHECK-SAME:    %[[QKV:.*]]: tensor<2x8x48xf32>
 func.func @causal_attention(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
-  // CHECK: %[[Y:.*]] = gpt.causal_attention %[[QKV]] {num_heads = 4 : i64} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
-  %y = gpt.causal_attention %qkv {num_heads = 4 : i64}
-      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  // CHECK: %[[Y:.*]], %{{.*}} = gpt.causal_attention %[[QKV]] {num_heads = 4 : i64} : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x4x8xf32>)
+  %y, %lse = gpt.causal_attention %qkv {num_heads = 4 : i64}
+      : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x4x8xf32>)
   // CHECK: return %[[Y]]
   return %y : tensor<2x8x16xf32>
 }
@@ -276,9 +276,9 @@ func.func @causal_attention(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
 // CHECK-LABEL: func.func @causal_attention_cfg
 // CHECK-SAME:    %[[QKV:.*]]: tensor<2x8x48xf32>
 func.func @causal_attention_cfg(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> {
-  // CHECK: %[[Y:.*]] = gpt.causal_attention %[[QKV]] {num_heads = #gpt.cfg<"n_head">} : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
-  %y = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
-      : (tensor<2x8x48xf32>) -> tensor<2x8x16xf32>
+  // CHECK: %[[Y:.*]], %{{.*}} = gpt.causal_attention %[[QKV]] {num_heads = #gpt.cfg<"n_head">} : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x?x8xf32>)
+  %y, %lse = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
+      : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>, tensor<2x?x8xf32>)
   // CHECK: return %[[Y]]
   return %y : tensor<2x8x16xf32>
 }
@@ -289,13 +289,27 @@ func.func @causal_attention_cfg(%qkv: tensor<2x8x48xf32>) -> tensor<2x8x16xf32> 
 // CHECK-LABEL: func.func @causal_attention_dynamic
 func.func @causal_attention_dynamic(%qkv: tensor<?x?x?xf32>, %qkv2: tensor<?x?x48xf16>)
     -> (tensor<?x?x?xf32>, tensor<?x?x16xf16>) {
-  // CHECK: gpt.causal_attention %{{.*}} {num_heads = #gpt.cfg<"n_head">} : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
-  %0 = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
-      : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
-  // CHECK: gpt.causal_attention %{{.*}} {num_heads = 2 : i64} : (tensor<?x?x48xf16>) -> tensor<?x?x16xf16>
-  %1 = gpt.causal_attention %qkv2 {num_heads = 2 : i64}
-      : (tensor<?x?x48xf16>) -> tensor<?x?x16xf16>
+  // CHECK: gpt.causal_attention %{{.*}} {num_heads = #gpt.cfg<"n_head">} : (tensor<?x?x?xf32>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>)
+  %0, %lse0 = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
+      : (tensor<?x?x?xf32>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>)
+  // The log-sum-exp is f32 whatever the compute type.
+  // CHECK: gpt.causal_attention %{{.*}} {num_heads = 2 : i64} : (tensor<?x?x48xf16>) -> (tensor<?x?x16xf16>, tensor<?x2x?xf32>)
+  %1, %lse1 = gpt.causal_attention %qkv2 {num_heads = 2 : i64}
+      : (tensor<?x?x48xf16>) -> (tensor<?x?x16xf16>, tensor<?x2x?xf32>)
   return %0, %1 : tensor<?x?x?xf32>, tensor<?x?x16xf16>
+}
+
+// -----
+
+// Tests that gpt.causal_attention_grad round-trips with the forward's output and log-sum-exp.
+// CHECK-LABEL: func.func @causal_attention_grad
+// CHECK-SAME:    %[[DY:.*]]: tensor<2x8x16xbf16>, %[[QKV:.*]]: tensor<2x8x48xbf16>, %[[Y:.*]]: tensor<2x8x16xbf16>, %[[LSE:.*]]: tensor<2x4x8xf32>
+func.func @causal_attention_grad(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
+                                 %y: tensor<2x8x16xbf16>, %lse: tensor<2x4x8xf32>) -> tensor<2x8x48xbf16> {
+  // CHECK: gpt.causal_attention_grad %[[DY]], %[[QKV]], %[[Y]], %[[LSE]] {num_heads = 4 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x4x8xf32>) -> tensor<2x8x48xbf16>
+  %d = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 4 : i64}
+      : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x4x8xf32>) -> tensor<2x8x48xbf16>
+  return %d : tensor<2x8x48xbf16>
 }
 
 // -----

@@ -20,7 +20,7 @@
 // CHECK: return %[[OUT]]
 // CHECK-NOT: gpt.causal_attention
 func.func @decompose(%qkv: tensor<2x4x24xf32>) -> tensor<2x4x8xf32> {
-  %y = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<2x4x24xf32>) -> tensor<2x4x8xf32>
+  %y, %lse = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
   return %y : tensor<2x4x8xf32>
 }
 
@@ -33,7 +33,7 @@ func.func @decompose(%qkv: tensor<2x4x24xf32>) -> tensor<2x4x8xf32> {
 // CHECK: gpt.causal_attention
 // CHECK-NOT: gpt.softmax
 func.func @dynamic_kept(%qkv: tensor<?x?x24xf32>) -> tensor<?x?x8xf32> {
-  %y = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<?x?x24xf32>) -> tensor<?x?x8xf32>
+  %y, %lse = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<?x?x24xf32>) -> (tensor<?x?x8xf32>, tensor<?x2x?xf32>)
   return %y : tensor<?x?x8xf32>
 }
 
@@ -44,6 +44,21 @@ func.func @dynamic_kept(%qkv: tensor<?x?x24xf32>) -> tensor<?x?x8xf32> {
 // CHECK-LABEL: func.func @config_ref_kept
 // CHECK: gpt.causal_attention %{{.*}} {num_heads = #gpt.cfg<"n_head">}
 func.func @config_ref_kept(%qkv: tensor<1x4x24xf32>) -> tensor<1x4x8xf32> {
-  %y = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">} : (tensor<1x4x24xf32>) -> tensor<1x4x8xf32>
+  %y, %lse = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">} : (tensor<1x4x24xf32>) -> (tensor<1x4x8xf32>, tensor<1x?x4xf32>)
   return %y : tensor<1x4x8xf32>
+}
+
+// -----
+
+// Tests that attention whose log-sum-exp is read (by a backward) is kept:
+// the decomposition has no lse to give it.
+
+// CHECK-LABEL: func.func @lse_used_kept
+// CHECK: gpt.causal_attention
+// CHECK-NOT: gpt.softmax
+func.func @lse_used_kept(%qkv: tensor<2x4x24xf32>, %dy: tensor<2x4x8xf32>) -> tensor<2x4x24xf32> {
+  %y, %lse = gpt.causal_attention %qkv {num_heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
+  %d = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 2 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4x24xf32>, tensor<2x4x8xf32>, tensor<2x2x4xf32>) -> tensor<2x4x24xf32>
+  return %d : tensor<2x4x24xf32>
 }

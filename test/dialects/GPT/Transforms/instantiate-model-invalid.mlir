@@ -78,7 +78,7 @@ module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, v
 // expected-error @+1 {{unknown configuration key 'n_expert' in #gpt.cfg}}
 module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
   func.func @f(%qkv: tensor<1x2x12xf32>) -> tensor<1x2x4xf32> {
-    %y = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_expert">} : (tensor<1x2x12xf32>) -> tensor<1x2x4xf32>
+    %y, %lse = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_expert">} : (tensor<1x2x12xf32>) -> (tensor<1x2x4xf32>, tensor<1x?x2xf32>)
     return %y : tensor<1x2x4xf32>
   }
 }

@@ -27,12 +27,12 @@ module attributes {gpt.models = {small = {n_layer = 1, n_head = 2, n_embd = 8, v
 
 module attributes {gpt.models = {small = {n_layer = 1, n_head = 2, n_embd = 8, vocab_size = 10, block_size = 6, batch = 2, seq = 4, vocab_multiple = 4}}} {
   // CHECK-LABEL: func.func @config_refs
-  // CHECK: gpt.causal_attention %{{.*}} {num_heads = 2 : i64}
+  // CHECK: gpt.causal_attention %{{.*}} {num_heads = 2 : i64} : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x2x4xf32>)
   // CHECK: gpt.cross_entropy %{{.*}} {vocab_size = 8 : i64}
   // CHECK-NOT: #gpt.cfg
   func.func @config_refs(%qkv: tensor<?x?x?xf32> {gpt.input = "qkv", gpt.shape = "(B, T, 3*C)"},
                          %targets: tensor<?x?xi32> {gpt.input = "targets", gpt.shape = "(B, T)"}) -> tensor<f32> {
-    %y = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">} : (tensor<?x?x?xf32>) -> tensor<?x?x?xf32>
+    %y, %lse = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">} : (tensor<?x?x?xf32>) -> (tensor<?x?x?xf32>, tensor<?x?x?xf32>)
     %loss = gpt.cross_entropy %y, %targets {vocab_size = #gpt.cfg<"n_embd">} : (tensor<?x?x?xf32>, tensor<?x?xi32>) -> tensor<f32>
     return %loss : tensor<f32>
   }

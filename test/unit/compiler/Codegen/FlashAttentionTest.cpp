@@ -41,10 +41,11 @@ std::string source(const std::string &elt, int64_t seq = kT) {
   auto low = [&](const std::string &t) { return t + elt + ">"; };
   body += "  %q = gpt.cast %qkv : " + f32(qkv) + " to " + low(qkv) + "\n";
   body += "  %g = gpt.cast %dy : " + f32(y) + " to " + low(y) + "\n";
-  body += "  %y = gpt.causal_attention %q {num_heads = 2 : i64} : (" + low(qkv) + ") -> " +
-          low(y) + "\n";
-  body += "  %d = gpt.causal_attention_grad %g, %q {num_heads = 2 : i64} : (" + low(y) + ", " +
-          low(qkv) + ") -> " + low(qkv) + "\n";
+  std::string lse = "tensor<2x2x" + t + "xf32>";
+  body += "  %y, %lse = gpt.causal_attention %q {num_heads = 2 : i64} : (" + low(qkv) +
+          ") -> (" + low(y) + ", " + lse + ")\n";
+  body += "  %d = gpt.causal_attention_grad %g, %q, %y, %lse {num_heads = 2 : i64} : (" +
+          low(y) + ", " + low(qkv) + ", " + low(y) + ", " + lse + ") -> " + low(qkv) + "\n";
   body += "  %yf = gpt.cast %y : " + low(y) + " to " + f32(y) + "\n";
   body += "  %df = gpt.cast %d : " + low(qkv) + " to " + f32(qkv) + "\n";
   return "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"

@@ -102,23 +102,31 @@ TEST_F(InterpreterTest, EmbedAddsTokenAndPositionRows) {
 // Verify causal attention on a two-token, one-head example worked by hand.
 TEST_F(InterpreterTest, CausalAttentionHandComputed) {
   // Rows are [q | k | v] per token.
-  Tensor y = run(R"mlir(
-    func.func @f(%qkv: tensor<1x2x6xf64>) -> tensor<1x2x2xf64> {
-      %y = gpt.causal_attention %qkv {num_heads = 1 : i64}
-          : (tensor<1x2x6xf64>) -> tensor<1x2x2xf64>
-      return %y : tensor<1x2x2xf64>
-    })mlir",
-                 {Tensor({1, 2, 6}, {1, 0, 1, 2, 3, 4, /**/ 0, 1, 2, -1, -1, 5})});
+  const char *source = R"mlir(
+    func.func @f(%qkv: tensor<1x2x6xf64>) -> (tensor<1x2x2xf64>, tensor<1x1x2xf32>) {
+      %y, %lse = gpt.causal_attention %qkv {num_heads = 1 : i64}
+          : (tensor<1x2x6xf64>) -> (tensor<1x2x2xf64>, tensor<1x1x2xf32>)
+      return %y, %lse : tensor<1x2x2xf64>, tensor<1x1x2xf32>
+    })mlir";
+  module = parse(source);
+  ASSERT_TRUE(module);
+  auto results =
+      reference::evaluate(module->lookupSymbol<mlir::func::FuncOp>("f"),
+                          {Tensor({1, 2, 6}, {1, 0, 1, 2, 3, 4, /**/ 0, 1, 2, -1, -1, 5})},
+                          Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(results)) << diagnostics;
   // Token 0 sees only itself; token 1 mixes v0 and v1 by softmax(q1.k / sqrt 2).
-  expectNear(y, {3, 4, 2.5718327941393184, 4.10704180146517}, 1e-14);
+  expectNear((*results)[0], {3, 4, 2.5718327941393184, 4.10704180146517}, 1e-14);
+  // lse: q0.k0 / sqrt 2, and log(exp(2 / sqrt 2) + exp(-1 / sqrt 2)).
+  expectNear((*results)[1], {0.7071067811865475, 1.5274290717257288}, 1e-14);
 }
 
 // Verify that the fused attention op and its decomposition agree.
 TEST_F(InterpreterTest, CausalAttentionMatchesDecomposition) {
   module = parse(R"mlir(
     func.func @f(%qkv: tensor<2x5x36xf64>) -> tensor<2x5x12xf64> {
-      %y = gpt.causal_attention %qkv {num_heads = 3 : i64}
-          : (tensor<2x5x36xf64>) -> tensor<2x5x12xf64>
+      %y, %lse = gpt.causal_attention %qkv {num_heads = 3 : i64}
+          : (tensor<2x5x36xf64>) -> (tensor<2x5x12xf64>, tensor<2x3x5xf32>)
       return %y : tensor<2x5x12xf64>
     })mlir");
   std::mt19937_64 rng(7);
