@@ -123,6 +123,13 @@ struct Warp {
   }
 };
 
+/// exp on the SFU (ex2.approx after one multiply, through libdevice's
+/// __nv_fast_expf): a few ulp, as flash kernels use, and 2 instructions
+/// instead of the ~11 of the correctly rounded expf.
+Value fastExp(KB &k, Value x) {
+  return math::ExpOp::create(k.b, k.loc, x, arith::FastMathFlags::afn);
+}
+
 /// The (batch, head) of a warp and the row offsets of its q, k, v, y/dy.
 struct Heads {
   RowFn q, key, val, out;
@@ -198,7 +205,7 @@ SmallVector<Frag> tilesOf(ValueRange values, int64_t first, int64_t count) {
 Value causalProbability(KB &k, Value score, Value lse, Value key, Value query, double scale,
                         bool masked) {
   Type f32 = score.getType();
-  Value p = k.exp(k.sub(k.mul(score, k.f(scale, f32)), lse));
+  Value p = fastExp(k, k.sub(k.mul(score, k.f(scale, f32)), lse));
   if (!masked)
     return p;
   Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
@@ -217,48 +224,63 @@ struct Online {
   SmallVector<Frag> o;
 };
 
-/// One 16-key step of the online softmax. `cur` is (m0, m1, l0, l1, O...),
-/// `sc` the raw scores of keys key0.. (global indices, for the mask) and
-/// vFrag(dt) the B fragment of those keys' values, d-columns 8 dt...
-SmallVector<Value> onlineStep(Warp &w, ValueRange cur, std::array<Frag, 2> sc, Value key0,
-                              Value q0, const AttentionShape &s, bool masked,
-                              function_ref<Frag(int64_t)> vFrag) {
+/// One step of the online softmax over J = sc.size() blocks of 16 keys:
+/// one row maximum, one rescale of O and J p.v products. `cur` is (m0, m1,
+/// l0, l1, O...), sc[j] the raw scores of keys key0 + 16 j.. (global
+/// indices, for the mask) and vFrag(j, dt) the B fragment of those keys'
+/// values, d-columns 8 dt...
+SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Frag, 2>> sc,
+                              Value key0, Value q0, const AttentionShape &s, bool masked,
+                              function_ref<Frag(int64_t, int64_t)> vFrag) {
   KB &k = w.k;
   int64_t dTiles = s.headDim / 8;
   // Scale, and hide keys after the query (only the diagonal tile has any).
-  for (int64_t n = 0; n < 2; ++n)
-    for (int64_t e = 0; e < 4; ++e) {
-      sc[n][e] = k.mul(sc[n][e], k.f(s.scale, w.f32));
-      if (!masked)
-        continue;
-      Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
-      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
-      sc[n][e] = k.select(visible, sc[n][e], k.f(-INFINITY, w.f32));
-    }
+  for (size_t j = 0; j < sc.size(); ++j)
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value &x = sc[j][n][e];
+        x = k.mul(x, k.f(s.scale, w.f32));
+        if (!masked)
+          continue;
+        Value key = k.add(k.add(key0, k.idx(kTile * j)), columnOf(w, n, e));
+        Value query = k.add(q0, rowOf(w, e));
+        Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
+        x = k.select(visible, x, k.f(-INFINITY, w.f32));
+      }
   SmallVector<Value> next(4);
   Value mNew[2], corr[2];
   for (int64_t r = 0; r < 2; ++r) {
-    Value mx = k.fmax(k.fmax(sc[0][2 * r], sc[0][2 * r + 1]), k.fmax(sc[1][2 * r], sc[1][2 * r + 1]));
-    mNew[r] = k.fmax(cur[r], w.groupMax(mx));
-    corr[r] = k.exp(k.sub(cur[r], mNew[r]));
+    Value mx = cur[r];
+    for (auto &blk : sc)
+      for (int64_t n = 0; n < 2; ++n)
+        mx = k.fmax(mx, k.fmax(blk[n][2 * r], blk[n][2 * r + 1]));
+    mNew[r] = w.groupMax(mx);
+    corr[r] = fastExp(k, k.sub(cur[r], mNew[r]));
     next[r] = mNew[r];
   }
   Value rowSum[2] = {k.f(0, w.f32), k.f(0, w.f32)};
-  for (int64_t n = 0; n < 2; ++n)
-    for (int64_t e = 0; e < 4; ++e) {
-      sc[n][e] = k.exp(k.sub(sc[n][e], mNew[e / 2]));
-      rowSum[e / 2] = k.add(rowSum[e / 2], sc[n][e]);
-    }
+  for (auto &blk : sc)
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t e = 0; e < 4; ++e) {
+        blk[n][e] = fastExp(k, k.sub(blk[n][e], mNew[e / 2]));
+        rowSum[e / 2] = k.add(rowSum[e / 2], blk[n][e]);
+      }
   for (int64_t r = 0; r < 2; ++r)
     next[2 + r] = k.add(k.mul(cur[2 + r], corr[r]), rowSum[r]);
-  Frag pa = w.toA(sc[0], sc[1]);
+  SmallVector<Frag> o;
   for (int64_t dt = 0; dt < dTiles; ++dt) {
-    Frag o;
+    Frag t;
     for (int64_t e = 0; e < 4; ++e)
-      o.push_back(k.mul(cur[4 + 4 * dt + e], corr[e / 2]));
-    o = w.mma(pa, vFrag(dt), o);
-    next.append(o.begin(), o.end());
+      t.push_back(k.mul(cur[4 + 4 * dt + e], corr[e / 2]));
+    o.push_back(t);
   }
+  for (size_t j = 0; j < sc.size(); ++j) {
+    Frag pa = w.toA(sc[j][0], sc[j][1]);
+    for (int64_t dt = 0; dt < dTiles; ++dt)
+      o[dt] = w.mma(pa, vFrag(j, dt), o[dt]);
+  }
+  for (const Frag &t : o)
+    next.append(t.begin(), t.end());
   return next;
 }
 
@@ -287,8 +309,8 @@ Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value
   auto st = k.loop(k.idx(0), k.add(tile, k.idx(1)), onlineInit(w, s),
                    [&](Value kt, ValueRange cur) {
     Value key0 = k.mul(kt, k.idx(kTile));
-    return onlineStep(w, cur, scores(w, qa, qkv, hs.key, key0), key0, q0, s, /*masked=*/true,
-                      [&](int64_t dt) { return w.loadBCols(qkv, hs.val, key0, 8 * dt); });
+    return onlineStep(w, cur, {scores(w, qa, qkv, hs.key, key0)}, key0, q0, s, /*masked=*/true,
+                      [&](int64_t, int64_t dt) { return w.loadBCols(qkv, hs.val, key0, 8 * dt); });
   });
   return onlineResult(w, st, s);
 }
@@ -609,17 +631,26 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
     stageRows(k, bt.tid, qkv, bt.hs.key, key0, s.headDim, sK);
     stageRows(k, bt.tid, qkv, bt.hs.val, key0, s.headDim, sV);
     barrier(k);
+    if (!masked) {
+      // The whole stage in one step: one maximum and one rescale per 64 keys.
+      SmallVector<std::array<Frag, 2>> sc;
+      SmallVector<SmallVector<Frag>> v;
+      for (int64_t j = 0; j < kSubTiles; ++j) {
+        sc.push_back(scoresShared(w, qa, sK, kTile * j));
+        v.push_back(columnsShared(w, sV, kTile * j, s.headDim));
+      }
+      return onlineStep(w, cur, sc, key0, bt.row0, s, /*masked=*/false,
+                        [&](int64_t j, int64_t dt) { return v[j][dt]; });
+    }
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
-      auto visible = [&]() -> Value {
-        Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
-        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
-      };
-      vals = maybeWhen(k, masked, visible, vals, [&] {
+      Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+      Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
+      vals = when(k, visible, vals, [&] {
         SmallVector<Frag> v = columnsShared(w, sV, kTile * j, s.headDim);
-        return onlineStep(w, vals, scoresShared(w, qa, sK, kTile * j),
-                          k.add(key0, k.idx(kTile * j)), bt.row0, s, masked,
-                          [&](int64_t dt) { return v[dt]; });
+        return onlineStep(w, vals, {scoresShared(w, qa, sK, kTile * j)},
+                          k.add(key0, k.idx(kTile * j)), bt.row0, s, /*masked=*/true,
+                          [&](int64_t, int64_t dt) { return v[dt]; });
       });
     }
     return vals;
