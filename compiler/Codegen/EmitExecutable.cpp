@@ -98,6 +98,13 @@ OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
   for (const KernelDef &k : lowered.kernels) {
     auto fn = gpu::GPUFuncOp::create(b, loc, k.name, b.getFunctionType(k.argTypes, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    if (k.minBlocksPerSM > 0) {
+      // ptxas derives the register cap from both: 64K / (blocks * threads).
+      fn->setAttr(NVVM::NVVMDialect::getMaxntidAttrName(),
+                  b.getDenseI32ArrayAttr({static_cast<int32_t>(options.blockSize), 1, 1}));
+      fn->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                  b.getI32IntegerAttr(static_cast<int32_t>(k.minBlocksPerSM)));
+    }
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&fn.getBody().front());
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);

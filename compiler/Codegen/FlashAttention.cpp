@@ -227,11 +227,12 @@ struct Online {
 /// One step of the online softmax over J = sc.size() blocks of 16 keys:
 /// one row maximum, one rescale of O and J p.v products. `cur` is (m0, m1,
 /// l0, l1, O...), sc[j] the raw scores of keys key0 + 16 j.. (global
-/// indices, for the mask) and vFrag(j, dt) the B fragment of those keys'
-/// values, d-columns 8 dt...
+/// indices, for the mask) and vFrags(j) the B fragments of those keys'
+/// values, one per 8 d-columns, loaded only when block j's product needs
+/// them (registers: this decides the kernel's occupancy).
 SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Frag, 2>> sc,
                               Value key0, Value q0, const AttentionShape &s, bool masked,
-                              function_ref<Frag(int64_t, int64_t)> vFrag) {
+                              function_ref<SmallVector<Frag>(int64_t)> vFrags) {
   KB &k = w.k;
   int64_t dTiles = s.headDim / 8;
   // Scale, and hide keys after the query (only the diagonal tile has any).
@@ -276,8 +277,9 @@ SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Fr
   }
   for (size_t j = 0; j < sc.size(); ++j) {
     Frag pa = w.toA(sc[j][0], sc[j][1]);
+    SmallVector<Frag> v = vFrags(j);
     for (int64_t dt = 0; dt < dTiles; ++dt)
-      o[dt] = w.mma(pa, vFrag(j, dt), o[dt]);
+      o[dt] = w.mma(pa, v[dt], o[dt]);
   }
   for (const Frag &t : o)
     next.append(t.begin(), t.end());
@@ -310,7 +312,12 @@ Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value
                    [&](Value kt, ValueRange cur) {
     Value key0 = k.mul(kt, k.idx(kTile));
     return onlineStep(w, cur, {scores(w, qa, qkv, hs.key, key0)}, key0, q0, s, /*masked=*/true,
-                      [&](int64_t, int64_t dt) { return w.loadBCols(qkv, hs.val, key0, 8 * dt); });
+                      [&](int64_t) {
+                        SmallVector<Frag> v;
+                        for (int64_t dt = 0; dt < s.headDim / 8; ++dt)
+                          v.push_back(w.loadBCols(qkv, hs.val, key0, 8 * dt));
+                        return v;
+                      });
   });
   return onlineResult(w, st, s);
 }
@@ -593,6 +600,11 @@ BlockTile blockTile(KB &k, Value idx, const AttentionShape &s, bool queries) {
 
 /// Sub-blocks of 16 rows in a stage.
 constexpr int64_t kSubTiles = kStage / kTile;
+/// Sub-blocks per online-softmax step of the forward's unmasked stages.
+constexpr int64_t kStepTiles = 4;
+static_assert(kSubTiles % kStepTiles == 0, "steps tile a stage");
+/// Resident blocks per SM asked of the forward and dQ kernels.
+constexpr int64_t kMinBlocks = 2;
 
 /// Stages [lo, mid) then [mid, hi) of a blocked kernel's loop, carrying
 /// `init`: stage(sb, carried, masked) is emitted twice, without the causal
@@ -632,25 +644,28 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
     stageRows(k, bt.tid, qkv, bt.hs.val, key0, s.headDim, sV);
     barrier(k);
     if (!masked) {
-      // The whole stage in one step: one maximum and one rescale per 64 keys.
-      SmallVector<std::array<Frag, 2>> sc;
-      SmallVector<SmallVector<Frag>> v;
-      for (int64_t j = 0; j < kSubTiles; ++j) {
-        sc.push_back(scoresShared(w, qa, sK, kTile * j));
-        v.push_back(columnsShared(w, sV, kTile * j, s.headDim));
+      // kStepTiles sub-blocks per step: one maximum and one rescale of O
+      // per 16 kStepTiles keys.
+      SmallVector<Value> vals(cur);
+      for (int64_t j0 = 0; j0 < kSubTiles; j0 += kStepTiles) {
+        SmallVector<std::array<Frag, 2>> sc;
+        for (int64_t j = j0; j < j0 + kStepTiles; ++j)
+          sc.push_back(scoresShared(w, qa, sK, kTile * j));
+        vals = onlineStep(w, vals, sc, k.add(key0, k.idx(kTile * j0)), bt.row0, s,
+                          /*masked=*/false, [&](int64_t j) {
+                            return columnsShared(w, sV, kTile * (j0 + j), s.headDim);
+                          });
       }
-      return onlineStep(w, cur, sc, key0, bt.row0, s, /*masked=*/false,
-                        [&](int64_t j, int64_t dt) { return v[j][dt]; });
+      return vals;
     }
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
       Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
       Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
       vals = when(k, visible, vals, [&] {
-        SmallVector<Frag> v = columnsShared(w, sV, kTile * j, s.headDim);
         return onlineStep(w, vals, {scoresShared(w, qa, sK, kTile * j)},
                           k.add(key0, k.idx(kTile * j)), bt.row0, s, /*masked=*/true,
-                          [&](int64_t, int64_t dt) { return v[dt]; });
+                          [&](int64_t) { return columnsShared(w, sV, kTile * j, s.headDim); });
       });
     }
     return vals;
@@ -776,6 +791,12 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
 
 bool flashAttentionApplies(const AttentionShape &s, Type element) {
   return element.isBF16() && s.headDim % kTile == 0 && s.seq % kTile == 0;
+}
+
+int64_t flashAttentionMinBlocks(const AttentionShape &s, FlashKernel kernel) {
+  if (!flashAttentionBlocked(s) || kernel == FlashKernel::BackwardKeyValue)
+    return 0;
+  return kMinBlocks;
 }
 
 int64_t flashAttentionThreads(const AttentionShape &s) {

@@ -258,7 +258,7 @@ private:
   /// Adds (or reuses) the kernel `key` and launches it over `threads`.
   void launch(Operation *op, const std::string &key, const std::string &base,
               std::vector<Type> argTypes, std::vector<Operand> args, int64_t threads,
-              BodyFn body) {
+              BodyFn body, int64_t minBlocksPerSM = 0) {
     std::string fullKey = key;
     llvm::raw_string_ostream os(fullKey);
     for (Type ty : argTypes)
@@ -267,7 +267,7 @@ private:
     auto [it, inserted] = kernelByKey.try_emplace(fullKey, result.kernels.size());
     if (inserted)
       result.kernels.push_back({base + "_" + std::to_string(kernelCounter++),
-                                std::move(argTypes), std::move(body)});
+                                std::move(argTypes), std::move(body), minBlocksPerSM});
     Command c;
     c.kernel = it->second;
     c.threads = threads;
@@ -986,7 +986,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           launch(op, key, "flash_attention_forward", types, args, flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionForward(b, loc, idx, a, shape);
-                 });
+                 }, flashAttentionMinBlocks(shape, FlashKernel::Forward));
           return success();
         }
         // One thread per (b, h, i) query row: q and the output accumulator
@@ -1042,12 +1042,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionBackwardQuery(b, loc, idx, a, shape);
-                 });
+                 }, flashAttentionMinBlocks(shape, FlashKernel::BackwardQuery));
           launch(op, key + "kv", "flash_attention_backward_kv", types, args,
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionBackwardKeyValue(b, loc, idx, a, shape);
-                 });
+                 }, flashAttentionMinBlocks(shape, FlashKernel::BackwardKeyValue));
           return success();
         }
         // Rows i: lse_i, D_i and dq_i = scale sum_j p_ij (dy_i.v_j - D_i) k_j.

@@ -38,6 +38,9 @@ struct KernelDef {
   std::string name;
   std::vector<mlir::Type> argTypes;
   BodyFn body;
+  /// CUDA: blocks that must fit on one SM at once (PTX .minnctapersm, which
+  /// caps registers per thread); 0 leaves the register count to ptxas.
+  int64_t minBlocksPerSM = 0;
 };
 
 /// What a command argument refers to.

@@ -115,6 +115,25 @@ TEST_F(FlashAttentionTest, LongSequencesStageThroughSharedMemory) {
   EXPECT_TRUE(contains(bytes, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
 }
 
+// The blocked forward and dQ kernels ask ptxas for two resident blocks per
+// SM (register cap 128); the dK/dV kernel, with two accumulators, does not.
+TEST_F(FlashAttentionTest, BlockedKernelsAskForTwoBlocksPerSM) {
+  std::vector<uint8_t> bytes = compile("bf16", {}, 256);
+  ASSERT_FALSE(bytes.empty());
+  std::string ptx(bytes.begin(), bytes.end());
+  // An entry's performance directives sit between its name and its body.
+  auto directives = [&](const std::string &entry) {
+    size_t at = ptx.find(".entry " + entry);
+    EXPECT_NE(at, std::string::npos) << entry;
+    return at == std::string::npos ? std::string() : ptx.substr(at, ptx.find('{', at) - at);
+  };
+  std::string fwd = directives("flash_attention_forward");
+  EXPECT_NE(fwd.find(".maxntid 256, 1, 1"), std::string::npos) << fwd;
+  EXPECT_NE(fwd.find(".minnctapersm 2"), std::string::npos) << fwd;
+  EXPECT_NE(directives("flash_attention_backward_q").find(".minnctapersm 2"), std::string::npos);
+  EXPECT_EQ(directives("flash_attention_backward_kv").find(".minnctapersm"), std::string::npos);
+}
+
 // The blocked kernels assume 256-thread blocks; other launches keep the
 // per-warp kernels.
 TEST_F(FlashAttentionTest, OtherBlockSizesUseTheUnblockedKernels) {
