@@ -449,10 +449,12 @@ SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2>
 //===----------------------------------------------------------------------===//
 // Blocked kernels: the 8 warps of a 256-thread block own 128 consecutive
 // rows of one head and walk the other side in stages of 64 rows that the
-// block copies to shared memory once (16-byte loads), instead of every warp
-// reading them from global memory. Fragments come from shared memory with
-// ldmatrix: plain for operands along the head dimension (k in q.k), and
-// transposed for operands along the rows (v in p.v).
+// block copies to shared memory once, instead of every warp reading them
+// from global memory. The copies are asynchronous (cp.async, 16 bytes) into
+// two buffers: stage s + 1 loads while stage s computes. Fragments come
+// from shared memory with ldmatrix: plain for operands along the head
+// dimension (k in q.k), and transposed for operands along the rows (v in
+// p.v).
 //===----------------------------------------------------------------------===//
 
 constexpr int64_t kBlockWarps = 8, kBlockThreads = 32 * kBlockWarps;
@@ -463,11 +465,44 @@ constexpr int64_t kStage = 64;
 constexpr int64_t kPad = 8;
 
 /// A bf16 matrix in shared memory, row-major with row stride ld; ptr is its
-/// address for ldmatrix.
+/// address (for ldmatrix and cp.async).
 struct Smem {
-  Value mem, ptr;
+  Value ptr;
   int64_t ld;
 };
+
+/// &base[offset] for a pointer to `elt` elements.
+Value elementPtr(KB &k, Value base, Type elt, Value offset) {
+  offset = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), offset);
+  return LLVM::GEPOp::create(k.b, k.loc, base.getType(), elt, base, ValueRange{offset});
+}
+
+LLVM::LLVMPointerType pointerType(KB &k, NVVM::NVVMMemorySpace space) {
+  return LLVM::LLVMPointerType::get(k.b.getContext(), static_cast<unsigned>(space));
+}
+
+/// The address of a kernel argument's first element, as a global pointer
+/// (cp.async's source space).
+Value globalPointer(KB &k, Value mem) {
+  Value at = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, mem);
+  at = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at);
+  Value generic = LLVM::IntToPtrOp::create(k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext()), at);
+  return LLVM::AddrSpaceCastOp::create(k.b, k.loc, pointerType(k, NVVM::NVVMMemorySpace::Global),
+                                       generic);
+}
+
+/// The address of a shared buffer's first element.
+Value sharedPointer(KB &k, Value mem) {
+  Value at = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, mem);
+  at = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at);
+  return LLVM::IntToPtrOp::create(k.b, k.loc, pointerType(k, NVVM::NVVMMemorySpace::Shared), at);
+}
+
+/// cp.async of `bytes` (4, 8 or 16) from global `src` to shared `dst`.
+void copyAsync(KB &k, Value dst, Value src, int32_t bytes) {
+  auto cache = bytes == 16 ? NVVM::LoadCacheModifierKind::CG : NVVM::LoadCacheModifierKind::CA;
+  NVVM::CpAsyncOp::create(k.b, k.loc, dst, src, bytes, cache, Value());
+}
 
 /// A static shared-memory buffer of the enclosing kernel (a workgroup
 /// memref.global, 16-byte aligned for vector stores).
@@ -488,30 +523,35 @@ Value sharedBuffer(KB &k, int64_t elements, Type elt) {
   return memref::GetGlobalOp::create(k.b, k.loc, type, name);
 }
 
-Smem sharedTile(KB &k, int64_t rows, int64_t cols) {
-  Value mem = sharedBuffer(k, rows * (cols + kPad), k.b.getBF16Type());
-  Value at = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, mem);
-  at = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at);
-  auto ptrType = LLVM::LLVMPointerType::get(k.b.getContext(),
-                                            static_cast<unsigned>(NVVM::NVVMMemorySpace::Shared));
-  return {mem, LLVM::IntToPtrOp::create(k.b, k.loc, ptrType, at), cols + kPad};
+/// A kStage x cols tile in two buffers; tile(k, parity) is one of them.
+struct SharedStage {
+  Value base;
+  int64_t ld;
+  Smem tile(KB &k, Value parity) const {
+    Value at = elementPtr(k, base, k.b.getBF16Type(), k.mul(parity, k.idx(kStage * ld)));
+    return {at, ld};
+  }
+};
+
+SharedStage sharedStage(KB &k, int64_t cols) {
+  Value mem = sharedBuffer(k, 2 * kStage * (cols + kPad), k.b.getBF16Type());
+  return {sharedPointer(k, mem), cols + kPad};
 }
 
 void barrier(KB &k) { gpu::BarrierOp::create(k.b, k.loc); }
 
-/// Copies rows r0..r0+kStage of a row-major bf16 matrix with d columns into
-/// `dst`, 8 elements per thread and load; the block's threads share the rows.
-void stageRows(KB &k, Value tid, Value src, const RowFn &row, Value r0, int64_t d,
-               const Smem &dst) {
+/// Starts copying rows r0..r0+kStage of a row-major bf16 matrix (global
+/// pointer `src`) with d columns into `dst`, 16 bytes per copy; the block's
+/// threads share the rows.
+void copyRowsAsync(KB &k, Value tid, Value src, const RowFn &row, Value r0, int64_t d,
+                   const Smem &dst) {
   int64_t perRow = d / 8;
-  auto vecType = VectorType::get({8}, k.b.getBF16Type());
+  Type bf16 = k.b.getBF16Type();
   for (int64_t j = 0; j < kStage * perRow / kBlockThreads; ++j) {
     Value c = k.add(tid, k.idx(j * kBlockThreads));
     Value r = k.udiv(c, k.idx(perRow)), c8 = k.mul(k.urem(c, k.idx(perRow)), k.idx(8));
-    Value v = vector::LoadOp::create(k.b, k.loc, vecType, src, ValueRange{k.add(row(k.add(r0, r)), c8)},
-                                     /*nontemporal=*/false, llvm::MaybeAlign(16));
-    vector::StoreOp::create(k.b, k.loc, v, dst.mem, ValueRange{k.add(k.mul(r, k.idx(dst.ld)), c8)},
-                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+    copyAsync(k, elementPtr(k, dst.ptr, bf16, k.add(k.mul(r, k.idx(dst.ld)), c8)),
+              elementPtr(k, src, bf16, k.add(row(k.add(r0, r)), c8)), 16);
   }
 }
 
@@ -607,17 +647,41 @@ static_assert(kSubTiles % kStepTiles == 0, "steps tile a stage");
 constexpr int64_t kMinBlocks = 2;
 
 /// Stages [lo, mid) then [mid, hi) of a blocked kernel's loop, carrying
-/// `init`: stage(sb, carried, masked) is emitted twice, without the causal
-/// mask and its per-tile branches for the stages that every warp of the
-/// block sees whole, and with them for the stages that cross the diagonal.
-SmallVector<Value> stagedLoop(KB &k, Value lo, Value mid, Value hi, bool maskedFirst,
-                              ValueRange init,
-                              function_ref<SmallVector<Value>(Value, ValueRange, bool)> stage) {
+/// `init`, with the copies of stage s + 1 (issue(s + 1, parity)) in flight
+/// while stage s computes (compute(s, parity, carried, masked)) on the
+/// other buffer. compute is emitted twice: without the causal mask and its
+/// per-tile branches for the stages that every warp of the block sees
+/// whole, and with them for the stages that cross the diagonal.
+SmallVector<Value>
+pipelinedStages(KB &k, Value lo, Value mid, Value hi, bool maskedFirst, ValueRange init,
+                function_ref<void(Value, Value)> issue,
+                function_ref<SmallVector<Value>(Value, Value, ValueRange, bool)> compute) {
+  auto parityOf = [&](Value sb) { return k.urem(sb, k.idx(2)); };
+  // One commit group per stage, empty past the end, so that "all but the
+  // newest group done" always means "this stage has landed".
+  auto issueIfAny = [&](Value sb) {
+    auto op = scf::IfOp::create(k.b, k.loc, k.cmpUlt(sb, hi), /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(k.b);
+      k.b.setInsertionPointToStart(&op.getThenRegion().front());
+      issue(sb, parityOf(sb));
+    }
+    NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
+  };
+  auto step = [&](Value sb, ValueRange cur, bool masked) {
+    issueIfAny(k.add(sb, k.idx(1)));
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 1);
+    barrier(k); // every thread's copies of stage sb have landed
+    SmallVector<Value> next = compute(sb, parityOf(sb), cur, masked);
+    barrier(k); // nobody reads this buffer when stage sb + 2 is copied into it
+    return next;
+  };
+  issueIfAny(lo);
   auto st = k.loop(lo, mid, init, [&](Value sb, ValueRange cur) {
-    return stage(sb, cur, maskedFirst);
+    return step(sb, cur, maskedFirst);
   });
   return k.loop(mid, hi, st, [&](Value sb, ValueRange cur) {
-    return stage(sb, cur, !maskedFirst);
+    return step(sb, cur, !maskedFirst);
   });
 }
 
@@ -629,20 +693,24 @@ SmallVector<Value> maybeWhen(KB &k, bool masked, function_ref<Value()> visible, 
 }
 
 /// The forward recurrence of a blocked kernel's warp (keys and values
-/// staged in sK and sV). Keys before the block's first query are seen whole
-/// by all its warps; the two stages of the block's own rows are masked.
+/// staged in sKs and sVs). Keys before the block's first query are seen
+/// whole by all its warps; the two stages of the block's own rows are
+/// masked.
 Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt,
-                      const Smem &sK, const Smem &sV, const AttentionShape &s) {
+                      const SharedStage &sKs, const SharedStage &sVs, const AttentionShape &s) {
   KB &k = w.k;
   Value whole = k.udiv(bt.first, k.idx(kStage));
   Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
-  auto st = stagedLoop(k, k.idx(0), whole, stages, /*maskedFirst=*/false, onlineInit(w, s),
-                       [&](Value sb, ValueRange cur, bool masked) {
+  Value src = globalPointer(k, qkv);
+  auto issue = [&](Value sb, Value parity) {
     Value key0 = k.mul(sb, k.idx(kStage));
-    barrier(k); // the previous stage's readers are done
-    stageRows(k, bt.tid, qkv, bt.hs.key, key0, s.headDim, sK);
-    stageRows(k, bt.tid, qkv, bt.hs.val, key0, s.headDim, sV);
-    barrier(k);
+    copyRowsAsync(k, bt.tid, src, bt.hs.key, key0, s.headDim, sKs.tile(k, parity));
+    copyRowsAsync(k, bt.tid, src, bt.hs.val, key0, s.headDim, sVs.tile(k, parity));
+  };
+  auto st = pipelinedStages(k, k.idx(0), whole, stages, /*maskedFirst=*/false, onlineInit(w, s),
+                            issue, [&](Value sb, Value parity, ValueRange cur, bool masked) {
+    Value key0 = k.mul(sb, k.idx(kStage));
+    Smem sK = sKs.tile(k, parity), sV = sVs.tile(k, parity);
     if (!masked) {
       // kStepTiles sub-blocks per step: one maximum and one rescale of O
       // per 16 kStepTiles keys.
@@ -676,7 +744,7 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
 void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
   Warp w(k, idx);
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
-  Smem sK = sharedTile(k, kStage, s.headDim), sV = sharedTile(k, kStage, s.headDim);
+  SharedStage sK = sharedStage(k, s.headDim), sV = sharedStage(k, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, s.headDim);
   Online on = forwardBlocked(w, qa, a[0], bt, sK, sV, s);
   Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
@@ -690,7 +758,7 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
   int64_t dTiles = s.headDim / 8;
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
   const Heads &hs = bt.hs;
-  Smem sK = sharedTile(k, kStage, s.headDim), sV = sharedTile(k, kStage, s.headDim);
+  SharedStage sKs = sharedStage(k, s.headDim), sVs = sharedStage(k, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, bt.row0, s.headDim);
   RowStats rs = rowStatistics(w, a[5], dy, a[4], stats, hs, bt.row0, s);
 
@@ -699,13 +767,16 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
   Value whole = k.udiv(bt.first, k.idx(kStage));
   Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
   SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
-  auto dq = stagedLoop(k, k.idx(0), whole, stages, /*maskedFirst=*/false, init,
-                       [&](Value sb, ValueRange cur, bool masked) {
+  Value src = globalPointer(k, qkv);
+  auto issue = [&](Value sb, Value parity) {
     Value key0 = k.mul(sb, k.idx(kStage));
-    barrier(k);
-    stageRows(k, bt.tid, qkv, hs.key, key0, s.headDim, sK);
-    stageRows(k, bt.tid, qkv, hs.val, key0, s.headDim, sV);
-    barrier(k);
+    copyRowsAsync(k, bt.tid, src, hs.key, key0, s.headDim, sKs.tile(k, parity));
+    copyRowsAsync(k, bt.tid, src, hs.val, key0, s.headDim, sVs.tile(k, parity));
+  };
+  auto dq = pipelinedStages(k, k.idx(0), whole, stages, /*maskedFirst=*/false, init, issue,
+                            [&](Value sb, Value parity, ValueRange cur, bool masked) {
+    Value key0 = k.mul(sb, k.idx(kStage));
+    Smem sK = sKs.tile(k, parity), sV = sVs.tile(k, parity);
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
       auto visible = [&]() -> Value {
@@ -732,8 +803,9 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
   BlockTile bt = blockTile(k, idx, s, /*queries=*/false);
   const Heads &hs = bt.hs;
   Value k0 = bt.row0;
-  Smem sQ = sharedTile(k, kStage, s.headDim), sDy = sharedTile(k, kStage, s.headDim);
-  Value sStats = sharedBuffer(k, 2 * kStage, w.f32);
+  SharedStage sQs = sharedStage(k, s.headDim), sDys = sharedStage(k, s.headDim);
+  Value sStats = sharedBuffer(k, 2 * 2 * kStage, w.f32); // (lse, D) of a stage's rows, twice
+  Value sStatsPtr = sharedPointer(k, sStats);
   SmallVector<Frag> ka = loadRowsA(w, qkv, hs.key, k0, s.headDim);
   SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
   Value statsBase = k.mul(k.mul(hs.bh, k.idx(s.seq)), k.idx(2));
@@ -743,22 +815,25 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
   Value first = k.udiv(bt.first, k.idx(kStage));
   Value whole = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
   SmallVector<Value> init(2 * dTiles * 4, k.f(0, w.f32));
-  auto acc = stagedLoop(k, first, whole, k.idx(s.seq / kStage), /*maskedFirst=*/true, init,
-                        [&](Value sb, ValueRange cur, bool masked) {
+  Value qkvPtr = globalPointer(k, qkv), dyPtr = globalPointer(k, dy);
+  Value statsPtr = globalPointer(k, stats);
+  auto issue = [&](Value sb, Value parity) {
     Value q0s = k.mul(sb, k.idx(kStage));
-    barrier(k);
-    stageRows(k, bt.tid, qkv, hs.q, q0s, s.headDim, sQ);
-    stageRows(k, bt.tid, dy, hs.out, q0s, s.headDim, sDy);
+    copyRowsAsync(k, bt.tid, qkvPtr, hs.q, q0s, s.headDim, sQs.tile(k, parity));
+    copyRowsAsync(k, bt.tid, dyPtr, hs.out, q0s, s.headDim, sDys.tile(k, parity));
     auto copy = scf::IfOp::create(k.b, k.loc, k.cmpUlt(bt.tid, k.idx(2 * kStage)),
                                   /*withElseRegion=*/false);
-    {
-      OpBuilder::InsertionGuard guard(k.b);
-      k.b.setInsertionPointToStart(&copy.getThenRegion().front());
-      Value from = k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid);
-      Value x = memref::LoadOp::create(k.b, k.loc, stats, ValueRange{from});
-      memref::StoreOp::create(k.b, k.loc, x, sStats, ValueRange{bt.tid});
-    }
-    barrier(k);
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(&copy.getThenRegion().front());
+    Value from = k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid);
+    Value to = k.add(k.mul(parity, k.idx(2 * kStage)), bt.tid);
+    copyAsync(k, elementPtr(k, sStatsPtr, w.f32, to), elementPtr(k, statsPtr, w.f32, from), 4);
+  };
+  auto acc = pipelinedStages(k, first, whole, k.idx(s.seq / kStage), /*maskedFirst=*/true, init,
+                             issue, [&](Value sb, Value parity, ValueRange cur, bool masked) {
+    Value q0s = k.mul(sb, k.idx(kStage));
+    Smem sQ = sQs.tile(k, parity), sDy = sDys.tile(k, parity);
+    Value statsAt = k.mul(parity, k.idx(2 * kStage));
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
       auto visible = [&]() -> Value {
@@ -767,7 +842,7 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
       };
       vals = maybeWhen(k, masked, visible, vals, [&] {
         auto statsOf = [&](Value, int64_t n, int64_t e) {
-          Value at = k.mul(k.add(k.idx(kTile * j), columnOf(w, n, e)), k.idx(2));
+          Value at = k.add(statsAt, k.mul(k.add(k.idx(kTile * j), columnOf(w, n, e)), k.idx(2)));
           Value lse = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{at});
           Value dsum = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{k.add(at, k.idx(1))});
           return std::make_pair(lse, dsum);

@@ -101,16 +101,20 @@ TEST_F(FlashAttentionTest, ShortSequencesUseTheUnblockedKernels) {
   ASSERT_FALSE(bytes.empty());
   EXPECT_FALSE(contains(bytes, "bar.sync"));
   EXPECT_FALSE(contains(bytes, "st.shared"));
+  EXPECT_FALSE(contains(bytes, "cp.async"));
 }
 
-// T = 256: blocks of 8 warps stage 64 rows at a time in shared memory.
+// T = 256: blocks of 8 warps stage 64 rows at a time in shared memory,
+// copied asynchronously (16 bytes per cp.async) one stage ahead.
 TEST_F(FlashAttentionTest, LongSequencesStageThroughSharedMemory) {
   std::vector<uint8_t> bytes = compile("bf16", {}, 256);
   ASSERT_FALSE(bytes.empty());
   EXPECT_TRUE(contains(bytes, "flash_attention_backward_kv"));
   EXPECT_TRUE(contains(bytes, kMma));
   EXPECT_TRUE(contains(bytes, "bar.sync"));
-  EXPECT_TRUE(contains(bytes, "st.shared.v4"));
+  EXPECT_TRUE(contains(bytes, "cp.async.cg.shared.global"));
+  EXPECT_TRUE(contains(bytes, "cp.async.commit_group"));
+  EXPECT_TRUE(contains(bytes, "cp.async.wait_group \t1;"));
   EXPECT_TRUE(contains(bytes, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
   EXPECT_TRUE(contains(bytes, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
 }
