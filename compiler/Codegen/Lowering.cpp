@@ -353,6 +353,10 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
   return success();
 }
 
+/// Buckets (id % kEmbedBuckets) of the embedding's token-gradient scatter:
+/// its threads are buckets x channels.
+constexpr int64_t kEmbedBuckets = 1024;
+
 /// Rows folded by one thread in the first stage of a column reduction: the
 /// (chunk, column) threads fill the GPU while each column's partials stay
 /// few enough for one thread to fold in the second.
@@ -863,27 +867,80 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t c = lastDim(e.getGrad()), rows = numel(e.getIds());
         int64_t tlen = rtt(e.getIds()).getDimSize(1);
         program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWteGrad())}, "embed_grad"});
-        // Token rows: a deterministic scatter-add without atomics. Thread
-        // (bucket, channel) walks every position in order and adds those
-        // whose token falls in its bucket (id % buckets), so that each
-        // (token, channel) sum has one owner and a fixed order; on CUDA 32
-        // buckets fill the GPU (a warp shares a bucket: no divergence).
-        int64_t buckets = lanes;
+        // Token rows: a deterministic scatter-add without atomics. The rows
+        // are first grouped by bucket (id % buckets), in order: one thread
+        // per bucket counts its rows, one prefix sum places the buckets,
+        // and the bucket threads list their rows. Then thread (bucket,
+        // channel) adds its listed rows' gradients in that order, so each
+        // (token, channel) sum has one owner and a fixed order (the same
+        // as walking all rows), and the ids are scanned once per bucket
+        // rather than once per (bucket, channel).
+        // More buckets than rows or tokens would only add idle threads and
+        // workspace.
+        int64_t vocab = rtt(e.getWteGrad()).getDimSize(0);
+        int64_t buckets = std::min({kEmbedBuckets, rows, vocab});
+        Type i32 = IntegerType::get(ctx, 32);
+        Operand counts = scratch(buckets * 4), offsets = scratch((buckets + 1) * 4),
+                list = scratch(rows * 4);
+        Type countsT = flatOf(buckets, i32), offsetsT = flatOf(buckets + 1, i32),
+             listT = flatOf(rows, i32);
+        auto bucketOf = [=](KB &k, Value ids, Value r) {
+          return k.urem(k.toIndex(k.ld(ids, r)), k.idx(buckets));
+        };
+        auto asI32 = [](KB &k, Value v) {
+          return arith::IndexCastOp::create(k.b, k.loc, k.b.getI32Type(), v).getResult();
+        };
+        launch(op, key + "count", "embed_backward_count", {flat(e.getIds()), countsT},
+               {t(e.getIds()), counts}, buckets,
+               [=](OpBuilder &b, Location loc, Value bucket, ValueRange a) {
+                 KB k{b, loc};
+                 Value n = k.loop(k.idx(0), k.idx(rows), {k.idx(0)}, [&](Value r, ValueRange cur) {
+                   Value one = k.select(k.cmpEq(bucketOf(k, a[0], r), bucket), k.idx(1), k.idx(0));
+                   return SmallVector<Value>{k.add(cur[0], one)};
+                 })[0];
+                 k.st(asI32(k, n), a[1], bucket);
+               });
+        launch(op, key + "offsets", "embed_backward_offsets", {countsT, offsetsT},
+               {counts, offsets}, 1, [=](OpBuilder &b, Location loc, Value, ValueRange a) {
+                 KB k{b, loc};
+                 Value total = k.loop(k.idx(0), k.idx(buckets), {k.idx(0)},
+                                      [&](Value bucket, ValueRange cur) {
+                   k.st(asI32(k, cur[0]), a[1], bucket);
+                   return SmallVector<Value>{k.add(cur[0], k.toIndex(k.ld(a[0], bucket)))};
+                 })[0];
+                 k.st(asI32(k, total), a[1], k.idx(buckets));
+               });
+        launch(op, key + "list", "embed_backward_list", {flat(e.getIds()), offsetsT, listT},
+               {t(e.getIds()), offsets, list}, buckets,
+               [=](OpBuilder &b, Location loc, Value bucket, ValueRange a) {
+                 KB k{b, loc};
+                 Value first = k.toIndex(k.ld(a[1], bucket));
+                 k.loop(k.idx(0), k.idx(rows), {first}, [&](Value r, ValueRange cur) {
+                   Value mine = k.cmpEq(bucketOf(k, a[0], r), bucket);
+                   auto put = scf::IfOp::create(b, loc, mine, /*withElseRegion=*/false);
+                   {
+                     OpBuilder::InsertionGuard g(b);
+                     b.setInsertionPointToStart(&put.getThenRegion().front());
+                     k.st(asI32(k, r), a[2], cur[0]);
+                   }
+                   return SmallVector<Value>{
+                       k.add(cur[0], k.select(mine, k.idx(1), k.idx(0)))};
+                 });
+               });
         launch(op, key + "wte", "embed_backward_wte",
-               {flat(e.getGrad()), flat(e.getIds()), flat(e.getWteGrad())},
-               {t(e.getGrad()), t(e.getIds()), t(e.getWteGrad())}, buckets * c,
+               {flat(e.getGrad()), flat(e.getIds()), offsetsT, listT, flat(e.getWteGrad())},
+               {t(e.getGrad()), t(e.getIds()), offsets, list, t(e.getWteGrad())}, buckets * c,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  Value col = k.urem(idx, k.idx(c)), bucket = k.udiv(idx, k.idx(c));
-                 k.loop(k.idx(0), k.idx(rows), [&](Value r) {
+                 Value from = k.toIndex(k.ld(a[2], bucket));
+                 Value to = k.toIndex(k.ld(a[2], k.add(bucket, k.idx(1))));
+                 k.loop(from, to, [&](Value n) {
+                   Value r = k.toIndex(k.ld(a[3], n));
                    Value id = k.toIndex(k.ld(a[1], r));
-                   auto mine = scf::IfOp::create(
-                       b, loc, k.cmpEq(k.urem(id, k.idx(buckets)), bucket), false);
-                   OpBuilder::InsertionGuard g(b);
-                   b.setInsertionPointToStart(&mine.getThenRegion().front());
                    Value wi = k.add(k.mul(id, k.idx(c)), col);
                    Value gr = k.ld(a[0], k.add(k.mul(r, k.idx(c)), col));
-                   k.st(k.add(k.ld(a[2], wi), gr), a[2], wi);
+                   k.st(k.add(k.ld(a[4], wi), gr), a[4], wi);
                  });
                });
         // Positions: thread (position, channel) sums over the batch; rows
