@@ -972,9 +972,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  Type ft = b.getF32Type();
                  Value base = k.mul(rl.row, k.idx(c));
                  auto [mean, rstd] = meanAndRstd(rl, a[0], base, c, eps, ft);
-                 rl.each(c, [&](Value i) {
+                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
                    Value xh = k.mul(k.sub(k.ld(a[0], k.add(base, i)), mean), rstd);
-                   k.st(k.add(k.mul(xh, k.ld(a[1], i)), k.ld(a[2], i)), a[3], k.add(base, i));
+                   return {{k.add(k.mul(xh, k.ld(a[1], i)), k.ld(a[2], i)), a[3], k.add(base, i)}};
                  });
                });
         return success();
@@ -1009,10 +1009,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  });
                  Value m1 = k.div(rl.sum(sums[0]), k.f(c, ft));
                  Value m2 = k.div(rl.sum(sums[1]), k.f(c, ft));
-                 rl.each(c, [&](Value i) {
+                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
                    Value xh = k.mul(k.sub(x(i), mean), rstd);
                    Value dn = k.mul(dy(i), k.ld(a[2], i));
-                   k.st(k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd), a[4], k.add(base, i));
+                   return {{k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd), a[4], k.add(base, i)}};
                  });
                });
         // Per column: dweight and dbias over all rows.
@@ -1464,9 +1464,9 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
                  RowLanes rl(k, idx, lanes);
                  Value base = k.mul(rl.row, k.idx(c));
                  auto [mx, sum] = maxAndSumExp(rl, a[0], base, c, et);
-                 rl.each(c, [&](Value i) {
+                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
                    Value e = k.exp(k.sub(k.ld(a[0], k.add(base, i)), mx));
-                   k.st(k.div(e, sum), a[1], k.add(base, i));
+                   return {{k.div(e, sum), a[1], k.add(base, i)}};
                  });
                });
         return success();

@@ -28,18 +28,42 @@ struct RowLanes {
     row = lanes == 1 ? idx : k.udiv(idx, k.idx(lanes));
     lane = lanes == 1 ? k.idx(0) : k.urem(idx, k.idx(lanes));
   }
-  /// body(i) for this lane's columns i < n.
-  void each(int64_t n, function_ref<void(Value)> body) {
-    k.loop(lane, k.idx(n), k.idx(lanes), {}, [&](Value i, ValueRange) {
-      body(i);
+  /// Columns per lane and loop trip of `each` and `fold`: straight-line
+  /// code whose loads are all in flight together.
+  static constexpr int64_t kUnroll = 8;
+
+  /// Stores storesAt(i) for this lane's columns i < n; in each trip of
+  /// kUnroll columns the values (loads included) come before the stores.
+  void each(int64_t n, function_ref<SmallVector<KB::Store>(Value)> storesAt) {
+    int64_t full = unrolledEnd(n);
+    if (full > 0)
+      k.loop(lane, k.idx(full), k.idx(lanes * kUnroll), {}, [&](Value i, ValueRange) {
+        k.storeStrided(i, kUnroll, lanes, storesAt);
+        return SmallVector<Value>{};
+      });
+    k.loop(k.add(k.idx(full), lane), k.idx(n), k.idx(lanes), {}, [&](Value i, ValueRange) {
+      k.storeStrided(i, 1, lanes, storesAt);
       return SmallVector<Value>{};
     });
   }
-  /// A fold over this lane's columns i < n.
+  /// A fold over this lane's columns i < n, in increasing i (kUnroll per
+  /// trip, then the rest): the same order, so the same bits, as one at a
+  /// time.
   SmallVector<Value> fold(int64_t n, ValueRange init,
                           function_ref<SmallVector<Value>(Value, ValueRange)> body) {
-    return k.loop(lane, k.idx(n), k.idx(lanes), init, body);
+    int64_t full = unrolledEnd(n);
+    SmallVector<Value> cur(init);
+    if (full > 0)
+      cur = k.loop(lane, k.idx(full), k.idx(lanes * kUnroll), cur, [&](Value i, ValueRange c) {
+        SmallVector<Value> v(c);
+        for (int64_t e = 0; e < kUnroll; ++e)
+          v = body(e == 0 ? i : k.add(i, k.idx(e * lanes)), v);
+        return v;
+      });
+    return k.loop(k.add(k.idx(full), lane), k.idx(n), k.idx(lanes), cur, body);
   }
+  /// The end of the columns the unrolled trips cover.
+  int64_t unrolledEnd(int64_t n) const { return n / (lanes * kUnroll) * (lanes * kUnroll); }
   /// The value of lane (this lane xor mask).
   Value shuffle(Value v, int32_t mask) {
     return mlir::gpu::ShuffleOp::create(k.b, k.loc, v, mask, static_cast<int32_t>(lanes),
