@@ -1,6 +1,8 @@
 //===- FuseElementwise.cpp - elementwise ops into gpt.fusion regions ------===//
 //
 /// Per function body (after inlining, before memory planning):
+///   0) Row outputs: a narrowing cast that is the only reader of a
+///      layernorm becomes the layernorm's own result type.
 ///   1) Chains: in block order, each fusible elementwise op joins the groups
 ///      of the producers of its operands that have its element count.
 ///   2) Siblings: groups of one structure (the same op names and types, e.g.
@@ -41,6 +43,29 @@ int64_t numel(Value v) { return llvm::cast<RankedTensorType>(v.getType()).getNum
 bool fusible(Operation *op) {
   return isFusibleElementwise(op) && !llvm::isa<ConstantOp>(op) &&
          llvm::cast<RankedTensorType>(op->getResult(0).getType()).hasStaticShape();
+}
+
+/// `%y = gpt.layernorm ... -> f32; %z = gpt.cast %y to bf16` with the cast
+/// as %y's only reader becomes `%z = gpt.layernorm ... -> bf16`: the row
+/// kernel computes in f32 and rounds once when it stores, as the cast did,
+/// and the f32 tensor is never written.
+int64_t narrowLayerNormOutputs(Block &block) {
+  int64_t n = 0;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto cast = llvm::dyn_cast<CastOp>(op);
+    auto ln = cast ? cast.getInput().getDefiningOp<LayerNormOp>() : LayerNormOp();
+    if (!ln || !ln.getResult().hasOneUse())
+      continue;
+    auto from = llvm::cast<FloatType>(ln.getType().getElementType());
+    auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
+    if (!to || to.getWidth() >= from.getWidth())
+      continue;
+    ln.getResult().setType(cast.getType());
+    cast.replaceAllUsesWith(ln.getResult());
+    cast.erase();
+    ++n;
+  }
+  return n;
 }
 
 struct Fuser {
@@ -244,6 +269,8 @@ struct FuseElementwisePass
       if (fn.isExternal() || !fn.getBody().hasOneBlock())
         continue;
       Block &block = fn.getBody().front();
+      if (narrowRowOutputs)
+        numNarrowed += narrowLayerNormOutputs(block);
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);

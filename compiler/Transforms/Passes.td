@@ -273,6 +273,12 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     group more than `max-arguments` operands plus results is not made, and
     the next sibling starts a new group.
 
+    Before grouping (`narrow-row-outputs`), a narrowing `gpt.cast` that is
+    the only reader of a `gpt.layernorm` is folded into the layernorm's
+    result type: the row kernel rounds once when it stores, as the cast did,
+    and the wide tensor is never written (mixed precision casts every
+    layernorm output to bf16 for the next GEMM).
+
     A group sits at its last member, which is legal when no outside op reads
     a member before that point (this also excludes cycles). A group that
     reads only function arguments sits at its first member. Ops keep their
@@ -297,10 +303,13 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
            "Also merge independent groups of one structure into one fusion">,
     Option<"maxArguments", "max-arguments", "unsigned", /*default=*/"256",
            "Most operands plus results of one fusion (its kernel's pointer arguments)">,
+    Option<"narrowRowOutputs", "narrow-row-outputs", "bool", /*default=*/"true",
+           "Fold a narrowing cast that is a layernorm's only reader into the layernorm's result type">,
   ];
   let statistics = [
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
     Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,
+    Statistic<"numNarrowed", "narrowed-row-outputs", "Casts folded into a layernorm's result type">,
   ];
 }
 

@@ -98,6 +98,19 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+/// The inferred type (the input's), or its shape in a narrower float type.
+bool LayerNormOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  auto want = llvm::dyn_cast<RankedTensorType>(inferred[0]);
+  auto got = llvm::dyn_cast<RankedTensorType>(actual[0]);
+  if (!want || !got || failed(verifyCompatibleShape(want.getShape(), got.getShape())))
+    return false;
+  auto wantElt = llvm::dyn_cast<FloatType>(want.getElementType());
+  auto gotElt = llvm::dyn_cast<FloatType>(got.getElementType());
+  return wantElt && gotElt && (gotElt == wantElt || gotElt.getWidth() < wantElt.getWidth());
+}
+
 //===----------------------------------------------------------------------===//
 // LinearOp
 //===----------------------------------------------------------------------===//

@@ -49,15 +49,23 @@ def GPT_EmbedOp : GPT_InferredOp<"embed", [GPT_Differentiable]> {
   }];
 }
 
-def GPT_LayerNormOp : GPT_InferredOp<"layernorm", [GPT_Differentiable]> {
+def GPT_LayerNormOp : GPT_Op<"layernorm",
+    [Pure, InferTypeOpAdaptorWithIsCompatible, GPT_Differentiable]> {
   let summary = "Layer normalisation over the last dimension";
   let description = [{
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) * weight + bias`, with the
     biased variance taken over the last dimension (C), as in PyTorch.
 
+    The result has the input's type, or the same shape in a narrower float
+    type: computed in the input's type and rounded once when stored (what
+    `gpt-fuse-elementwise` makes of a layernorm whose only reader is a
+    narrowing `gpt.cast`).
+
     ```mlir
     %y = gpt.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
         : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+    %z = gpt.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
     ```
   }];
   let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$weight,

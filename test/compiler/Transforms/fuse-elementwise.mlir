@@ -1,6 +1,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=siblings=false | FileCheck %s --check-prefix=NOSIB
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=max-arguments=4 | FileCheck %s --check-prefix=CAP
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=narrow-row-outputs=false | FileCheck %s --check-prefix=WIDE
 
 // Tests that a producer -> consumer chain becomes one fusion with one result.
 // CHECK-LABEL: func.func @chain
@@ -184,4 +185,45 @@ func.func @argument_cap(%a: tensor<8xf32>, %b: tensor<8xf32>, %c: tensor<8xf32>)
   %1 = gpt.cast %b : tensor<8xf32> to tensor<8xbf16>
   %2 = gpt.cast %c : tensor<8xf32> to tensor<8xbf16>
   return %0, %1, %2 : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}
+
+// -----
+
+// Tests that a narrowing cast that is a layernorm's only reader becomes the
+// layernorm's result type (the f32 output is never written); without
+// narrow-row-outputs the cast stays.
+// CHECK-LABEL: func.func @layernorm_output_cast
+// CHECK-NEXT: %[[Y:.*]] = gpt.layernorm %{{.*}} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xbf16>
+// CHECK-NEXT: return %[[Y]] : tensor<4x8xbf16>
+// WIDE-LABEL: func.func @layernorm_output_cast
+// WIDE: gpt.layernorm %{{.*}} -> tensor<4x8xf32>
+// WIDE-NEXT: gpt.cast
+func.func @layernorm_output_cast(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<4x8xbf16> {
+  %0 = gpt.layernorm %x, %w, %b : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %1 : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that a layernorm read by more than the cast keeps its f32 result.
+// CHECK-LABEL: func.func @layernorm_output_shared
+// CHECK: gpt.layernorm %{{.*}} -> tensor<4x8xf32>
+// CHECK: gpt.cast %{{.*}} : tensor<4x8xf32> to tensor<4x8xbf16>
+func.func @layernorm_output_shared(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %0 = gpt.layernorm %x, %w, %b : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %1 = gpt.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %1, %0 : tensor<4x8xbf16>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a widening cast of a layernorm is left to the elementwise groups.
+// CHECK-LABEL: func.func @layernorm_output_widened
+// CHECK: gpt.layernorm %{{.*}} -> tensor<4x8xbf16>
+// CHECK: gpt.cast %{{.*}} : tensor<4x8xbf16> to tensor<4x8xf32>
+func.func @layernorm_output_widened(%x: tensor<4x8xbf16>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) -> tensor<4x8xf32> {
+  %0 = gpt.layernorm %x, %w, %b : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+  %1 = gpt.cast %0 : tensor<4x8xbf16> to tensor<4x8xf32>
+  return %1 : tensor<4x8xf32>
 }

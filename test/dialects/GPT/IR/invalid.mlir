@@ -404,6 +404,16 @@ func.func @bias_add_elt(%x: tensor<2x8x48xf32>, %b: tensor<48xf64>) {
 
 // -----
 
+// Tests that gpt.layernorm rejects a result wider than its input.
+func.func @layernorm_wider_result(%x: tensor<2x8xbf16>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8xbf16>' are incompatible with return type(s) of operation 'tensor<2x8xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.layernorm %x, %w, %b : (tensor<2x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
 // Tests that gpt.causal_attention rejects qkv that is not rank 3.
 func.func @attention_rank(%qkv: tensor<8x48xf32>) {
   // expected-error @+2 {{expects qkv (B, T, 3C), got rank 2}}

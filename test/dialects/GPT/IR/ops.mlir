@@ -69,6 +69,18 @@ func.func @layernorm(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf
 
 // -----
 
+// Tests that gpt.layernorm accepts a result in a narrower float type.
+// CHECK-LABEL: func.func @layernorm_narrow_result
+func.func @layernorm_narrow_result(%x: tensor<8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>)
+    -> tensor<8x16xbf16> {
+  // CHECK: gpt.layernorm %{{.*}}, %{{.*}}, %{{.*}} : (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<8x16xbf16>
+  %0 = gpt.layernorm %x, %w, %b
+      : (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<8x16xbf16>
+  return %0 : tensor<8x16xbf16>
+}
+
+// -----
+
 // Tests that gpt.layernorm keeps a non-default epsilon.
 // CHECK-LABEL: func.func @layernorm_epsilon
 func.func @layernorm_epsilon(%x: tensor<8x16xf64>, %w: tensor<16xf64>, %b: tensor<16xf64>)
