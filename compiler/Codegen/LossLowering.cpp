@@ -18,19 +18,47 @@ std::pair<Value, Value> mergeStats(KB &k, Value m1, Value s1, Value m2, Value s2
   return {m, k.add(k.mul(s1, k.exp(k.sub(m1, m))), k.mul(s2, k.exp(k.sub(m2, m))))};
 }
 
+/// exp for values that come from 16-bit tensors: their rounding dwarfs the
+/// SFU's error, so CUDA uses ex2.approx (2 instructions, `afn`; the Host
+/// target's libm ignores the flag); wider inputs keep the rounded expf.
+Value expFor(KB &k, Value v, bool fast) {
+  return fast ? math::ExpOp::create(k.b, k.loc, v, arith::FastMathFlags::afn).getResult()
+              : k.exp(v);
+}
+
 /// log(sum exp(x[base + i])) over i < n in one pass: each lane folds its
-/// columns online, then the lanes merge in a fixed butterfly order. The
-/// running maximum starts at the lowest finite float, not -inf, so that
+/// columns online (kUnroll at a time: their maximum first, then one rescale
+/// of the running sum), then the lanes merge in a fixed butterfly order.
+/// The running maximum starts at the lowest finite float, not -inf, so that
 /// exp(m - max) of an empty lane is exp(0) * 0 and never NaN.
 Value logSumExp(RowLanes &r, Value x, Value base, int64_t n) {
   KB &k = r.k;
   Type ft = k.b.getF32Type();
-  auto acc = r.fold(n, {k.f(-FLT_MAX, ft), k.f(0, ft)}, [&](Value i, ValueRange cur) {
-    Value xi = k.ld(x, k.add(base, i));
-    Value m = k.fmax(cur[0], xi);
-    Value s = k.add(k.mul(cur[1], k.exp(k.sub(cur[0], m))), k.exp(k.sub(xi, m)));
+  bool fast = llvm::cast<MemRefType>(x.getType()).getElementType().getIntOrFloatBitWidth() <= 16;
+  auto update = [&](ValueRange cur, ArrayRef<Value> xs) {
+    Value mx = xs[0];
+    for (Value xi : xs.drop_front())
+      mx = k.fmax(mx, xi);
+    Value m = k.fmax(cur[0], mx);
+    Value s = k.mul(cur[1], expFor(k, k.sub(cur[0], m), fast));
+    for (Value xi : xs)
+      s = k.add(s, expFor(k, k.sub(xi, m), fast));
     return SmallVector<Value>{m, s};
-  });
+  };
+  int64_t full = r.unrolledEnd(n);
+  SmallVector<Value> acc = {k.f(-FLT_MAX, ft), k.f(0, ft)};
+  if (full > 0)
+    acc = k.loop(r.lane, k.idx(full), k.idx(r.lanes * RowLanes::kUnroll), acc,
+                 [&](Value i, ValueRange cur) {
+                   SmallVector<Value> xs;
+                   for (int64_t u = 0; u < RowLanes::kUnroll; ++u)
+                     xs.push_back(k.ld(x, k.add(base, k.add(i, k.idx(u * r.lanes)))));
+                   return update(cur, xs);
+                 });
+  acc = k.loop(k.add(k.idx(full), r.lane), k.idx(n), k.idx(r.lanes), acc,
+               [&](Value i, ValueRange cur) {
+                 return update(cur, {k.ld(x, k.add(base, i))});
+               });
   Value m = acc[0], s = acc[1];
   for (int32_t mask = 1; mask < r.lanes; mask *= 2)
     std::tie(m, s) = mergeStats(k, m, s, r.shuffle(m, mask), r.shuffle(s, mask));
@@ -61,15 +89,12 @@ void buildCrossEntropyBackwardRows(OpBuilder &b, Location loc, Value idx, ValueR
   Value lse = savedLse ? k.ld(a[4], r.row) : logSumExp(r, a[1], base, s.vocab);
   Value g = k.div(k.ld(a[0], k.idx(0)), k.f(s.rows, ft));
   Value target = k.toIndex(k.ld(a[2], r.row));
-  // A gradient rounded to 16 bits does not need expf's last bits: the SFU's
-  // exp (CUDA; the Host target's libm ignores the flag) is 2 instructions.
+  // A gradient rounded to 16 bits does not need expf's last bits.
   Type out = llvm::cast<MemRefType>(a[3].getType()).getElementType();
   bool fast = out.getIntOrFloatBitWidth() <= 16;
   r.each(s.paddedVocab, [&](Value col) -> SmallVector<KB::Store> {
     Value i = k.add(base, col);
-    Value x = k.sub(k.ld(a[1], i), lse);
-    Value p = fast ? math::ExpOp::create(k.b, k.loc, x, arith::FastMathFlags::afn).getResult()
-                   : k.exp(x);
+    Value p = expFor(k, k.sub(k.ld(a[1], i), lse), fast);
     Value hit = k.cmpEq(col, target);
     Value d = k.mul(g, k.sub(p, k.select(hit, k.f(1, ft), k.f(0, ft))));
     return {{k.select(k.cmpUlt(col, k.idx(s.vocab)), d, k.f(0, ft)), a[3], i}};
