@@ -361,38 +361,6 @@ constexpr int64_t kEmbedBuckets = 1024;
 /// (chunk, column) threads fill the GPU while each column's partials stay
 /// few enough for one thread to fold in the second.
 constexpr int64_t kColumnChunkRows = 64;
-/// Rows (or partials) a column-reduction thread loads per loop trip before
-/// folding them in order: the loads are in flight together, the sum order
-/// is unchanged.
-constexpr int64_t kColumnUnroll = 8;
-
-/// Folds `count` consecutive items from `first` into `init` in order, with
-/// the item values (loads included) of kColumnUnroll items issued before
-/// their folds when count is a multiple of kColumnUnroll.
-SmallVector<Value> foldUnrolled(KB &k, Value first, Value count, std::optional<int64_t> known,
-                                ValueRange init,
-                                function_ref<SmallVector<Value>(Value)> itemValues,
-                                function_ref<Value(Value, Value)> fold) {
-  auto foldIn = [&](SmallVector<Value> acc, ArrayRef<Value> xs) {
-    for (size_t e = 0; e < acc.size(); ++e)
-      acc[e] = fold(acc[e], xs[e]);
-    return acc;
-  };
-  if (!known || *known % kColumnUnroll != 0)
-    return k.loop(first, k.add(first, count), init, [&](Value i, ValueRange cur) {
-      return foldIn(SmallVector<Value>(cur), itemValues(i));
-    });
-  return k.loop(first, k.add(first, count), k.idx(kColumnUnroll), init,
-                [&](Value i, ValueRange cur) {
-    SmallVector<SmallVector<Value>> items;
-    for (int64_t u = 0; u < kColumnUnroll; ++u)
-      items.push_back(itemValues(u == 0 ? i : k.add(i, k.idx(u))));
-    SmallVector<Value> acc(cur);
-    for (const auto &xs : items)
-      acc = foldIn(acc, xs);
-    return acc;
-  });
-}
 
 /// Column reductions of a (rows, cols) matrix (layernorm's dgamma/dbeta,
 /// bias gradients) in two deterministic stages: thread (chunk, col) folds
@@ -423,14 +391,12 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
            Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(kColumnChunkRows)),
                                              k.idx(rows));
            SmallVector<Value> inits(n, k.f(init, ft));
-           // Every chunk is whole when the rows divide into them.
-           std::optional<int64_t> known;
-           if (rows % kColumnChunkRows == 0)
-             known = kColumnChunkRows;
-           auto acc = foldUnrolled(
-               k, lo, k.sub(hi, lo), known, inits,
-               [&](Value r) { return values(k, a.take_front(nIns), r, col); },
-               [&](Value x, Value y) { return fold(k, x, y); });
+           auto acc = k.loop(lo, hi, inits, [&](Value r, ValueRange cur) {
+             SmallVector<Value> xs = values(k, a.take_front(nIns), r, col), next;
+             for (int64_t e = 0; e < n; ++e)
+               next.push_back(fold(k, cur[e], xs[e]));
+             return next;
+           });
            for (int64_t e = 0; e < n; ++e)
              k.st(acc[e], a[nIns], k.add(k.mul(k.idx(e * parts), k.idx(cols)), idx));
          });
@@ -442,15 +408,13 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
          [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
            KB k{b, loc};
            SmallVector<Value> inits(n, k.f(init, ft));
-           auto acc = foldUnrolled(
-               k, k.idx(0), k.idx(parts), parts, inits,
-               [&](Value p) {
-                 SmallVector<Value> xs;
-                 for (int64_t e = 0; e < n; ++e)
-                   xs.push_back(k.ld(a[0], k.add(k.mul(k.add(k.idx(e * parts), p), k.idx(cols)), col)));
-                 return xs;
-               },
-               [&](Value x, Value y) { return fold(k, x, y); });
+           auto acc = k.loop(k.idx(0), k.idx(parts), inits, [&](Value p, ValueRange cur) {
+             SmallVector<Value> next;
+             for (int64_t e = 0; e < n; ++e)
+               next.push_back(fold(
+                   k, cur[e], k.ld(a[0], k.add(k.mul(k.add(k.idx(e * parts), p), k.idx(cols)), col))));
+             return next;
+           });
            for (int64_t e = 0; e < n; ++e) {
              Value v = acc[e];
              if (kind == ReduceKind::Mean)
