@@ -123,13 +123,6 @@ struct Warp {
   }
 };
 
-/// exp on the SFU (ex2.approx after one multiply, through libdevice's
-/// __nv_fast_expf): a few ulp, as flash kernels use, and 2 instructions
-/// instead of the ~11 of the correctly rounded expf.
-Value fastExp(KB &k, Value x) {
-  return math::ExpOp::create(k.b, k.loc, x, arith::FastMathFlags::afn);
-}
-
 /// The (batch, head) of a warp and the row offsets of its q, k, v, y/dy.
 struct Heads {
   RowFn q, key, val, out;
@@ -205,7 +198,7 @@ SmallVector<Frag> tilesOf(ValueRange values, int64_t first, int64_t count) {
 Value causalProbability(KB &k, Value score, Value lse, Value key, Value query, double scale,
                         bool masked) {
   Type f32 = score.getType();
-  Value p = fastExp(k, k.sub(k.mul(score, k.f(scale, f32)), lse));
+  Value p = k.fastExp(k.sub(k.mul(score, k.f(scale, f32)), lse));
   if (!masked)
     return p;
   Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
@@ -256,14 +249,14 @@ SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Fr
       for (int64_t n = 0; n < 2; ++n)
         mx = k.fmax(mx, k.fmax(blk[n][2 * r], blk[n][2 * r + 1]));
     mNew[r] = w.groupMax(mx);
-    corr[r] = fastExp(k, k.sub(cur[r], mNew[r]));
+    corr[r] = k.fastExp(k.sub(cur[r], mNew[r]));
     next[r] = mNew[r];
   }
   Value rowSum[2] = {k.f(0, w.f32), k.f(0, w.f32)};
   for (auto &blk : sc)
     for (int64_t n = 0; n < 2; ++n)
       for (int64_t e = 0; e < 4; ++e) {
-        blk[n][e] = fastExp(k, k.sub(blk[n][e], mNew[e / 2]));
+        blk[n][e] = k.fastExp(k.sub(blk[n][e], mNew[e / 2]));
         rowSum[e / 2] = k.add(rowSum[e / 2], blk[n][e]);
       }
   for (int64_t r = 0; r < 2; ++r)
@@ -505,7 +498,7 @@ void copyAsync(KB &k, Value dst, Value src, int32_t bytes) {
 }
 
 /// A static shared-memory buffer of the enclosing kernel (a workgroup
-/// memref.global, 16-byte aligned for vector stores).
+/// memref.global, 16-byte aligned for 16-byte cp.async copies).
 Value sharedBuffer(KB &k, int64_t elements, Type elt) {
   auto module = k.b.getInsertionBlock()->getParentOp()->getParentOfType<gpu::GPUModuleOp>();
   auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
@@ -687,6 +680,29 @@ pipelinedStages(KB &k, Value lo, Value mid, Value hi, bool maskedFirst, ValueRan
   });
 }
 
+/// The key/value stages of a query-side kernel (forward, dQ): keys
+/// [0, first of the block) whole, then the block's own two stages masked;
+/// stage(sb, key0, sK, sV, carried, masked) computes one on its buffers.
+SmallVector<Value>
+keyValueStages(KB &k, const BlockTile &bt, Value qkv, const SharedStage &sKs,
+               const SharedStage &sVs, const AttentionShape &s, ValueRange init,
+               function_ref<SmallVector<Value>(Value, Value, const Smem &, const Smem &,
+                                               ValueRange, bool)> stage) {
+  Value whole = k.udiv(bt.first, k.idx(kStage));
+  Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
+  Value src = globalPointer(k, qkv);
+  auto issue = [&](Value sb, Value parity) {
+    Value key0 = k.mul(sb, k.idx(kStage));
+    copyRowsAsync(k, bt.tid, src, bt.hs.key, key0, s.headDim, sKs.tile(k, parity));
+    copyRowsAsync(k, bt.tid, src, bt.hs.val, key0, s.headDim, sVs.tile(k, parity));
+  };
+  return pipelinedStages(k, k.idx(0), whole, stages, /*maskedFirst=*/false, init, issue,
+                         [&](Value sb, Value parity, ValueRange cur, bool masked) {
+    return stage(sb, k.mul(sb, k.idx(kStage)), sKs.tile(k, parity), sVs.tile(k, parity), cur,
+                 masked);
+  });
+}
+
 /// In a masked stage, `step` runs only for the warp's visible sub-blocks;
 /// in an unmasked one every sub-block is visible.
 SmallVector<Value> maybeWhen(KB &k, bool masked, function_ref<Value()> visible, ValueRange cur,
@@ -701,18 +717,9 @@ SmallVector<Value> maybeWhen(KB &k, bool masked, function_ref<Value()> visible, 
 Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt,
                       const SharedStage &sKs, const SharedStage &sVs, const AttentionShape &s) {
   KB &k = w.k;
-  Value whole = k.udiv(bt.first, k.idx(kStage));
-  Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
-  Value src = globalPointer(k, qkv);
-  auto issue = [&](Value sb, Value parity) {
-    Value key0 = k.mul(sb, k.idx(kStage));
-    copyRowsAsync(k, bt.tid, src, bt.hs.key, key0, s.headDim, sKs.tile(k, parity));
-    copyRowsAsync(k, bt.tid, src, bt.hs.val, key0, s.headDim, sVs.tile(k, parity));
-  };
-  auto st = pipelinedStages(k, k.idx(0), whole, stages, /*maskedFirst=*/false, onlineInit(w, s),
-                            issue, [&](Value sb, Value parity, ValueRange cur, bool masked) {
-    Value key0 = k.mul(sb, k.idx(kStage));
-    Smem sK = sKs.tile(k, parity), sV = sVs.tile(k, parity);
+  auto st = keyValueStages(k, bt, qkv, sKs, sVs, s, onlineInit(w, s),
+                           [&](Value sb, Value key0, const Smem &sK, const Smem &sV,
+                               ValueRange cur, bool masked) {
     if (!masked) {
       // kStepTiles sub-blocks per step: one maximum and one rescale of O
       // per 16 kStepTiles keys.
@@ -766,19 +773,10 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
 
   // dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
   SmallVector<Frag> dya = loadRowsA(w, dy, hs.out, bt.row0, s.headDim);
-  Value whole = k.udiv(bt.first, k.idx(kStage));
-  Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
   SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
-  Value src = globalPointer(k, qkv);
-  auto issue = [&](Value sb, Value parity) {
-    Value key0 = k.mul(sb, k.idx(kStage));
-    copyRowsAsync(k, bt.tid, src, hs.key, key0, s.headDim, sKs.tile(k, parity));
-    copyRowsAsync(k, bt.tid, src, hs.val, key0, s.headDim, sVs.tile(k, parity));
-  };
-  auto dq = pipelinedStages(k, k.idx(0), whole, stages, /*maskedFirst=*/false, init, issue,
-                            [&](Value sb, Value parity, ValueRange cur, bool masked) {
-    Value key0 = k.mul(sb, k.idx(kStage));
-    Smem sK = sKs.tile(k, parity), sV = sVs.tile(k, parity);
+  auto dq = keyValueStages(k, bt, qkv, sKs, sVs, s, init,
+                           [&](Value sb, Value key0, const Smem &sK, const Smem &sV,
+                               ValueRange cur, bool masked) {
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
       auto visible = [&]() -> Value {

@@ -37,10 +37,10 @@ int64_t flashAttentionThreads(const AttentionShape &s);
 
 enum class FlashKernel { Forward, BackwardQuery, BackwardKeyValue };
 /// Blocks per SM to ask ptxas for (KernelDef::minBlocksPerSM). The blocked
-/// forward and dQ kernels have a synchronous load phase per stage that only
-/// a second resident block hides, and they need about 130 registers
-/// uncapped: 2 caps them at 128. The dK/dV kernel holds two accumulators
-/// and would spill; 0.
+/// forward and dQ kernels wait at two barriers per stage, which a second
+/// resident block hides, and they need about 130 registers uncapped: 2
+/// caps them at 128. The dK/dV kernel holds two accumulators and would
+/// spill; 0.
 int64_t flashAttentionMinBlocks(const AttentionShape &s, FlashKernel kernel);
 
 /// args: qkv (B, T, 3C), y (B, T, C), lse (B, H, T, f32).

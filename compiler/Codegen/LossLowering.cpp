@@ -18,13 +18,9 @@ std::pair<Value, Value> mergeStats(KB &k, Value m1, Value s1, Value m2, Value s2
   return {m, k.add(k.mul(s1, k.exp(k.sub(m1, m))), k.mul(s2, k.exp(k.sub(m2, m))))};
 }
 
-/// exp for values that come from 16-bit tensors: their rounding dwarfs the
-/// SFU's error, so CUDA uses ex2.approx (2 instructions, `afn`; the Host
-/// target's libm ignores the flag); wider inputs keep the rounded expf.
-Value expFor(KB &k, Value v, bool fast) {
-  return fast ? math::ExpOp::create(k.b, k.loc, v, arith::FastMathFlags::afn).getResult()
-              : k.exp(v);
-}
+/// exp for values that come from (or go to) 16-bit tensors: their rounding
+/// dwarfs the SFU's error (KB::fastExp); wider ones keep the rounded expf.
+Value expFor(KB &k, Value v, bool fast) { return fast ? k.fastExp(v) : k.exp(v); }
 
 /// log(sum exp(x[base + i])) over i < n in one pass: each lane folds its
 /// columns online (kUnroll at a time: their maximum first, then one rescale
@@ -35,30 +31,19 @@ Value logSumExp(RowLanes &r, Value x, Value base, int64_t n) {
   KB &k = r.k;
   Type ft = k.b.getF32Type();
   bool fast = llvm::cast<MemRefType>(x.getType()).getElementType().getIntOrFloatBitWidth() <= 16;
-  auto update = [&](ValueRange cur, ArrayRef<Value> xs) {
-    Value mx = xs[0];
-    for (Value xi : xs.drop_front())
-      mx = k.fmax(mx, xi);
-    Value m = k.fmax(cur[0], mx);
+  auto acc = r.foldChunks(n, {k.f(-FLT_MAX, ft), k.f(0, ft)},
+                          [&](ArrayRef<Value> cols, ValueRange cur) {
+    SmallVector<Value> xs;
+    for (Value i : cols)
+      xs.push_back(k.ld(x, k.add(base, i)));
+    Value m = cur[0];
+    for (Value xi : xs)
+      m = k.fmax(m, xi);
     Value s = k.mul(cur[1], expFor(k, k.sub(cur[0], m), fast));
     for (Value xi : xs)
       s = k.add(s, expFor(k, k.sub(xi, m), fast));
     return SmallVector<Value>{m, s};
-  };
-  int64_t full = r.unrolledEnd(n);
-  SmallVector<Value> acc = {k.f(-FLT_MAX, ft), k.f(0, ft)};
-  if (full > 0)
-    acc = k.loop(r.lane, k.idx(full), k.idx(r.lanes * RowLanes::kUnroll), acc,
-                 [&](Value i, ValueRange cur) {
-                   SmallVector<Value> xs;
-                   for (int64_t u = 0; u < RowLanes::kUnroll; ++u)
-                     xs.push_back(k.ld(x, k.add(base, k.add(i, k.idx(u * r.lanes)))));
-                   return update(cur, xs);
-                 });
-  acc = k.loop(k.add(k.idx(full), r.lane), k.idx(n), k.idx(r.lanes), acc,
-               [&](Value i, ValueRange cur) {
-                 return update(cur, {k.ld(x, k.add(base, i))});
-               });
+  });
   Value m = acc[0], s = acc[1];
   for (int32_t mask = 1; mask < r.lanes; mask *= 2)
     std::tie(m, s) = mergeStats(k, m, s, r.shuffle(m, mask), r.shuffle(s, mask));

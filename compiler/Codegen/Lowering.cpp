@@ -887,9 +887,6 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         auto bucketOf = [=](KB &k, Value ids, Value r) {
           return k.urem(k.toIndex(k.ld(ids, r)), k.idx(buckets));
         };
-        auto asI32 = [](KB &k, Value v) {
-          return arith::IndexCastOp::create(k.b, k.loc, k.b.getI32Type(), v).getResult();
-        };
         launch(op, key + "count", "embed_backward_count", {flat(e.getIds()), countsT},
                {t(e.getIds()), counts}, buckets,
                [=](OpBuilder &b, Location loc, Value bucket, ValueRange a) {
@@ -898,17 +895,17 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    Value one = k.select(k.cmpEq(bucketOf(k, a[0], r), bucket), k.idx(1), k.idx(0));
                    return SmallVector<Value>{k.add(cur[0], one)};
                  })[0];
-                 k.st(asI32(k, n), a[1], bucket);
+                 k.st(k.toI32(n), a[1], bucket);
                });
         launch(op, key + "offsets", "embed_backward_offsets", {countsT, offsetsT},
                {counts, offsets}, 1, [=](OpBuilder &b, Location loc, Value, ValueRange a) {
                  KB k{b, loc};
                  Value total = k.loop(k.idx(0), k.idx(buckets), {k.idx(0)},
                                       [&](Value bucket, ValueRange cur) {
-                   k.st(asI32(k, cur[0]), a[1], bucket);
+                   k.st(k.toI32(cur[0]), a[1], bucket);
                    return SmallVector<Value>{k.add(cur[0], k.toIndex(k.ld(a[0], bucket)))};
                  })[0];
-                 k.st(asI32(k, total), a[1], k.idx(buckets));
+                 k.st(k.toI32(total), a[1], k.idx(buckets));
                });
         launch(op, key + "list", "embed_backward_list", {flat(e.getIds()), offsetsT, listT},
                {t(e.getIds()), offsets, list}, buckets,
@@ -921,7 +918,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    {
                      OpBuilder::InsertionGuard g(b);
                      b.setInsertionPointToStart(&put.getThenRegion().front());
-                     k.st(asI32(k, r), a[2], cur[0]);
+                     k.st(k.toI32(r), a[2], cur[0]);
                    }
                    return SmallVector<Value>{
                        k.add(cur[0], k.select(mine, k.idx(1), k.idx(0)))};

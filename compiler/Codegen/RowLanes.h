@@ -46,21 +46,34 @@ struct RowLanes {
       return SmallVector<Value>{};
     });
   }
-  /// A fold over this lane's columns i < n, in increasing i (kUnroll per
-  /// trip, then the rest): the same order, so the same bits, as one at a
-  /// time.
-  SmallVector<Value> fold(int64_t n, ValueRange init,
-                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+  /// A fold over this lane's columns i < n in chunks, in increasing i:
+  /// body(columns, carried) gets kUnroll columns per loop trip, then the
+  /// rest one at a time.
+  SmallVector<Value> foldChunks(int64_t n, ValueRange init,
+                                function_ref<SmallVector<Value>(llvm::ArrayRef<Value>, ValueRange)> body) {
     int64_t full = unrolledEnd(n);
     SmallVector<Value> cur(init);
     if (full > 0)
       cur = k.loop(lane, k.idx(full), k.idx(lanes * kUnroll), cur, [&](Value i, ValueRange c) {
-        SmallVector<Value> v(c);
+        SmallVector<Value> cols;
         for (int64_t e = 0; e < kUnroll; ++e)
-          v = body(e == 0 ? i : k.add(i, k.idx(e * lanes)), v);
-        return v;
+          cols.push_back(e == 0 ? i : k.add(i, k.idx(e * lanes)));
+        return body(cols, c);
       });
-    return k.loop(k.add(k.idx(full), lane), k.idx(n), k.idx(lanes), cur, body);
+    return k.loop(k.add(k.idx(full), lane), k.idx(n), k.idx(lanes), cur,
+                  [&](Value i, ValueRange c) { return body({i}, c); });
+  }
+  /// A fold over this lane's columns i < n, one column at a time in
+  /// increasing i (straight-line within a chunk): the same order, so the
+  /// same bits, as a plain loop.
+  SmallVector<Value> fold(int64_t n, ValueRange init,
+                          function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    return foldChunks(n, init, [&](llvm::ArrayRef<Value> cols, ValueRange c) {
+      SmallVector<Value> v(c);
+      for (Value i : cols)
+        v = body(i, v);
+      return v;
+    });
   }
   /// The end of the columns the unrolled trips cover.
   int64_t unrolledEnd(int64_t n) const { return n / (lanes * kUnroll) * (lanes * kUnroll); }
