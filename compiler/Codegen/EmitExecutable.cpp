@@ -179,6 +179,24 @@ s::DType dtypeOf(Type t) {
   return s::DType::F32;
 }
 
+s::Epilogue schemaEpilogue(GemmEpilogue e) {
+  switch (e) {
+  case GemmEpilogue::None:
+    return s::Epilogue::None;
+  case GemmEpilogue::Bias:
+    return s::Epilogue::Bias;
+  case GemmEpilogue::GeluAux:
+    return s::Epilogue::GeluAux;
+  case GemmEpilogue::BiasGeluAux:
+    return s::Epilogue::BiasGeluAux;
+  case GemmEpilogue::DGelu:
+    return s::Epilogue::DGelu;
+  case GemmEpilogue::BGradB:
+    return s::Epilogue::BGradB;
+  }
+  llvm_unreachable("unknown GEMM epilogue");
+}
+
 s::TensorRole roleOf(const std::string &role) {
   if (role == "params")
     return s::TensorRole::Parameter;
@@ -245,6 +263,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
           os << "m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch
              << (g.transa ? " T" : " N") << (g.transb ? "T" : "N") << " " << g.aType << "x"
              << g.bType << "->" << g.cType;
+          if (g.epilogue != GemmEpilogue::None)
+            os << " epilogue=" << s::EnumNameEpilogue(schemaEpilogue(g.epilogue));
         }
         for (const Operand &o : c.args)
           os << " " << name(o);
@@ -331,7 +351,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     gemms.push_back(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb,
                                   g.ldc, g.strideA, g.strideB, g.strideC, dtypeOf(g.aType),
                                   dtypeOf(g.bType), dtypeOf(g.cType), s::ComputeType::F32,
-                                  g.bias ? s::Epilogue::Bias : s::Epilogue::None));
+                                  schemaEpilogue(g.epilogue)));
   std::vector<fb::Offset<s::Program>> programs;
   for (const ProgramInfo &p : lowered->programs) {
     std::vector<fb::Offset<s::Command>> cmds;
@@ -353,9 +373,15 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
         break;
       }
       case Command::Gemm: {
-        int64_t bias = c.args.size() > 3 ? static_cast<int64_t>(operandTensor(c.args[3])) : -1;
+        GemmEpilogue e = lowered->gemms[c.gemm].epilogue;
+        size_t next = 3;
+        int64_t bias = -1, aux = -1;
+        if (epilogueHasBias(e))
+          bias = static_cast<int64_t>(operandTensor(c.args[next++]));
+        if (epilogueHasAux(e))
+          aux = static_cast<int64_t>(operandTensor(c.args[next++]));
         auto gemm = s::CreateRunGemm(b, c.gemm, operandTensor(c.args[0]), operandTensor(c.args[1]),
-                                     operandTensor(c.args[2]), bias, -1);
+                                     operandTensor(c.args[2]), bias, aux);
         cmds.push_back(s::CreateCommand(b, 0, s::Op::RunGemm, gemm.Union()));
         break;
       }

@@ -306,7 +306,8 @@ private:
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerElementwise(Operation *op);
   LogicalResult lowerFusion(FusionOp op);
-  LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias);
+  LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
+                            GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value());
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
   void waitFor(ValueRange operands);
@@ -760,7 +761,7 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
 }
 
 LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb,
-                                   Value bias) {
+                                   Value bias, GemmEpilogue epilogue, Value aux) {
   auto as = rtt(a).getShape(), bs = rtt(bm).getShape();
   auto ys = rtt(op->getResult(0)).getShape();
   size_t r = ys.size();
@@ -780,7 +781,9 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
   g.m = n;
   g.n = m;
   g.k = k;
-  g.bias = static_cast<bool>(bias);
+  if (bias && epilogue == GemmEpilogue::None)
+    epilogue = GemmEpilogue::Bias;
+  g.epilogue = epilogue;
   if (shared && !ta) {
     g.n = batch * m; // the batch folds into the rows of the lhs
   } else if (batch > 1) {
@@ -795,6 +798,12 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
     return op->emitOpError("codegen: GEMMs take f32, bf16 or f16 operands of one type and "
                            "give that type or f32, not ")
            << in << " x " << eltOf(bm) << " -> " << out;
+  // The epilogues other than Bias act on one GEMM's D: no batches, and the
+  // aux matrix and bias gradient in D's element type.
+  if (epilogue != GemmEpilogue::None && epilogue != GemmEpilogue::Bias &&
+      (g.batch != 1 || (aux && eltOf(aux) != out) || (bias && eltOf(bias) != out)))
+    return op->emitOpError("codegen: a GEMM epilogue needs one unbatched GEMM whose aux and "
+                           "bias tensors have the result's element type");
   g.aType = eltOf(bm);
   g.bType = in;
   g.cType = out;
@@ -805,6 +814,8 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
   c.args = {t(bm), t(a), t(op->getResult(0))};
   if (bias)
     c.args.push_back(t(bias));
+  if (aux)
+    c.args.push_back(t(aux));
   c.op = op->getName().getStringRef().str();
   program->commands.push_back(std::move(c));
   return success();
@@ -846,6 +857,20 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case<MatmulOp>([&](MatmulOp mm) {
         return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
                            mm.getTransposeRhs(), Value());
+      })
+      .Case<LinearGeluOp>([&](LinearGeluOp l) {
+        return lowerMatmul(op, l.getInput(), l.getWeight(), false, true, l.getBias(),
+                           l.getBias() ? GemmEpilogue::BiasGeluAux : GemmEpilogue::GeluAux,
+                           l.getPreActivation());
+      })
+      .Case<MatmulGeluGradOp>([&](MatmulGeluGradOp mm) {
+        return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
+                           mm.getTransposeRhs(), Value(), GemmEpilogue::DGelu, mm.getPre());
+      })
+      .Case<MatmulBiasGradOp>([&](MatmulBiasGradOp mm) {
+        // cuBLASLt's B is our lhs (dY): BGRADB sums it over k, the rows.
+        return lowerMatmul(op, mm.getLhs(), mm.getRhs(), true, false, mm.getBiasGrad(),
+                           GemmEpilogue::BGradB);
       })
       .Case<EmbedOp>([&](EmbedOp e) {
         int64_t c = lastDim(e.getResult()), tlen = rtt(e.getIds()).getDimSize(1);

@@ -53,11 +53,24 @@ struct Operand {
   double f64 = 0;
 };
 
+/// What a GEMM does to its accumulator before storing D (the schema's
+/// Epilogue values that codegen emits). The bias vector is an input for
+/// Bias*, the bias-gradient output for BGradB; aux has D's layout, the
+/// pre-activation written by GeluAux* and read by DGelu.
+enum class GemmEpilogue { None, Bias, GeluAux, BiasGeluAux, DGelu, BGradB };
+
+inline bool epilogueHasBias(GemmEpilogue e) {
+  return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasGeluAux || e == GemmEpilogue::BGradB;
+}
+inline bool epilogueHasAux(GemmEpilogue e) {
+  return e == GemmEpilogue::GeluAux || e == GemmEpilogue::BiasGeluAux || e == GemmEpilogue::DGelu;
+}
+
 struct GemmDesc {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   bool transa = false, transb = false;
   int64_t lda = 0, ldb = 0, ldc = 0, strideA = 0, strideB = 0, strideC = 0;
-  bool bias = false;
+  GemmEpilogue epilogue = GemmEpilogue::None;
   /// Element types in cuBLASLt's terms (A is our rhs, B our lhs); the bias
   /// has C's type. Accumulation is fp32 (f64 for f64 operands).
   mlir::Type aType, bType, cType;
@@ -68,7 +81,7 @@ struct Command {
   unsigned kernel = 0;  // Launch
   int64_t threads = 0;  // Launch
   unsigned gemm = 0;    // Gemm
-  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias]; Zero/Copy/AllReduce: tensors
+  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias][, aux]; Zero/Copy/AllReduce: tensors
   std::string op;       // the gpt op it comes from, for dumps and errors
   unsigned stream = 0;  // kCompute, or kComm for collectives
   unsigned event = 0;   // Record/Wait

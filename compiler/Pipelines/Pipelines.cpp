@@ -133,6 +133,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     remat.memoryBudget = options.memoryBudget;
     pm.addPass(createRematerializePass(remat));
   }
+  // Before gpt-fuse-elementwise, which would take the GELUs into fusions.
+  if (options.fuseMatmulEpilogue)
+    pm.addPass(createFuseMatmulEpiloguePass());
   // After the collectives: merged siblings never delay a bucket's operand.
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwisePass());

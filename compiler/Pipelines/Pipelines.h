@@ -91,6 +91,10 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                               llvm::cl::desc("Recompute activations to fit this many GiB "
                                              "(0: off; gpt-rematerialize)"),
                               llvm::cl::init(0.0)};
+  Option<bool> fuseMatmulEpilogue{
+      *this, "fuse-matmul-epilogue",
+      llvm::cl::desc("Fold GELU and bias gradients into GEMM epilogues (gpt-fuse-matmul-epilogue)"),
+      llvm::cl::init(true)};
   Option<bool> fuseElementwise{*this, "fuse-elementwise",
                                llvm::cl::desc("Fuse elementwise ops (gpt-fuse-elementwise)"),
                                llvm::cl::init(true)};

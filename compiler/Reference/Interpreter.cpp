@@ -215,6 +215,9 @@ private:
         .template Case<LayerNormOp>([&](auto o) { return layernorm(o); })
         .template Case<LinearOp>([&](auto o) { return linear(o); })
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
+        .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
+        .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
+        .template Case<MatmulBiasGradOp>([&](auto o) { return matmulBiasGrad(o); })
         .template Case<BiasAddOp>([&](auto o) { return biasAdd(o); })
         .template Case<CausalAttentionOp>([&](auto o) { return attention(o); })
         .template Case<CrossEntropyOp>([&](auto o) { return crossEntropy(o); })
@@ -346,12 +349,10 @@ private:
     return success();
   }
 
-  LogicalResult linear(LinearOp op) {
-    const Buffer &x = in(op.getInput()), &w = in(op.getWeight());
-    auto wShape = shapeOf(op.getWeight());
-    int64_t n = wShape[0], k = wShape[1], rows = x.size() / k;
-    const Buffer *b = op.getBias() ? &in(op.getBias()) : nullptr;
-    Buffer &y = out(op.getResult());
+  /// y = x W^T (+ b) for x (rows, k), W (n, k).
+  void linearInto(const Buffer &x, const Buffer &w, const Buffer *b, int64_t n, int64_t k,
+                  Buffer &y) {
+    int64_t rows = x.size() / k;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < n; ++j) {
         T acc = b ? (*b)[j] : T(0);
@@ -359,20 +360,36 @@ private:
           acc += x[r * k + i] * w[j * k + i];
         y[r * n + j] = acc;
       }
+  }
+
+  LogicalResult linear(LinearOp op) {
+    auto wShape = shapeOf(op.getWeight());
+    linearInto(in(op.getInput()), in(op.getWeight()), op.getBias() ? &in(op.getBias()) : nullptr,
+               wShape[0], wShape[1], out(op.getResult()));
     return success();
   }
 
-  LogicalResult matmul(MatmulOp op) {
-    const Buffer &a = in(op.getLhs()), &bm = in(op.getRhs());
-    auto as = shapeOf(op.getLhs()), bs = shapeOf(op.getRhs());
-    auto ys = shapeOf(op.getResult());
+  LogicalResult linearGelu(LinearGeluOp op) {
+    auto wShape = shapeOf(op.getWeight());
+    Buffer &pre = out(op.getPreActivation());
+    linearInto(in(op.getInput()), in(op.getWeight()), op.getBias() ? &in(op.getBias()) : nullptr,
+               wShape[0], wShape[1], pre);
+    Buffer &y = out(op.getResult());
+    for (size_t i = 0; i < pre.size(); ++i)
+      y[i] = gelu(pre[i]);
+    return success();
+  }
+
+  /// y = op(a) op(b) for the operands of a gpt.matmul (or a fused one).
+  void matmulInto(Value lhs, Value rhs, bool ta, bool tb, Value result, Buffer &y) {
+    const Buffer &a = in(lhs), &bm = in(rhs);
+    auto as = shapeOf(lhs), bs = shapeOf(rhs);
+    auto ys = shapeOf(result);
     size_t r = ys.size();
     int64_t m = ys[r - 2], n = ys[r - 1];
-    int64_t k = op.getTransposeLhs() ? as[r - 2] : as[r - 1];
+    int64_t k = ta ? as[r - 2] : as[r - 1];
     int64_t batches = product(ArrayRef<int64_t>(ys).drop_back(2));
     bool sharedRhs = bs.size() == 2;
-    bool ta = op.getTransposeLhs(), tb = op.getTransposeRhs();
-    Buffer &y = out(op.getResult());
     for (int64_t bt = 0; bt < batches; ++bt) {
       const T *ab = &a[bt * m * k];
       const T *bb = &bm[sharedRhs ? 0 : bt * k * n];
@@ -385,6 +402,32 @@ private:
           y[(bt * m + i) * n + j] = acc;
         }
     }
+  }
+
+  LogicalResult matmul(MatmulOp op) {
+    matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
+               op.getResult(), out(op.getResult()));
+    return success();
+  }
+
+  LogicalResult matmulGeluGrad(MatmulGeluGradOp op) {
+    Buffer &y = out(op.getResult());
+    matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
+               op.getResult(), y);
+    const Buffer &pre = in(op.getPre());
+    for (size_t i = 0; i < y.size(); ++i)
+      y[i] *= geluDerivative(pre[i]);
+    return success();
+  }
+
+  LogicalResult matmulBiasGrad(MatmulBiasGradOp op) {
+    matmulInto(op.getLhs(), op.getRhs(), true, false, op.getWeightGrad(),
+               out(op.getWeightGrad()));
+    const Buffer &dy = in(op.getLhs());
+    Buffer &db = out(op.getBiasGrad());
+    int64_t cols = db.size();
+    for (size_t i = 0; i < dy.size(); ++i)
+      db[i % cols] += dy[i];
     return success();
   }
 
@@ -589,15 +632,16 @@ private:
 
   LogicalResult geluGrad(GeluGradOp op) {
     const Buffer &dy = in(op.getGrad()), &x = in(op.getInput());
-    const T k = static_cast<T>(0.7978845608028654), a = static_cast<T>(0.044715);
     Buffer &dx = out(op.getResult());
-    for (size_t i = 0; i < x.size(); ++i) {
-      T xi = x[i], u = k * (xi + a * xi * xi * xi), th = std::tanh(u);
-      T sech2 = T(1) - th * th;
-      T local = T(0.5) * (T(1) + th) + T(0.5) * xi * sech2 * k * (T(1) + T(3) * a * xi * xi);
-      dx[i] = dy[i] * local;
-    }
+    for (size_t i = 0; i < x.size(); ++i)
+      dx[i] = dy[i] * geluDerivative(x[i]);
     return success();
+  }
+
+  static T geluDerivative(T x) {
+    const T k = static_cast<T>(0.7978845608028654), a = static_cast<T>(0.044715);
+    T th = std::tanh(k * (x + a * x * x * x)), sech2 = T(1) - th * th;
+    return T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * k * (T(1) + T(3) * a * x * x);
   }
 
   LogicalResult softmaxGrad(SoftmaxGradOp op) {

@@ -251,6 +251,55 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"> {
+  let summary = "Folds GELU, GELU's gradient and bias gradients into the neighbouring GEMMs";
+  let description = [{
+    cuBLASLt applies elementwise epilogues to a GEMM's fp32 accumulator
+    before it stores D, and can reduce an input over the contracted
+    dimension while streaming it. Each rewrite below removes a kernel that
+    reads and writes a whole activation:
+
+      1) `gelu(linear(x, w, b))` -> `gpt.linear_gelu` (epilogue
+         GELU_AUX_BIAS): the GEMM writes both the GELU output and the
+         pre-activation the backward needs (`gelu`).
+      2) `gelu_grad(matmul(dy, w), pre)` (through a reshape) ->
+         `gpt.matmul_gelu_grad` (epilogue DGELU) on rank-2 operands, the
+         matmul's product read by nothing else (`gelu-grad`).
+      3) `reduce sum dY dims [all but last]` next to the weight gradient
+         `matmul dY2d, X2d {transpose_lhs}` -> `gpt.matmul_bias_grad`
+         (epilogue BGRADB): the bias gradient comes out of the dW GEMM
+         (`bias-grad`).
+
+    The epilogues read the unrounded accumulator, so a fused bf16 step
+    differs from an unfused one by bf16 rounding of intermediates (the
+    fp64 reference is unchanged). Run after gpt-rematerialize and before
+    gpt-fuse-elementwise, which would otherwise take the GELUs.
+
+    ```mlir
+    // Before:
+    %pre = gpt.linear %x, %w, %b : (tensor<8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> tensor<8x64xbf16>
+    %h = gpt.gelu %pre : tensor<8x64xbf16>
+    // After:
+    %h, %pre = gpt.linear_gelu %x, %w, %b
+        : (tensor<8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>)
+    ```
+  }];
+  let options = [
+    Option<"gelu", "gelu", "bool", /*default=*/"true",
+           "Fold gpt.gelu into the gpt.linear that produces its input">,
+    Option<"geluGrad", "gelu-grad", "bool", /*default=*/"true",
+           "Fold gpt.gelu_grad into the gpt.matmul that produces its gradient">,
+    Option<"biasGrad", "bias-grad", "bool", /*default=*/"true",
+           "Compute bias gradients in the weight-gradient GEMM">,
+  ];
+  let statistics = [
+    Statistic<"numGelu", "gelu", "GELUs folded into a linear">,
+    Statistic<"numGeluGrad", "gelu-grad", "GELU gradients folded into a matmul">,
+    Statistic<"numBiasGrad", "bias-grad", "Bias gradients folded into a weight-gradient matmul">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect"];
+}
+
 def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
   let summary = "Groups elementwise ops into gpt.fusion regions: one kernel each";
   let description = [{

@@ -64,14 +64,27 @@ const void *offset(const void *base, schema::DType t, uint64_t elements) {
   return static_cast<const char *>(base) + elements * elementSize(t);
 }
 
+template <typename Acc> Acc gelu(Acc x) {
+  const Acc k = Acc(0.7978845608028654), a = Acc(0.044715); // sqrt(2 / pi)
+  return Acc(0.5) * x * (Acc(1) + std::tanh(k * (x + a * x * x * x)));
+}
+
+template <typename Acc> Acc geluDerivative(Acc x) {
+  const Acc k = Acc(0.7978845608028654), a = Acc(0.044715);
+  Acc th = std::tanh(k * (x + a * x * x * x));
+  return Acc(0.5) * (Acc(1) + th) + Acc(0.5) * x * (Acc(1) - th * th) * k * (Acc(1) + 3 * a * x * x);
+}
+
 /// One batch in accumulator type Acc. opA is op(A) as a contiguous (m x k)
 /// column-major copy, opB is op(B) as (k x n): converting once keeps the
 /// inner loop a plain multiply-add over contiguous memory.
 template <typename Acc>
-void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c, const void *bias,
-               std::vector<Acc> &opA, std::vector<Acc> &opB, std::vector<Acc> &column) {
+void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c,
+               const GemmOperands &ops, std::vector<Acc> &opA, std::vector<Acc> &opB,
+               std::vector<Acc> &column) {
   const int64_t m = g.m(), n = g.n(), k = g.k();
   const int64_t lda = g.lda(), ldb = g.ldb(), ldc = g.ldc();
+  const schema::Epilogue e = g.epilogue();
   for (int64_t p = 0; p < k; ++p)
     for (int64_t i = 0; i < m; ++i)
       opA[i + p * m] =
@@ -94,20 +107,43 @@ void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c, con
       Acc d = alpha * column[i];
       if (g.beta() != 0)
         d += beta * static_cast<Acc>(load(g.c_type(), c, i + j * ldc));
-      if (bias)
-        d += static_cast<Acc>(load(g.c_type(), bias, i));
+      if (epilogueReadsBias(e))
+        d += static_cast<Acc>(load(g.c_type(), ops.bias, i));
+      if (epilogueHasAux(e) && e != schema::Epilogue::DGelu)
+        store(g.c_type(), ops.aux, i + j * ldc, d);
+      if (epilogueAppliesGelu(e))
+        d = gelu(d);
+      if (e == schema::Epilogue::DGelu)
+        d *= geluDerivative(static_cast<Acc>(load(g.c_type(), ops.aux, i + j * ldc)));
       store(g.c_type(), c, i + j * ldc, d);
     }
   }
+  // Bias gradients: sums over k of op(A)'s rows or op(B)'s columns, in
+  // ascending k, from the operands as loaded.
+  if (e == schema::Epilogue::BGradA)
+    for (int64_t i = 0; i < m; ++i) {
+      Acc sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += opA[i + p * m];
+      store(g.c_type(), ops.bias, i, sum);
+    }
+  if (e == schema::Epilogue::BGradB)
+    for (int64_t j = 0; j < n; ++j) {
+      Acc sum = 0;
+      for (int64_t p = 0; p < k; ++p)
+        sum += opB[p + j * k];
+      store(g.c_type(), ops.bias, j, sum);
+    }
 }
 
-template <typename Acc>
-void gemm(const schema::Gemm &g, const void *a, const void *b, void *c, const void *bias) {
+template <typename Acc> void gemm(const schema::Gemm &g, const GemmOperands &ops) {
   std::vector<Acc> opA(g.m() * g.k()), opB(g.k() * g.n()), column(g.m());
+  // Epilogues beyond Bias have one batch (checkGemm); the bias is shared.
   for (int64_t batch = 0; batch < g.batch(); ++batch)
-    gemmBatch<Acc>(
-        g, offset(a, g.a_type(), batch * g.stride_a()), offset(b, g.b_type(), batch * g.stride_b()),
-        const_cast<void *>(offset(c, g.c_type(), batch * g.stride_c())), bias, opA, opB, column);
+    gemmBatch<Acc>(g, offset(ops.a, g.a_type(), batch * g.stride_a()),
+                   offset(ops.b, g.b_type(), batch * g.stride_b()),
+                   const_cast<void *>(offset(ops.c, g.c_type(), batch * g.stride_c())), ops, opA,
+                   opB, column);
 }
 
 } // namespace
@@ -147,18 +183,19 @@ uint16_t floatToF16(float f) {
   return sign | uint16_t(x >> 13);
 }
 
-Status cpuGemm(const schema::Gemm &g, uint32_t index, const void *a, const void *b, void *c,
-               const void *bias) {
+Status cpuGemm(const schema::Gemm &g, uint32_t index, const GemmOperands &ops) {
   if (Status s = checkGemm(g, index); !s)
     return s;
-  if (epilogueHasBias(g.epilogue()) != (bias != nullptr))
-    return Status::error("GEMM " + std::to_string(index) + ": epilogue " +
-                         schema::EnumNameEpilogue(g.epilogue()) +
-                         (bias ? " takes no bias" : " needs a bias"));
+  std::string where = "GEMM " + std::to_string(index) + ": epilogue " +
+                      schema::EnumNameEpilogue(g.epilogue());
+  if ((epilogueBiasLength(g) > 0) != (ops.bias != nullptr))
+    return Status::error(where + (ops.bias ? " takes no bias" : " needs a bias"));
+  if (epilogueHasAux(g.epilogue()) != (ops.aux != nullptr))
+    return Status::error(where + (ops.aux ? " takes no aux matrix" : " needs an aux matrix"));
   if (g.compute() == schema::ComputeType::F64)
-    gemm<double>(g, a, b, c, bias);
+    gemm<double>(g, ops);
   else
-    gemm<float>(g, a, b, c, bias);
+    gemm<float>(g, ops);
   return Status::ok();
 }
 

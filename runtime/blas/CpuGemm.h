@@ -3,6 +3,8 @@
 // Computes exactly what executable.fbs defines for a Gemm, in cuBLASLt's
 // column-major terms:
 //   D[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] + bias (epilogue Bias)
+// and the other epilogues as executable.fbs defines them (GELU, its
+// derivative from aux, bias gradients), applied to the unrounded sum.
 // with A[b] = a + b*stride_a (elements), op(A) = A or A^T per transa, A
 // stored with leading dimension lda, likewise B and C/D (ldc, stride_c;
 // D overwrites C). C is read only when beta != 0, so garbage there never
@@ -19,6 +21,7 @@
 #ifndef GPTC_RUNTIME_BLAS_CPUGEMM_H
 #define GPTC_RUNTIME_BLAS_CPUGEMM_H
 
+#include "runtime/blas/GemmCheck.h"
 #include "runtime/schemas/executable_generated.h"
 #include "runtime/support/Status.h"
 
@@ -28,8 +31,7 @@ namespace gptc::blas {
 
 /// Runs `gemm` (checked with checkGemm first; `index` names it in errors)
 /// on host memory. The operands must span what checkRunGemm requires.
-Status cpuGemm(const schema::Gemm &gemm, uint32_t index, const void *a, const void *b, void *c,
-               const void *bias);
+Status cpuGemm(const schema::Gemm &gemm, uint32_t index, const GemmOperands &ops);
 
 /// Element conversions used by cpuGemm, exposed for tests.
 float bf16ToFloat(uint16_t h);

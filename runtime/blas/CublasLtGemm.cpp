@@ -80,6 +80,30 @@ uint32_t alignmentOf(std::initializer_list<const void *> ptrs) {
   return align;
 }
 
+StatusOr<cublasLtEpilogue_t> cublasEpilogue(schema::Epilogue e) {
+  switch (e) {
+  case schema::Epilogue::None:
+    return CUBLASLT_EPILOGUE_DEFAULT;
+  case schema::Epilogue::Bias:
+    return CUBLASLT_EPILOGUE_BIAS;
+  case schema::Epilogue::Gelu:
+    return CUBLASLT_EPILOGUE_GELU;
+  case schema::Epilogue::GeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX;
+  case schema::Epilogue::BiasGelu:
+    return CUBLASLT_EPILOGUE_GELU_BIAS;
+  case schema::Epilogue::BiasGeluAux:
+    return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  case schema::Epilogue::DGelu:
+    return CUBLASLT_EPILOGUE_DGELU;
+  case schema::Epilogue::BGradA:
+    return CUBLASLT_EPILOGUE_BGRADA;
+  case schema::Epilogue::BGradB:
+    return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  return Status::error("epilogue " + std::to_string(int(e)) + " is not one this runtime knows");
+}
+
 template <typename T>
 Status setDesc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T &v) {
   GPT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &v, sizeof(v)));
@@ -142,7 +166,7 @@ Status CublasLtGemm::release() {
 
 StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::Gemm &g,
                                                   const GemmOperands &ops) {
-  uint32_t align = alignmentOf({ops.a, ops.b, ops.c, ops.bias});
+  uint32_t align = alignmentOf({ops.a, ops.b, ops.c, ops.bias, ops.aux});
   std::unique_ptr<Plan> &cached = plans_[index];
   if (cached && cached->alignment <= align)
     return cached.get();
@@ -163,24 +187,24 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
     return s;
   if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, opB); !s)
     return s;
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  switch (g.epilogue()) {
-  case schema::Epilogue::None:
-    break;
-  case schema::Epilogue::Bias:
-    epilogue = CUBLASLT_EPILOGUE_BIAS;
-    break;
-  default: // checkGemm rejects the rest before a program runs
-    return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
-                         " is not supported by this runtime (it runs None and Bias)");
-  }
-  if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue); !s)
+  StatusOr<cublasLtEpilogue_t> epilogue = cublasEpilogue(g.epilogue());
+  if (!epilogue)
+    return Status::error(where + epilogue.status().message());
+  if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, *epilogue); !s)
     return s;
   if (ops.bias) {
-    // The heuristic reads the pointer's alignment; run() sets it per call.
+    // The heuristic reads the pointers' alignment; run() sets them per call.
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias); !s)
       return s;
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(*ct)); !s)
+      return s;
+  }
+  if (ops.aux) {
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux); !s)
+      return s;
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ldc()); !s)
+      return s;
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, int32_t(*ct)); !s)
       return s;
   }
   if (Status s = makeLayout(&p->a, *at, storedA(g), g.batch()); !s)
@@ -210,7 +234,8 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
           " n=" + std::to_string(g.n()) + " k=" + std::to_string(g.k()) +
           " batch=" + std::to_string(g.batch()) + " (" + schema::EnumNameDType(g.a_type()) + " x " +
           schema::EnumNameDType(g.b_type()) + " -> " + schema::EnumNameDType(g.c_type()) +
-          ", compute " + schema::EnumNameComputeType(g.compute()) + ")");
+          ", compute " + schema::EnumNameComputeType(g.compute()) + ", epilogue " +
+          schema::EnumNameEpilogue(g.epilogue()) + ")");
     p->algo = result.algo;
     return Status::ok();
   };
@@ -238,6 +263,9 @@ Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperan
     return p.status();
   if (ops.bias)
     if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias); !s)
+      return s;
+  if (ops.aux)
+    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux); !s)
       return s;
   float alpha32 = static_cast<float>(g.alpha()), beta32 = static_cast<float>(g.beta());
   double alpha64 = g.alpha(), beta64 = g.beta();

@@ -13,6 +13,7 @@
 #ifndef GPTC_RUNTIME_BLAS_CUBLASLTGEMM_H
 #define GPTC_RUNTIME_BLAS_CUBLASLTGEMM_H
 
+#include "runtime/blas/GemmCheck.h"
 #include "runtime/schemas/executable_generated.h"
 #include "runtime/support/Status.h"
 
@@ -24,14 +25,6 @@
 #include <vector>
 
 namespace gptc::blas {
-
-/// Device pointers of one RunGemm (see RunGemm in executable.fbs).
-struct GemmOperands {
-  const void *a = nullptr;
-  const void *b = nullptr;
-  void *c = nullptr;          // D, read as C when beta != 0
-  const void *bias = nullptr; // m entries of c_type, epilogue Bias
-};
 
 class CublasLtGemm {
 public:

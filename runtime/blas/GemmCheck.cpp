@@ -29,12 +29,32 @@ uint64_t spanElements(const StoredMatrix &s, int64_t batch) {
 }
 
 bool isSupportedEpilogue(schema::Epilogue e) {
-  return e == schema::Epilogue::None || e == schema::Epilogue::Bias;
+  return e >= schema::Epilogue::MIN && e <= schema::Epilogue::MAX;
 }
 
-bool epilogueHasBias(schema::Epilogue e) {
+bool epilogueReadsBias(schema::Epilogue e) {
   return e == schema::Epilogue::Bias || e == schema::Epilogue::BiasGelu ||
          e == schema::Epilogue::BiasGeluAux;
+}
+
+bool epilogueWritesBias(schema::Epilogue e) {
+  return e == schema::Epilogue::BGradA || e == schema::Epilogue::BGradB;
+}
+
+int64_t epilogueBiasLength(const schema::Gemm &g) {
+  if (g.epilogue() == schema::Epilogue::BGradB)
+    return g.n();
+  return epilogueReadsBias(g.epilogue()) || epilogueWritesBias(g.epilogue()) ? g.m() : 0;
+}
+
+bool epilogueHasAux(schema::Epilogue e) {
+  return e == schema::Epilogue::GeluAux || e == schema::Epilogue::BiasGeluAux ||
+         e == schema::Epilogue::DGelu;
+}
+
+bool epilogueAppliesGelu(schema::Epilogue e) {
+  return e == schema::Epilogue::Gelu || e == schema::Epilogue::GeluAux ||
+         e == schema::Epilogue::BiasGelu || e == schema::Epilogue::BiasGeluAux;
 }
 
 namespace {
@@ -85,8 +105,16 @@ Status checkGemm(const schema::Gemm &g, uint32_t index) {
       return Status::error(where + std::string("operand type ") + schema::EnumNameDType(t) +
                            " is not a floating-point type");
   if (!isSupportedEpilogue(g.epilogue()))
+    return Status::error(where + "epilogue " + std::to_string(int(g.epilogue())) +
+                         " is not one this runtime knows");
+  bool plain = g.epilogue() == schema::Epilogue::None || g.epilogue() == schema::Epilogue::Bias;
+  if (!plain && (g.batch() != 1 || g.beta() != 0))
     return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
-                         " is not supported by this runtime (it runs None and Bias)");
+                         " needs batch 1 and beta 0");
+  if (epilogueHasAux(g.epilogue()) && g.ldc() % 8 != 0)
+    return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
+                         " needs ldc divisible by 8 (the aux matrix's leading dimension), got " +
+                         std::to_string(g.ldc()));
   return Status::ok();
 }
 
@@ -115,15 +143,22 @@ Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd) {
     return s;
   if (Status s = operand("C", cmd.c(), g.c_type(), spanElements(storedC(g), g.batch())); !s)
     return s;
-  bool wantsBias = epilogueHasBias(g.epilogue());
-  if (wantsBias != (cmd.bias() >= 0))
+  int64_t biasLength = epilogueBiasLength(g);
+  if ((biasLength > 0) != (cmd.bias() >= 0))
     return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
-                         (wantsBias ? " needs a bias tensor" : " takes no bias tensor"));
-  if (wantsBias)
-    if (Status s = operand("bias", uint64_t(cmd.bias()), g.c_type(), uint64_t(g.m())); !s)
+                         (biasLength > 0 ? " needs a bias tensor" : " takes no bias tensor"));
+  if (biasLength > 0)
+    if (Status s = operand("bias", uint64_t(cmd.bias()), g.c_type(), uint64_t(biasLength)); !s)
       return s;
-  if (cmd.aux() >= 0)
-    return Status::error(where + "has an aux tensor, which no supported epilogue uses");
+  bool wantsAux = epilogueHasAux(g.epilogue());
+  if (wantsAux != (cmd.aux() >= 0))
+    return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
+                         (wantsAux ? " needs an aux tensor" : " takes no aux tensor"));
+  if (wantsAux)
+    if (Status s = operand("aux", uint64_t(cmd.aux()), g.c_type(),
+                           spanElements(storedC(g), g.batch()));
+        !s)
+      return s;
   return Status::ok();
 }
 

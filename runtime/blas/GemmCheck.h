@@ -34,18 +34,40 @@ StoredMatrix storedC(const schema::Gemm &g);
 /// over `batch` batches: (batch-1)*stride + (cols-1)*ld + rows.
 uint64_t spanElements(const StoredMatrix &s, int64_t batch);
 
-/// True for the epilogues this runtime implements (None, Bias).
+/// Pointers of one RunGemm (see RunGemm in executable.fbs): host memory
+/// for cpuGemm, device memory for CublasLtGemm.
+struct GemmOperands {
+  const void *a = nullptr;
+  const void *b = nullptr;
+  void *c = nullptr;    // D, read as C when beta != 0
+  void *bias = nullptr; // bias (read) or bias gradient (written), epilogueBiasLength entries
+  void *aux = nullptr;  // GELU pre-activation, D's layout: written by *GeluAux, read by DGelu
+};
+
+/// True for the epilogues this runtime implements: all of the schema's.
 bool isSupportedEpilogue(schema::Epilogue e);
-/// True when the epilogue reads the bias vector.
-bool epilogueHasBias(schema::Epilogue e);
+/// True when the epilogue reads a bias vector (Bias, BiasGelu, BiasGeluAux).
+bool epilogueReadsBias(schema::Epilogue e);
+/// True when the epilogue writes a bias gradient (BGradA, BGradB).
+bool epilogueWritesBias(schema::Epilogue e);
+/// Entries of the epilogue's bias vector: m (D's rows) for the bias and
+/// BGradA, n (D's columns) for BGradB, 0 when it has none.
+int64_t epilogueBiasLength(const schema::Gemm &g);
+/// True when the epilogue has an aux matrix (GeluAux, BiasGeluAux, DGelu).
+bool epilogueHasAux(schema::Epilogue e);
+/// True for the GELU forward epilogues (Gelu, GeluAux, BiasGelu, BiasGeluAux).
+bool epilogueAppliesGelu(schema::Epilogue e);
 
 /// Checks the GEMM alone: sizes, leading dimensions, strides, types and
-/// epilogue. Errors start with "GEMM <index>: ".
+/// epilogue (those beyond Bias need batch 1 and beta 0, and an aux matrix
+/// needs ldc divisible by 8, as cuBLASLt does). Errors start with
+/// "GEMM <index>: ".
 Status checkGemm(const schema::Gemm &g, uint32_t index);
 
 /// Checks one RunGemm of `exe`: its GEMM (checkGemm), the operand tensors'
-/// dtypes and that each operand's span fits inside its tensor, and a bias
-/// tensor exactly when the epilogue takes one (m entries of c_type).
+/// dtypes and that each operand's span fits inside its tensor, a bias
+/// tensor exactly when the epilogue takes one (epilogueBiasLength entries
+/// of c_type) and an aux tensor exactly when it has one (D's span, c_type).
 Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd);
 
 } // namespace gptc::blas

@@ -327,6 +327,7 @@ Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index,
       ops.b = address(r->b());
       ops.c = address(r->c());
       ops.bias = r->bias() >= 0 ? address(uint32_t(r->bias())) : nullptr;
+      ops.aux = r->aux() >= 0 ? address(uint32_t(r->aux())) : nullptr;
       s = gemm_->run(r->gemm(), *exe.gemms()->Get(r->gemm()), ops, stream, cmd->stream());
       break;
     }

@@ -234,10 +234,13 @@ Status HostBackend::execute(const schema::Program &program) {
     }
     case schema::Op::RunGemm: {
       const auto *r = cmd->op_as_RunGemm();
-      const char *bias = r->bias() >= 0 ? address(uint32_t(r->bias())) : nullptr;
-      if (Status s = blas::cpuGemm(*exe.gemms()->Get(r->gemm()), r->gemm(), address(r->a()),
-                                   address(r->b()), address(r->c()), bias);
-          !s)
+      blas::GemmOperands ops;
+      ops.a = address(r->a());
+      ops.b = address(r->b());
+      ops.c = address(r->c());
+      ops.bias = r->bias() >= 0 ? address(uint32_t(r->bias())) : nullptr;
+      ops.aux = r->aux() >= 0 ? address(uint32_t(r->aux())) : nullptr;
+      if (Status s = blas::cpuGemm(*exe.gemms()->Get(r->gemm()), r->gemm(), ops); !s)
         return s;
       break;
     }

@@ -107,6 +107,11 @@ cl::opt<std::string> memoryBudget(
     cl::desc("Recompute activations in the backward so the train step needs at most this "
              "many GiB (parameters, AdamW state, inputs and activations; 0: off)"),
     cl::value_desc("GiB"), cl::init("0"), cl::cat(compileCat));
+cl::opt<bool> fuseMatmulEpilogue(
+    "fuse-matmul-epilogue",
+    cl::desc("Fold GELU, GELU's gradient and bias gradients into cuBLASLt GEMM epilogues "
+             "(gpt-fuse-matmul-epilogue; =false: separate kernels)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseElementwise("fuse-elementwise",
                               cl::desc("Fuse elementwise ops into one kernel per group "
                                        "(gpt-fuse-elementwise; =false: one kernel per op)"),
@@ -227,6 +232,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.gradClip = gradClip;
   options.worldSize = worldSize;
   options.bucketMb = bucketMb;
+  options.fuseMatmulEpilogue = fuseMatmulEpilogue;
   options.fuseElementwise = fuseElementwise;
   options.fuseAdamW = fuseAdamW;
 }

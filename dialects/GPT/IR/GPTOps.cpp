@@ -115,30 +115,40 @@ bool LayerNormOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) 
 // LinearOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
-  auto x = rtt(adaptor.getInput()), w = rtt(adaptor.getWeight());
+/// The rule of gpt.linear, shared by gpt.linear_gelu (`name`): (..., N).
+static FailureOr<RankedTensorType> inferLinear(std::optional<Location> loc, StringRef name,
+                                               Value input, Value weight, Value bias) {
+  auto x = rtt(input), w = rtt(weight);
   if (x.getRank() < 1 || w.getRank() != 2)
-    return shapeError(loc, "linear", "expects input (..., K) and weight (N, K)");
+    return shapeError(loc, name, "expects input (..., K) and weight (N, K)");
   int64_t k = x.getDimSize(x.getRank() - 1), n = w.getDimSize(0);
   if (!compatible(k, w.getDimSize(1)))
-    return shapeError(loc, "linear", "input has ", dimStr(k),
+    return shapeError(loc, name, "input has ", dimStr(k),
                       " features but weight (N, K) has K = ",
                       dimStr(w.getDimSize(1)));
   if (w.getElementType() != x.getElementType())
-    return shapeError(loc, "linear", "input and weight must have one element type");
-  if (Value bias = adaptor.getBias()) {
+    return shapeError(loc, name, "input and weight must have one element type");
+  if (bias) {
     auto b = rtt(bias);
     if (b.getRank() != 1 || !compatible(b.getDimSize(0), n))
-      return shapeError(loc, "linear", "bias must be (N) with N = ", dimStr(n));
+      return shapeError(loc, name, "bias must be (N) with N = ", dimStr(n));
     if (b.getElementType() != x.getElementType())
-      return shapeError(loc, "linear", "bias must have the input's element type");
+      return shapeError(loc, name, "bias must have the input's element type");
     n = merge(n, b.getDimSize(0));
   }
   SmallVector<int64_t> shape(x.getShape());
   shape.back() = n;
-  results.push_back(tensorOf(shape, x.getElementType()));
+  return tensorOf(shape, x.getElementType());
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> y =
+      inferLinear(loc, "linear", adaptor.getInput(), adaptor.getWeight(), adaptor.getBias());
+  if (failed(y))
+    return failure();
+  results.push_back(*y);
   return success();
 }
 
@@ -146,35 +156,45 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 // MatmulOp
 //===----------------------------------------------------------------------===//
 
-LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                         Adaptor adaptor,
-                                         SmallVectorImpl<Type> &results) {
-  auto a = rtt(adaptor.getLhs()), b = rtt(adaptor.getRhs());
+/// The rule of gpt.matmul, shared by the fused GEMM ops (`name`).
+static FailureOr<RankedTensorType> inferMatmul(std::optional<Location> loc, StringRef name,
+                                               Value lhs, Value rhs, bool ta, bool tb) {
+  auto a = rtt(lhs), b = rtt(rhs);
   int64_t rank = a.getRank();
   if (rank < 2)
-    return shapeError(loc, "matmul", "lhs must have rank >= 2, got ", rank);
+    return shapeError(loc, name, "lhs must have rank >= 2, got ", rank);
   if (b.getRank() != 2 && b.getRank() != rank)
-    return shapeError(loc, "matmul", "rhs must have rank 2 or the lhs rank (",
+    return shapeError(loc, name, "rhs must have rank 2 or the lhs rank (",
                       rank, "), got ", b.getRank());
   if (a.getElementType() != b.getElementType())
-    return shapeError(loc, "matmul", "lhs and rhs must have one element type");
+    return shapeError(loc, name, "lhs and rhs must have one element type");
   SmallVector<int64_t> shape(a.getShape().drop_back(2));
   for (int64_t i = 0, e = b.getRank() - 2; i < e; ++i) {
     if (!compatible(shape[i], b.getDimSize(i)))
-      return shapeError(loc, "matmul", "batch dimension ", i, " differs: ",
+      return shapeError(loc, name, "batch dimension ", i, " differs: ",
                         dimStr(shape[i]), " vs ", dimStr(b.getDimSize(i)));
     shape[i] = merge(shape[i], b.getDimSize(i));
   }
   int64_t ar = rank - 2, br = b.getRank() - 2;
-  bool ta = adaptor.getTransposeLhs(), tb = adaptor.getTransposeRhs();
   int64_t m = a.getDimSize(ta ? ar + 1 : ar), ka = a.getDimSize(ta ? ar : ar + 1);
   int64_t kb = b.getDimSize(tb ? br + 1 : br), n = b.getDimSize(tb ? br : br + 1);
   if (!compatible(ka, kb))
-    return shapeError(loc, "matmul", "contraction sizes differ: lhs K = ",
+    return shapeError(loc, name, "contraction sizes differ: lhs K = ",
                       dimStr(ka), ", rhs K = ", dimStr(kb));
   shape.push_back(m);
   shape.push_back(n);
-  results.push_back(tensorOf(shape, a.getElementType()));
+  return tensorOf(shape, a.getElementType());
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> y =
+      inferMatmul(loc, "matmul", adaptor.getLhs(), adaptor.getRhs(), adaptor.getTransposeLhs(),
+                  adaptor.getTransposeRhs());
+  if (failed(y))
+    return failure();
+  results.push_back(*y);
   return success();
 }
 
@@ -594,3 +614,51 @@ LogicalResult AdamWMultiOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/GPT/IR/GPTOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// LinearGeluOp, MatmulGeluGradOp, MatmulBiasGradOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LinearGeluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> y = inferLinear(loc, "linear_gelu", adaptor.getInput(),
+                                              adaptor.getWeight(), adaptor.getBias());
+  if (failed(y))
+    return failure();
+  results.append({*y, *y});
+  return success();
+}
+
+LogicalResult MatmulGeluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &results) {
+  if (rtt(adaptor.getLhs()).getRank() != 2 || rtt(adaptor.getRhs()).getRank() != 2)
+    return shapeError(loc, "matmul_gelu_grad", "expects rank-2 lhs and rhs");
+  FailureOr<RankedTensorType> y =
+      inferMatmul(loc, "matmul_gelu_grad", adaptor.getLhs(), adaptor.getRhs(),
+                  adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+  if (failed(y))
+    return failure();
+  auto pre = rtt(adaptor.getPre());
+  if (pre.getElementType() != y->getElementType() ||
+      failed(verifyCompatibleShape(pre.getShape(), y->getShape())))
+    return shapeError(loc, "matmul_gelu_grad", "pre must have the product's type ", *y,
+                      ", got ", pre);
+  results.push_back(*y);
+  return success();
+}
+
+LogicalResult MatmulBiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                 Adaptor adaptor,
+                                                 SmallVectorImpl<Type> &results) {
+  if (rtt(adaptor.getLhs()).getRank() != 2 || rtt(adaptor.getRhs()).getRank() != 2)
+    return shapeError(loc, "matmul_bias_grad", "expects lhs (K, M) and rhs (K, N)");
+  FailureOr<RankedTensorType> dw = inferMatmul(loc, "matmul_bias_grad", adaptor.getLhs(),
+                                               adaptor.getRhs(), /*ta=*/true, /*tb=*/false);
+  if (failed(dw))
+    return failure();
+  results.push_back(*dw);
+  results.push_back(tensorOf({dw->getDimSize(0)}, dw->getElementType()));
+  return success();
+}

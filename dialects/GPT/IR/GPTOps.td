@@ -666,6 +666,78 @@ def GPT_AllReduceOp : GPT_Op<"all_reduce", [InferTypeOpAdaptor]> {
 }
 
 //===----------------------------------------------------------------------===//
+// GEMMs with a fused epilogue (produced by gpt-fuse-matmul-epilogue)
+//===----------------------------------------------------------------------===//
+
+def GPT_LinearGeluOp : GPT_InferredOp<"linear_gelu"> {
+  let summary = "gpt.linear then GELU in one GEMM, keeping the pre-activation";
+  let description = [{
+    `pre = x W^T + b` as `gpt.linear` computes it, and `result = gelu(pre)`
+    (tanh approximation), where GELU reads the GEMM's fp32 accumulator
+    before `pre` is rounded to its element type. Codegen emits one cuBLASLt
+    GEMM with the GELU_AUX(_BIAS) epilogue: `pre` is the auxiliary output
+    that the backward's `gpt.gelu_grad` reads.
+
+    ```mlir
+    %h, %pre = gpt.linear_gelu %x, %w, %b
+        : (tensor<2x8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>)
+        -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$weight,
+                       Optional<GPT_FloatTensor>:$bias);
+  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$pre_activation);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_MatmulGeluGradOp : GPT_InferredOp<"matmul_gelu_grad"> {
+  let summary = "A rank-2 gpt.matmul times GELU's derivative at the pre-activation";
+  let description = [{
+    `result = (op(lhs) op(rhs)) * gelu'(pre)` with `op` transposing per
+    `transpose_lhs`/`transpose_rhs` as in `gpt.matmul`; lhs, rhs and `pre`
+    (the result's shape, (M, N)) are rank 2. The product is not rounded
+    before the multiplication. This is the gradient of a GELU input when the
+    GELU output feeds a linear layer: codegen emits one cuBLASLt GEMM with
+    the DGELU epilogue, `pre` as its auxiliary input.
+
+    ```mlir
+    %dpre = gpt.matmul_gelu_grad %dh, %w, %pre
+        : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs, GPT_FloatTensor:$pre,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $pre attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_MatmulBiasGradOp : GPT_InferredOp<"matmul_bias_grad"> {
+  let summary = "A linear layer's weight and bias gradients in one GEMM";
+  let description = [{
+    For `lhs` (K, M) and `rhs` (K, N): `weight_grad = lhs^T rhs`, (M, N), as
+    `gpt.matmul %lhs, %rhs {transpose_lhs}`, and `bias_grad[i] = sum_k
+    lhs[k, i]`, (M), in the result's element type. With `lhs` the output
+    gradient dY (rows, N_out) and `rhs` the layer input X (rows, K_in) these
+    are dW and db. Codegen emits one cuBLASLt GEMM with the BGRADB epilogue:
+    the reduction reads dY while the GEMM streams it anyway.
+
+    ```mlir
+    %dw, %db = gpt.matmul_bias_grad %dy, %x
+        : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> (tensor<48x16xbf16>, tensor<48xbf16>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs);
+  let results = (outs GPT_FloatTensor:$weight_grad, GPT_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Fusion (produced by gpt-fuse-elementwise)
 //===----------------------------------------------------------------------===//
 

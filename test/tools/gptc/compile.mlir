@@ -31,12 +31,13 @@
 // DUMPS-NEXT: 07-gpt-insert-logits.mlir
 // DUMPS-NEXT: 08-inline.mlir
 // DUMPS-NEXT: 09-cse.mlir
-// DUMPS-NEXT: 10-gpt-fuse-elementwise.mlir
-// DUMPS-NEXT: 11-gpt-fuse-adamw.mlir
-// DUMPS-NEXT: 12-gpt-plan-memory.mlir
+// DUMPS-NEXT: 10-gpt-fuse-matmul-epilogue.mlir
+// DUMPS-NEXT: 11-gpt-fuse-elementwise.mlir
+// DUMPS-NEXT: 12-gpt-fuse-adamw.mlir
 // DUMPS-NEXT: 13-gpt-plan-memory.mlir
 // DUMPS-NEXT: 14-gpt-plan-memory.mlir
 // DUMPS-NEXT: 15-gpt-plan-memory.mlir
+// DUMPS-NEXT: 16-gpt-plan-memory.mlir
 // RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/03-gpt-autodiff.mlir
 // DUMP3: func.func @forward_grad
 // DUMP3: gpt.cross_entropy_grad

@@ -19,7 +19,7 @@
 
 // RUN: rm -rf %t.host && gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.host.fb --dump-ir-after-each-pass=%t.host
 // RUN: FileCheck %s --check-prefix=HOST < %t.host/kernels.host.ll
-// HOST: define void @gelu_forward_{{[0-9]+}}(ptr
+// HOST: define void @layernorm_forward_{{[0-9]+}}(ptr
 // RUN: head -c 8 %t.host.fb | tail -c 4 | FileCheck %s --check-prefix=IDENT
 
 // --precision=bf16: bf16 GEMM descriptors; kernels load bf16 and round
@@ -28,6 +28,12 @@
 // RUN: rm -rf %t.bf16 && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 -o %t.bf16.fb --dump-ir-after-each-pass=%t.bf16
 // RUN: FileCheck %s --check-prefix=BF16CMD < %t.bf16/commands.txt
 // BF16CMD: gemm m=48 n=16 k=16 batch=1 TN bf16xbf16->bf16 {{.*}} // gpt.linear
+// BF16CMD: gemm m=64 n=16 k=16 batch=1 TN bf16xbf16->bf16 epilogue=BiasGeluAux {{.*}} // gpt.linear_gelu
+// The same compile without the epilogue fusion: GELU is its own kernel.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --fuse-matmul-epilogue=false -o %t.noepi.fb --dump-ir-after-each-pass=%t.noepi
+// RUN: FileCheck %s --check-prefix=NOEPI < %t.noepi/commands.txt
+// NOEPI-NOT: epilogue=BiasGeluAux
+// NOEPI: launch gelu_forward_{{[0-9]+}}
 // RUN: FileCheck %s --check-prefix=BF16PTX < %t.bf16/kernels.ptx
 // BF16PTX: cvt.rn.bf16.f32
 // RUN: rm -rf %t.bf16h && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --target=host -o %t.bf16h.fb --dump-ir-after-each-pass=%t.bf16h

@@ -2,14 +2,15 @@
 // a line per pass and per codegen stage: [k/N], the step, its seconds.
 
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.fb 2>&1 >/dev/null | FileCheck %s --check-prefix=LINES
-// LINES: gptc: [ 1/18] gpt-instantiate-model
-// LINES: gptc: [ 3/18] gpt-autodiff
-// LINES: gptc: [10/18] gpt-fuse-elementwise
-// LINES: gptc: [11/18] gpt-fuse-adamw
-// LINES: gptc: [15/18] gpt-plan-memory
-// LINES-NEXT: gptc: [16/18] codegen: lower programs
-// LINES-NEXT: gptc: [17/18] codegen: host object
-// LINES-NEXT: gptc: [18/18] codegen: serialize {{.*}} s ({{.*}} s)
+// LINES: gptc: [ 1/19] gpt-instantiate-model
+// LINES: gptc: [ 3/19] gpt-autodiff
+// LINES: gptc: [10/19] gpt-fuse-matmul-epilogue
+// LINES: gptc: [11/19] gpt-fuse-elementwise
+// LINES: gptc: [12/19] gpt-fuse-adamw
+// LINES: gptc: [16/19] gpt-plan-memory
+// LINES-NEXT: gptc: [17/19] codegen: lower programs
+// LINES-NEXT: gptc: [18/19] codegen: host object
+// LINES-NEXT: gptc: [19/19] codegen: serialize {{.*}} s ({{.*}} s)
 
 // An IR phase counts only its passes.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=import 2>&1 >/dev/null | FileCheck %s --check-prefix=IMPORT

@@ -15,6 +15,7 @@
 #include "runtime/executor/HostBackend.h"
 #include "runtime/executor/Session.h"
 
+#include <cmath>
 #include <functional>
 #include <memory>
 
@@ -100,6 +101,28 @@ protected:
     return s.run("train_step");
   }
 };
+
+/// Relative L2 distance ||a - b|| / ||b|| of two copies of the parameter
+/// or AdamW moment `name` (0 when b is zero), leaving out the key third of
+/// a `c_attn.bias`: softmax ignores a per-row constant, so the key bias's
+/// exact gradient is zero and AdamW's m / sqrt(v) turns its rounding noise
+/// into lr-sized steps of random sign, which any change of rounding
+/// (fusion, another summation order) redraws.
+inline double relativeL2(const std::string &name, const std::vector<float> &a,
+                         const std::vector<float> &b) {
+  size_t skipBegin = 0, skipEnd = 0;
+  if (name.find("attn.c_attn.bias") != std::string::npos)
+    skipBegin = b.size() / 3, skipEnd = 2 * b.size() / 3;
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    if (i >= skipBegin && i < skipEnd)
+      continue;
+    double d = double(a[i]) - double(b[i]);
+    diff += d * d;
+    norm += double(b[i]) * double(b[i]);
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : 0;
+}
 
 } // namespace gptc::testing
 

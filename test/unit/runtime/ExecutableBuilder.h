@@ -54,9 +54,9 @@ struct CommandSpec {
   std::vector<uint32_t> grid{1, 1, 1}, block{1, 1, 1};
   uint32_t sharedBytes = 0;
   std::vector<ArgSpec> args;
-  // RunGemm: gemm, a, b, c, bias; Memset: a, byte; Copy: a -> b; events: event
+  // RunGemm: gemm, a, b, c, bias, aux; Memset: a, byte; Copy: a -> b; events: event
   uint32_t gemm = 0, a = 0, b = 0, c = 0;
-  int64_t bias = -1;
+  int64_t bias = -1, aux = -1;
   uint8_t byte = 0;
   uint32_t event = 0;
   std::vector<uint32_t> tensors; // AllReduce
@@ -238,7 +238,7 @@ struct ExecutableSpec {
           break;
         }
         case s::Op::RunGemm:
-          op = s::CreateRunGemm(b, c.gemm, c.a, c.b, c.c, c.bias).Union();
+          op = s::CreateRunGemm(b, c.gemm, c.a, c.b, c.c, c.bias, c.aux).Union();
           break;
         case s::Op::Memset:
           op = s::CreateMemset(b, c.a, c.byte).Union();

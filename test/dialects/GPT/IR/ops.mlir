@@ -863,3 +863,25 @@ func.func @adamw_multi(%p0: tensor<4x4xf32>, %p1: tensor<4xf32>, %g0: tensor<4x4
   // CHECK: return %[[NP]]#0, %[[NP]]#1
   return %np#0, %np#1 : tensor<4x4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that the fused GEMM ops of gpt-fuse-matmul-epilogue round-trip.
+// CHECK-LABEL: func.func @fused_gemms
+func.func @fused_gemms(%x: tensor<2x8x16xbf16>, %w: tensor<64x16xbf16>, %b: tensor<64xbf16>,
+                       %dh: tensor<16x16xbf16>, %pre: tensor<16x64xbf16>)
+    -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<16x64xbf16>, tensor<64x16xbf16>,
+        tensor<64xbf16>) {
+  // CHECK: %{{.*}}, %{{.*}} = gpt.linear_gelu %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
+  %h, %p = gpt.linear_gelu %x, %w, %b
+      : (tensor<2x8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>)
+      -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
+  // CHECK: gpt.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
+  %d = gpt.matmul_gelu_grad %dh, %w, %pre {transpose_rhs}
+      : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
+  // CHECK: gpt.matmul_bias_grad %{{.*}}, %{{.*}} : (tensor<16x64xbf16>, tensor<16x16xbf16>) -> (tensor<64x16xbf16>, tensor<64xbf16>)
+  %dw, %db = gpt.matmul_bias_grad %d, %dh
+      : (tensor<16x64xbf16>, tensor<16x16xbf16>) -> (tensor<64x16xbf16>, tensor<64xbf16>)
+  return %h, %p, %d, %dw, %db : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<16x64xbf16>,
+      tensor<64x16xbf16>, tensor<64xbf16>
+}

@@ -48,7 +48,7 @@ TEST(CpuGemmTest, MatchesReferenceF32) {
     std::vector<float> a = convert<float>(d.a, f), b = convert<float>(d.b, f),
                        c = convert<float>(d.c, f), bias = convert<float>(d.bias, f);
     Status st =
-        blas::cpuGemm(*t.gemm, 0, a.data(), b.data(), c.data(), tc.bias ? bias.data() : nullptr);
+        blas::cpuGemm(*t.gemm, 0, {a.data(), b.data(), c.data(), tc.bias ? bias.data() : nullptr});
     ASSERT_TRUE(st) << st.message();
     for (size_t i = 0; i < c.size(); ++i)
       ASSERT_TRUE(sameOrBothNan(c[i], d.expected[i]))
@@ -64,8 +64,8 @@ TEST(CpuGemmTest, MatchesReferenceF64) {
     d.spec.aType = d.spec.bType = d.spec.cType = s::DType::F64;
     d.spec.compute = s::ComputeType::F64;
     GemmTable t(d.spec);
-    Status st = blas::cpuGemm(*t.gemm, 0, d.a.data(), d.b.data(), d.c.data(),
-                              tc.bias ? d.bias.data() : nullptr);
+    Status st = blas::cpuGemm(*t.gemm, 0,
+                              {d.a.data(), d.b.data(), d.c.data(), tc.bias ? d.bias.data() : nullptr});
     ASSERT_TRUE(st) << st.message();
     for (size_t i = 0; i < d.c.size(); ++i)
       ASSERT_TRUE(sameOrBothNan(d.c[i], d.expected[i])) << "element " << i;
@@ -93,9 +93,9 @@ TEST(CpuGemmTest, MatchesReferenceMixedTypes) {
       std::vector<uint16_t> c16 = convert<uint16_t>(d.c, half),
                             bias16 = convert<uint16_t>(d.bias, half);
       bool wide = out == s::DType::F32;
-      Status st = blas::cpuGemm(*t.gemm, 0, a.data(), b.data(),
-                                wide ? static_cast<void *>(c32.data()) : c16.data(),
-                                wide ? static_cast<void *>(bias32.data()) : bias16.data());
+      Status st = blas::cpuGemm(*t.gemm, 0,
+                                {a.data(), b.data(), wide ? static_cast<void *>(c32.data()) : c16.data(),
+                                 wide ? static_cast<void *>(bias32.data()) : bias16.data()});
       ASSERT_TRUE(st) << st.message();
       for (size_t i = 0; i < d.c.size(); ++i) {
         double got =
@@ -105,6 +105,60 @@ TEST(CpuGemmTest, MatchesReferenceMixedTypes) {
       }
     }
   }
+}
+
+/// |got - want| within a float GELU's error of the double reference.
+bool close(double got, double want) {
+  return (std::isnan(got) && std::isnan(want)) || std::fabs(got - want) <= 1e-5 * (1 + std::fabs(want));
+}
+
+// Verify every epilogue beyond Bias in F32 against the double reference:
+// GELU (with its aux pre-activation, with and without bias), DGelu from
+// an aux input, and the bias gradients of A and B, for all transposes; the
+// gaps of D and aux stay untouched.
+TEST(CpuGemmTest, EpiloguesMatchReference) {
+  auto f = [](double x) { return float(x); };
+  for (s::Epilogue e : fusedEpilogues())
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(std::string(s::EnumNameEpilogue(e)) + (ta ? " T" : " N") + (tb ? "T" : "N"));
+        EpilogueData d = makeEpilogueGemm(e, ta, tb);
+        GemmTable t(d.gemm.spec);
+        ASSERT_TRUE(blas::checkGemm(*t.gemm, 0));
+        std::vector<float> a = convert<float>(d.gemm.a, f), b = convert<float>(d.gemm.b, f),
+                           c = convert<float>(d.gemm.c, f);
+        std::vector<float> bias = convert<float>(d.gemm.bias, f);
+        bias.resize(std::max(d.gemm.bias.size(), d.expectedBias.size()));
+        std::vector<double> auxIn = d.aux.empty() ? d.expectedAux : d.aux;
+        std::vector<float> aux = convert<float>(auxIn, f);
+        if (!d.expectedAux.empty()) // written: start from NaN but keep the gaps
+          for (size_t i = 0; i < aux.size(); ++i)
+            aux[i] = std::isnan(d.expectedAux[i]) ? aux[i] : NAN;
+        Status st = blas::cpuGemm(*t.gemm, 0,
+                                  {a.data(), b.data(), c.data(), bias.empty() ? nullptr : bias.data(),
+                                   aux.empty() ? nullptr : aux.data()});
+        ASSERT_TRUE(st) << st.message();
+        for (size_t i = 0; i < c.size(); ++i)
+          ASSERT_TRUE(close(c[i], d.gemm.expected[i]))
+              << "D element " << i << ": " << c[i] << " vs " << d.gemm.expected[i];
+        for (size_t i = 0; i < d.expectedAux.size(); ++i)
+          ASSERT_TRUE(close(aux[i], d.expectedAux[i]))
+              << "aux element " << i << ": " << aux[i] << " vs " << d.expectedAux[i];
+        for (size_t i = 0; i < d.expectedBias.size(); ++i)
+          ASSERT_EQ(bias[i], d.expectedBias[i]) << "bias gradient " << i;
+      }
+}
+
+// Verify that cpuGemm refuses operands the epilogue does not match: no aux
+// for DGelu, a bias for BGrad-less epilogues.
+TEST(CpuGemmTest, EpilogueOperandsMustMatch) {
+  EpilogueData d = makeEpilogueGemm(s::Epilogue::DGelu, false, false);
+  GemmTable t(d.gemm.spec);
+  std::vector<float> a(d.gemm.a.size()), b(d.gemm.b.size()), c(d.gemm.c.size()), v(64);
+  Status st = blas::cpuGemm(*t.gemm, 3, {a.data(), b.data(), c.data()});
+  EXPECT_EQ(st.message(), "GEMM 3: epilogue DGelu needs an aux matrix");
+  st = blas::cpuGemm(*t.gemm, 3, {a.data(), b.data(), c.data(), v.data(), v.data()});
+  EXPECT_EQ(st.message(), "GEMM 3: epilogue DGelu takes no bias");
 }
 
 // Verify the conversions' rounding: nearest, ties to even, subnormals, and
@@ -146,8 +200,16 @@ TEST(CpuGemmTest, CheckRejectsBadShapes) {
   g.k = 0;
   EXPECT_NE(error(g).find("sizes must be"), std::string::npos);
   g = ok;
-  g.epilogue = s::Epilogue::Gelu;
-  EXPECT_NE(error(g).find("epilogue Gelu is not supported by this runtime"), std::string::npos);
+  g.epilogue = static_cast<s::Epilogue>(42);
+  EXPECT_NE(error(g).find("epilogue 42 is not one this runtime knows"), std::string::npos);
+  g = ok;
+  g.epilogue = s::Epilogue::Gelu, g.beta = 1;
+  EXPECT_NE(error(g).find("epilogue Gelu needs batch 1 and beta 0"), std::string::npos);
+  g = ok;
+  g.epilogue = s::Epilogue::GeluAux; // aux is stored like D: ldc 4
+  EXPECT_NE(error(g).find("epilogue GeluAux needs ldc divisible by 8"), std::string::npos);
+  g.ldc = 8;
+  EXPECT_EQ(error(g), "");
   g = ok;
   g.batch = 2, g.strideC = 4;
   EXPECT_NE(error(g).find("batches of D overlap"), std::string::npos);

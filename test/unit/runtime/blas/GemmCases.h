@@ -119,6 +119,79 @@ inline GemmData makeGemm(const GemmCase &tc, uint32_t seed = 1) {
   return d;
 }
 
+/// GELU (tanh approximation) and its derivative, in double.
+inline double geluOf(double x) {
+  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+inline double geluDerivativeOf(double x) {
+  const double k = 0.7978845608028654, a = 0.044715;
+  double th = std::tanh(k * (x + a * x * x * x));
+  return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * k * (1 + 3 * a * x * x);
+}
+
+/// A GEMM with an epilogue beyond Bias (one batch, beta 0, ldc 8 as the
+/// aux matrix needs), its stored operands and what the epilogue reads and
+/// writes. GELU makes the expected values inexact: compare with a bound.
+struct EpilogueData {
+  GemmData gemm;                    // a, b, the bias read by Bias*, expected D
+  std::vector<double> aux;          // DGelu: the pre-activation read, D's layout
+  std::vector<double> expectedAux;  // GeluAux*: acc (+ bias), D's layout
+  std::vector<double> expectedBias; // BGradA (m) / BGradB (n): the sums over k
+};
+
+inline EpilogueData makeEpilogueGemm(s::Epilogue e, bool transa, bool transb, uint32_t seed = 5) {
+  GemmCase tc;
+  tc.m = 6, tc.n = 3, tc.k = 4, tc.pad = 2; // ldc = 8
+  tc.transa = transa, tc.transb = transb;
+  tc.bias = e == s::Epilogue::Bias || e == s::Epilogue::BiasGelu || e == s::Epilogue::BiasGeluAux;
+  EpilogueData d;
+  d.gemm = makeGemm(tc, seed);
+  GemmSpec &g = d.gemm.spec;
+  g.epilogue = e;
+  std::vector<double> &out = d.gemm.expected;
+  bool hasAux = e == s::Epilogue::GeluAux || e == s::Epilogue::BiasGeluAux || e == s::Epilogue::DGelu;
+  if (hasAux)
+    d.aux.assign(out.size(), std::numeric_limits<double>::quiet_NaN());
+  for (int64_t j = 0; j < tc.n; ++j)
+    for (int64_t i = 0; i < tc.m; ++i) {
+      double &v = out[i + j * g.ldc];
+      if (e == s::Epilogue::GeluAux || e == s::Epilogue::BiasGeluAux)
+        d.aux[i + j * g.ldc] = v;
+      if (e == s::Epilogue::Gelu || e == s::Epilogue::GeluAux || e == s::Epilogue::BiasGelu ||
+          e == s::Epilogue::BiasGeluAux)
+        v = geluOf(v);
+      if (e == s::Epilogue::DGelu) {
+        double pre = double(int64_t(i + 3 * j) % 9 - 4) / 2; // -2 .. 2 in halves
+        d.aux[i + j * g.ldc] = pre;
+        v *= geluDerivativeOf(pre);
+      }
+    }
+  if (e != s::Epilogue::DGelu)
+    std::swap(d.expectedAux, d.aux); // written, not read
+  if (e == s::Epilogue::BGradA)
+    for (int64_t i = 0; i < tc.m; ++i) {
+      double sum = 0;
+      for (int64_t p = 0; p < tc.k; ++p)
+        sum += transa ? d.gemm.a[p + i * g.lda] : d.gemm.a[i + p * g.lda];
+      d.expectedBias.push_back(sum);
+    }
+  if (e == s::Epilogue::BGradB)
+    for (int64_t j = 0; j < tc.n; ++j) {
+      double sum = 0;
+      for (int64_t p = 0; p < tc.k; ++p)
+        sum += transb ? d.gemm.b[j + p * g.ldb] : d.gemm.b[p + j * g.ldb];
+      d.expectedBias.push_back(sum);
+    }
+  return d;
+}
+
+/// The epilogues beyond Bias, each with its own output checks.
+inline std::vector<s::Epilogue> fusedEpilogues() {
+  return {s::Epilogue::Gelu,        s::Epilogue::GeluAux, s::Epilogue::BiasGelu,
+          s::Epilogue::BiasGeluAux, s::Epilogue::DGelu,   s::Epilogue::BGradA,
+          s::Epilogue::BGradB};
+}
+
 /// Every case the GEMM tests run: all transpose pairs, with batches,
 /// shared B, bias, alpha/beta, and sizes that are not multiples of anything.
 inline std::vector<GemmCase> allGemmCases() {

@@ -336,4 +336,108 @@ TEST(CudaBackendTest, GemmMatchesReference) {
   }
 }
 
+/// One epilogue case on the GPU in `type` (A, B, C, bias and aux alike):
+/// D, the aux matrix and the bias gradient read back and compared with the
+/// double reference within `tolerance` (relative, plus as much absolute).
+void checkEpilogueOnGpu(s::Epilogue epilogue, bool ta, bool tb, s::DType type, double tolerance) {
+  EpilogueData d = makeEpilogueGemm(epilogue, ta, tb, 13);
+  d.gemm.spec.aType = d.gemm.spec.bType = d.gemm.spec.cType = type;
+  ExecutableSpec e;
+  e.target = s::TargetKind::CUDA;
+  uint32_t bytes = elementSize(type);
+  auto round = [](uint64_t b) { return (b + 255) / 256 * 256; };
+  std::vector<double> biasIn = d.gemm.bias;
+  biasIn.resize(std::max({d.gemm.bias.size(), d.expectedBias.size(), size_t(1)}), 0.0);
+  std::vector<double> auxIn = d.aux.empty() ? d.expectedAux : d.aux;
+  if (auxIn.empty())
+    auxIn.assign(1, 0.0);
+  std::vector<std::pair<const std::vector<double> *, const char *>> parts = {
+      {&d.gemm.a, "a"}, {&d.gemm.b, "b"}, {&d.gemm.c, "c"}, {&biasIn, "bias"}, {&auxIn, "aux"}};
+  uint64_t total = 0;
+  for (auto &part : parts)
+    total += round(part.first->size() * bytes);
+  uint32_t pool = e.addPool("all", total);
+  std::vector<uint32_t> t;
+  uint64_t offset = 0;
+  for (auto &part : parts) {
+    t.push_back(e.addTensor(part.second, s::TensorRole::Input, type,
+                            {int64_t(part.first->size())}, pool, offset));
+    offset += round(part.first->size() * bytes);
+  }
+  bool hasBias = !d.gemm.bias.empty() || !d.expectedBias.empty();
+  bool hasAux = !d.aux.empty() || !d.expectedAux.empty();
+  uint32_t g = e.addGemm(d.gemm.spec);
+  ProgramSpec &prog = e.addProgram("gemm", {t[0], t[1], t[3], t[4]}, {t[2]});
+  prog.gemm(g, t[0], t[1], t[2], hasBias ? int64_t(t[3]) : -1);
+  prog.commands.back().aux = hasAux ? int64_t(t[4]) : -1;
+  auto session = cudaSession(e, CudaBackendOptions());
+  ASSERT_TRUE(session) << errorOf(session);
+  Session &ss = **session;
+  auto upload = [&](uint32_t tensor, const std::vector<double> &v) {
+    std::vector<uint8_t> raw(ss.tensor(tensor).size_bytes());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (type == s::DType::F32) {
+        float f = float(v[i]);
+        std::memcpy(&raw[i * 4], &f, 4);
+      } else {
+        uint16_t h = blas::floatToBf16(float(v[i]));
+        std::memcpy(&raw[i * 2], &h, 2);
+      }
+    }
+    ASSERT_TRUE(ss.writeTensor(tensor, raw.data(), raw.size()));
+  };
+  auto download = [&](uint32_t tensor, size_t n) {
+    std::vector<uint8_t> raw(ss.tensor(tensor).size_bytes());
+    EXPECT_TRUE(ss.readTensor(tensor, raw.data(), raw.size()));
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (type == s::DType::F32) {
+        float f;
+        std::memcpy(&f, &raw[i * 4], 4);
+        v[i] = f;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &raw[i * 2], 2);
+        v[i] = blas::bf16ToFloat(h);
+      }
+    }
+    return v;
+  };
+  for (size_t i = 0; i < parts.size(); ++i)
+    upload(t[i], *parts[i].first);
+  Status run = ss.run("gemm");
+  ASSERT_TRUE(run) << run.message();
+  auto near = [&](double got, double want) {
+    return (std::isnan(got) && std::isnan(want)) ||
+           std::fabs(got - want) <= tolerance * (1 + std::fabs(want));
+  };
+  std::vector<double> out = download(t[2], d.gemm.expected.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_TRUE(near(out[i], d.gemm.expected[i]))
+        << "D element " << i << ": " << out[i] << " vs " << d.gemm.expected[i];
+  std::vector<double> aux = download(t[4], d.expectedAux.size());
+  for (size_t i = 0; i < d.expectedAux.size(); ++i)
+    if (!std::isnan(d.expectedAux[i]))
+      EXPECT_TRUE(near(aux[i], d.expectedAux[i]))
+          << "aux element " << i << ": " << aux[i] << " vs " << d.expectedAux[i];
+  std::vector<double> bias = download(t[3], d.expectedBias.size());
+  for (size_t i = 0; i < d.expectedBias.size(); ++i)
+    EXPECT_TRUE(near(bias[i], d.expectedBias[i]))
+        << "bias gradient " << i << ": " << bias[i] << " vs " << d.expectedBias[i];
+}
+
+// Verify every epilogue beyond Bias on cuBLASLt, in F32 and in BF16 (the
+// types the compiler emits them in), for all transposes.
+TEST(CudaBackendTest, EpiloguesMatchReference) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  for (s::Epilogue e : fusedEpilogues())
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(std::string(s::EnumNameEpilogue(e)) + (ta ? " T" : " N") + (tb ? "T" : "N"));
+        checkEpilogueOnGpu(e, ta, tb, s::DType::F32, 1e-3);
+        checkEpilogueOnGpu(e, ta, tb, s::DType::BF16, 2e-2);
+      }
+}
+
 } // namespace

@@ -1,0 +1,208 @@
+//===- FuseMatmulEpilogue.cpp - GELU and bias gradients into GEMMs --------===//
+//
+/// Three rewrite patterns (see Passes.td), applied greedily with folding
+/// off so that nothing but the matched ops changes:
+///  - FoldGelu:      gelu(linear)              -> gpt.linear_gelu
+///  - FoldGeluGrad:  gelu_grad(matmul, pre)    -> gpt.matmul_gelu_grad
+///  - FoldBiasGrad:  reduce(dY) + dW matmul    -> gpt.matmul_bias_grad
+/// Each fused op sits where its first replaced op was, or later only where
+/// every replaced value's readers still follow it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace gptc {
+#define GEN_PASS_DEF_FUSEMATMULEPILOGUEPASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+RankedTensorType rtt(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
+
+/// `v` reshaped to `type` at the rewriter's insertion point, or `v` itself.
+Value reshapeTo(PatternRewriter &rewriter, Location loc, Value v, RankedTensorType type) {
+  if (v.getType() == type)
+    return v;
+  return ReshapeOp::create(rewriter, loc, type, v);
+}
+
+/// True when `v` is available before `op`: a block argument of its block or
+/// the result of an earlier op there.
+bool availableBefore(Value v, Operation *op) {
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
+/// cuBLASLt's aux matrix (the pre-activation) needs a leading dimension,
+/// here the row length, divisible by 8.
+bool auxRowsAligned(Value v) { return rtt(v).getShape().back() % 8 == 0; }
+
+/// gelu(linear(x, w, b)) -> gpt.linear_gelu, at the linear. A second GELU
+/// of the same pre-activation (a rematerialized clone) reads the fused
+/// op's GELU result instead.
+struct FoldGelu : OpRewritePattern<GeluOp> {
+  FoldGelu(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern<GeluOp>(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(GeluOp gelu, PatternRewriter &rewriter) const override {
+    Value x = gelu.getInput();
+    if (auto fused = x.getDefiningOp<LinearGeluOp>()) {
+      if (fused.getPreActivation() != x || fused->getBlock() != gelu->getBlock() ||
+          !fused->isBeforeInBlock(gelu))
+        return rewriter.notifyMatchFailure(gelu, "not the pre-activation of an earlier fusion");
+      rewriter.replaceOp(gelu, fused.getResult());
+      return success();
+    }
+    auto linear = x.getDefiningOp<LinearOp>();
+    if (!linear)
+      return rewriter.notifyMatchFailure(gelu, "input is not a gpt.linear");
+    if (linear->getBlock() != gelu->getBlock())
+      return rewriter.notifyMatchFailure(gelu, "gpt.linear in another block");
+    if (!auxRowsAligned(x))
+      return rewriter.notifyMatchFailure(gelu, "rows not a multiple of 8 elements");
+    rewriter.setInsertionPoint(linear);
+    auto fused = LinearGeluOp::create(rewriter, linear.getLoc(), linear.getInput(),
+                                      linear.getWeight(), linear.getBias());
+    rewriter.replaceOp(gelu, fused.getResult());
+    rewriter.replaceOp(linear, fused.getPreActivation());
+    ++count;
+    return success();
+  }
+
+  llvm::Statistic &count;
+};
+
+/// gelu_grad(reshape?(matmul(a, b)), pre) -> reshape?(matmul_gelu_grad(a, b,
+/// reshape?(pre))), at the gelu_grad. The product must have no other
+/// reader: the fused op never materialises it.
+struct FoldGeluGrad : OpRewritePattern<GeluGradOp> {
+  FoldGeluGrad(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern<GeluGradOp>(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(GeluGradOp grad, PatternRewriter &rewriter) const override {
+    Value product = grad.getGrad();
+    auto view = product.getDefiningOp<ReshapeOp>();
+    if (view) {
+      if (!view->hasOneUse())
+        return rewriter.notifyMatchFailure(grad, "the reshaped product has other readers");
+      product = view.getInput();
+    }
+    auto matmul = product.getDefiningOp<MatmulOp>();
+    if (!matmul)
+      return rewriter.notifyMatchFailure(grad, "gradient is not a gpt.matmul's product");
+    if (!matmul->hasOneUse())
+      return rewriter.notifyMatchFailure(grad, "the product has other readers");
+    if (rtt(matmul.getLhs()).getRank() != 2 || rtt(matmul.getRhs()).getRank() != 2)
+      return rewriter.notifyMatchFailure(grad, "batched matmul: the epilogue needs one GEMM");
+    if (matmul->getBlock() != grad->getBlock())
+      return rewriter.notifyMatchFailure(grad, "gpt.matmul in another block");
+    if (!auxRowsAligned(product))
+      return rewriter.notifyMatchFailure(grad, "rows not a multiple of 8 elements");
+    RankedTensorType productType = rtt(matmul.getResult());
+    rewriter.setInsertionPoint(grad);
+    Value pre = reshapeTo(rewriter, grad.getLoc(), grad.getInput(), productType);
+    auto fused = MatmulGeluGradOp::create(rewriter, grad.getLoc(), matmul.getLhs(),
+                                          matmul.getRhs(), pre, matmul.getTransposeLhs(),
+                                          matmul.getTransposeRhs());
+    rewriter.replaceOp(grad, reshapeTo(rewriter, grad.getLoc(), fused, rtt(grad.getResult())));
+    if (view)
+      rewriter.eraseOp(view);
+    rewriter.eraseOp(matmul);
+    ++count;
+    return success();
+  }
+
+  llvm::Statistic &count;
+};
+
+/// reduce sum dY dims [0 .. r-2] with a weight-gradient matmul of the same
+/// dY, `matmul dY2d, X {transpose_lhs}` -> matmul_bias_grad(dY2d, X), at
+/// whichever of the two comes first.
+struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
+  FoldBiasGrad(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern<ReduceOp>(ctx), count(count) {}
+
+  /// The dW matmul reading `dy` flattened to rank 2 as its transposed lhs.
+  static MatmulOp findWeightGrad(Value dy, Type eltType) {
+    int64_t cols = rtt(dy).getShape().back();
+    auto isWeightGrad = [&](Operation *user, Value lhs) -> MatmulOp {
+      auto mm = llvm::dyn_cast<MatmulOp>(user);
+      if (!mm || mm.getLhs() != lhs || !mm.getTransposeLhs() || mm.getTransposeRhs() ||
+          rtt(lhs).getRank() != 2 || rtt(lhs).getDimSize(1) != cols ||
+          rtt(mm.getRhs()).getRank() != 2 || rtt(mm.getResult()).getElementType() != eltType)
+        return {};
+      return mm;
+    };
+    for (Operation *user : dy.getUsers()) {
+      if (MatmulOp mm = isWeightGrad(user, dy))
+        return mm;
+      if (auto view = llvm::dyn_cast<ReshapeOp>(user))
+        for (Operation *viewUser : view.getResult().getUsers())
+          if (MatmulOp mm = isWeightGrad(viewUser, view.getResult()))
+            return mm;
+    }
+    return {};
+  }
+
+  LogicalResult matchAndRewrite(ReduceOp reduce, PatternRewriter &rewriter) const override {
+    Value dy = reduce.getInput();
+    int64_t rank = rtt(dy).getRank();
+    if (reduce.getKind() != ReduceKind::Sum || reduce.getKeepDims() || rank < 2 ||
+        !llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1)))
+      return rewriter.notifyMatchFailure(reduce, "not a sum over all but the last dimension");
+    Type eltType = rtt(reduce.getResult()).getElementType();
+    MatmulOp matmul = findWeightGrad(dy, eltType);
+    if (!matmul || matmul->getBlock() != reduce->getBlock())
+      return rewriter.notifyMatchFailure(reduce, "no weight-gradient matmul of the same input");
+    // The earlier op: the other's readers all follow it. Before the reduce,
+    // the matmul's operands may still be undefined.
+    bool atMatmul = matmul->isBeforeInBlock(reduce);
+    Operation *at = atMatmul ? matmul.getOperation() : reduce.getOperation();
+    if (!atMatmul && !availableBefore(matmul.getRhs(), reduce))
+      return rewriter.notifyMatchFailure(reduce, "the matmul's rhs is defined after the reduce");
+    rewriter.setInsertionPoint(at);
+    Value lhs = reshapeTo(rewriter, at->getLoc(), dy, rtt(matmul.getLhs()));
+    auto fused = MatmulBiasGradOp::create(rewriter, at->getLoc(), lhs, matmul.getRhs());
+    rewriter.replaceOp(matmul, fused.getWeightGrad());
+    rewriter.replaceOp(reduce, fused.getBiasGrad());
+    ++count;
+    return success();
+  }
+
+  llvm::Statistic &count;
+};
+
+struct FuseMatmulEpiloguePass
+    : gptc::impl::FuseMatmulEpiloguePassBase<FuseMatmulEpiloguePass> {
+  using FuseMatmulEpiloguePassBase::FuseMatmulEpiloguePassBase;
+
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    RewritePatternSet patterns(ctx);
+    if (gelu)
+      patterns.add<FoldGelu>(ctx, numGelu);
+    if (geluGrad)
+      patterns.add<FoldGeluGrad>(ctx, numGeluGrad);
+    if (biasGrad)
+      patterns.add<FoldBiasGrad>(ctx, numBiasGrad);
+    // Only the patterns: no folding or constant CSE, which would move ops
+    // that later passes (and the IR dumps) expect where they were.
+    GreedyRewriteConfig config;
+    config.enableFolding(false).enableConstantCSE(false).setRegionSimplificationLevel(
+        GreedySimplifyRegionLevel::Disabled);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,197 @@
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu=false gelu-grad=false bias-grad=false" | FileCheck %s --check-prefix=OFF
+
+// Tests that a GELU of a linear becomes one gpt.linear_gelu whose second
+// result replaces the linear's (the backward reads the pre-activation).
+
+// CHECK-LABEL: func.func @gelu_of_linear
+// CHECK-SAME: (%[[X:[^:]*]]: tensor<2x4x16xbf16>, %[[W:[^:]*]]: tensor<64x16xbf16>, %[[B:[^:]*]]: tensor<64xbf16>)
+// CHECK-NEXT: %[[H:.*]], %[[PRE:.*]] = gpt.linear_gelu %[[X]], %[[W]], %[[B]] : (tensor<2x4x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> (tensor<2x4x64xbf16>, tensor<2x4x64xbf16>)
+// CHECK-NEXT: return %[[H]], %[[PRE]]
+// OFF-LABEL: func.func @gelu_of_linear
+// OFF: gpt.linear
+// OFF: gpt.gelu
+func.func @gelu_of_linear(%x: tensor<2x4x16xbf16>, %w: tensor<64x16xbf16>, %b: tensor<64xbf16>)
+    -> (tensor<2x4x64xbf16>, tensor<2x4x64xbf16>) {
+  %pre = gpt.linear %x, %w, %b
+      : (tensor<2x4x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> tensor<2x4x64xbf16>
+  %h = gpt.gelu %pre : tensor<2x4x64xbf16>
+  return %h, %pre : tensor<2x4x64xbf16>, tensor<2x4x64xbf16>
+}
+
+// -----
+
+// Tests that a second GELU of the same linear (a rematerialized clone)
+// reads the fused op's GELU result instead of recomputing it.
+
+// CHECK-LABEL: func.func @gelu_clone
+// CHECK: %[[H:.*]], %{{.*}} = gpt.linear_gelu
+// CHECK-NOT: gpt.gelu
+// CHECK: return %[[H]], %[[H]]
+func.func @gelu_clone(%x: tensor<4x16xf32>, %w: tensor<64x16xf32>)
+    -> (tensor<4x64xf32>, tensor<4x64xf32>) {
+  %pre = gpt.linear %x, %w : (tensor<4x16xf32>, tensor<64x16xf32>) -> tensor<4x64xf32>
+  %h = gpt.gelu %pre : tensor<4x64xf32>
+  %h2 = gpt.gelu %pre : tensor<4x64xf32>
+  return %h, %h2 : tensor<4x64xf32>, tensor<4x64xf32>
+}
+
+// -----
+
+// Tests that a GELU whose rows are not a multiple of 8 elements (cuBLASLt's
+// rule for the aux matrix's leading dimension) stays unfused.
+
+// CHECK-LABEL: func.func @gelu_unaligned
+// CHECK: gpt.linear
+// CHECK: gpt.gelu
+// CHECK-NOT: gpt.linear_gelu
+func.func @gelu_unaligned(%x: tensor<4x16xf32>, %w: tensor<12x16xf32>) -> tensor<4x12xf32> {
+  %pre = gpt.linear %x, %w : (tensor<4x16xf32>, tensor<12x16xf32>) -> tensor<4x12xf32>
+  %h = gpt.gelu %pre : tensor<4x12xf32>
+  return %h : tensor<4x12xf32>
+}
+
+// -----
+
+// Tests that a GELU gradient of a reshaped matmul product becomes one
+// gpt.matmul_gelu_grad on the rank-2 operands, with the pre-activation
+// and the result reshaped around it.
+
+// CHECK-LABEL: func.func @gelu_grad_of_matmul
+// CHECK-SAME: (%[[DH:[^:]*]]: tensor<8x16xbf16>, %[[W:[^:]*]]: tensor<16x64xbf16>, %[[PRE:[^:]*]]: tensor<2x4x64xbf16>)
+// CHECK-NEXT: %[[P2:.*]] = gpt.reshape %[[PRE]] : tensor<2x4x64xbf16> to tensor<8x64xbf16>
+// CHECK-NEXT: %[[D:.*]] = gpt.matmul_gelu_grad %[[DH]], %[[W]], %[[P2]] : (tensor<8x16xbf16>, tensor<16x64xbf16>, tensor<8x64xbf16>) -> tensor<8x64xbf16>
+// CHECK-NEXT: %[[D3:.*]] = gpt.reshape %[[D]] : tensor<8x64xbf16> to tensor<2x4x64xbf16>
+// CHECK-NEXT: return %[[D3]]
+// OFF-LABEL: func.func @gelu_grad_of_matmul
+// OFF: gpt.matmul
+// OFF: gpt.gelu_grad
+func.func @gelu_grad_of_matmul(%dh: tensor<8x16xbf16>, %w: tensor<16x64xbf16>,
+                               %pre: tensor<2x4x64xbf16>) -> tensor<2x4x64xbf16> {
+  %p = gpt.matmul %dh, %w : (tensor<8x16xbf16>, tensor<16x64xbf16>) -> tensor<8x64xbf16>
+  %p3 = gpt.reshape %p : tensor<8x64xbf16> to tensor<2x4x64xbf16>
+  %d = gpt.gelu_grad %p3, %pre : tensor<2x4x64xbf16>
+  return %d : tensor<2x4x64xbf16>
+}
+
+// -----
+
+// Tests that the transposes of the matmul carry over to the fused op.
+
+// CHECK-LABEL: func.func @gelu_grad_transposed
+// CHECK: gpt.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {transpose_lhs, transpose_rhs}
+func.func @gelu_grad_transposed(%a: tensor<16x8xf32>, %w: tensor<64x16xf32>,
+                                %pre: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  %p = gpt.matmul %a, %w {transpose_lhs, transpose_rhs}
+      : (tensor<16x8xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+  %d = gpt.gelu_grad %p, %pre : tensor<8x64xf32>
+  return %d : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a product with another reader stays a gpt.matmul: the fused
+// op never stores it.
+
+// CHECK-LABEL: func.func @gelu_grad_product_read
+// CHECK: gpt.matmul
+// CHECK: gpt.gelu_grad
+// CHECK-NOT: gpt.matmul_gelu_grad
+func.func @gelu_grad_product_read(%dh: tensor<8x16xf32>, %w: tensor<16x64xf32>,
+                                  %pre: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  %p = gpt.matmul %dh, %w : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+  %d = gpt.gelu_grad %p, %pre : tensor<8x64xf32>
+  return %d, %p : tensor<8x64xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a batched product (rank-3 operands: several GEMMs) stays
+// unfused.
+
+// CHECK-LABEL: func.func @gelu_grad_batched
+// CHECK: gpt.matmul
+// CHECK: gpt.gelu_grad
+func.func @gelu_grad_batched(%dh: tensor<2x4x16xf32>, %w: tensor<2x16x64xf32>,
+                             %pre: tensor<2x4x64xf32>) -> tensor<2x4x64xf32> {
+  %p = gpt.matmul %dh, %w : (tensor<2x4x16xf32>, tensor<2x16x64xf32>) -> tensor<2x4x64xf32>
+  %d = gpt.gelu_grad %p, %pre : tensor<2x4x64xf32>
+  return %d : tensor<2x4x64xf32>
+}
+
+// -----
+
+// Tests that a bias gradient over (B, T) and the weight gradient of the
+// same output gradient become one gpt.matmul_bias_grad at the matmul.
+
+// CHECK-LABEL: func.func @bias_grad
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<2x4x48xbf16>, %[[X:[^:]*]]: tensor<8x16xbf16>)
+// CHECK-NEXT: %[[DY2:.*]] = gpt.reshape %[[DY]]
+// CHECK-NEXT: %[[DW:.*]], %[[DB:.*]] = gpt.matmul_bias_grad %[[DY2]], %[[X]] : (tensor<8x48xbf16>, tensor<8x16xbf16>) -> (tensor<48x16xbf16>, tensor<48xbf16>)
+// CHECK-NOT: gpt.reduce
+// CHECK: return %[[DW]], %[[DB]]
+// OFF-LABEL: func.func @bias_grad
+// OFF: gpt.matmul
+// OFF: gpt.reduce
+func.func @bias_grad(%dy: tensor<2x4x48xbf16>, %x: tensor<8x16xbf16>)
+    -> (tensor<48x16xbf16>, tensor<48xbf16>) {
+  %dy2 = gpt.reshape %dy : tensor<2x4x48xbf16> to tensor<8x48xbf16>
+  %dw = gpt.matmul %dy2, %x {transpose_lhs}
+      : (tensor<8x48xbf16>, tensor<8x16xbf16>) -> tensor<48x16xbf16>
+  %db = gpt.reduce sum %dy dims [0, 1] : (tensor<2x4x48xbf16>) -> tensor<48xbf16>
+  return %dw, %db : tensor<48x16xbf16>, tensor<48xbf16>
+}
+
+// -----
+
+// Tests that a reduce before its weight-gradient matmul gets the fused op
+// at the reduce, with a fresh reshape there, so the readers of both still
+// follow their value.
+
+// CHECK-LABEL: func.func @bias_grad_reduce_first
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<8x48xf32>, %[[X:[^:]*]]: tensor<8x16xf32>)
+// CHECK-NEXT: %[[DW:.*]], %[[DB:.*]] = gpt.matmul_bias_grad %[[DY]], %[[X]]
+// CHECK-NEXT: %[[S:.*]] = gpt.scale %[[DB]]
+// CHECK-NEXT: return %[[DW]], %[[S]]
+func.func @bias_grad_reduce_first(%dy: tensor<8x48xf32>, %x: tensor<8x16xf32>)
+    -> (tensor<48x16xf32>, tensor<48xf32>) {
+  %db = gpt.reduce sum %dy dims [0] : (tensor<8x48xf32>) -> tensor<48xf32>
+  %s = gpt.scale %db {factor = 2.0 : f64} : tensor<48xf32>
+  %dw = gpt.matmul %dy, %x {transpose_lhs}
+      : (tensor<8x48xf32>, tensor<8x16xf32>) -> tensor<48x16xf32>
+  return %dw, %s : tensor<48x16xf32>, tensor<48xf32>
+}
+
+// -----
+
+// Tests that a reduce over other dimensions (here only the batch) is not a
+// bias gradient and stays.
+
+// CHECK-LABEL: func.func @bias_grad_partial_reduce
+// CHECK: gpt.matmul
+// CHECK: gpt.reduce
+// CHECK-NOT: gpt.matmul_bias_grad
+func.func @bias_grad_partial_reduce(%dy: tensor<2x4x48xf32>, %x: tensor<8x16xf32>)
+    -> (tensor<48x16xf32>, tensor<4x48xf32>) {
+  %dy2 = gpt.reshape %dy : tensor<2x4x48xf32> to tensor<8x48xf32>
+  %dw = gpt.matmul %dy2, %x {transpose_lhs}
+      : (tensor<8x48xf32>, tensor<8x16xf32>) -> tensor<48x16xf32>
+  %db = gpt.reduce sum %dy dims [0] : (tensor<2x4x48xf32>) -> tensor<4x48xf32>
+  return %dw, %db : tensor<48x16xf32>, tensor<4x48xf32>
+}
+
+// -----
+
+// Tests that a matmul that does not contract over the rows of dY (no
+// transpose_lhs: not a weight gradient) leaves the reduce alone.
+
+// CHECK-LABEL: func.func @bias_grad_not_weight_grad
+// CHECK: gpt.matmul
+// CHECK: gpt.reduce
+// CHECK-NOT: gpt.matmul_bias_grad
+func.func @bias_grad_not_weight_grad(%dy: tensor<8x48xf32>, %w: tensor<48x16xf32>)
+    -> (tensor<8x16xf32>, tensor<48xf32>) {
+  %dx = gpt.matmul %dy, %w : (tensor<8x48xf32>, tensor<48x16xf32>) -> tensor<8x16xf32>
+  %db = gpt.reduce sum %dy dims [0] : (tensor<8x48xf32>) -> tensor<48xf32>
+  return %dx, %db : tensor<8x16xf32>, tensor<48xf32>
+}
