@@ -63,7 +63,7 @@ compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TR
 if [ "$BUILD_BF16" != 0 ]; then
   compile bf16 "$BF16_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16"
   compile bf16scalar "$BF16_SCALAR_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --flash-attention=false"
-  compile bf16unfused "$BF16_UNFUSED_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --fuse-elementwise=false --fuse-adamw=false --fuse-cross-entropy=false"
+  compile bf16unfused "$BF16_UNFUSED_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --fuse-matmul-epilogue=false --fuse-elementwise=false --fuse-adamw=false --fuse-cross-entropy=false"
 fi
 if [ "$BUILD_NCCL" != 0 ]; then
   compile ws1 "$NCCL_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=1"

@@ -46,12 +46,15 @@ BF16_TOL=${BF16_TOL:-2e-2}
 # kernels): the tensor-core flash kernels must track it within FLASH_TOL.
 BF16_SCALAR_FB=${BF16_SCALAR_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16-scalar.fb}
 FLASH_TOL=${FLASH_TOL:-1e-2}
-# The bf16 step with the fusion passes off (--fuse-elementwise=false
-# --fuse-adamw=false --fuse-cross-entropy=false): what fusion saves. Its
-# losses must match the fused step within FUSION_TOL (elementwise and AdamW
-# fusion are bit-identical; the fused cross-entropy sums in another order).
+# The bf16 step with the fusion passes off (--fuse-matmul-epilogue=false
+# --fuse-elementwise=false --fuse-adamw=false --fuse-cross-entropy=false):
+# what fusion saves. Its losses must match the fused step within FUSION_TOL
+# (elementwise and AdamW fusion are bit-identical; the cross-entropy sums
+# in another order and the GEMM epilogues round the GELU and bias gradients
+# once, so bf16 roundings differ and, as for FLASH_TOL, the loss spike near
+# step 25 amplifies them: steps 1-18 agreed within 6e-5 at 0b48ea1).
 BF16_UNFUSED_FB=${BF16_UNFUSED_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16-unfused.fb}
-FUSION_TOL=${FUSION_TOL:-1e-3}
+FUSION_TOL=${FUSION_TOL:-1e-2}
 
 # The train config again under gptc --world-size=1 (every gradient bucket
 # goes through an all-reduce of one rank), for bench/run_nccl.sh: NCCL_STEPS

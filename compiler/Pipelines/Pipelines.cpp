@@ -134,8 +134,13 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     pm.addPass(createRematerializePass(remat));
   }
   // Before gpt-fuse-elementwise, which would take the GELUs into fusions.
-  if (options.fuseMatmulEpilogue)
-    pm.addPass(createFuseMatmulEpiloguePass());
+  if (options.fuseMatmulEpilogue) {
+    FuseMatmulEpiloguePassOptions epilogue;
+    epilogue.gelu = options.epilogueGelu;
+    epilogue.geluGrad = options.epilogueGeluGrad;
+    epilogue.biasGrad = options.epilogueBiasGrad;
+    pm.addPass(createFuseMatmulEpiloguePass(epilogue));
+  }
   // After the collectives: merged siblings never delay a bucket's operand.
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwisePass());

@@ -95,6 +95,15 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
       *this, "fuse-matmul-epilogue",
       llvm::cl::desc("Fold GELU and bias gradients into GEMM epilogues (gpt-fuse-matmul-epilogue)"),
       llvm::cl::init(true)};
+  Option<bool> epilogueGelu{*this, "epilogue-gelu",
+                            llvm::cl::desc("gpt-fuse-matmul-epilogue's gelu option"),
+                            llvm::cl::init(true)};
+  Option<bool> epilogueGeluGrad{*this, "epilogue-gelu-grad",
+                                llvm::cl::desc("gpt-fuse-matmul-epilogue's gelu-grad option"),
+                                llvm::cl::init(true)};
+  Option<bool> epilogueBiasGrad{*this, "epilogue-bias-grad",
+                                llvm::cl::desc("gpt-fuse-matmul-epilogue's bias-grad option"),
+                                llvm::cl::init(true)};
   Option<bool> fuseElementwise{*this, "fuse-elementwise",
                                llvm::cl::desc("Fuse elementwise ops (gpt-fuse-elementwise)"),
                                llvm::cl::init(true)};

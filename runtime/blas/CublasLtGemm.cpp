@@ -110,6 +110,18 @@ Status setDesc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, cons
   return Status::ok();
 }
 
+/// What makes two GEMMs share an autotuning result: every descriptor field
+/// and the pointers' alignment.
+std::string tuningKey(const schema::Gemm &g, uint32_t align) {
+  std::string key;
+  for (int64_t v : {g.m(), g.n(), g.k(), g.batch(), int64_t(g.transa()), int64_t(g.transb()),
+                    g.lda(), g.ldb(), g.ldc(), g.stride_a(), g.stride_b(), g.stride_c(),
+                    int64_t(g.a_type()), int64_t(g.b_type()), int64_t(g.c_type()),
+                    int64_t(g.compute()), int64_t(g.epilogue()), int64_t(align)})
+    key += std::to_string(v) + ",";
+  return key + std::to_string(g.alpha());
+}
+
 /// A (rows x cols) column-major layout with `batch` batches `stride` apart.
 Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type, const StoredMatrix &s,
                   int64_t batch) {
@@ -127,8 +139,9 @@ Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type, const Sto
 } // namespace
 
 StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::create(uint32_t numGemms, uint32_t numStreams,
-                                                             size_t workspaceBytes) {
+                                                             size_t workspaceBytes, bool autotune) {
   std::unique_ptr<CublasLtGemm> g(new CublasLtGemm());
+  g->autotune_ = autotune;
   GPT_CUBLAS_CHECK(cublasLtCreate(&g->handle_));
   g->numStreams_ = std::max<uint32_t>(numStreams, 1);
   g->workspaceBytes_ = workspaceBytes;
@@ -165,7 +178,8 @@ Status CublasLtGemm::release() {
 }
 
 StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::Gemm &g,
-                                                  const GemmOperands &ops) {
+                                                  const GemmOperands &ops, cudaStream_t stream,
+                                                  uint32_t streamIndex) {
   uint32_t align = alignmentOf({ops.a, ops.b, ops.c, ops.bias, ops.aux});
   std::unique_ptr<Plan> &cached = plans_[index];
   if (cached && cached->alignment <= align)
@@ -214,6 +228,7 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
   if (Status s = makeLayout(&p->c, *ct, storedC(g), g.batch()); !s)
     return s;
 
+  std::vector<cublasLtMatmulAlgo_t> candidates; // the heuristic's order
   cublasLtMatmulPreference_t pref = nullptr;
   GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   // Destroyed on every path below; its status joins the result.
@@ -224,10 +239,10 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
       GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
     GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
-                                                    1, &result, &found));
+                                                    kCandidates, results, &found));
     if (found == 0)
       return Status::error(
           where + "cuBLASLt has no algorithm for m=" + std::to_string(g.m()) +
@@ -236,7 +251,11 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
           schema::EnumNameDType(g.b_type()) + " -> " + schema::EnumNameDType(g.c_type()) +
           ", compute " + schema::EnumNameComputeType(g.compute()) + ", epilogue " +
           schema::EnumNameEpilogue(g.epilogue()) + ")");
-    p->algo = result.algo;
+    for (int i = 0; i < found; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS)
+        candidates.push_back(results[i].algo);
+    if (candidates.empty())
+      return Status::error(where + "cuBLASLt's heuristic gave no usable algorithm");
     return Status::ok();
   };
   Status found = heuristic();
@@ -245,6 +264,22 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
     return found;
   if (!destroyed)
     return destroyed;
+  p->algo = candidates[0];
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  GPT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+  if (autotune_ && g.beta() == 0 && candidates.size() > 1 &&
+      capturing == cudaStreamCaptureStatusNone) {
+    std::string key = tuningKey(g, align);
+    auto known = tuned_.find(key);
+    if (known != tuned_.end()) {
+      p->algo = known->second;
+    } else {
+      StatusOr<cublasLtMatmulAlgo_t> best = fastest(*p, g, ops, candidates, stream, streamIndex);
+      if (!best)
+        return Status::error(where + best.status().message());
+      p->algo = tuned_[key] = *best;
+    }
+  }
   p->alignment = align;
   if (cached)
     if (Status s = cached->release(); !s)
@@ -253,12 +288,70 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
   return cached.get();
 }
 
+Status CublasLtGemm::launch(const Plan &p, const cublasLtMatmulAlgo_t &algo, const schema::Gemm &g,
+                            const GemmOperands &ops, cudaStream_t stream, uint32_t streamIndex) {
+  float alpha32 = static_cast<float>(g.alpha()), beta32 = static_cast<float>(g.beta());
+  double alpha64 = g.alpha(), beta64 = g.beta();
+  const void *alpha = p.f64Scale ? static_cast<const void *>(&alpha64) : &alpha32;
+  const void *beta = p.f64Scale ? static_cast<const void *>(&beta64) : &beta32;
+  void *workspace =
+      workspace_ ? static_cast<char *>(workspace_) + streamIndex * workspaceBytes_ : nullptr;
+  GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, alpha, ops.a, p.a, ops.b, p.b, beta, ops.c, p.c,
+                                  ops.c, p.c, &algo, workspace, workspaceBytes_, stream));
+  return Status::ok();
+}
+
+StatusOr<cublasLtMatmulAlgo_t>
+CublasLtGemm::fastest(const Plan &p, const schema::Gemm &g, const GemmOperands &ops,
+                      const std::vector<cublasLtMatmulAlgo_t> &candidates, cudaStream_t stream,
+                      uint32_t streamIndex) {
+  constexpr int kRepeats = 3;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  GPT_CUDA_CHECK(cudaEventCreate(&start));
+  if (Status s = GPT_CUDA_STATUS(cudaEventCreate(&stop)); !s) {
+    (void)cudaEventDestroy(start);
+    return s;
+  }
+  // Times every candidate; an algorithm cuBLASLt refuses to launch is
+  // skipped. Destroys the events on every path.
+  auto time = [&]() -> StatusOr<cublasLtMatmulAlgo_t> {
+    size_t best = candidates.size();
+    float bestMs = 0;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!launch(p, candidates[i], g, ops, stream, streamIndex)) // warm-up
+        continue;
+      GPT_CUDA_CHECK(cudaEventRecord(start, stream));
+      Status ran = Status::ok();
+      for (int r = 0; r < kRepeats && ran; ++r)
+        ran = launch(p, candidates[i], g, ops, stream, streamIndex);
+      GPT_CUDA_CHECK(cudaEventRecord(stop, stream));
+      GPT_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      if (ran && (best == candidates.size() || ms < bestMs))
+        best = i, bestMs = ms;
+    }
+    if (best == candidates.size())
+      return Status::error("cuBLASLt launched none of the heuristic's algorithms");
+    return candidates[best];
+  };
+  StatusOr<cublasLtMatmulAlgo_t> chosen = time();
+  Status a = GPT_CUDA_STATUS(cudaEventDestroy(start)), b = GPT_CUDA_STATUS(cudaEventDestroy(stop));
+  if (!chosen)
+    return chosen;
+  if (!a)
+    return a;
+  if (!b)
+    return b;
+  return chosen;
+}
+
 Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperands &ops,
                          cudaStream_t stream, uint32_t streamIndex) {
   if (index >= plans_.size() || streamIndex >= numStreams_)
     return Status::error("GEMM " + std::to_string(index) + " on stream " +
                          std::to_string(streamIndex) + " is out of range");
-  StatusOr<Plan *> p = plan(index, g, ops);
+  StatusOr<Plan *> p = plan(index, g, ops, stream, streamIndex);
   if (!p)
     return p.status();
   if (ops.bias)
@@ -267,16 +360,7 @@ Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperan
   if (ops.aux)
     if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux); !s)
       return s;
-  float alpha32 = static_cast<float>(g.alpha()), beta32 = static_cast<float>(g.beta());
-  double alpha64 = g.alpha(), beta64 = g.beta();
-  const void *alpha = (*p)->f64Scale ? static_cast<const void *>(&alpha64) : &alpha32;
-  const void *beta = (*p)->f64Scale ? static_cast<const void *>(&beta64) : &beta32;
-  void *workspace =
-      workspace_ ? static_cast<char *>(workspace_) + streamIndex * workspaceBytes_ : nullptr;
-  GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, (*p)->desc, alpha, ops.a, (*p)->a, ops.b, (*p)->b, beta,
-                                  ops.c, (*p)->c, ops.c, (*p)->c, &(*p)->algo, workspace,
-                                  workspaceBytes_, stream));
-  return Status::ok();
+  return launch(**p, (*p)->algo, g, ops, stream, streamIndex);
 }
 
 } // namespace gptc::blas

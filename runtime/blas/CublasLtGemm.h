@@ -8,6 +8,13 @@
 // allocation, cut into a slice per stream so that GEMMs on concurrent
 // streams never share scratch memory.
 //
+// With autotuning (the default), a plan built outside a graph capture for
+// a GEMM with beta 0 times the heuristic's best kCandidates algorithms on
+// its own operands, on its stream (so its inputs are the step's), and
+// keeps the fastest; GEMMs with the same descriptor and alignment share
+// the choice. Re-running such a GEMM rewrites the same D, aux and bias
+// gradient, so the step's results do not change.
+//
 //===----------------------------------------------------------------------===//
 
 #ifndef GPTC_RUNTIME_BLAS_CUBLASLTGEMM_H
@@ -21,7 +28,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace gptc::blas {
@@ -33,8 +42,11 @@ public:
   /// A handle and a workspace of `workspaceBytes` for each of `numStreams`
   /// streams, for an executable with `numGemms` GEMMs. Needs the device
   /// made current.
+  static constexpr int kCandidates = 8;
+
   static StatusOr<std::unique_ptr<CublasLtGemm>>
-  create(uint32_t numGemms, uint32_t numStreams, size_t workspaceBytes = kDefaultWorkspaceBytes);
+  create(uint32_t numGemms, uint32_t numStreams, size_t workspaceBytes = kDefaultWorkspaceBytes,
+         bool autotune = true);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm &) = delete;
   CublasLtGemm &operator=(const CublasLtGemm &) = delete;
@@ -50,13 +62,23 @@ public:
 private:
   struct Plan;
   CublasLtGemm() = default;
-  StatusOr<Plan *> plan(uint32_t index, const schema::Gemm &gemm, const GemmOperands &ops);
+  StatusOr<Plan *> plan(uint32_t index, const schema::Gemm &gemm, const GemmOperands &ops,
+                        cudaStream_t stream, uint32_t streamIndex);
+  /// The fastest of `candidates` on `ops` (see the header comment).
+  StatusOr<cublasLtMatmulAlgo_t> fastest(const Plan &p, const schema::Gemm &gemm,
+                                         const GemmOperands &ops,
+                                         const std::vector<cublasLtMatmulAlgo_t> &candidates,
+                                         cudaStream_t stream, uint32_t streamIndex);
+  Status launch(const Plan &p, const cublasLtMatmulAlgo_t &algo, const schema::Gemm &gemm,
+                const GemmOperands &ops, cudaStream_t stream, uint32_t streamIndex);
 
   cublasLtHandle_t handle_ = nullptr;
   void *workspace_ = nullptr; // numStreams slices of workspaceBytes_
   size_t workspaceBytes_ = 0;
   uint32_t numStreams_ = 0;
   std::vector<std::unique_ptr<Plan>> plans_; // by GEMM index
+  bool autotune_ = true;
+  std::map<std::string, cublasLtMatmulAlgo_t> tuned_; // by descriptor and alignment
 };
 
 } // namespace gptc::blas

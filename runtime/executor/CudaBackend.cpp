@@ -162,7 +162,8 @@ Status CudaBackend::init() {
   if (Status s = loadKernels(); !s)
     return s;
   StatusOr<std::unique_ptr<blas::CublasLtGemm>> gemm = blas::CublasLtGemm::create(
-      exe.gemms() ? exe.gemms()->size() : 0, exe.num_streams(), options_.gemmWorkspaceBytes);
+      exe.gemms() ? exe.gemms()->size() : 0, exe.num_streams(), options_.gemmWorkspaceBytes,
+      options_.gemmAutotune);
   if (!gemm)
     return gemm.status();
   gemm_ = std::move(*gemm);

@@ -112,6 +112,11 @@ cl::opt<bool> fuseMatmulEpilogue(
     cl::desc("Fold GELU, GELU's gradient and bias gradients into cuBLASLt GEMM epilogues "
              "(gpt-fuse-matmul-epilogue; =false: separate kernels)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<std::string> matmulEpilogues(
+    "matmul-epilogues",
+    cl::desc("Which folds gpt-fuse-matmul-epilogue makes, comma-separated: gelu, gelu-grad, "
+             "bias-grad (default: all three)"),
+    cl::value_desc("list"), cl::init("gelu,gelu-grad,bias-grad"), cl::cat(compileCat));
 cl::opt<bool> fuseElementwise("fuse-elementwise",
                               cl::desc("Fuse elementwise ops into one kernel per group "
                                        "(gpt-fuse-elementwise; =false: one kernel per op)"),
@@ -237,6 +242,28 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fuseAdamW = fuseAdamW;
 }
 
+/// --matmul-epilogues into the pipeline's three switches, or an error naming
+/// the flag and the unknown entry.
+bool parseMatmulEpilogues(PipelineOptions &options) {
+  options.epilogueGelu = options.epilogueGeluGrad = options.epilogueBiasGrad = false;
+  llvm::SmallVector<llvm::StringRef> names;
+  llvm::StringRef(matmulEpilogues).split(names, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef name : names) {
+    name = name.trim();
+    if (name == "gelu")
+      options.epilogueGelu = true;
+    else if (name == "gelu-grad")
+      options.epilogueGeluGrad = true;
+    else if (name == "bias-grad")
+      options.epilogueBiasGrad = true;
+    else {
+      fail("--matmul-epilogues: expected gelu, gelu-grad or bias-grad, got '" + name.str() + "'");
+      return false;
+    }
+  }
+  return true;
+}
+
 /// --memory-budget as GiB >= 0, or an error naming the flag.
 std::optional<double> parseMemoryBudget() {
   double gib = 0;
@@ -260,7 +287,7 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   PipelineOptions options;
   setPipelineOptions(options);
   std::optional<double> budget = parseMemoryBudget();
-  if (!budget)
+  if (!budget || !parseMatmulEpilogues(options))
     return failure();
   options.memoryBudget = *budget;
   buildPipeline(pm, options, phase);

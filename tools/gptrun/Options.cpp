@@ -32,6 +32,8 @@ options:
   --no-graph         CUDA: launch every command of a step directly instead of
                      replaying the program's CUDA graph (captured on its
                      second run; the default, which --graph names)
+  --no-gemm-autotune CUDA: run each GEMM with cuBLASLt's first heuristic choice
+                     instead of timing its best 8 on the first step
   --no-overlap       wait for each step's results before starting the next;
                      by default step s+1 (its batch copied from pinned
                      memory) is enqueued before step s's loss is read back
@@ -187,6 +189,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       if (inlineValue)
         return Status::error("--no-progress takes no value");
       o.progress = false;
+      continue;
+    }
+    if (flag == "--no-gemm-autotune") {
+      if (inlineValue)
+        return Status::error("--no-gemm-autotune takes no value");
+      o.gemmAutotune = false;
       continue;
     }
     if (flag == "--graph" || flag == "--no-graph") {

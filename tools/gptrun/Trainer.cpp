@@ -212,6 +212,7 @@ Status Trainer::Impl::setUp() {
     so.target = *o.target == "host" ? schema::TargetKind::Host : schema::TargetKind::CUDA;
   so.cuda.device = rank.device >= 0 ? rank.device : o.device;
   so.cuda.graphs = o.graph;
+  so.cuda.gemmAutotune = o.gemmAutotune;
   so.collective = rank.collective;
   StatusOr<std::unique_ptr<Session>> s = openSession(o.executable, so);
   if (!s)

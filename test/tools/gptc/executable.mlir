@@ -34,6 +34,14 @@
 // RUN: FileCheck %s --check-prefix=NOEPI < %t.noepi/commands.txt
 // NOEPI-NOT: epilogue=BiasGeluAux
 // NOEPI: launch gelu_forward_{{[0-9]+}}
+// Only the bias gradients: GELU stays a kernel, the dW GEMMs carry BGradB.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --matmul-epilogues=bias-grad -o %t.bgrad.fb --dump-ir-after-each-pass=%t.bgrad
+// RUN: FileCheck %s --check-prefix=BGRAD < %t.bgrad/commands.txt
+// BGRAD-NOT: epilogue=BiasGeluAux
+// BGRAD: launch gelu_forward_{{[0-9]+}}
+// BGRAD: epilogue=BGradB
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --matmul-epilogues=gelu,relu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=EPIBAD
+// EPIBAD: gptc: error: --matmul-epilogues: expected gelu, gelu-grad or bias-grad, got 'relu'
 // RUN: FileCheck %s --check-prefix=BF16PTX < %t.bf16/kernels.ptx
 // BF16PTX: cvt.rn.bf16.f32
 // RUN: rm -rf %t.bf16h && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --target=host -o %t.bf16h.fb --dump-ir-after-each-pass=%t.bf16h
