@@ -1001,6 +1001,32 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                });
         return success();
       })
+      .Case<AddLayerNormOp>([&](AddLayerNormOp ln) {
+        int64_t c = lastDim(ln.getSum()), rows = numel(ln.getSum()) / c;
+        double eps = ln.getEpsilon().convertToDouble();
+        launch(op, key, "add_layernorm_forward",
+               {flat(ln.getLhs()), flat(ln.getRhs()), flat(ln.getWeight()), flat(ln.getBias()),
+                flat(ln.getSum()), flat(ln.getResult())},
+               {t(ln.getLhs()), t(ln.getRhs()), t(ln.getWeight()), t(ln.getBias()), t(ln.getSum()),
+                t(ln.getResult())},
+               rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                 KB k{b, loc};
+                 RowLanes rl(k, idx, lanes);
+                 Type ft = b.getF32Type();
+                 Value base = k.mul(rl.row, k.idx(c));
+                 // Each lane reads back only the columns it stored: no barrier.
+                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
+                   Value at = k.add(base, i);
+                   return {{k.add(k.ld(a[0], at), k.ld(a[1], at)), a[4], at}};
+                 });
+                 auto [mean, rstd] = meanAndRstd(rl, a[4], base, c, eps, ft);
+                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
+                   Value xh = k.mul(k.sub(k.ld(a[4], k.add(base, i)), mean), rstd);
+                   return {{k.add(k.mul(xh, k.ld(a[2], i)), k.ld(a[3], i)), a[5], k.add(base, i)}};
+                 });
+               });
+        return success();
+      })
       .Case<LayerNormGradOp>([&](LayerNormGradOp ln) {
         int64_t c = lastDim(ln.getInput()), rows = numel(ln.getInput()) / c;
         double eps = ln.getEpsilon().convertToDouble();

@@ -213,6 +213,7 @@ private:
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .template Case<EmbedOp>([&](auto o) { return embed(o); })
         .template Case<LayerNormOp>([&](auto o) { return layernorm(o); })
+        .template Case<AddLayerNormOp>([&](auto o) { return addLayernorm(o); })
         .template Case<LinearOp>([&](auto o) { return linear(o); })
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
@@ -342,6 +343,27 @@ private:
     Buffer &y = out(op.getResult());
     for (int64_t r = 0; r < rows; ++r) {
       const T *xr = &x[r * c];
+      auto [mean, rstd] = meanAndRstd(xr, c, eps);
+      for (int64_t i = 0; i < c; ++i)
+        y[r * c + i] = (xr[i] - mean) * rstd * w[i] + b[i];
+    }
+    return success();
+  }
+
+  LogicalResult addLayernorm(AddLayerNormOp op) {
+    const Buffer &a = in(op.getLhs()), &bb = in(op.getRhs());
+    const Buffer &w = in(op.getWeight()), &b = in(op.getBias());
+    int64_t c = shapeOf(op.getSum()).back(), rows = a.size() / c;
+    T eps = static_cast<T>(op.getEpsilon().convertToDouble());
+    // The layernorm reads the sum as stored (rounded when narrow).
+    Type sumElt = llvm::cast<ShapedType>(op.getSum().getType()).getElementType();
+    bool narrow = sumElt.isBF16() || sumElt.isF16();
+    Buffer &sum = out(op.getSum());
+    for (size_t i = 0; i < a.size(); ++i)
+      sum[i] = narrow ? static_cast<T>(roundTo(sumElt, a[i] + bb[i])) : a[i] + bb[i];
+    Buffer &y = out(op.getResult());
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = &sum[r * c];
       auto [mean, rstd] = meanAndRstd(xr, c, eps);
       for (int64_t i = 0; i < c; ++i)
         y[r * c + i] = (xr[i] - mean) * rstd * w[i] + b[i];

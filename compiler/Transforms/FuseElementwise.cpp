@@ -1,8 +1,10 @@
 //===- FuseElementwise.cpp - elementwise ops into gpt.fusion regions ------===//
 //
 /// Per function body (after inlining, before memory planning):
-///   0) Row outputs: a narrowing cast that is the only reader of a
-///      layernorm becomes the layernorm's own result type.
+///   0) Row kernels: a narrowing cast that is the only reader of a
+///      layernorm becomes the layernorm's own result type, and a widening
+///      cast feeding a layernorm_grad's gradient is read narrow instead;
+///      a layernorm of an add becomes one gpt.add_layernorm.
 ///   1) Chains: in block order, each fusible elementwise op joins the groups
 ///      of the producers of its operands that have its element count.
 ///   2) Siblings: groups of one structure (the same op names and types, e.g.
@@ -63,6 +65,79 @@ int64_t narrowLayerNormOutputs(Block &block) {
     ln.getResult().setType(cast.getType());
     cast.replaceAllUsesWith(ln.getResult());
     cast.erase();
+    ++n;
+  }
+  return n;
+}
+
+/// `%g = gpt.cast %h : bf16 to f32; gpt.layernorm_grad %g, %x, %w` reads %h
+/// instead: the row kernels widen it as they load, which is exact, and the
+/// wide copy is never written (mixed precision's GEMMs give bf16
+/// gradients, the layernorm's statistics and dx stay f32). The cast goes
+/// when nothing else reads it.
+int64_t narrowLayerNormGradInputs(Block &block) {
+  int64_t n = 0;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto ln = llvm::dyn_cast<LayerNormGradOp>(op);
+    auto cast = ln ? ln.getGrad().getDefiningOp<CastOp>() : CastOp();
+    if (!cast)
+      continue;
+    auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
+    auto to = llvm::cast<FloatType>(cast.getType().getElementType());
+    if (!from || from.getWidth() >= to.getWidth())
+      continue;
+    ln.getGradMutable().assign(cast.getInput());
+    if (cast->use_empty())
+      cast.erase();
+    ++n;
+  }
+  return n;
+}
+
+/// True when `v` is a block argument of `op`'s block or defined before it.
+bool availableBefore(Value v, Operation *op) {
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
+/// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one
+/// gpt.add_layernorm at the add: its kernel stores the sum and normalises
+/// it without reading it back. A widening cast read only by the add is
+/// skipped (the kernel widens as it loads). Bit-identical: the same f32 sum,
+/// the same row statistics.
+int64_t fuseAddLayerNorm(Block &block) {
+  int64_t n = 0;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto ln = llvm::dyn_cast<LayerNormOp>(op);
+    auto add = ln ? ln.getInput().getDefiningOp<AddOp>() : AddOp();
+    if (!add || add->getBlock() != &block || !availableBefore(ln.getWeight(), add) ||
+        !availableBefore(ln.getBias(), add))
+      continue;
+    SmallVector<CastOp> casts;
+    auto narrowest = [&](Value v) -> Value {
+      auto cast = v.getDefiningOp<CastOp>();
+      if (!cast || !cast->hasOneUse())
+        return v;
+      auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
+      auto to = llvm::cast<FloatType>(cast.getType().getElementType());
+      if (!from || from.getWidth() >= to.getWidth())
+        return v;
+      casts.push_back(cast);
+      return cast.getInput();
+    };
+    Value lhs = narrowest(add.getLhs()), rhs = narrowest(add.getRhs());
+    OpBuilder b(add);
+    auto fused = AddLayerNormOp::create(b, add.getLoc(), TypeRange{add.getType(), ln.getType()},
+                                        lhs, rhs, ln.getWeight(), ln.getBias(),
+                                        ln.getEpsilonAttr());
+    ln.getResult().replaceAllUsesWith(fused.getResult());
+    add.getResult().replaceAllUsesWith(fused.getSum());
+    ln.erase();
+    add.erase();
+    for (CastOp cast : casts)
+      cast.erase();
     ++n;
   }
   return n;
@@ -270,7 +345,9 @@ struct FuseElementwisePass
         continue;
       Block &block = fn.getBody().front();
       if (narrowRowOutputs)
-        numNarrowed += narrowLayerNormOutputs(block);
+        numNarrowed += narrowLayerNormOutputs(block) + narrowLayerNormGradInputs(block);
+      if (addLayerNorm)
+        numAddLayerNorms += fuseAddLayerNorm(block);
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);

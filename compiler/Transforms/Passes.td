@@ -326,7 +326,15 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     the only reader of a `gpt.layernorm` is folded into the layernorm's
     result type: the row kernel rounds once when it stores, as the cast did,
     and the wide tensor is never written (mixed precision casts every
-    layernorm output to bf16 for the next GEMM).
+    layernorm output to bf16 for the next GEMM). Likewise a widening cast
+    that feeds a `gpt.layernorm_grad`'s gradient is skipped: the row
+    kernels widen the bf16 gradient as they load it (exact), and the f32
+    copy is never written.
+
+    Then (`add-layernorm`) a `gpt.layernorm` of a `gpt.add` (the residual
+    stream: x + a block's output) becomes one `gpt.add_layernorm`, whose
+    row kernel stores the sum and normalises it without reading it back;
+    a widening cast read only by the add is folded in.
 
     A group sits at its last member, which is legal when no outside op reads
     a member before that point (this also excludes cycles). A group that
@@ -353,12 +361,16 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     Option<"maxArguments", "max-arguments", "unsigned", /*default=*/"256",
            "Most operands plus results of one fusion (its kernel's pointer arguments)">,
     Option<"narrowRowOutputs", "narrow-row-outputs", "bool", /*default=*/"true",
-           "Fold a narrowing cast that is a layernorm's only reader into the layernorm's result type">,
+           "Fold a narrowing cast that is a layernorm's only reader into its result type, "
+           "and read a layernorm_grad's gradient before a widening cast">,
+    Option<"addLayerNorm", "add-layernorm", "bool", /*default=*/"true",
+           "Fuse a layernorm of an add into one gpt.add_layernorm">,
   ];
   let statistics = [
+    Statistic<"numAddLayerNorms", "add-layernorms", "gpt.add_layernorm ops created">,
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
     Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,
-    Statistic<"numNarrowed", "narrowed-row-outputs", "Casts folded into a layernorm's result type">,
+    Statistic<"numNarrowed", "narrowed-row-casts", "Casts folded into a layernorm or layernorm_grad">,
   ];
 }
 

@@ -476,9 +476,12 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
                                                 SmallVectorImpl<Type> &results) {
   auto dy = rtt(adaptor.getGrad()), x = rtt(adaptor.getInput());
   auto w = rtt(adaptor.getWeight());
-  if (dy != x)
-    return shapeError(loc, "layernorm_grad", "grad ", dy, " and input ", x,
-                      " must have one type");
+  auto dyElt = llvm::dyn_cast<FloatType>(dy.getElementType());
+  auto xElt = llvm::dyn_cast<FloatType>(x.getElementType());
+  if (dy.getShape() != x.getShape() || !dyElt || !xElt ||
+      (dyElt != xElt && dyElt.getWidth() >= xElt.getWidth()))
+    return shapeError(loc, "layernorm_grad", "grad ", dy, " must have input ", x,
+                      "'s shape, in its element type or a narrower float type");
   if (x.getRank() < 1 || w.getRank() != 1 ||
       !compatible(x.getShape().back(), w.getDimSize(0)))
     return shapeError(loc, "layernorm_grad", "expects input (..., C) and weight (C)");
@@ -660,5 +663,27 @@ LogicalResult MatmulBiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Lo
     return failure();
   results.push_back(*dw);
   results.push_back(tensorOf({dw->getDimSize(0)}, dw->getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AddLayerNormOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddLayerNormOp::verify() {
+  auto a = rtt(getLhs()), b = rtt(getRhs()), sum = rtt(getSum()), y = rtt(getResult());
+  auto w = rtt(getWeight()), bias = rtt(getBias());
+  auto width = [](RankedTensorType t) { return t.getElementType().getIntOrFloatBitWidth(); };
+  if (a.getShape() != sum.getShape() || b.getShape() != sum.getShape() ||
+      y.getShape() != sum.getShape() || sum.getRank() < 1)
+    return emitOpError("lhs, rhs, sum and result must have one shape (..., C)");
+  if (width(a) > width(sum) || width(b) > width(sum) || width(y) > width(sum))
+    return emitOpError("sum must have the widest element type, got ")
+           << a << " + " << b << " -> " << sum << ", " << y;
+  int64_t c = sum.getShape().back();
+  if (w.getRank() != 1 || bias.getRank() != 1 || !compatible(w.getDimSize(0), c) ||
+      !compatible(bias.getDimSize(0), c) || w.getElementType() != sum.getElementType() ||
+      bias.getElementType() != sum.getElementType())
+    return emitOpError("weight and bias must be (C) in the sum's element type");
   return success();
 }

@@ -413,7 +413,10 @@ def GPT_LayerNormGradOp : GPT_InferredOp<"layernorm_grad"> {
   let description = [{
     Recomputes the row statistics from the saved input `x`, then
     `dx = rstd (dy w - mean(dy w) - xhat mean(dy w xhat))`,
-    `dweight = sum(dy xhat)`, `dbias = sum(dy)` over all rows.
+    `dweight = sum(dy xhat)`, `dbias = sum(dy)` over all rows. `dy` has
+    x's shape, in x's element type or a narrower float type that is read
+    widened (what `gpt-fuse-elementwise` makes of a widening `gpt.cast`
+    feeding it); the results have x's and weight's types.
 
     ```mlir
     %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w {epsilon = 1.0e-05 : f64}
@@ -662,6 +665,36 @@ def GPT_AllReduceOp : GPT_Op<"all_reduce", [InferTypeOpAdaptor]> {
                        I64Attr:$bucket, I64Attr:$bytes, I64Attr:$world_size);
   let results = (outs Variadic<GPT_FloatTensor>:$results);
   let assemblyFormat = "$kind $inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Row kernels (produced by gpt-fuse-elementwise)
+//===----------------------------------------------------------------------===//
+
+def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
+  let summary = "A residual add and the layernorm of its sum, in one row kernel";
+  let description = [{
+    `sum = lhs + rhs` in sum's element type (the operands are widened to it,
+    exactly), and `result = gpt.layernorm(sum, weight, bias)` rounded once to
+    its element type, which may be narrower. Both are stored: the residual
+    stream continues with `sum`, the next GEMM reads `result`. One kernel
+    instead of an elementwise add and a layernorm, which would read the sum
+    back from memory.
+
+    ```mlir
+    %sum, %y = gpt.add_layernorm %h, %x, %w, %b {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs,
+                       GPT_FloatTensor:$weight, GPT_FloatTensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs GPT_FloatTensor:$sum, GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

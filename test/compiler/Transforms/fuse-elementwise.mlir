@@ -2,6 +2,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=siblings=false | FileCheck %s --check-prefix=NOSIB
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=max-arguments=4 | FileCheck %s --check-prefix=CAP
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=narrow-row-outputs=false | FileCheck %s --check-prefix=WIDE
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=add-layernorm=false | FileCheck %s --check-prefix=NOADDLN
 
 // Tests that a producer -> consumer chain becomes one fusion with one result.
 // CHECK-LABEL: func.func @chain
@@ -218,6 +219,43 @@ func.func @layernorm_output_shared(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: t
 
 // -----
 
+// Tests that a layernorm_grad reads its bf16 gradient before a widening
+// cast, which goes when nothing else reads it; without narrow-row-outputs
+// the cast stays.
+// CHECK-LABEL: func.func @layernorm_grad_input_cast
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8xf32>)
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %{{.*}} = gpt.layernorm_grad %[[DY]], %[[X]], %[[W]] : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NOT: gpt.cast
+// WIDE-LABEL: func.func @layernorm_grad_input_cast
+// WIDE: gpt.cast
+// WIDE: gpt.layernorm_grad %{{.*}} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>)
+func.func @layernorm_grad_input_cast(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %0 = gpt.cast %dy : tensor<4x8xbf16> to tensor<4x8xf32>
+  %dx, %dw, %db = gpt.layernorm_grad %0, %x, %w
+      : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %dx, %dw, %db : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that a widening cast with another reader stays for it while the
+// layernorm_grad reads the bf16 gradient.
+// CHECK-LABEL: func.func @layernorm_grad_input_cast_shared
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xbf16>
+// CHECK: %[[CAST:.*]] = gpt.cast %[[DY]]
+// CHECK: gpt.layernorm_grad %[[DY]]
+// CHECK: return %{{.*}}, %[[CAST]]
+func.func @layernorm_grad_input_cast_shared(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = gpt.cast %dy : tensor<4x8xbf16> to tensor<4x8xf32>
+  %dx, %dw, %db = gpt.layernorm_grad %0, %x, %w
+      : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %dx, %0 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Tests that a widening cast of a layernorm is left to the elementwise groups.
 // CHECK-LABEL: func.func @layernorm_output_widened
 // CHECK: gpt.layernorm %{{.*}} -> tensor<4x8xbf16>
@@ -226,4 +264,56 @@ func.func @layernorm_output_widened(%x: tensor<4x8xbf16>, %w: tensor<8xbf16>, %b
   %0 = gpt.layernorm %x, %w, %b : (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
   %1 = gpt.cast %0 : tensor<4x8xbf16> to tensor<4x8xf32>
   return %1 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that the residual add of a bf16 block output (through its widening
+// cast) and an f32 stream, normalised to bf16, becomes one
+// gpt.add_layernorm whose sum continues the stream; without add-layernorm
+// the add and the layernorm stay.
+// CHECK-LABEL: func.func @residual_layernorm
+// CHECK-SAME: (%[[H:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[SUM:.*]], %[[Y:.*]] = gpt.add_layernorm %[[X]], %[[H]], %[[W]], %[[B]] : (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+// CHECK-NEXT: return %[[SUM]], %[[Y]]
+// NOADDLN-LABEL: func.func @residual_layernorm
+// NOADDLN: gpt.fusion
+// NOADDLN: gpt.layernorm
+func.func @residual_layernorm(%h: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %0 = gpt.cast %h : tensor<4x8xbf16> to tensor<4x8xf32>
+  %1 = gpt.add %x, %0 : tensor<4x8xf32>
+  %2 = gpt.layernorm %1, %w, %b : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %3 = gpt.cast %2 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %1, %3 : tensor<4x8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that a widening cast with another reader stays, and the fused op
+// reads its wide result.
+// CHECK-LABEL: func.func @residual_layernorm_cast_shared
+// CHECK: %[[C:.*]] = gpt.cast
+// CHECK: gpt.add_layernorm %{{.*}}, %[[C]]
+func.func @residual_layernorm_cast_shared(%h: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = gpt.cast %h : tensor<4x8xbf16> to tensor<4x8xf32>
+  %1 = gpt.add %x, %0 : tensor<4x8xf32>
+  %2 = gpt.layernorm %1, %w, %b : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %2, %0 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a layernorm whose weight is computed after the add (so not
+// available where the add is) keeps its add.
+// CHECK-LABEL: func.func @residual_layernorm_late_weight
+// CHECK-NOT: gpt.add_layernorm
+// CHECK: gpt.layernorm
+func.func @residual_layernorm_late_weight(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
+    -> tensor<4x8xf32> {
+  %0 = gpt.add %x, %y : tensor<4x8xf32>
+  %1 = gpt.scale %w {factor = 2.0 : f64} : tensor<8xf32>
+  %2 = gpt.layernorm %0, %1, %b : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %2 : tensor<4x8xf32>
 }

@@ -1173,3 +1173,31 @@ func.func @matmul_bias_grad_rows(%dy: tensor<8x48xf32>, %x: tensor<4x16xf32>) {
   %0:2 = gpt.matmul_bias_grad %dy, %x : (tensor<8x48xf32>, tensor<4x16xf32>) -> (tensor<48x16xf32>, tensor<48xf32>)
   return
 }
+
+// -----
+
+// Tests that gpt.layernorm_grad rejects a gradient wider than its input.
+func.func @layernorm_grad_wide_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xbf16>, %w: tensor<8xbf16>) {
+  // expected-error @+2 {{grad 'tensor<4x8xf32>' must have input 'tensor<4x8xbf16>''s shape, in its element type or a narrower float type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = gpt.layernorm_grad %dy, %x, %w : (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.add_layernorm rejects a sum narrower than an operand.
+func.func @add_layernorm_narrow_sum(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{sum must have the widest element type}}
+  %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.add_layernorm rejects operands of different shapes.
+func.func @add_layernorm_shapes(%h: tensor<4x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{lhs, rhs, sum and result must have one shape (..., C)}}
+  %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  return
+}

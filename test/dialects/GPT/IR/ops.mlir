@@ -885,3 +885,16 @@ func.func @fused_gemms(%x: tensor<2x8x16xbf16>, %w: tensor<64x16xbf16>, %b: tens
   return %h, %p, %d, %dw, %db : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<16x64xbf16>,
       tensor<64x16xbf16>, tensor<64xbf16>
 }
+
+// -----
+
+// Tests that gpt.add_layernorm round-trips.
+// CHECK-LABEL: func.func @add_layernorm
+func.func @add_layernorm(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,
+                         %b: tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>) {
+  // CHECK: gpt.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
+  %s, %y = gpt.add_layernorm %h, %x, %w, %b {epsilon = 1.0e-05 : f64}
+      : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+      -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
+  return %s, %y : tensor<2x8x16xf32>, tensor<2x8x16xbf16>
+}
