@@ -256,6 +256,7 @@ private:
         .template Case<SliceOp>([&](auto o) { return slice(o); })
         .template Case<EmbedGradOp>([&](auto o) { return embedGrad(o); })
         .template Case<LayerNormGradOp>([&](auto o) { return layernormGrad(o); })
+        .template Case<LayerNormGradAddOp>([&](auto o) { return layernormGradAdd(o); })
         .template Case<GeluGradOp>([&](auto o) { return geluGrad(o); })
         .template Case<SoftmaxGradOp>([&](auto o) { return softmaxGrad(o); })
         .template Case<CausalAttentionGradOp>([&](auto o) { return attentionGrad(o); })
@@ -625,12 +626,30 @@ private:
   }
 
   LogicalResult layernormGrad(LayerNormGradOp op) {
-    const Buffer &dy = in(op.getGrad()), &x = in(op.getInput()), &w = in(op.getWeight());
-    int64_t c = shapeOf(op.getInput()).back(), rows = x.size() / c;
-    T eps = static_cast<T>(op.getEpsilon().convertToDouble());
+    layernormGradInto(in(op.getGrad()), in(op.getInput()), in(op.getWeight()),
+                      shapeOf(op.getInput()).back(),
+                      static_cast<T>(op.getEpsilon().convertToDouble()), out(op.getInputGrad()),
+                      out(op.getWeightGrad()), out(op.getBiasGrad()));
+    return success();
+  }
+
+  /// dx = residual + the layernorm's dx, and its copy rounded narrower.
+  LogicalResult layernormGradAdd(LayerNormGradAddOp op) {
     Buffer &dx = out(op.getInputGrad());
-    Buffer &dw = out(op.getWeightGrad());
-    Buffer &db = out(op.getBiasGrad());
+    layernormGradInto(in(op.getGrad()), in(op.getInput()), in(op.getWeight()),
+                      shapeOf(op.getInput()).back(),
+                      static_cast<T>(op.getEpsilon().convertToDouble()), dx,
+                      out(op.getWeightGrad()), out(op.getBiasGrad()));
+    const Buffer &acc = in(op.getResidual());
+    for (size_t i = 0; i < dx.size(); ++i)
+      dx[i] += acc[i];
+    out(op.getInputGradNarrow()) = dx; // roundResults rounds it
+    return success();
+  }
+
+  void layernormGradInto(const Buffer &dy, const Buffer &x, const Buffer &w, int64_t c, T eps,
+                         Buffer &dx, Buffer &dw, Buffer &db) {
+    int64_t rows = x.size() / c;
     std::vector<T> xhat(c);
     for (int64_t r = 0; r < rows; ++r) {
       const T *xr = &x[r * c], *dyr = &dy[r * c];
@@ -649,7 +668,6 @@ private:
       for (int64_t i = 0; i < c; ++i)
         dx[r * c + i] = (dyr[i] * w[i] - dnormMean - xhat[i] * dnormXhatMean) * rstd;
     }
-    return success();
   }
 
   LogicalResult geluGrad(GeluGradOp op) {

@@ -4,7 +4,9 @@
 ///   0) Row kernels: a narrowing cast that is the only reader of a
 ///      layernorm becomes the layernorm's own result type, and a widening
 ///      cast feeding a layernorm_grad's gradient is read narrow instead;
-///      a layernorm of an add becomes one gpt.add_layernorm.
+///      a layernorm of an add becomes one gpt.add_layernorm, and a
+///      layernorm_grad whose dx joins the residual gradient (add + narrowing
+///      cast) one gpt.layernorm_grad_add.
 ///   1) Chains: in block order, each fusible elementwise op joins the groups
 ///      of the producers of its operands that have its element count.
 ///   2) Siblings: groups of one structure (the same op names and types, e.g.
@@ -138,6 +140,49 @@ int64_t fuseAddLayerNorm(Block &block) {
     add.erase();
     for (CastOp cast : casts)
       cast.erase();
+    ++n;
+  }
+  return n;
+}
+
+/// `%g, %dw, %db = gpt.layernorm_grad %dy, %x, %w; %s = gpt.add %acc, %g;
+/// %h = gpt.cast %s` (narrowing) becomes one gpt.layernorm_grad_add at the
+/// layernorm_grad, whose row kernel stores %s and %h: dx never goes to
+/// memory. Bit-identical (the same f32 sum, rounded once).
+int64_t fuseLayerNormGradAdd(Block &block) {
+  int64_t n = 0;
+  // Collected first: the rewrite erases ops after the layernorm_grad.
+  SmallVector<LayerNormGradOp> grads(block.getOps<LayerNormGradOp>());
+  for (LayerNormGradOp ln : grads) {
+    if (!ln.getInputGrad().hasOneUse())
+      continue;
+    auto add = llvm::dyn_cast<AddOp>(*ln.getInputGrad().getUsers().begin());
+    if (!add || add->getBlock() != &block)
+      continue;
+    Value acc = add.getLhs() == ln.getInputGrad() ? add.getRhs() : add.getLhs();
+    if (acc == ln.getInputGrad() || !availableBefore(acc, ln))
+      continue;
+    CastOp narrow;
+    for (Operation *user : add->getUsers())
+      if (auto cast = llvm::dyn_cast<CastOp>(user);
+          cast && llvm::cast<FloatType>(cast.getType().getElementType()).getWidth() <
+                      llvm::cast<FloatType>(add.getType().getElementType()).getWidth())
+        narrow = cast;
+    if (!narrow)
+      continue;
+    OpBuilder b(ln);
+    auto fused = LayerNormGradAddOp::create(
+        b, ln.getLoc(),
+        TypeRange{add.getType(), narrow.getType(), ln.getWeightGrad().getType(),
+                  ln.getBiasGrad().getType()},
+        ln.getGrad(), ln.getInput(), ln.getWeight(), acc, ln.getEpsilonAttr());
+    narrow.getResult().replaceAllUsesWith(fused.getInputGradNarrow());
+    add.getResult().replaceAllUsesWith(fused.getInputGrad());
+    ln.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
+    ln.getBiasGrad().replaceAllUsesWith(fused.getBiasGrad());
+    narrow.erase();
+    add.erase();
+    ln.erase();
     ++n;
   }
   return n;
@@ -347,7 +392,7 @@ struct FuseElementwisePass
       if (narrowRowOutputs)
         numNarrowed += narrowLayerNormOutputs(block) + narrowLayerNormGradInputs(block);
       if (addLayerNorm)
-        numAddLayerNorms += fuseAddLayerNorm(block);
+        numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);

@@ -334,7 +334,10 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     Then (`add-layernorm`) a `gpt.layernorm` of a `gpt.add` (the residual
     stream: x + a block's output) becomes one `gpt.add_layernorm`, whose
     row kernel stores the sum and normalises it without reading it back;
-    a widening cast read only by the add is folded in.
+    a widening cast read only by the add is folded in. In the backward, a
+    `gpt.layernorm_grad` whose input gradient is added to the residual
+    gradient and cast narrower becomes one `gpt.layernorm_grad_add`, whose
+    row kernel stores the sum and its narrow copy.
 
     A group sits at its last member, which is legal when no outside op reads
     a member before that point (this also excludes cycles). A group that
@@ -364,10 +367,11 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
            "Fold a narrowing cast that is a layernorm's only reader into its result type, "
            "and read a layernorm_grad's gradient before a widening cast">,
     Option<"addLayerNorm", "add-layernorm", "bool", /*default=*/"true",
-           "Fuse a layernorm of an add into one gpt.add_layernorm">,
+           "Fuse the residual adds into the layernorms and their gradients">,
   ];
   let statistics = [
-    Statistic<"numAddLayerNorms", "add-layernorms", "gpt.add_layernorm ops created">,
+    Statistic<"numAddLayerNorms", "add-layernorms",
+              "gpt.add_layernorm and gpt.layernorm_grad_add ops created">,
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
     Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,
     Statistic<"numNarrowed", "narrowed-row-casts", "Casts folded into a layernorm or layernorm_grad">,

@@ -698,6 +698,33 @@ def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def GPT_LayerNormGradAddOp : GPT_Op<"layernorm_grad_add", [Pure]> {
+  let summary = "gpt.layernorm_grad whose input gradient joins the residual gradient";
+  let description = [{
+    The gradients of `gpt.layernorm_grad %grad, %input, %weight`, with
+    `input_grad = residual + dx` (the residual stream's gradient reaching
+    the same tensor) in the input's type and `input_grad_narrow`, the same
+    values rounded to a narrower float type for the next GEMMs. One row
+    kernel stores both, where the unfused step stores dx and reads it back
+    in an elementwise add and cast.
+
+    ```mlir
+    %dx, %dxh, %dw, %db = gpt.layernorm_grad_add %dy, %x, %w, %acc {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input,
+                       GPT_FloatTensor:$weight, GPT_FloatTensor:$residual,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs GPT_FloatTensor:$input_grad, GPT_FloatTensor:$input_grad_narrow,
+                      GPT_FloatTensor:$weight_grad, GPT_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight `,` $residual attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // GEMMs with a fused epilogue (produced by gpt-fuse-matmul-epilogue)
 //===----------------------------------------------------------------------===//

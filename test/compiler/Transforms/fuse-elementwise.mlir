@@ -317,3 +317,40 @@ func.func @residual_layernorm_late_weight(%x: tensor<4x8xf32>, %y: tensor<4x8xf3
   %2 = gpt.layernorm %0, %1, %b : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %2 : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that a layernorm_grad whose dx joins the residual gradient, with a
+// bf16 copy of the sum for the next GEMMs, becomes one
+// gpt.layernorm_grad_add at the layernorm_grad; without add-layernorm
+// the add and cast stay (as a fusion).
+// CHECK-LABEL: func.func @layernorm_grad_residual
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8xf32>, %[[ACC:[^:]*]]: tensor<4x8xf32>)
+// CHECK-NEXT: %[[DX:.*]], %[[DXN:.*]], %[[DW:.*]], %[[DB:.*]] = gpt.layernorm_grad_add %[[DY]], %[[X]], %[[W]], %[[ACC]] : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: return %[[DX]], %[[DXN]], %[[DW]], %[[DB]]
+// NOADDLN-LABEL: func.func @layernorm_grad_residual
+// NOADDLN: gpt.layernorm_grad
+// NOADDLN: gpt.fusion
+func.func @layernorm_grad_residual(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %acc: tensor<4x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w
+      : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %0 = gpt.add %acc, %dx : tensor<4x8xf32>
+  %1 = gpt.cast %0 : tensor<4x8xf32> to tensor<4x8xbf16>
+  return %0, %1, %dw, %db : tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that without a narrowing copy of the sum the layernorm_grad and
+// its add stay apart.
+// CHECK-LABEL: func.func @layernorm_grad_residual_no_copy
+// CHECK-NOT: gpt.layernorm_grad_add
+// CHECK: gpt.layernorm_grad
+func.func @layernorm_grad_residual_no_copy(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %acc: tensor<4x8xf32>)
+    -> tensor<4x8xf32> {
+  %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w
+      : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %0 = gpt.add %acc, %dx : tensor<4x8xf32>
+  return %0 : tensor<4x8xf32>
+}

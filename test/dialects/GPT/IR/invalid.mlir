@@ -1201,3 +1201,12 @@ func.func @add_layernorm_shapes(%h: tensor<4x8xf32>, %x: tensor<2x8xf32>, %w: te
   %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
   return
 }
+
+// -----
+
+// Tests that gpt.layernorm_grad_add rejects an input gradient not of the input's type.
+func.func @layernorm_grad_add_type(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %acc: tensor<4x8xf32>) {
+  // expected-error @+1 {{grad, residual and input_grad_narrow must have the input's shape, input_grad its type}}
+  %0:4 = gpt.layernorm_grad_add %dy, %x, %w, %acc : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+  return
+}

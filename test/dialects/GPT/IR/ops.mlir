@@ -898,3 +898,17 @@ func.func @add_layernorm(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: te
       -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
   return %s, %y : tensor<2x8x16xf32>, tensor<2x8x16xbf16>
 }
+
+// -----
+
+// Tests that gpt.layernorm_grad_add round-trips.
+// CHECK-LABEL: func.func @layernorm_grad_add
+func.func @layernorm_grad_add(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,
+                              %acc: tensor<2x8x16xf32>)
+    -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) {
+  // CHECK: gpt.layernorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+  %dx, %dxh, %dw, %db = gpt.layernorm_grad_add %dy, %x, %w, %acc
+      : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
+      -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+  return %dx, %dxh, %dw, %db : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+}
