@@ -199,9 +199,12 @@ def table(runs, reference=None):
     return "\n".join(lines)
 
 
-def parity(ours, torch_run, tol):
-    """(markdown, max relative loss difference or None, passed)."""
+def parity(ours, torch_run, tol, steps=0):
+    """(markdown, max relative loss difference or None, passed) over the
+    first `steps` steps (0: all)."""
     a, b = ours.get("losses") or [], torch_run.get("losses") or []
+    if steps > 0:
+        a, b = a[:steps], b[:steps]
     n = min(len(a), len(b))
     la, lb = ours.get("label", "ours"), torch_run.get("label", "torch")
     lines = [f"| step | loss {la} | loss {lb} | rel diff | norm {la} | norm {lb} |",
@@ -310,6 +313,7 @@ def main(argv=None):
     p.add_argument("ours")
     p.add_argument("torch")
     p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--steps", type=int, default=0, help="compare the first N steps (0: all)")
     gl = sub.add_parser("gptrun-log")
     gl.add_argument("log")
     gl.add_argument("-o", "--out", required=True)
@@ -334,7 +338,7 @@ def main(argv=None):
     if a.cmd == "table":
         print(table([load(x) for x in a.runs], a.reference))
     elif a.cmd == "parity":
-        text, _, passed = parity(load(a.ours), load(a.torch), a.tol)
+        text, _, passed = parity(load(a.ours), load(a.torch), a.tol, a.steps)
         print(text)
         return 0 if passed else 1
     elif a.cmd == "gptrun-log":

@@ -49,12 +49,17 @@ FLASH_TOL=${FLASH_TOL:-1e-2}
 # The bf16 step with the fusion passes off (--fuse-matmul-epilogue=false
 # --fuse-elementwise=false --fuse-adamw=false --fuse-cross-entropy=false):
 # what fusion saves. Its losses must match the fused step within FUSION_TOL
-# (elementwise and AdamW fusion are bit-identical; the cross-entropy sums
-# in another order and the GEMM epilogues round the GELU and bias gradients
-# once, so bf16 roundings differ and, as for FLASH_TOL, the loss spike near
-# step 25 amplifies them: steps 1-18 agreed within 6e-5 at 0b48ea1).
+# (elementwise, AdamW and row-kernel fusion are bit-identical; the
+# cross-entropy sums in another order and the GEMM epilogues round the GELU
+# and bias gradients once).
 BF16_UNFUSED_FB=${BF16_UNFUSED_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16-unfused.fb}
-FUSION_TOL=${FUSION_TOL:-1e-2}
+FUSION_TOL=${FUSION_TOL:-1e-3}
+# Steps the flash and fusion comparisons cover. At lr 6e-4 and B=16 the
+# 124M run meets a loss spike near step 24 whose outcome depends on
+# rounding: at 47f44ec bf16 and fp32 were 2.4e-3 apart at step 20 and
+# 1.8e-2 at step 30, fused and unfused 1.2e-2. Comparing kernel variants
+# stops before it; BF16_TOL still covers all BF16_STEPS.
+VARIANT_STEPS=${VARIANT_STEPS:-20}
 
 # The train config again under gptc --world-size=1 (every gradient bucket
 # goes through an all-reduce of one rank), for bench/run_nccl.sh: NCCL_STEPS

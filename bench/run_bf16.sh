@@ -21,7 +21,7 @@
 # bf16) and the loss tracking table of bf16 vs fp32 (ours), which passes when
 # every step's loss is within BF16_TOL relative (bench/configs.sh), and the
 # flash-vs-scalar attention table (FLASH_TOL) and the fused-vs-unfused one
-# (FUSION_TOL). Success:
+# (FUSION_TOL), both over the first VARIANT_STEPS steps. Success:
 # the last lines print "tracking: PASS" and the four rows of the table.
 # Files in $OUT: run_bf16.log, gptrun_fp32.log, gptrun_bf16.log, build.log,
 # <run>.json summaries.
@@ -132,11 +132,12 @@ else
   set_status tracking "not measured (a gptrun run is missing)"
 fi
 echo
-# parity STATUS_KEY RUN_A RUN_B TOLERANCE TITLE: per-step losses of two runs.
+# parity STATUS_KEY RUN_A RUN_B TOLERANCE TITLE [STEPS]: per-step losses of
+# two runs, over the first STEPS steps (all when not given).
 parity() {
   if [ -f "$WORK/$2.json" ] && [ -f "$WORK/$3.json" ]; then
-    echo "$5, tolerance $4"
-    if "$PY" bench/compare.py parity "$WORK/$2.json" "$WORK/$3.json" --tol "$4"; then
+    echo "$5, tolerance $4${6:+, first $6 steps}"
+    if "$PY" bench/compare.py parity "$WORK/$2.json" "$WORK/$3.json" --tol "$4" --steps "${6:-0}"; then
       set_status "$1" PASS
     else
       set_status "$1" "FAIL (see the table)"
@@ -145,9 +146,9 @@ parity() {
     set_status "$1" "not measured (a gptrun run is missing)"
   fi
 }
-parity flash bf16 scalar "$FLASH_TOL" "flash attention: gptc bf16 (flash) vs gptc bf16 (scalar attention)"
+parity flash bf16 scalar "$FLASH_TOL" "flash attention: gptc bf16 (flash) vs gptc bf16 (scalar attention)" "$VARIANT_STEPS"
 echo
-parity fusion bf16 unfused "$FUSION_TOL" "fusion: gptc bf16 (fused) vs gptc bf16 (fusion passes off)"
+parity fusion bf16 unfused "$FUSION_TOL" "fusion: gptc bf16 (fused) vs gptc bf16 (fusion passes off)" "$VARIANT_STEPS"
 echo
 echo "=== stages ($(($(date +%s) - START)) s) ==="
 for k in "${ORDER[@]}"; do printf '  %-10s %s\n' "$k" "${STATUS[$k]}"; done
