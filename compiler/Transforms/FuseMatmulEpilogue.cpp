@@ -47,22 +47,17 @@ bool availableBefore(Value v, Operation *op) {
 /// here the row length, divisible by 8.
 bool auxRowsAligned(Value v) { return rtt(v).getShape().back() % 8 == 0; }
 
-/// gelu(linear(x, w, b)) -> gpt.linear_gelu, at the linear. A second GELU
-/// of the same pre-activation (a rematerialized clone) reads the fused
-/// op's GELU result instead.
+/// gelu(linear(x, w, b)) -> gpt.linear_gelu, at the linear, for the first
+/// GELU of the linear in block order. A later GELU of the same
+/// pre-activation is a rematerialized clone in the backward: it stays,
+/// since reading the fused op's GELU result would keep that alive into the
+/// backward, which is what gpt-rematerialize chose not to do.
 struct FoldGelu : OpRewritePattern<GeluOp> {
   FoldGelu(MLIRContext *ctx, llvm::Statistic &count)
       : OpRewritePattern<GeluOp>(ctx), count(count) {}
 
   LogicalResult matchAndRewrite(GeluOp gelu, PatternRewriter &rewriter) const override {
     Value x = gelu.getInput();
-    if (auto fused = x.getDefiningOp<LinearGeluOp>()) {
-      if (fused.getPreActivation() != x || fused->getBlock() != gelu->getBlock() ||
-          !fused->isBeforeInBlock(gelu))
-        return rewriter.notifyMatchFailure(gelu, "not the pre-activation of an earlier fusion");
-      rewriter.replaceOp(gelu, fused.getResult());
-      return success();
-    }
     auto linear = x.getDefiningOp<LinearOp>();
     if (!linear)
       return rewriter.notifyMatchFailure(gelu, "input is not a gpt.linear");
@@ -70,6 +65,9 @@ struct FoldGelu : OpRewritePattern<GeluOp> {
       return rewriter.notifyMatchFailure(gelu, "gpt.linear in another block");
     if (!auxRowsAligned(x))
       return rewriter.notifyMatchFailure(gelu, "rows not a multiple of 8 elements");
+    for (Operation *user : x.getUsers())
+      if (user != gelu && llvm::isa<GeluOp>(user) && user->isBeforeInBlock(gelu))
+        return rewriter.notifyMatchFailure(gelu, "a GELU of the linear comes earlier");
     rewriter.setInsertionPoint(linear);
     auto fused = LinearGeluOp::create(rewriter, linear.getLoc(), linear.getInput(),
                                       linear.getWeight(), linear.getBias());
