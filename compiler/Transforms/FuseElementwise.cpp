@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -96,14 +97,6 @@ int64_t narrowLayerNormGradInputs(Block &block) {
   return n;
 }
 
-/// True when `v` is a block argument of `op`'s block or defined before it.
-bool availableBefore(Value v, Operation *op) {
-  if (auto arg = llvm::dyn_cast<BlockArgument>(v))
-    return arg.getOwner() == op->getBlock();
-  Operation *def = v.getDefiningOp();
-  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
-}
-
 /// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one
 /// gpt.add_layernorm at the add: its kernel stores the sum and normalises
 /// it without reading it back. A widening cast read only by the add is
@@ -114,8 +107,8 @@ int64_t fuseAddLayerNorm(Block &block) {
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto ln = llvm::dyn_cast<LayerNormOp>(op);
     auto add = ln ? ln.getInput().getDefiningOp<AddOp>() : AddOp();
-    if (!add || add->getBlock() != &block || !availableBefore(ln.getWeight(), add) ||
-        !availableBefore(ln.getBias(), add))
+    if (!add || add->getBlock() != &block || !gptc::availableBefore(ln.getWeight(), add) ||
+        !gptc::availableBefore(ln.getBias(), add))
       continue;
     SmallVector<CastOp> casts;
     auto narrowest = [&](Value v) -> Value {
@@ -160,7 +153,7 @@ int64_t fuseLayerNormGradAdd(Block &block) {
     if (!add || add->getBlock() != &block)
       continue;
     Value acc = add.getLhs() == ln.getInputGrad() ? add.getRhs() : add.getLhs();
-    if (acc == ln.getInputGrad() || !availableBefore(acc, ln))
+    if (acc == ln.getInputGrad() || !gptc::availableBefore(acc, ln))
       continue;
     CastOp narrow;
     for (Operation *user : add->getUsers())

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -32,15 +33,6 @@ Value reshapeTo(PatternRewriter &rewriter, Location loc, Value v, RankedTensorTy
   if (v.getType() == type)
     return v;
   return ReshapeOp::create(rewriter, loc, type, v);
-}
-
-/// True when `v` is available before `op`: a block argument of its block or
-/// the result of an earlier op there.
-bool availableBefore(Value v, Operation *op) {
-  if (auto arg = llvm::dyn_cast<BlockArgument>(v))
-    return arg.getOwner() == op->getBlock();
-  Operation *def = v.getDefiningOp();
-  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
 /// cuBLASLt's aux matrix (the pre-activation) needs a leading dimension,
@@ -166,7 +158,7 @@ struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
     // the matmul's operands may still be undefined.
     bool atMatmul = matmul->isBeforeInBlock(reduce);
     Operation *at = atMatmul ? matmul.getOperation() : reduce.getOperation();
-    if (!atMatmul && !availableBefore(matmul.getRhs(), reduce))
+    if (!atMatmul && !gptc::availableBefore(matmul.getRhs(), reduce))
       return rewriter.notifyMatchFailure(reduce, "the matmul's rhs is defined after the reduce");
     rewriter.setInsertionPoint(at);
     Value lhs = reshapeTo(rewriter, at->getLoc(), dy, rtt(matmul.getLhs()));

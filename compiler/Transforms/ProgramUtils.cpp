@@ -23,4 +23,11 @@ func::FuncOp programSource(ModuleOp module, llvm::StringRef pass, llvm::StringRe
   return fn;
 }
 
+bool availableBefore(mlir::Value v, mlir::Operation *op) {
+  if (auto arg = llvm::dyn_cast<mlir::BlockArgument>(v))
+    return arg.getOwner() == op->getBlock();
+  mlir::Operation *def = v.getDefiningOp();
+  return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
+}
+
 } // namespace gptc

@@ -1,4 +1,4 @@
-//===- ProgramUtils.h - helpers of the passes that add programs -----------===//
+//===- ProgramUtils.h - helpers shared by the compiler passes -------------===//
 
 #ifndef GPTC_COMPILER_TRANSFORMS_PROGRAMUTILS_H
 #define GPTC_COMPILER_TRANSFORMS_PROGRAMUTILS_H
@@ -13,6 +13,11 @@ namespace gptc {
 /// on the module and returns null when either check fails.
 mlir::func::FuncOp programSource(mlir::ModuleOp module, llvm::StringRef pass,
                                  llvm::StringRef source, llvm::StringRef created);
+
+/// True when `v` can be read just before `op`: a block argument of `op`'s
+/// block or the result of an earlier op in it (a rewrite that creates an
+/// op at `op` asks this of the operands it moves there).
+bool availableBefore(mlir::Value v, mlir::Operation *op);
 
 } // namespace gptc
 

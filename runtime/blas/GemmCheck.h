@@ -44,6 +44,18 @@ struct GemmOperands {
   void *aux = nullptr;  // GELU pre-activation, D's layout: written by *GeluAux, read by DGelu
 };
 
+/// The pointers of `cmd`, `address(tensor index)` giving each tensor's.
+template <typename AddressFn>
+GemmOperands gemmOperands(const schema::RunGemm &cmd, AddressFn address) {
+  GemmOperands ops;
+  ops.a = address(cmd.a());
+  ops.b = address(cmd.b());
+  ops.c = address(cmd.c());
+  ops.bias = cmd.bias() >= 0 ? address(uint32_t(cmd.bias())) : nullptr;
+  ops.aux = cmd.aux() >= 0 ? address(uint32_t(cmd.aux())) : nullptr;
+  return ops;
+}
+
 /// True for the epilogues this runtime implements: all of the schema's.
 bool isSupportedEpilogue(schema::Epilogue e);
 /// True when the epilogue reads a bias vector (Bias, BiasGelu, BiasGeluAux).

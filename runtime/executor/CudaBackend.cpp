@@ -323,12 +323,8 @@ Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index,
     }
     case schema::Op::RunGemm: {
       const auto *r = cmd->op_as_RunGemm();
-      blas::GemmOperands ops;
-      ops.a = address(r->a());
-      ops.b = address(r->b());
-      ops.c = address(r->c());
-      ops.bias = r->bias() >= 0 ? address(uint32_t(r->bias())) : nullptr;
-      ops.aux = r->aux() >= 0 ? address(uint32_t(r->aux())) : nullptr;
+      blas::GemmOperands ops =
+          blas::gemmOperands(*r, [&](uint32_t t) -> char * { return address(t); });
       s = gemm_->run(r->gemm(), *exe.gemms()->Get(r->gemm()), ops, stream, cmd->stream());
       break;
     }

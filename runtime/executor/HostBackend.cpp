@@ -234,12 +234,8 @@ Status HostBackend::execute(const schema::Program &program) {
     }
     case schema::Op::RunGemm: {
       const auto *r = cmd->op_as_RunGemm();
-      blas::GemmOperands ops;
-      ops.a = address(r->a());
-      ops.b = address(r->b());
-      ops.c = address(r->c());
-      ops.bias = r->bias() >= 0 ? address(uint32_t(r->bias())) : nullptr;
-      ops.aux = r->aux() >= 0 ? address(uint32_t(r->aux())) : nullptr;
+      blas::GemmOperands ops =
+          blas::gemmOperands(*r, [&](uint32_t t) -> char * { return address(t); });
       if (Status s = blas::cpuGemm(*exe.gemms()->Get(r->gemm()), r->gemm(), ops); !s)
         return s;
       break;

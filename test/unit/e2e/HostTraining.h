@@ -87,6 +87,35 @@ protected:
     return evaluate("train_step", args, precision);
   }
 
+  /// The fp64 interpreter's loss for one @train_step from @init(seed) on
+  /// this batch (NaN, with a failure, on error).
+  double referenceFirstLoss(const std::vector<int32_t> &tokens, const std::vector<int32_t> &targets,
+                            int64_t batch, int64_t seq, double seed = 1337.0) {
+    std::vector<reference::Tensor> args = referenceState(seed);
+    std::vector<reference::Tensor> out =
+        args.empty() ? args : referenceTrainStep(args, tokens, targets, batch, seq, 0);
+    EXPECT_FALSE(out.empty()) << "the reference train step failed";
+    return out.empty() ? std::nan("") : out[output("train_step", "loss")].data[0];
+  }
+
+  /// initialize(seed), then `steps` train steps on one batch; appends each
+  /// step's loss to `losses`.
+  static Status trainSameBatch(Session &s, const std::vector<int32_t> &tokens,
+                               const std::vector<int32_t> &targets, int64_t steps,
+                               std::vector<float> &losses, int32_t seed = 1337) {
+    if (Status st = initialize(s, seed); !st)
+      return st;
+    for (int64_t step = 0; step < steps; ++step) {
+      if (Status st = trainStep(s, tokens, targets, step); !st)
+        return st;
+      StatusOr<float> loss = s.getScalarF32("train_step", "loss");
+      if (!loss)
+        return loss.status();
+      losses.push_back(*loss);
+    }
+    return Status::ok();
+  }
+
   /// Sets tokens, targets, step and lr_scale (1) and runs @train_step.
   static Status trainStep(Session &s, const std::vector<int32_t> &tokens,
                           const std::vector<int32_t> &targets, int64_t step) {

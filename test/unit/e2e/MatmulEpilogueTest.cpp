@@ -22,7 +22,6 @@
 
 using namespace gptc;
 using namespace gptc::testing;
-using reference::Tensor;
 
 namespace {
 
@@ -58,24 +57,13 @@ protected:
       tokens[i] = static_cast<int32_t>((i * 7919 + (i / 5) * 31) % kVocab);
     std::vector<int32_t> in(tokens.begin(), tokens.end() - 1), tgt(tokens.begin() + 1, tokens.end());
 
-    std::vector<Tensor> args = referenceState(1337.0);
-    ASSERT_FALSE(args.empty());
-    std::vector<Tensor> out = referenceTrainStep(args, in, tgt, kBatch, kSeq, 0);
-    ASSERT_FALSE(out.empty());
-    run.referenceLoss = out[output("train_step", "loss")].data[0];
+    run.referenceLoss = referenceFirstLoss(in, tgt, kBatch, kSeq);
 
     std::unique_ptr<Session> session = hostSession("tiny-epilogue.fb");
     ASSERT_TRUE(session);
     Session &s = *session;
-    Status initialized = initialize(s, 1337);
-    ASSERT_TRUE(initialized) << initialized.message();
-    for (int64_t step = 0; step < kSteps; ++step) {
-      Status ran = trainStep(s, in, tgt, step);
-      ASSERT_TRUE(ran) << ran.message();
-      auto loss = s.getScalarF32("train_step", "loss");
-      ASSERT_TRUE(loss) << loss.status().message();
-      run.losses.push_back(*loss);
-    }
+    Status trained = trainSameBatch(s, in, tgt, kSteps, run.losses);
+    ASSERT_TRUE(trained) << trained.message();
     for (uint32_t i = 0; i < s.schema().tensors()->size(); ++i) {
       const schema::Tensor &t = s.tensor(i);
       if (t.role() != schema::TensorRole::Parameter)
