@@ -45,7 +45,7 @@ BF16_TOL=${BF16_TOL:-2e-2}
 # The same bf16 step with --flash-attention=false (the scalar attention
 # kernels): the tensor-core flash kernels must track it within FLASH_TOL.
 BF16_SCALAR_FB=${BF16_SCALAR_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16-scalar.fb}
-FLASH_TOL=${FLASH_TOL:-1e-2}
+FLASH_TOL=${FLASH_TOL:-1e-3}
 # The bf16 step with the fusion passes off (--fuse-matmul-epilogue=false
 # --fuse-elementwise=false --fuse-adamw=false --fuse-cross-entropy=false):
 # what fusion saves. Its losses must match the fused step within FUSION_TOL
@@ -57,8 +57,9 @@ FUSION_TOL=${FUSION_TOL:-1e-3}
 # Steps the flash and fusion comparisons cover. At lr 6e-4 and B=16 the
 # 124M run meets a loss spike near step 24 whose outcome depends on
 # rounding: at 47f44ec bf16 and fp32 were 2.4e-3 apart at step 20 and
-# 1.8e-2 at step 30, fused and unfused 1.2e-2. Comparing kernel variants
-# stops before it; BF16_TOL still covers all BF16_STEPS.
+# 1.8e-2 at step 30, fused and unfused 1.2e-2 (9.4e-5 over steps 1-20),
+# flash and scalar attention 6.0e-3 (1.1e-4 over steps 1-20). Comparing
+# kernel variants stops before it; BF16_TOL still covers all BF16_STEPS.
 VARIANT_STEPS=${VARIANT_STEPS:-20}
 
 # The train config again under gptc --world-size=1 (every gradient bucket
