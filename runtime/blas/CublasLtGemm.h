@@ -8,7 +8,8 @@
 // allocation, cut into a slice per stream so that GEMMs on concurrent
 // streams never share scratch memory.
 //
-// With autotuning (the default), a plan built outside a graph capture for
+// With autotuning (opt-in: a choice made by timing can differ between
+// runs, and with it the summation order and the bits), a plan built outside a graph capture for
 // a GEMM with beta 0 times the heuristic's best kCandidates algorithms on
 // its own operands, on its stream (so its inputs are the step's), and
 // keeps the fastest; GEMMs with the same descriptor and alignment share
@@ -46,7 +47,7 @@ public:
 
   static StatusOr<std::unique_ptr<CublasLtGemm>>
   create(uint32_t numGemms, uint32_t numStreams, size_t workspaceBytes = kDefaultWorkspaceBytes,
-         bool autotune = true);
+         bool autotune = false);
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm &) = delete;
   CublasLtGemm &operator=(const CublasLtGemm &) = delete;
@@ -77,7 +78,7 @@ private:
   size_t workspaceBytes_ = 0;
   uint32_t numStreams_ = 0;
   std::vector<std::unique_ptr<Plan>> plans_; // by GEMM index
-  bool autotune_ = true;
+  bool autotune_ = false;
   std::map<std::string, cublasLtMatmulAlgo_t> tuned_; // by descriptor and alignment
 };
 

@@ -36,7 +36,7 @@ struct CudaBackendOptions {
   int device = 0;
   bool graphs = false;                          // capture each program once, replay it afterwards
   size_t gemmWorkspaceBytes = size_t(32) << 20; // per stream
-  bool gemmAutotune = true;                     // time cuBLASLt's candidates (CublasLtGemm)
+  bool gemmAutotune = false;                    // time cuBLASLt's candidates (CublasLtGemm)
   /// This rank's collective for a data-parallel executable (NCCL); null
   /// for one device. AllReduce commands are enqueued through it on their
   /// stream. Must outlive the backend.

@@ -32,8 +32,10 @@ options:
   --no-graph         CUDA: launch every command of a step directly instead of
                      replaying the program's CUDA graph (captured on its
                      second run; the default, which --graph names)
-  --no-gemm-autotune CUDA: run each GEMM with cuBLASLt's first heuristic choice
-                     instead of timing its best 8 on the first step
+  --gemm-autotune    CUDA: time cuBLASLt's best 8 algorithms per GEMM shape on
+                     the first step and keep the fastest (a choice made by
+                     timing may differ between runs, and with it the bits;
+                     by default the heuristic's first choice, deterministic)
   --no-overlap       wait for each step's results before starting the next;
                      by default step s+1 (its batch copied from pinned
                      memory) is enqueued before step s's loss is read back
@@ -191,10 +193,10 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       o.progress = false;
       continue;
     }
-    if (flag == "--no-gemm-autotune") {
+    if (flag == "--gemm-autotune") {
       if (inlineValue)
-        return Status::error("--no-gemm-autotune takes no value");
-      o.gemmAutotune = false;
+        return Status::error("--gemm-autotune takes no value");
+      o.gemmAutotune = true;
       continue;
     }
     if (flag == "--graph" || flag == "--no-graph") {

@@ -23,7 +23,7 @@ struct Options {
   std::optional<std::string> target; // --target cuda|host
   bool graph = true;                 // --no-graph turns CUDA graphs off
   bool graphGiven = false;           // --graph or --no-graph was given
-  bool gemmAutotune = true;          // --no-gemm-autotune: cuBLASLt's first heuristic choice
+  bool gemmAutotune = false;         // --gemm-autotune: time cuBLASLt's candidates
   bool overlap = true;               // --no-overlap: wait for each step before the next
   int device = 0;                    // --device
   int gpus = 0;                      // --gpus (0: not given; one rank)

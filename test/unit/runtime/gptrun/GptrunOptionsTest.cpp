@@ -148,17 +148,17 @@ TEST(GptrunOptionsTest, GraphAndOverlapFlags) {
   EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-overlap=0"}), "--no-overlap takes no value");
 }
 
-// Verify that GEMM autotuning is on by default and --no-gemm-autotune,
-// which takes no value, turns it off.
+// Verify that GEMM autotuning is off by default (deterministic GEMM
+// choices) and --gemm-autotune, which takes no value, turns it on.
 TEST(GptrunOptionsTest, GemmAutotuneFlag) {
   StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin"});
   ASSERT_TRUE(o) << o.status().message();
-  EXPECT_TRUE(o->gemmAutotune);
-  o = parseOptions({"step.fb", "--data", "t.bin", "--no-gemm-autotune"});
-  ASSERT_TRUE(o) << o.status().message();
   EXPECT_FALSE(o->gemmAutotune);
-  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-gemm-autotune=1"}),
-            "--no-gemm-autotune takes no value");
+  o = parseOptions({"step.fb", "--data", "t.bin", "--gemm-autotune"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_TRUE(o->gemmAutotune);
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gemm-autotune=1"}),
+            "--gemm-autotune takes no value");
 }
 
 TEST(GptrunOptionsTest, Gpus) {
