@@ -10,6 +10,7 @@
 
 #include "compiler/Transforms/Passes.h"
 #include "compiler/Transforms/BufferLiveness.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -113,9 +114,24 @@ struct PlanMemoryPass : public gptc::impl::PlanMemoryPassBase<PlanMemoryPass> {
     if (failed(planner.run()))
       return signalPassFailure();
     numBuffers = planner.liveness.buffers.size();
-    peakBytes = fn->getAttrOfType<DictionaryAttr>(kPlanAttr)
-                    .getAs<IntegerAttr>("activations")
-                    .getInt();
+    auto plan = fn->getAttrOfType<DictionaryAttr>(kPlanAttr);
+    peakBytes = plan.getAs<IntegerAttr>("activations").getInt();
+    // gpt-rematerialize fitted the step to a budget; the passes after it
+    // (fusion) must not have lengthened a lifetime past it.
+    auto remat = fn->getAttrOfType<DictionaryAttr>("gpt.remat_plan");
+    auto budget = remat ? remat.getAs<IntegerAttr>("budget") : IntegerAttr();
+    if (budget) {
+      int64_t total = 0;
+      for (NamedAttribute pool : plan)
+        total += llvm::cast<IntegerAttr>(pool.getValue()).getInt();
+      if (total > budget.getInt()) {
+        fn.emitError("gpt-plan-memory: @")
+            << fn.getName() << " plans " << gptc::formatBytes(total)
+            << ", above the memory budget of " << gptc::formatBytes(budget.getInt())
+            << " that gpt-rematerialize fitted it to (a later pass kept a value alive longer)";
+        return signalPassFailure();
+      }
+    }
   }
 };
 

@@ -1,8 +1,11 @@
-//===- ProgramUtils.cpp - helpers of the passes that add programs ---------===//
+//===- ProgramUtils.cpp - helpers shared by the compiler passes -----------===//
 
 #include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
 
 using namespace mlir;
 
@@ -21,6 +24,18 @@ func::FuncOp programSource(ModuleOp module, llvm::StringRef pass, llvm::StringRe
     return nullptr;
   }
   return fn;
+}
+
+std::string formatBytes(int64_t bytes) {
+  double b = static_cast<double>(bytes);
+  constexpr double kKiB = 1024.0;
+  if (std::abs(b) >= kKiB * kKiB * kKiB)
+    return llvm::formatv("{0:f2} GiB", b / (kKiB * kKiB * kKiB)).str();
+  if (std::abs(b) >= kKiB * kKiB)
+    return llvm::formatv("{0:f2} MiB", b / (kKiB * kKiB)).str();
+  if (std::abs(b) >= kKiB)
+    return llvm::formatv("{0:f2} KiB", b / kKiB).str();
+  return llvm::formatv("{0} B", bytes).str();
 }
 
 bool availableBefore(mlir::Value v, mlir::Operation *op) {

@@ -6,6 +6,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <string>
+
 namespace gptc {
 
 /// @`source` of `module`, for a pass that derives @`created` from it.
@@ -13,6 +15,9 @@ namespace gptc {
 /// on the module and returns null when either check fails.
 mlir::func::FuncOp programSource(mlir::ModuleOp module, llvm::StringRef pass,
                                  llvm::StringRef source, llvm::StringRef created);
+
+/// `bytes` as "12.34 GiB" (MiB, KiB, or "N B" below a KiB), for messages.
+std::string formatBytes(int64_t bytes);
 
 /// True when `v` can be read just before `op`: a block argument of `op`'s
 /// block or the result of an earlier op in it (a rewrite that creates an

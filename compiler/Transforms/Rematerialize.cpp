@@ -12,6 +12,7 @@
 
 #include "compiler/Transforms/BufferLiveness.h"
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -283,16 +284,7 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
     std::string what;
     for (auto &[name, count] : kinds)
       what += llvm::formatv("{0}{1} x{2}", what.empty() ? "" : ", ", name, count).str();
-    auto gib = [](int64_t bytes) {
-      double b = static_cast<double>(bytes);
-      if (std::abs(b) >= kGiB)
-        return llvm::formatv("{0:f2} GiB", b / kGiB).str();
-      if (std::abs(b) >= 1024.0 * 1024.0)
-        return llvm::formatv("{0:f2} MiB", b / (1024.0 * 1024.0)).str();
-      if (std::abs(b) >= 1024.0)
-        return llvm::formatv("{0:f2} KiB", b / 1024.0).str();
-      return llvm::formatv("{0} B", bytes).str();
-    };
+    auto gib = [](int64_t bytes) { return gptc::formatBytes(bytes); };
     if (after > budget)
       return fn.emitError() << "gpt-rematerialize: @" << function
                             << " does not fit the memory budget of " << gib(budget)

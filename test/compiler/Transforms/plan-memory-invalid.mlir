@@ -16,3 +16,16 @@ func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
 // expected-error @+1 {{gpt-plan-memory: no single-block function @f}}
 module {
 }
+
+// -----
+
+// Tests that a plan above the budget gpt-rematerialize fitted the function
+// to is an error: a pass after it kept a value alive longer. Three
+// 256-byte-aligned buffers here (two arguments, the sum), 100 B of budget.
+
+// expected-error @+1 {{gpt-plan-memory: @f plans 768 B, above the memory budget of 100 B that gpt-rematerialize fitted it to (a later pass kept a value alive longer)}}
+func.func @f(%x: tensor<16xf32>, %y: tensor<16xf32>) -> tensor<16xf32>
+    attributes {gpt.remat_plan = {budget = 100 : i64}} {
+  %z = gpt.add %x, %y : tensor<16xf32>
+  return %z : tensor<16xf32>
+}
