@@ -61,9 +61,13 @@ ProgramSummary summarizeProgram(const schema::Executable &exe, const schema::Pro
         ++byFamily[kernelFamily(str(exe.kernels()->Get(k)->name()))];
         break;
       }
-      case schema::Op::RunGemm:
+      case schema::Op::RunGemm: {
         ++s.gemms;
+        uint32_t g = c->op_as_RunGemm()->gemm();
+        if (exe.gemms() && g < exe.gemms()->size())
+          ++s.gemmsByEpilogue[schema::EnumNameEpilogue(exe.gemms()->Get(g)->epilogue())];
         break;
+      }
       case schema::Op::AllReduce:
         ++s.collectives;
         break;
@@ -204,6 +208,15 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
     os << "  events: " << p.events << " (record + wait)\n";
     if (p.memsets || p.copies)
       os << "  memsets: " << p.memsets << ", copies: " << p.copies << "\n";
+    if (!p.gemmsByEpilogue.empty()) {
+      os << "  gemm epilogues:";
+      const char *sep = " ";
+      for (const auto &[epilogue, count] : p.gemmsByEpilogue) {
+        os << sep << epilogue << " x" << count;
+        sep = ", ";
+      }
+      os << "\n";
+    }
     if (!p.launchesByKernel.empty()) {
       os << "  launches by kernel:\n";
       for (const auto &[family, count] : p.launchesByKernel)

@@ -14,6 +14,7 @@
 #include "runtime/executable/Executable.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,8 @@ struct ProgramSummary {
   uint64_t commands = 0;
   uint64_t launches = 0;    // LaunchKernel
   uint64_t gemms = 0;       // RunGemm
+  /// RunGemms per epilogue (its schema name), by name; None included.
+  std::map<std::string, uint64_t> gemmsByEpilogue;
   uint64_t collectives = 0; // AllReduce
   uint64_t events = 0;      // RecordEvent + WaitEvent
   uint64_t memsets = 0, copies = 0;
