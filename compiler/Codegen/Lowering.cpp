@@ -180,6 +180,19 @@ std::pair<Value, Value> meanAndRstd(RowLanes &rl, Value x, Value base, int64_t n
   return {mean, k.rsqrt(k.add(k.div(var, k.f(n, t)), k.f(eps, t)))};
 }
 
+/// The layernorm of row x[base, base + n), computed in `t`: its statistics,
+/// then y[base + i] = (x[base + i] - mean) rstd w[i] + b[i] for this lane's
+/// columns (gpt.layernorm and gpt.add_layernorm).
+void layernormRow(RowLanes &rl, Value x, Value w, Value b, Value y, Value base, int64_t n,
+                  double eps, Type t) {
+  KB &k = rl.k;
+  auto [mean, rstd] = meanAndRstd(rl, x, base, n, eps, t);
+  rl.each(n, [&](Value i) -> SmallVector<KB::Store> {
+    Value xh = k.mul(k.sub(k.ld(x, k.add(base, i)), mean), rstd);
+    return {{k.add(k.mul(xh, k.ld(w, i)), k.ld(b, i)), y, k.add(base, i)}};
+  });
+}
+
 /// max_i x[base + i] and sum_i exp(x[base + i] - max) over i < n: the
 /// statistics of a stable softmax / log-sum-exp row.
 std::pair<Value, Value> maxAndSumExp(RowLanes &rl, Value x, Value base, int64_t n, Type t) {
@@ -1063,13 +1076,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  RowLanes rl(k, idx, lanes);
-                 Type ft = b.getF32Type();
                  Value base = k.mul(rl.row, k.idx(c));
-                 auto [mean, rstd] = meanAndRstd(rl, a[0], base, c, eps, ft);
-                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
-                   Value xh = k.mul(k.sub(k.ld(a[0], k.add(base, i)), mean), rstd);
-                   return {{k.add(k.mul(xh, k.ld(a[1], i)), k.ld(a[2], i)), a[3], k.add(base, i)}};
-                 });
+                 layernormRow(rl, a[0], a[1], a[2], a[3], base, c, eps, b.getF32Type());
                });
         return success();
       })
@@ -1084,18 +1092,13 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  RowLanes rl(k, idx, lanes);
-                 Type ft = b.getF32Type();
                  Value base = k.mul(rl.row, k.idx(c));
                  // Each lane reads back only the columns it stored: no barrier.
                  rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
                    Value at = k.add(base, i);
                    return {{k.add(k.ld(a[0], at), k.ld(a[1], at)), a[4], at}};
                  });
-                 auto [mean, rstd] = meanAndRstd(rl, a[4], base, c, eps, ft);
-                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
-                   Value xh = k.mul(k.sub(k.ld(a[4], k.add(base, i)), mean), rstd);
-                   return {{k.add(k.mul(xh, k.ld(a[2], i)), k.ld(a[3], i)), a[5], k.add(base, i)}};
-                 });
+                 layernormRow(rl, a[4], a[2], a[3], a[5], base, c, eps, b.getF32Type());
                });
         return success();
       })

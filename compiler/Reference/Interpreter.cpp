@@ -338,38 +338,35 @@ private:
   }
 
   LogicalResult layernorm(LayerNormOp op) {
-    const Buffer &x = in(op.getInput()), &w = in(op.getWeight()), &b = in(op.getBias());
-    int64_t c = shapeOf(op.getInput()).back(), rows = x.size() / c;
-    T eps = static_cast<T>(op.getEpsilon().convertToDouble());
-    Buffer &y = out(op.getResult());
-    for (int64_t r = 0; r < rows; ++r) {
-      const T *xr = &x[r * c];
-      auto [mean, rstd] = meanAndRstd(xr, c, eps);
-      for (int64_t i = 0; i < c; ++i)
-        y[r * c + i] = (xr[i] - mean) * rstd * w[i] + b[i];
-    }
+    layernormInto(in(op.getInput()), in(op.getWeight()), in(op.getBias()),
+                  shapeOf(op.getInput()).back(),
+                  static_cast<T>(op.getEpsilon().convertToDouble()), out(op.getResult()));
     return success();
   }
 
   LogicalResult addLayernorm(AddLayerNormOp op) {
     const Buffer &a = in(op.getLhs()), &bb = in(op.getRhs());
-    const Buffer &w = in(op.getWeight()), &b = in(op.getBias());
-    int64_t c = shapeOf(op.getSum()).back(), rows = a.size() / c;
-    T eps = static_cast<T>(op.getEpsilon().convertToDouble());
     // The layernorm reads the sum as stored (rounded when narrow).
     Type sumElt = llvm::cast<ShapedType>(op.getSum().getType()).getElementType();
     bool narrow = sumElt.isBF16() || sumElt.isF16();
     Buffer &sum = out(op.getSum());
     for (size_t i = 0; i < a.size(); ++i)
       sum[i] = narrow ? static_cast<T>(roundTo(sumElt, a[i] + bb[i])) : a[i] + bb[i];
-    Buffer &y = out(op.getResult());
+    layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
+                  static_cast<T>(op.getEpsilon().convertToDouble()), out(op.getResult()));
+    return success();
+  }
+
+  /// y = layernorm(x) over rows of c, weight w and bias b.
+  void layernormInto(const Buffer &x, const Buffer &w, const Buffer &b, int64_t c, T eps,
+                     Buffer &y) {
+    int64_t rows = x.size() / c;
     for (int64_t r = 0; r < rows; ++r) {
-      const T *xr = &sum[r * c];
+      const T *xr = &x[r * c];
       auto [mean, rstd] = meanAndRstd(xr, c, eps);
       for (int64_t i = 0; i < c; ++i)
         y[r * c + i] = (xr[i] - mean) * rstd * w[i] + b[i];
     }
-    return success();
   }
 
   /// y = x W^T (+ b) for x (rows, k), W (n, k).

@@ -50,6 +50,18 @@ bool fusible(Operation *op) {
          llvm::cast<RankedTensorType>(op->getResult(0).getType()).hasStaticShape();
 }
 
+/// Whether `cast` converts between floats and makes them narrower (wider):
+/// false when either side is not a float.
+bool castsFloat(CastOp cast, bool narrower) {
+  auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
+  auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
+  if (!from || !to)
+    return false;
+  return narrower ? to.getWidth() < from.getWidth() : to.getWidth() > from.getWidth();
+}
+bool narrows(CastOp cast) { return castsFloat(cast, /*narrower=*/true); }
+bool widens(CastOp cast) { return castsFloat(cast, /*narrower=*/false); }
+
 /// `%y = gpt.layernorm ... -> f32; %z = gpt.cast %y to bf16` with the cast
 /// as %y's only reader becomes `%z = gpt.layernorm ... -> bf16`: the row
 /// kernel computes in f32 and rounds once when it stores, as the cast did,
@@ -59,11 +71,7 @@ int64_t narrowLayerNormOutputs(Block &block) {
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto cast = llvm::dyn_cast<CastOp>(op);
     auto ln = cast ? cast.getInput().getDefiningOp<LayerNormOp>() : LayerNormOp();
-    if (!ln || !ln.getResult().hasOneUse())
-      continue;
-    auto from = llvm::cast<FloatType>(ln.getType().getElementType());
-    auto to = llvm::dyn_cast<FloatType>(cast.getType().getElementType());
-    if (!to || to.getWidth() >= from.getWidth())
+    if (!ln || !ln.getResult().hasOneUse() || !narrows(cast))
       continue;
     ln.getResult().setType(cast.getType());
     cast.replaceAllUsesWith(ln.getResult());
@@ -83,11 +91,7 @@ int64_t narrowLayerNormGradInputs(Block &block) {
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto ln = llvm::dyn_cast<LayerNormGradOp>(op);
     auto cast = ln ? ln.getGrad().getDefiningOp<CastOp>() : CastOp();
-    if (!cast)
-      continue;
-    auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
-    auto to = llvm::cast<FloatType>(cast.getType().getElementType());
-    if (!from || from.getWidth() >= to.getWidth())
+    if (!cast || !widens(cast))
       continue;
     ln.getGradMutable().assign(cast.getInput());
     if (cast->use_empty())
@@ -113,11 +117,7 @@ int64_t fuseAddLayerNorm(Block &block) {
     SmallVector<CastOp> casts;
     auto narrowest = [&](Value v) -> Value {
       auto cast = v.getDefiningOp<CastOp>();
-      if (!cast || !cast->hasOneUse())
-        return v;
-      auto from = llvm::dyn_cast<FloatType>(cast.getInput().getType().getElementType());
-      auto to = llvm::cast<FloatType>(cast.getType().getElementType());
-      if (!from || from.getWidth() >= to.getWidth())
+      if (!cast || !cast->hasOneUse() || !widens(cast))
         return v;
       casts.push_back(cast);
       return cast.getInput();
@@ -157,9 +157,7 @@ int64_t fuseLayerNormGradAdd(Block &block) {
       continue;
     CastOp narrow;
     for (Operation *user : add->getUsers())
-      if (auto cast = llvm::dyn_cast<CastOp>(user);
-          cast && llvm::cast<FloatType>(cast.getType().getElementType()).getWidth() <
-                      llvm::cast<FloatType>(add.getType().getElementType()).getWidth())
+      if (auto cast = llvm::dyn_cast<CastOp>(user); cast && narrows(cast))
         narrow = cast;
     if (!narrow)
       continue;
