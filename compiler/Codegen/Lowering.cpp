@@ -844,66 +844,64 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
                                           double eps) {
   std::string key = keyOf(op);
   int64_t lanes = options.rowLanes;
-        int64_t c = lastDim(xV), rows = numel(xV) / c;
-        bool joins = static_cast<bool>(residual);
-        Operand stats = scratch(rows * 2 * 4); // mean, rstd per row
-        Type ft = Float32Type::get(ctx);
-        auto statsType = flatOf(rows * 2, ft);
-        // Per row: statistics, then dx.
-        std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), statsType, flat(dxV)};
-        std::vector<Operand> args = {t(dyV), t(xV), t(wV), stats, t(dxV)};
-        if (joins) { // a[5] residual, a[6] the narrow copy
-          types.insert(types.end(), {flat(residual), flat(narrow)});
-          args.insert(args.end(), {t(residual), t(narrow)});
-        }
-        launch(op, key + "rows", joins ? "layernorm_backward_rows_add" : "layernorm_backward_rows",
-               types, args,
-               rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                 KB k{b, loc};
-                 RowLanes rl(k, idx, lanes);
-                 Value row = rl.row;
-                 Value base = k.mul(row, k.idx(c));
-                 auto x = [&](Value i) { return k.ld(a[1], k.add(base, i)); };
-                 auto dy = [&](Value i) { return k.ld(a[0], k.add(base, i)); };
-                 auto [mean, rstd] = meanAndRstd(rl, a[1], base, c, eps, ft);
-                 rl.once([&] {
-                   k.st(mean, a[3], k.mul(row, k.idx(2)));
-                   k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
-                 });
-                 auto sums = rl.fold(c, {k.f(0, ft), k.f(0, ft)}, [&](Value i, ValueRange s) {
-                   Value xh = k.mul(k.sub(x(i), mean), rstd);
-                   Value dn = k.mul(dy(i), k.ld(a[2], i));
-                   return SmallVector<Value>{k.add(s[0], dn), k.add(s[1], k.mul(dn, xh))};
-                 });
-                 Value m1 = k.div(rl.sum(sums[0]), k.f(c, ft));
-                 Value m2 = k.div(rl.sum(sums[1]), k.f(c, ft));
-                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
-                   Value xh = k.mul(k.sub(x(i), mean), rstd);
-                   Value dn = k.mul(dy(i), k.ld(a[2], i));
-                   Value dx = k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd);
-                   Value at = k.add(base, i);
-                   if (!joins)
-                     return {{dx, a[4], at}};
-                   // The residual joins in the input's type, as the add did.
-                   Value sum = k.add(k.ld(a[5], at), dx);
-                   if (!getElementTypeOrSelf(dxV.getType()).isF32())
-                     sum = k.ext(k.convert(sum, getElementTypeOrSelf(dxV.getType())), ft);
-                   return {{sum, a[4], at}, {sum, a[6], at}};
-                 });
-               });
-        // Per column: dweight and dbias over all rows.
-        reduceColumns(op, key + "cols", "layernorm_backward_cols",
-                      {flat(dyV), flat(xV), statsType}, {t(dyV), t(xV), stats},
-                      {flat(dwV), flat(dbV)}, {t(dwV), t(dbV)}, rows, c, ft, ReduceKind::Sum,
-                      [=](KB &k, ValueRange a, Value r, Value col) {
-                        Value at = k.add(k.mul(r, k.idx(c)), col);
-                        Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
-                        Value rstd = k.ld(a[2], k.add(k.mul(r, k.idx(2)), k.idx(1)));
-                        Value xh = k.mul(k.sub(k.ld(a[1], at), mean), rstd);
-                        Value g = k.ld(a[0], at);
-                        return SmallVector<Value>{k.mul(g, xh), g};
-                      });
-        return success();
+  int64_t c = lastDim(xV), rows = numel(xV) / c;
+  bool joins = static_cast<bool>(residual);
+  Operand stats = scratch(rows * 2 * 4); // mean, rstd per row
+  Type ft = Float32Type::get(ctx);
+  auto statsType = flatOf(rows * 2, ft);
+  // Per row: statistics, then dx.
+  std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), statsType, flat(dxV)};
+  std::vector<Operand> args = {t(dyV), t(xV), t(wV), stats, t(dxV)};
+  if (joins) { // a[5] residual, a[6] the narrow copy
+    types.insert(types.end(), {flat(residual), flat(narrow)});
+    args.insert(args.end(), {t(residual), t(narrow)});
+  }
+  launch(op, key + "rows", joins ? "layernorm_backward_rows_add" : "layernorm_backward_rows", types,
+         args, rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+           KB k{b, loc};
+           RowLanes rl(k, idx, lanes);
+           Value row = rl.row;
+           Value base = k.mul(row, k.idx(c));
+           auto x = [&](Value i) { return k.ld(a[1], k.add(base, i)); };
+           auto dy = [&](Value i) { return k.ld(a[0], k.add(base, i)); };
+           auto [mean, rstd] = meanAndRstd(rl, a[1], base, c, eps, ft);
+           rl.once([&] {
+             k.st(mean, a[3], k.mul(row, k.idx(2)));
+             k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
+           });
+           auto sums = rl.fold(c, {k.f(0, ft), k.f(0, ft)}, [&](Value i, ValueRange s) {
+             Value xh = k.mul(k.sub(x(i), mean), rstd);
+             Value dn = k.mul(dy(i), k.ld(a[2], i));
+             return SmallVector<Value>{k.add(s[0], dn), k.add(s[1], k.mul(dn, xh))};
+           });
+           Value m1 = k.div(rl.sum(sums[0]), k.f(c, ft));
+           Value m2 = k.div(rl.sum(sums[1]), k.f(c, ft));
+           rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
+             Value xh = k.mul(k.sub(x(i), mean), rstd);
+             Value dn = k.mul(dy(i), k.ld(a[2], i));
+             Value dx = k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd);
+             Value at = k.add(base, i);
+             if (!joins)
+               return {{dx, a[4], at}};
+             // The residual joins in the input's type, as the add did.
+             Value sum = k.add(k.ld(a[5], at), dx);
+             if (!getElementTypeOrSelf(dxV.getType()).isF32())
+               sum = k.ext(k.convert(sum, getElementTypeOrSelf(dxV.getType())), ft);
+             return {{sum, a[4], at}, {sum, a[6], at}};
+           });
+         });
+  // Per column: dweight and dbias over all rows.
+  reduceColumns(op, key + "cols", "layernorm_backward_cols", {flat(dyV), flat(xV), statsType},
+                {t(dyV), t(xV), stats}, {flat(dwV), flat(dbV)}, {t(dwV), t(dbV)}, rows, c, ft,
+                ReduceKind::Sum, [=](KB &k, ValueRange a, Value r, Value col) {
+                  Value at = k.add(k.mul(r, k.idx(c)), col);
+                  Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
+                  Value rstd = k.ld(a[2], k.add(k.mul(r, k.idx(2)), k.idx(1)));
+                  Value xh = k.mul(k.sub(k.ld(a[1], at), mean), rstd);
+                  Value g = k.ld(a[0], at);
+                  return SmallVector<Value>{k.mul(g, xh), g};
+                });
+  return success();
 }
 
 LogicalResult Lowerer::lowerOp(Operation *op) {
