@@ -242,7 +242,8 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
     cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
     GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
-                                                    kCandidates, results, &found));
+                                                    autotune_ ? kCandidates : 1, results,
+                                                    &found));
     if (found == 0)
       return Status::error(
           where + "cuBLASLt has no algorithm for m=" + std::to_string(g.m()) +
