@@ -223,6 +223,9 @@ def parse_args(argv=None):
     a("--json", default="", help="write the summary here")
     a("--label", default="", help="name of this run in the summary")
     a("--quiet", action="store_true", help="print only every 10th step")
+    a("--profile-steps", type=int, default=0,
+      help="after training, run this many more steps under torch.profiler and print "
+           "the GPU kernels by total time (the peer's side of GPTC_PROFILE=1)")
     a("--time-limit", type=float, default=0,
       help="stop after this many seconds (from start-up) and still write the summary; "
            "SIGTERM does the same")
@@ -287,6 +290,25 @@ class Stop(Exception):
 
 def _on_sigterm(signum, frame):
     raise Stop()
+
+
+def profile_steps(train_step, first, count, cuda):
+    """Runs steps first..first+count-1 under torch.profiler and prints each
+    GPU kernel's total and per-step time, largest first."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=acts) as prof:
+        for step in range(first, first + count):
+            train_step(step)
+        if cuda:
+            torch.cuda.synchronize()
+    rows = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
+    rows.sort(key=lambda e: e.self_device_time_total, reverse=True)
+    total = sum(e.self_device_time_total for e in rows)
+    print(f"profile: {count} steps, GPU time {total / 1e3 / count:.2f} ms/step")
+    for e in rows[:40]:
+        print(f"profile: {e.self_device_time_total / 1e3 / count:8.3f} ms/step "
+              f"x{e.count // count:<4d} {e.key[:110]}")
 
 
 def main(argv=None):
@@ -466,6 +488,8 @@ def main(argv=None):
           + (f", peak {summary['peak_mem_gib']:.2f} GiB" if cuda else "")
           + (f", compile {summary['compile_s']:.1f} s" if summary["compile_s"] is not None else "")
           + f"; final loss {losses[-1]:.6f}", flush=True)
+    if args.profile_steps > 0 and not stopped:
+        profile_steps(train_step, len(losses), args.profile_steps, cuda)
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:

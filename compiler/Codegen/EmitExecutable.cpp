@@ -91,8 +91,10 @@ OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
-  auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda",
-                                          options.chip, options.features);
+  // wgmma exists only on sm_90a (PTX for exactly sm_90 parts).
+  std::string chip = lowered.sm90a && options.chip == "sm_90" ? "sm_90a" : options.chip;
+  auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", chip,
+                                          options.features);
   auto gpuModule = gpu::GPUModuleOp::create(b, loc, "gptc_kernels", b.getArrayAttr({target}));
   b.setInsertionPointToStart(gpuModule.getBody());
   for (const KernelDef &k : lowered.kernels) {
@@ -218,6 +220,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   LoweringOptions lowering;
   bool cuda = options.target == EmitOptions::Target::CUDA;
   lowering.flashAttention = options.flashAttention && cuda;
+  lowering.warpgroupMma =
+      options.warpgroupMma && cuda && (options.chip == "sm_90" || options.chip == "sm_90a");
   lowering.rowLanes = cuda ? 32 : 1;
   lowering.fusedCrossEntropy = options.fuseCrossEntropy;
   lowering.blockThreads = options.blockSize;
@@ -367,8 +371,10 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
         uint32_t blocks = static_cast<uint32_t>((c.threads + options.blockSize - 1) / options.blockSize);
         std::vector<uint32_t> grid = {blocks, 1, 1};
         std::vector<uint32_t> block = {static_cast<uint32_t>(options.blockSize), 1, 1};
-        auto launch = s::CreateLaunchKernel(b, c.kernel, b.CreateVector(grid), b.CreateVector(block), 0,
-                                            b.CreateVector(types), b.CreateVector(args));
+        auto shared = static_cast<uint32_t>(lowered->kernels[c.kernel].sharedBytes);
+        auto launch = s::CreateLaunchKernel(b, c.kernel, b.CreateVector(grid),
+                                            b.CreateVector(block), shared, b.CreateVector(types),
+                                            b.CreateVector(args));
         cmds.push_back(s::CreateCommand(b, 0, s::Op::LaunchKernel, launch.Union()));
         break;
       }

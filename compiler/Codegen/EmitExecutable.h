@@ -21,6 +21,9 @@ struct EmitOptions {
   std::string dumpDir;                     // kernels' IR and PTX, if set
   int blockSize = 256;
   bool flashAttention = true; // CUDA: tensor-core attention where it applies
+  /// chip sm_90: the blocked flash kernels on Hopper's warpgroup MMA
+  /// (wgmma), which compiles the kernel module for sm_90a.
+  bool warpgroupMma = true;
   bool fuseCrossEntropy = true; // LoweringOptions::fusedCrossEntropy
   /// Called after each codegen stage (lowering, kernels, serialize), for
   /// a compile's progress display.

@@ -1,4 +1,4 @@
-//===- FlashAttention.cpp - tensor-core causal attention for sm_80+ ------===//
+//===- FlashAttention.cpp - tensor-core causal attention, sm_80+ / sm_90a -===//
 //
 // Fragment layouts are PTX's for mma.sync.m16n8k16 with bf16 operands
 // (lane = 4 * g + t):
@@ -108,6 +108,17 @@ struct Warp {
   }
   Frag zeros() { return Frag(4, k.f(0, f32)); }
 
+  /// 2^x on the SFU, subnormal results flushed to zero (probabilities that
+  /// small add nothing to a row sum of at least 1).
+  Value exp2(Value x) {
+    return LLVM::CallIntrinsicOp::create(k.b, k.loc, f32,
+                                         k.b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                                         ValueRange{x})
+        .getResult(0);
+  }
+  /// x y + z in one rounding.
+  Value fma(Value x, Value y, Value z) { return math::FmaOp::create(k.b, k.loc, x, y, z); }
+
   /// Reductions over the 4 lanes of a group (one C row).
   Value shuffle(Value v, int32_t mask) {
     return gpu::ShuffleOp::create(k.b, k.loc, v, mask, 32, gpu::ShuffleMode::XOR)
@@ -192,50 +203,69 @@ SmallVector<Frag> tilesOf(ValueRange values, int64_t first, int64_t count) {
   return tiles;
 }
 
+/// Exponentials are base 2 with the softmax scale folded into one FMA:
+/// exp(scale s - x) = 2^(s log2scale - x log2 e), log2scale = scale log2 e.
+constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
+
 /// p = exp(scale * score - lse) where key <= query, else 0: a probability
-/// recomputed from the row's log-sum-exp, as both backward kernels do.
-/// Blocks wholly below the diagonal skip the mask (`masked` false).
-Value causalProbability(KB &k, Value score, Value lse, Value key, Value query, double scale,
-                        bool masked) {
-  Type f32 = score.getType();
-  Value p = k.fastExp(k.sub(k.mul(score, k.f(scale, f32)), lse));
+/// recomputed from the row's log-sum-exp, as both backward kernels do;
+/// negLse2 = -lse log2 e. Blocks wholly below the diagonal skip the mask
+/// (`masked` false).
+Value causalProbability(Warp &w, Value score, Value negLse2, Value key, Value query,
+                        double scale, bool masked) {
+  KB &k = w.k;
+  Value p = w.exp2(w.fma(score, k.f(scale * kLog2e, w.f32), negLse2));
   if (!masked)
     return p;
   Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
-  return k.select(visible, p, k.f(0, f32));
+  return k.select(visible, p, k.f(0, w.f32));
 }
 
-/// dS = scale * p * (dP - D): the score gradient, from dP = dy . v.
-Value scoreGrad(KB &k, Value p, Value dp, Value dsum, double scale) {
-  return k.mul(k.mul(p, k.sub(dp, dsum)), k.f(scale, p.getType()));
-}
+/// dS / scale = p (dP - D): the score gradient from dP = dy . v, less the
+/// softmax scale, which multiplies dq and dk once when they are stored.
+Value scoreGrad(KB &k, Value p, Value dp, Value dsum) { return k.mul(p, k.sub(dp, dsum)); }
 
-/// The forward recurrence of one query tile: row maxima m, lane-partial
-/// row sums l (rows g and g + 8) and the unnormalised output O, d/8 tiles.
+/// The forward recurrence of one query tile: row maxima m (of the scores
+/// times scale log2 e), lane-partial row sums l (rows g and g + 8) and the
+/// unnormalised output O, d/8 tiles.
 struct Online {
   Value m[2], l[2];
   SmallVector<Frag> o;
 };
 
-/// One step of the online softmax over J = sc.size() blocks of 16 keys:
-/// one row maximum, one rescale of O and J p.v products. `cur` is (m0, m1,
-/// l0, l1, O...), sc[j] the raw scores of keys key0 + 16 j.. (global
-/// indices, for the mask) and vFrags(j) the B fragments of those keys'
+/// O += P V over the probabilities of one step: pa[j] is the A fragment of
+/// keys 16 j.. of the step, o the rescaled O tiles, updated in place.
+using ProductFn = function_ref<void(ArrayRef<Frag> pa, SmallVector<Frag> &o)>;
+
+/// ProductFn on mma.sync: vFrags(j) gives the B fragments of block j's
 /// values, one per 8 d-columns, loaded only when block j's product needs
 /// them (registers: this decides the kernel's occupancy).
+void mmaProduct(Warp &w, ArrayRef<Frag> pa, SmallVector<Frag> &o,
+                function_ref<SmallVector<Frag>(int64_t)> vFrags) {
+  for (size_t j = 0; j < pa.size(); ++j) {
+    SmallVector<Frag> v = vFrags(j);
+    for (size_t dt = 0; dt < o.size(); ++dt)
+      o[dt] = w.mma(pa[j], v[dt], o[dt]);
+  }
+}
+
+/// One step of the online softmax over J = sc.size() blocks of 16 keys:
+/// one row maximum, one rescale of O and the p.v products (`product`).
+/// `cur` is (m0, m1, l0, l1, O...) and sc[j] the raw scores of keys
+/// key0 + 16 j.. (global indices, for the mask).
 SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Frag, 2>> sc,
                               Value key0, Value q0, const AttentionShape &s, bool masked,
-                              function_ref<SmallVector<Frag>(int64_t)> vFrags) {
+                              ProductFn product) {
   KB &k = w.k;
   int64_t dTiles = s.headDim / 8;
-  // Scale, and hide keys after the query (only the diagonal tile has any).
-  for (size_t j = 0; j < sc.size(); ++j)
+  Value log2Scale = k.f(s.scale * kLog2e, w.f32);
+  // Hide keys after the query (only the diagonal tile has any). Scores stay
+  // unscaled: scaling commutes with the maximum, and the exponent's FMA
+  // applies it.
+  for (size_t j = 0; j < sc.size() && masked; ++j)
     for (int64_t n = 0; n < 2; ++n)
       for (int64_t e = 0; e < 4; ++e) {
         Value &x = sc[j][n][e];
-        x = k.mul(x, k.f(s.scale, w.f32));
-        if (!masked)
-          continue;
         Value key = k.add(k.add(key0, k.idx(kTile * j)), columnOf(w, n, e));
         Value query = k.add(q0, rowOf(w, e));
         Value visible = arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key, query);
@@ -244,19 +274,21 @@ SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Fr
   SmallVector<Value> next(4);
   Value mNew[2], corr[2];
   for (int64_t r = 0; r < 2; ++r) {
-    Value mx = cur[r];
+    Value mx = k.fmax(sc[0][0][2 * r], sc[0][0][2 * r + 1]);
     for (auto &blk : sc)
       for (int64_t n = 0; n < 2; ++n)
-        mx = k.fmax(mx, k.fmax(blk[n][2 * r], blk[n][2 * r + 1]));
-    mNew[r] = w.groupMax(mx);
-    corr[r] = k.fastExp(k.sub(cur[r], mNew[r]));
+        if (&blk != &sc[0] || n != 0)
+          mx = k.fmax(mx, k.fmax(blk[n][2 * r], blk[n][2 * r + 1]));
+    mNew[r] = k.fmax(cur[r], k.mul(w.groupMax(mx), log2Scale));
+    corr[r] = w.exp2(k.sub(cur[r], mNew[r]));
     next[r] = mNew[r];
   }
+  Value negM[2] = {k.neg(mNew[0]), k.neg(mNew[1])};
   Value rowSum[2] = {k.f(0, w.f32), k.f(0, w.f32)};
   for (auto &blk : sc)
     for (int64_t n = 0; n < 2; ++n)
       for (int64_t e = 0; e < 4; ++e) {
-        blk[n][e] = k.fastExp(k.sub(blk[n][e], mNew[e / 2]));
+        blk[n][e] = w.exp2(w.fma(blk[n][e], log2Scale, negM[e / 2]));
         rowSum[e / 2] = k.add(rowSum[e / 2], blk[n][e]);
       }
   for (int64_t r = 0; r < 2; ++r)
@@ -268,12 +300,10 @@ SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Fr
       t.push_back(k.mul(cur[4 + 4 * dt + e], corr[e / 2]));
     o.push_back(t);
   }
-  for (size_t j = 0; j < sc.size(); ++j) {
-    Frag pa = w.toA(sc[j][0], sc[j][1]);
-    SmallVector<Frag> v = vFrags(j);
-    for (int64_t dt = 0; dt < dTiles; ++dt)
-      o[dt] = w.mma(pa, v[dt], o[dt]);
-  }
+  SmallVector<Frag> pa;
+  for (auto &blk : sc)
+    pa.push_back(w.toA(blk[0], blk[1]));
+  product(pa, o);
   for (const Frag &t : o)
     next.append(t.begin(), t.end());
   return next;
@@ -305,18 +335,20 @@ Online forwardTile(Warp &w, ArrayRef<Frag> qa, Value qkv, const Heads &hs, Value
                    [&](Value kt, ValueRange cur) {
     Value key0 = k.mul(kt, k.idx(kTile));
     return onlineStep(w, cur, {scores(w, qa, qkv, hs.key, key0)}, key0, q0, s, /*masked=*/true,
-                      [&](int64_t) {
-                        SmallVector<Frag> v;
-                        for (int64_t dt = 0; dt < s.headDim / 8; ++dt)
-                          v.push_back(w.loadBCols(qkv, hs.val, key0, 8 * dt));
-                        return v;
+                      [&](ArrayRef<Frag> pa, SmallVector<Frag> &o) {
+                        mmaProduct(w, pa, o, [&](int64_t) {
+                          SmallVector<Frag> v;
+                          for (int64_t dt = 0; dt < s.headDim / 8; ++dt)
+                            v.push_back(w.loadBCols(qkv, hs.val, key0, 8 * dt));
+                          return v;
+                        });
                       });
   });
   return onlineResult(w, st, s);
 }
 
-/// lse_i = m_i + log l_i of the warp's 16 rows: lane t = 0 of each group
-/// writes them to `lse` (B, H, T) for the backward.
+/// lse_i = m_i ln 2 + log l_i of the warp's 16 rows: lane t = 0 of each
+/// group writes them to `lse` (B, H, T) for the backward.
 void storeLogSumExp(Warp &w, const Online &on, Value lse, const Heads &hs, Value q0,
                     const AttentionShape &s) {
   KB &k = w.k;
@@ -325,13 +357,15 @@ void storeLogSumExp(Warp &w, const Online &on, Value lse, const Heads &hs, Value
   OpBuilder::InsertionGuard guard(k.b);
   k.b.setInsertionPointToStart(&first.getThenRegion().front());
   for (int64_t r = 0; r < 2; ++r)
-    k.st(k.add(on.m[r], k.log(on.l[r])), lse, k.add(rowBase, rowOf(w, 2 * r)));
+    k.st(k.add(k.mul(on.m[r], k.f(kLn2, w.f32)), k.log(on.l[r])), lse,
+         k.add(rowBase, rowOf(w, 2 * r)));
 }
 
-/// The forward's lse_i and D_i = dy_i . y_i of the warp's 16 rows; lane
-/// t = 0 of each group writes both to `stats` for the key/value kernel.
+/// -lse_i log2 e (from the forward's lse_i) and D_i = dy_i . y_i of the
+/// warp's 16 rows; lane t = 0 of each group writes both to `stats` for the
+/// key/value kernel.
 struct RowStats {
-  Value lse[2], dsum[2];
+  Value negLse2[2], dsum[2];
 };
 
 RowStats rowStatistics(Warp &w, Value lse, Value dy, Value y, Value stats, const Heads &hs,
@@ -341,7 +375,7 @@ RowStats rowStatistics(Warp &w, Value lse, Value dy, Value y, Value stats, const
   Value rowBase = k.add(k.mul(hs.bh, k.idx(s.seq)), q0);
   RowStats rs;
   for (int64_t r = 0; r < 2; ++r) {
-    rs.lse[r] = k.ld(lse, k.add(rowBase, rowOf(w, 2 * r)));
+    rs.negLse2[r] = k.mul(k.ld(lse, k.add(rowBase, rowOf(w, 2 * r))), k.f(-kLog2e, w.f32));
     Value part = k.f(0, w.f32);
     for (int64_t dt = 0; dt < dTiles; ++dt)
       for (int64_t e = 2 * r; e < 2 * r + 2; ++e) {
@@ -355,7 +389,7 @@ RowStats rowStatistics(Warp &w, Value lse, Value dy, Value y, Value stats, const
   k.b.setInsertionPointToStart(&first.getThenRegion().front());
   for (int64_t r = 0; r < 2; ++r) {
     Value row = k.add(rowBase, rowOf(w, 2 * r));
-    k.st(rs.lse[r], stats, k.mul(row, k.idx(2)));
+    k.st(rs.negLse2[r], stats, k.mul(row, k.idx(2)));
     k.st(rs.dsum[r], stats, k.add(k.mul(row, k.idx(2)), k.idx(1)));
   }
   return rs;
@@ -393,8 +427,8 @@ SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t e = 0; e < 4; ++e) {
       Value key = k.add(key0, columnOf(w, n, e)), query = k.add(q0, rowOf(w, e));
-      Value pe = causalProbability(k, p[n][e], rs.lse[e / 2], key, query, s.scale, masked);
-      p[n][e] = scoreGrad(k, pe, dp[n][e], rs.dsum[e / 2], s.scale);
+      Value pe = causalProbability(w, p[n][e], rs.negLse2[e / 2], key, query, s.scale, masked);
+      p[n][e] = scoreGrad(k, pe, dp[n][e], rs.dsum[e / 2]);
     }
   Frag dsa = w.toA(p[0], p[1]);
   SmallVector<Value> next;
@@ -408,7 +442,7 @@ SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
 
 /// dv += P^T dy and dk += dS^T q over one 16-query block, in transposed
 /// blocks (rows = keys k0.., columns = queries q0..). statsOf(query, n, e)
-/// gives (lse, D) of a query; dyFrag/qFrag(dt) are B fragments.
+/// gives (-lse log2 e, D) of a query; dyFrag/qFrag(dt) are B fragments.
 using StatsFn = function_ref<std::pair<Value, Value>(Value query, int64_t n, int64_t e)>;
 SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
                                     std::array<Frag, 2> ds, Value q0, Value k0,
@@ -420,9 +454,9 @@ SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2>
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t e = 0; e < 4; ++e) {
       Value query = k.add(q0, columnOf(w, n, e)), key = k.add(k0, rowOf(w, e));
-      auto [lse, dsum] = statsOf(query, n, e);
-      p[n][e] = causalProbability(k, p[n][e], lse, key, query, s.scale, masked);
-      ds[n][e] = scoreGrad(k, p[n][e], ds[n][e], dsum, s.scale);
+      auto [negLse2, dsum] = statsOf(query, n, e);
+      p[n][e] = causalProbability(w, p[n][e], negLse2, key, query, s.scale, masked);
+      ds[n][e] = scoreGrad(k, p[n][e], ds[n][e], dsum);
     }
   Frag pa = w.toA(p[0], p[1]), dsa = w.toA(ds[0], ds[1]);
   SmallVector<Value> next;
@@ -444,10 +478,10 @@ SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2>
 // rows of one head and walk the other side in stages of 64 rows that the
 // block copies to shared memory once, instead of every warp reading them
 // from global memory. The copies are asynchronous (cp.async, 16 bytes) into
-// two buffers: stage s + 1 loads while stage s computes. Fragments come
-// from shared memory with ldmatrix: plain for operands along the head
-// dimension (k in q.k), and transposed for operands along the rows (v in
-// p.v).
+// kBuffers buffers of dynamic shared memory: stages s + 1 .. s + 3 load
+// while stage s computes, with one barrier per stage. Fragments come from
+// shared memory with ldmatrix: plain for operands along the head dimension
+// (k in q.k), and transposed for operands along the rows (v in p.v).
 //===----------------------------------------------------------------------===//
 
 constexpr int64_t kBlockWarps = 8, kBlockThreads = 32 * kBlockWarps;
@@ -457,11 +491,13 @@ constexpr int64_t kStage = 64;
 /// ldmatrix phase reads (16 bytes each) hit 32 different banks.
 constexpr int64_t kPad = 8;
 
-/// A bf16 matrix in shared memory, row-major with row stride ld; ptr is its
-/// address (for ldmatrix and cp.async).
+/// A bf16 matrix in shared memory, row-major with row stride ld, or (core)
+/// in the core-matrix layout of the warpgroup kernels with ld columns; ptr
+/// is its address (for ldmatrix, cp.async and wgmma descriptors).
 struct Smem {
   Value ptr;
   int64_t ld;
+  bool core = false;
 };
 
 /// &base[offset] for a pointer to `elt` elements.
@@ -497,41 +533,71 @@ void copyAsync(KB &k, Value dst, Value src, int32_t bytes) {
   NVVM::CpAsyncOp::create(k.b, k.loc, dst, src, bytes, cache, Value());
 }
 
-/// A static shared-memory buffer of the enclosing kernel (a workgroup
-/// memref.global, 16-byte aligned for 16-byte cp.async copies).
-Value sharedBuffer(KB &k, int64_t elements, Type elt) {
-  auto module = k.b.getInsertionBlock()->getParentOp()->getParentOfType<gpu::GPUModuleOp>();
-  auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
-  auto type = MemRefType::get({elements}, elt, MemRefLayoutAttrInterface{}, space);
-  int64_t count = 0;
-  for (auto g : module.getOps<memref::GlobalOp>())
-    (void)g, ++count;
-  std::string name = "gptc_shared_" + std::to_string(count);
-  {
-    OpBuilder::InsertionGuard guard(k.b);
-    k.b.setInsertionPointToStart(module.getBody());
-    memref::GlobalOp::create(k.b, k.loc, name, k.b.getStringAttr("private"), type, Attribute(),
-                             /*constant=*/false, k.b.getI64IntegerAttr(16));
-  }
-  return memref::GetGlobalOp::create(k.b, k.loc, type, name);
-}
+/// Buffers per staged operand: stage s + kBuffers - 1 is copied while
+/// stage s computes, so kBuffers - 1 stages of copies are in flight.
+constexpr int64_t kBuffers = 4;
 
-/// A kStage x cols tile in two buffers; tile(k, parity) is one of them.
-struct SharedStage {
-  Value base;
-  int64_t ld;
-  Smem tile(KB &k, Value parity) const {
-    Value at = elementPtr(k, base, k.b.getBF16Type(), k.mul(parity, k.idx(kStage * ld)));
-    return {at, ld};
+/// The kernel's dynamic shared memory (gpu.dynamic_shared_memory), handed
+/// out in 128-byte aligned pieces; the launch asks for
+/// flashAttentionSharedBytes, which sizes the same pieces.
+struct SharedArena {
+  Value base; // shared pointer
+  int64_t used = 0;
+  explicit SharedArena(KB &k) {
+    auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
+    auto type = MemRefType::get({ShapedType::kDynamic}, k.b.getI8Type(),
+                                MemRefLayoutAttrInterface{}, space);
+    base = sharedPointer(k, gpu::DynamicSharedMemoryOp::create(k.b, k.loc, type));
+  }
+  Value take(KB &k, int64_t bytes) {
+    Value at = elementPtr(k, base, k.b.getI8Type(), k.idx(used));
+    used += llvm::alignTo(bytes, 128);
+    return at;
   }
 };
 
-SharedStage sharedStage(KB &k, int64_t cols) {
-  Value mem = sharedBuffer(k, 2 * kStage * (cols + kPad), k.b.getBF16Type());
-  return {sharedPointer(k, mem), cols + kPad};
+/// Bytes of one staged operand: kBuffers tiles of kStage rows.
+int64_t stageBytes(int64_t cols, bool core) {
+  int64_t ld = core ? cols : cols + kPad;
+  return llvm::alignTo(kBuffers * kStage * ld * 2, 128);
+}
+/// Bytes of the key/value kernel's (-lse log2 e, D) pairs of a stage.
+constexpr int64_t kStatsBytes = kBuffers * 2 * kStage * 4;
+
+/// A kStage x cols tile in kBuffers buffers; tile(k, i) is buffer i.
+struct SharedStage {
+  Value base;
+  int64_t ld;
+  bool core = false;
+  Smem tile(KB &k, Value buffer) const {
+    Value at = elementPtr(k, base, k.b.getBF16Type(), k.mul(buffer, k.idx(kStage * ld)));
+    return {at, ld, core};
+  }
+};
+
+/// Padded rows for ldmatrix, or (core) the core-matrix layout for wgmma.
+SharedStage sharedStage(KB &k, SharedArena &arena, int64_t cols, bool core = false) {
+  return {arena.take(k, stageBytes(cols, core)), core ? cols : cols + kPad, core};
 }
 
 void barrier(KB &k) { gpu::BarrierOp::create(k.b, k.loc); }
+
+/// PTX `text` as inline assembly with side effects (kept in order with
+/// barriers and copies); one f32 result per `results` entry.
+SmallVector<Value> inlinePtx(KB &k, TypeRange results, ValueRange operands, StringRef text,
+                             StringRef constraints) {
+  Type type = LLVM::LLVMVoidType::get(k.b.getContext());
+  if (!results.empty())
+    type = LLVM::LLVMStructType::getLiteral(k.b.getContext(), SmallVector<Type>(results));
+  auto op = LLVM::InlineAsmOp::create(
+      k.b, k.loc, type, operands, text, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(k.b.getContext(), LLVM::AsmDialect::AD_ATT), ArrayAttr());
+  SmallVector<Value> out;
+  for (size_t i = 0; i < results.size(); ++i)
+    out.push_back(LLVM::ExtractValueOp::create(k.b, k.loc, op.getRes(), i));
+  return out;
+}
 
 /// Starts copying rows r0..r0+kStage of a row-major bf16 matrix (global
 /// pointer `src`) with d columns into `dst`, 16 bytes per copy; the block's
@@ -542,8 +608,22 @@ void copyRowsAsync(KB &k, Value tid, Value src, const RowFn &row, Value r0, int6
   Type bf16 = k.b.getBF16Type();
   for (int64_t j = 0; j < kStage * perRow / kBlockThreads; ++j) {
     Value c = k.add(tid, k.idx(j * kBlockThreads));
-    Value r = k.udiv(c, k.idx(perRow)), c8 = k.mul(k.urem(c, k.idx(perRow)), k.idx(8));
-    copyAsync(k, elementPtr(k, dst.ptr, bf16, k.add(k.mul(r, k.idx(dst.ld)), c8)),
+    Value r, c8, to;
+    if (dst.core) {
+      // Eight neighbouring threads fill one core matrix (128 contiguous
+      // bytes): rows r % 8 of chunk c8 / 8 of row group r / 8.
+      Value chunk = k.urem(k.udiv(c, k.idx(8)), k.idx(perRow));
+      Value group = k.udiv(c, k.idx(8 * perRow));
+      r = k.add(k.mul(group, k.idx(8)), k.urem(c, k.idx(8)));
+      c8 = k.mul(chunk, k.idx(8));
+      to = k.add(k.mul(k.add(k.mul(group, k.idx(perRow)), chunk), k.idx(64)),
+                 k.mul(k.urem(c, k.idx(8)), k.idx(8)));
+    } else {
+      r = k.udiv(c, k.idx(perRow));
+      c8 = k.mul(k.urem(c, k.idx(perRow)), k.idx(8));
+      to = k.add(k.mul(r, k.idx(dst.ld)), c8);
+    }
+    copyAsync(k, elementPtr(k, dst.ptr, bf16, to),
               elementPtr(k, src, bf16, k.add(row(k.add(r0, r)), c8)), 16);
   }
 }
@@ -642,36 +722,41 @@ static_assert(kSubTiles % kStepTiles == 0, "steps tile a stage");
 constexpr int64_t kMinBlocks = 2;
 
 /// Stages [lo, mid) then [mid, hi) of a blocked kernel's loop, carrying
-/// `init`, with the copies of stage s + 1 (issue(s + 1, parity)) in flight
-/// while stage s computes (compute(s, parity, carried, masked)) on the
-/// other buffer. compute is emitted twice: without the causal mask and its
-/// per-tile branches for the stages that every warp of the block sees
-/// whole, and with them for the stages that cross the diagonal.
+/// `init`. Stage s lives in buffer s % kBuffers; the copies of stages
+/// s + 1 .. s + kBuffers - 1 (issue(stage, buffer)) are in flight while
+/// stage s computes (compute(s, buffer, carried, masked)). compute is
+/// emitted twice: without the causal mask and its per-tile branches for
+/// the stages that every warp of the block sees whole, and with them for
+/// the stages that cross the diagonal.
 SmallVector<Value>
 pipelinedStages(KB &k, Value lo, Value mid, Value hi, bool maskedFirst, ValueRange init,
                 function_ref<void(Value, Value)> issue,
-                function_ref<SmallVector<Value>(Value, Value, ValueRange, bool)> compute) {
-  auto parityOf = [&](Value sb) { return k.urem(sb, k.idx(2)); };
+                function_ref<SmallVector<Value>(Value, Value, ValueRange, bool)> compute,
+                bool asyncProxy = false) {
+  auto bufferOf = [&](Value sb) { return k.urem(sb, k.idx(kBuffers)); };
   // One commit group per stage, empty past the end, so that "all but the
-  // newest group done" always means "this stage has landed".
+  // newest kBuffers - 2 groups done" always means "this stage has landed".
   auto issueIfAny = [&](Value sb) {
     auto op = scf::IfOp::create(k.b, k.loc, k.cmpUlt(sb, hi), /*withElseRegion=*/false);
     {
       OpBuilder::InsertionGuard guard(k.b);
       k.b.setInsertionPointToStart(&op.getThenRegion().front());
-      issue(sb, parityOf(sb));
+      issue(sb, bufferOf(sb));
     }
     NVVM::CpAsyncCommitGroupOp::create(k.b, k.loc);
   };
   auto step = [&](Value sb, ValueRange cur, bool masked) {
-    issueIfAny(k.add(sb, k.idx(1)));
-    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, 1);
-    barrier(k); // every thread's copies of stage sb have landed
-    SmallVector<Value> next = compute(sb, parityOf(sb), cur, masked);
-    barrier(k); // nobody reads this buffer when stage sb + 2 is copied into it
-    return next;
+    NVVM::CpAsyncWaitGroupOp::create(k.b, k.loc, kBuffers - 2);
+    if (asyncProxy) // wgmma reads shared memory through the async proxy
+      inlinePtx(k, {}, {}, "fence.proxy.async.shared::cta;", "");
+    // Every thread's copies of stage sb have landed, and every thread is
+    // done with stage sb - 1, whose buffer the next copies overwrite.
+    barrier(k);
+    issueIfAny(k.add(sb, k.idx(kBuffers - 1)));
+    return compute(sb, bufferOf(sb), cur, masked);
   };
-  issueIfAny(lo);
+  for (int64_t i = 0; i < kBuffers - 1; ++i)
+    issueIfAny(k.add(lo, k.idx(i)));
   auto st = k.loop(lo, mid, init, [&](Value sb, ValueRange cur) {
     return step(sb, cur, maskedFirst);
   });
@@ -691,16 +776,18 @@ keyValueStages(KB &k, const BlockTile &bt, Value qkv, const SharedStage &sKs,
   Value whole = k.udiv(bt.first, k.idx(kStage));
   Value stages = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
   Value src = globalPointer(k, qkv);
-  auto issue = [&](Value sb, Value parity) {
+  auto issue = [&](Value sb, Value buffer) {
     Value key0 = k.mul(sb, k.idx(kStage));
-    copyRowsAsync(k, bt.tid, src, bt.hs.key, key0, s.headDim, sKs.tile(k, parity));
-    copyRowsAsync(k, bt.tid, src, bt.hs.val, key0, s.headDim, sVs.tile(k, parity));
+    copyRowsAsync(k, bt.tid, src, bt.hs.key, key0, s.headDim, sKs.tile(k, buffer));
+    copyRowsAsync(k, bt.tid, src, bt.hs.val, key0, s.headDim, sVs.tile(k, buffer));
   };
-  return pipelinedStages(k, k.idx(0), whole, stages, /*maskedFirst=*/false, init, issue,
-                         [&](Value sb, Value parity, ValueRange cur, bool masked) {
-    return stage(sb, k.mul(sb, k.idx(kStage)), sKs.tile(k, parity), sVs.tile(k, parity), cur,
-                 masked);
-  });
+  return pipelinedStages(
+      k, k.idx(0), whole, stages, /*maskedFirst=*/false, init, issue,
+      [&](Value sb, Value buffer, ValueRange cur, bool masked) {
+        return stage(sb, k.mul(sb, k.idx(kStage)), sKs.tile(k, buffer), sVs.tile(k, buffer),
+                     cur, masked);
+      },
+      /*asyncProxy=*/sKs.core);
 }
 
 /// In a masked stage, `step` runs only for the warp's visible sub-blocks;
@@ -729,8 +816,10 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
         for (int64_t j = j0; j < j0 + kStepTiles; ++j)
           sc.push_back(scoresShared(w, qa, sK, kTile * j));
         vals = onlineStep(w, vals, sc, k.add(key0, k.idx(kTile * j0)), bt.row0, s,
-                          /*masked=*/false, [&](int64_t j) {
-                            return columnsShared(w, sV, kTile * (j0 + j), s.headDim);
+                          /*masked=*/false, [&](ArrayRef<Frag> pa, SmallVector<Frag> &o) {
+                            mmaProduct(w, pa, o, [&](int64_t j) {
+                              return columnsShared(w, sV, kTile * (j0 + j), s.headDim);
+                            });
                           });
       }
       return vals;
@@ -742,7 +831,11 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
       vals = when(k, visible, vals, [&] {
         return onlineStep(w, vals, {scoresShared(w, qa, sK, kTile * j)},
                           k.add(key0, k.idx(kTile * j)), bt.row0, s, /*masked=*/true,
-                          [&](int64_t) { return columnsShared(w, sV, kTile * j, s.headDim); });
+                          [&](ArrayRef<Frag> pa, SmallVector<Frag> &o) {
+                            mmaProduct(w, pa, o, [&](int64_t) {
+                              return columnsShared(w, sV, kTile * j, s.headDim);
+                            });
+                          });
       });
     }
     return vals;
@@ -753,7 +846,8 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
 void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
   Warp w(k, idx);
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
-  SharedStage sK = sharedStage(k, s.headDim), sV = sharedStage(k, s.headDim);
+  SharedArena arena(k);
+  SharedStage sK = sharedStage(k, arena, s.headDim), sV = sharedStage(k, arena, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, s.headDim);
   Online on = forwardBlocked(w, qa, a[0], bt, sK, sV, s);
   Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
@@ -767,7 +861,8 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
   int64_t dTiles = s.headDim / 8;
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
   const Heads &hs = bt.hs;
-  SharedStage sKs = sharedStage(k, s.headDim), sVs = sharedStage(k, s.headDim);
+  SharedArena arena(k);
+  SharedStage sKs = sharedStage(k, arena, s.headDim), sVs = sharedStage(k, arena, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, bt.row0, s.headDim);
   RowStats rs = rowStatistics(w, a[5], dy, a[4], stats, hs, bt.row0, s);
 
@@ -793,7 +888,8 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
     }
     return vals;
   });
-  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, bt.row0, {});
+  Value scale = k.f(s.scale, w.f32);
+  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, bt.row0, {scale, scale});
 }
 
 void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
@@ -803,9 +899,9 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
   BlockTile bt = blockTile(k, idx, s, /*queries=*/false);
   const Heads &hs = bt.hs;
   Value k0 = bt.row0;
-  SharedStage sQs = sharedStage(k, s.headDim), sDys = sharedStage(k, s.headDim);
-  Value sStats = sharedBuffer(k, 2 * 2 * kStage, w.f32); // (lse, D) of a stage's rows, twice
-  Value sStatsPtr = sharedPointer(k, sStats);
+  SharedArena arena(k);
+  SharedStage sQs = sharedStage(k, arena, s.headDim), sDys = sharedStage(k, arena, s.headDim);
+  Value sStatsPtr = arena.take(k, kStatsBytes); // (-lse log2 e, D) of a stage's rows
   SmallVector<Frag> ka = loadRowsA(w, qkv, hs.key, k0, s.headDim);
   SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
   Value statsBase = k.mul(k.mul(hs.bh, k.idx(s.seq)), k.idx(2));
@@ -817,23 +913,23 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
   SmallVector<Value> init(2 * dTiles * 4, k.f(0, w.f32));
   Value qkvPtr = globalPointer(k, qkv), dyPtr = globalPointer(k, dy);
   Value statsPtr = globalPointer(k, stats);
-  auto issue = [&](Value sb, Value parity) {
+  auto issue = [&](Value sb, Value buffer) {
     Value q0s = k.mul(sb, k.idx(kStage));
-    copyRowsAsync(k, bt.tid, qkvPtr, hs.q, q0s, s.headDim, sQs.tile(k, parity));
-    copyRowsAsync(k, bt.tid, dyPtr, hs.out, q0s, s.headDim, sDys.tile(k, parity));
+    copyRowsAsync(k, bt.tid, qkvPtr, hs.q, q0s, s.headDim, sQs.tile(k, buffer));
+    copyRowsAsync(k, bt.tid, dyPtr, hs.out, q0s, s.headDim, sDys.tile(k, buffer));
     auto copy = scf::IfOp::create(k.b, k.loc, k.cmpUlt(bt.tid, k.idx(2 * kStage)),
                                   /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(k.b);
     k.b.setInsertionPointToStart(&copy.getThenRegion().front());
     Value from = k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid);
-    Value to = k.add(k.mul(parity, k.idx(2 * kStage)), bt.tid);
+    Value to = k.add(k.mul(buffer, k.idx(2 * kStage)), bt.tid);
     copyAsync(k, elementPtr(k, sStatsPtr, w.f32, to), elementPtr(k, statsPtr, w.f32, from), 4);
   };
   auto acc = pipelinedStages(k, first, whole, k.idx(s.seq / kStage), /*maskedFirst=*/true, init,
-                             issue, [&](Value sb, Value parity, ValueRange cur, bool masked) {
+                             issue, [&](Value sb, Value buffer, ValueRange cur, bool masked) {
     Value q0s = k.mul(sb, k.idx(kStage));
-    Smem sQ = sQs.tile(k, parity), sDy = sDys.tile(k, parity);
-    Value statsAt = k.mul(parity, k.idx(2 * kStage));
+    Smem sQ = sQs.tile(k, buffer), sDy = sDys.tile(k, buffer);
+    Value statsAt = k.mul(buffer, k.idx(2 * kStage));
     SmallVector<Value> vals(cur);
     for (int64_t j = 0; j < kSubTiles; ++j) {
       auto visible = [&]() -> Value {
@@ -843,9 +939,11 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
       vals = maybeWhen(k, masked, visible, vals, [&] {
         auto statsOf = [&](Value, int64_t n, int64_t e) {
           Value at = k.add(statsAt, k.mul(k.add(k.idx(kTile * j), columnOf(w, n, e)), k.idx(2)));
-          Value lse = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{at});
-          Value dsum = memref::LoadOp::create(k.b, k.loc, sStats, ValueRange{k.add(at, k.idx(1))});
-          return std::make_pair(lse, dsum);
+          auto ld = [&](Value i) {
+            return LLVM::LoadOp::create(k.b, k.loc, w.f32, elementPtr(k, sStatsPtr, w.f32, i));
+          };
+          Value negLse2 = ld(at), dsum = ld(k.add(at, k.idx(1)));
+          return std::make_pair(negLse2, dsum);
         };
         std::array<Frag, 2> p = scoresShared(w, ka, sQ, kTile * j);
         std::array<Frag, 2> ds = scoresShared(w, va, sDy, kTile * j);
@@ -858,8 +956,159 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
     }
     return vals;
   });
-  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {});
+  Value scale = k.f(s.scale, w.f32);
+  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
   storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
+}
+
+//===----------------------------------------------------------------------===//
+// Warpgroup kernels (sm_90a): the blocked kernels' staging and block shape,
+// with the products on wgmma. Warps 4 j .. 4 j + 3 form warpgroup j, which
+// owns 64 consecutive rows; each warp keeps its 16 rows as the same A
+// fragments mma.sync takes. wgmma multiplies the group's 64 x 16 A by a
+// 16 x N B that it reads from shared memory itself (no ldmatrix), into
+// 64 x N f32 accumulators that each warp holds as N / 8 mma.sync C tiles.
+// Staged tiles use the unswizzled core-matrix layout: 8 rows x 16 bytes
+// contiguous, element (r, c) of a d-column tile at
+// ((r / 8) (d / 8) + c / 8) 64 + (r % 8) 8 + c % 8. It is a K-major B where
+// rows run along N (keys in q.k) and an MN-major B where they run along K
+// (values in p.v).
+//===----------------------------------------------------------------------===//
+
+/// The 64-bit wgmma shared-memory descriptor of a B operand at `offset`
+/// bytes into tile `sm` (no swizzle): start address, then the byte strides
+/// between core matrices along K (lbo) and along N (sbo), all in 16-byte
+/// units.
+Value matrixDescriptor(KB &k, const Smem &sm, int64_t offset, int64_t lbo, int64_t sbo) {
+  Type i64 = k.b.getI64Type();
+  Value addr = LLVM::PtrToIntOp::create(k.b, k.loc, i64, sm.ptr);
+  auto c = [&](int64_t v) { return arith::ConstantIntOp::create(k.b, k.loc, i64, v); };
+  Value start = arith::AndIOp::create(
+      k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, arith::AddIOp::create(k.b, k.loc, addr,
+                                                                          c(offset)),
+                                         c(4)),
+      c(0x3FFF));
+  return arith::OrIOp::create(k.b, k.loc, start, c(((lbo >> 4) << 16) | ((sbo >> 4) << 32)));
+}
+
+/// B[kk][n] = sm[n][16 step + kk]: rows along N (keys of q.k), K-major.
+Value rowsDescriptor(KB &k, const Smem &sm, int64_t step) {
+  return matrixDescriptor(k, sm, 256 * step, /*lbo=*/128, /*sbo=*/16 * sm.ld);
+}
+/// B[kk][n] = sm[16 step + kk][n]: rows along K (values of p.v), MN-major.
+Value columnsDescriptor(KB &k, const Smem &sm, int64_t step) {
+  return matrixDescriptor(k, sm, 32 * sm.ld * step, /*lbo=*/16 * sm.ld, /*sbo=*/128);
+}
+
+/// acc + sum_i a[i] B_i on the warpgroup (acc empty: from zero), B_i a
+/// 16 x n operand given by descriptor descs[i] (mnMajor: transposed), as
+/// one group of wgmma.mma_async that it waits for: the results are ready
+/// when this returns. Each warp passes its own A fragments and gets its
+/// rows of the 64 x n result as n / 8 C tiles.
+SmallVector<Value> warpgroupMma(Warp &w, ArrayRef<Frag> a, ArrayRef<Value> descs,
+                                ArrayRef<Value> acc, int64_t n, bool mnMajor) {
+  int64_t m = n / 2; // accumulators per thread
+  bool fromZero = acc.empty();
+  SmallVector<Value> operands(acc.begin(), acc.end());
+  std::string constraints;
+  for (int64_t i = 0; i < m; ++i)
+    constraints += "=f,";
+  for (int64_t i = 0; i < (fromZero ? 0 : m); ++i)
+    constraints += std::to_string(i) + ",";
+  int64_t next = fromZero ? m : 2 * m;
+  int64_t firstA = next;
+  for (const Frag &f : a) {
+    operands.append(f.begin(), f.end());
+    constraints += "r,r,r,r,";
+  }
+  int64_t firstDesc = firstA + 4 * static_cast<int64_t>(a.size());
+  operands.append(descs.begin(), descs.end());
+  for (size_t i = 0; i < descs.size(); ++i)
+    constraints += "l,";
+  int64_t scaleIdx = firstDesc + static_cast<int64_t>(descs.size());
+  operands.push_back(
+      arith::ConstantIntOp::create(w.k.b, w.k.loc, w.i32, fromZero ? 0 : 1));
+  constraints += "r";
+
+  std::string d;
+  for (int64_t i = 0; i < m; ++i)
+    d += (i ? ", $" : "$") + std::to_string(i);
+  // p: accumulate into D (false for a start from zero); q: always true.
+  std::string text = "{\n.reg .pred p, q;\nsetp.ne.b32 p, $" + std::to_string(scaleIdx) +
+                     ", 0;\nsetp.eq.b32 q, $" + std::to_string(scaleIdx) + ", $" +
+                     std::to_string(scaleIdx) + ";\nwgmma.fence.sync.aligned;\n";
+  for (size_t i = 0; i < a.size(); ++i) {
+    int64_t r = firstA + 4 * static_cast<int64_t>(i);
+    text += "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
+            "k16.f32.bf16.bf16 {" + d + "}, {$" + std::to_string(r) + ", $" +
+            std::to_string(r + 1) + ", $" + std::to_string(r + 2) + ", $" +
+            std::to_string(r + 3) + "}, $" + std::to_string(firstDesc + i) + ", " +
+            (i == 0 ? "p" : "q") + ", 1, 1, " + (mnMajor ? "1" : "0") + ";\n";
+  }
+  text += "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}";
+  return inlinePtx(w.k, SmallVector<Type>(m, w.f32), operands, text, constraints);
+}
+
+/// Flat accumulators as C tiles and back.
+SmallVector<Frag> tilesOfFlat(ArrayRef<Value> flat) {
+  SmallVector<Frag> tiles;
+  for (size_t i = 0; i < flat.size(); i += 4)
+    tiles.push_back(Frag(flat.begin() + i, flat.begin() + i + 4));
+  return tiles;
+}
+SmallVector<Value> flatOfTiles(ArrayRef<Frag> tiles) {
+  SmallVector<Value> flat;
+  for (const Frag &t : tiles)
+    flat.append(t.begin(), t.end());
+  return flat;
+}
+
+/// The first row of the warpgroup of thread `tid` of a block whose rows
+/// start at `first`.
+Value groupFirstRow(KB &k, Value tid, Value first) {
+  Value group = k.udiv(tid, k.idx(4 * 32));
+  return k.add(first, k.mul(group, k.idx(kBlockRows / 2)));
+}
+
+void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
+  Warp w(k, idx);
+  int64_t d = s.headDim;
+  BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
+  SharedArena arena(k);
+  SharedStage sKs = sharedStage(k, arena, d, /*core=*/true);
+  SharedStage sVs = sharedStage(k, arena, d, /*core=*/true);
+  SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, d);
+  Value group0 = groupFirstRow(k, bt.tid, bt.first);
+  auto st = keyValueStages(k, bt, a[0], sKs, sVs, s, onlineInit(w, s),
+                           [&](Value, Value key0, const Smem &sK, const Smem &sV,
+                               ValueRange cur, bool masked) {
+    auto step = [&]() -> SmallVector<Value> {
+      SmallVector<Value> descs;
+      for (int64_t i = 0; i < d / kTile; ++i)
+        descs.push_back(rowsDescriptor(k, sK, i));
+      SmallVector<Frag> scores = tilesOfFlat(warpgroupMma(w, qa, descs, {}, kStage, false));
+      SmallVector<std::array<Frag, 2>> sc;
+      for (int64_t j = 0; j < kSubTiles; ++j)
+        sc.push_back({scores[2 * j], scores[2 * j + 1]});
+      return onlineStep(w, cur, sc, key0, bt.row0, s, masked,
+                        [&](ArrayRef<Frag> pa, SmallVector<Frag> &o) {
+                          SmallVector<Value> vd;
+                          for (int64_t j = 0; j < kSubTiles; ++j)
+                            vd.push_back(columnsDescriptor(k, sV, j));
+                          o = tilesOfFlat(warpgroupMma(w, pa, vd, flatOfTiles(o), d, true));
+                        });
+    };
+    if (!masked)
+      return step();
+    // The block's own stages: a warpgroup sees none of the keys after its
+    // last query (a branch uniform over the group, as wgmma needs).
+    return when(k, arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key0, group0),
+                cur, step);
+  });
+  Online on = onlineResult(w, st, s);
+  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
+  storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
+  storeLogSumExp(w, on, a[2], bt.hs, bt.row0, s);
 }
 
 } // namespace
@@ -874,8 +1123,22 @@ int64_t flashAttentionMinBlocks(const AttentionShape &s, FlashKernel kernel) {
   return kMinBlocks;
 }
 
+int64_t flashAttentionSharedBytes(const AttentionShape &s, FlashKernel kernel) {
+  if (!flashAttentionBlocked(s))
+    return 0;
+  bool core = kernel == FlashKernel::Forward && flashAttentionWarpgroup(s);
+  int64_t bytes = 2 * stageBytes(s.headDim, core);
+  if (kernel == FlashKernel::BackwardKeyValue)
+    bytes += llvm::alignTo(kStatsBytes, 128);
+  return bytes;
+}
+
 int64_t flashAttentionThreads(const AttentionShape &s) {
   return s.batch * s.heads * (s.seq / kTile) * 32;
+}
+
+bool flashAttentionWarpgroup(const AttentionShape &s) {
+  return s.warpgroupMma && flashAttentionBlocked(s);
 }
 
 bool flashAttentionBlocked(const AttentionShape &s) {
@@ -886,6 +1149,8 @@ bool flashAttentionBlocked(const AttentionShape &s) {
 void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRange a,
                                 const AttentionShape &s) {
   KB k{b, loc};
+  if (flashAttentionWarpgroup(s))
+    return forwardKernelWarpgroup(k, idx, a, s);
   if (flashAttentionBlocked(s))
     return forwardKernelBlocked(k, idx, a, s);
   Warp w(k, idx);
@@ -956,7 +1221,8 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
         [&](int64_t dt) { return w.loadBCols(dy, hs.out, q0, 8 * dt); },
         [&](int64_t dt) { return w.loadBCols(qkv, hs.q, q0, 8 * dt); });
   });
-  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {});
+  Value scale = k.f(s.scale, w.f32);
+  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
   storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
 }
 

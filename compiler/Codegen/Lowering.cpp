@@ -271,7 +271,7 @@ private:
   /// Adds (or reuses) the kernel `key` and launches it over `threads`.
   void launch(Operation *op, const std::string &key, const std::string &base,
               std::vector<Type> argTypes, std::vector<Operand> args, int64_t threads,
-              BodyFn body, int64_t minBlocksPerSM = 0) {
+              BodyFn body, int64_t minBlocksPerSM = 0, int64_t sharedBytes = 0) {
     std::string fullKey = key;
     llvm::raw_string_ostream os(fullKey);
     for (Type ty : argTypes)
@@ -280,7 +280,8 @@ private:
     auto [it, inserted] = kernelByKey.try_emplace(fullKey, result.kernels.size());
     if (inserted)
       result.kernels.push_back({base + "_" + std::to_string(kernelCounter++),
-                                std::move(argTypes), std::move(body), minBlocksPerSM});
+                                std::move(argTypes), std::move(body), minBlocksPerSM,
+                                sharedBytes});
     Command c;
     c.kernel = it->second;
     c.threads = threads;
@@ -1116,14 +1117,16 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t bsz = s[0], tl = s[1], c = s[2] / 3, h = *getConfigInt(at.getNumHeads()),
                 d = c / h;
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
-        AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads};
+        AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads, options.warpgroupMma};
         std::vector<Type> types = {flat(at.getQkv()), flat(at.getResult()), flat(at.getLse())};
         std::vector<Operand> args = {t(at.getQkv()), t(at.getResult()), t(at.getLse())};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv()))) {
+          result.sm90a |= flashAttentionWarpgroup(shape);
           launch(op, key, "flash_attention_forward", types, args, flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionForward(b, loc, idx, a, shape);
-                 }, flashAttentionMinBlocks(shape, FlashKernel::Forward));
+                 }, flashAttentionMinBlocks(shape, FlashKernel::Forward),
+                 flashAttentionSharedBytes(shape, FlashKernel::Forward));
           return success();
         }
         // One thread per (b, h, i) query row: q and the output accumulator
@@ -1166,7 +1169,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t rowsN = bsz * h * tl;
         Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = sum_j p_ij dy_i.v_j
         auto statsType = flatOf(rowsN * 2, ft);
-        AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads};
+        AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads, options.warpgroupMma};
         // dy, qkv, (lse, D) pairs, dqkv, y, lse: the q kernel fills the pairs
         // for the k and v kernels, which walk rows of other queries.
         std::vector<Type> types = {flat(at.getGrad()), flat(at.getQkv()), statsType,
@@ -1179,12 +1182,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionBackwardQuery(b, loc, idx, a, shape);
-                 }, flashAttentionMinBlocks(shape, FlashKernel::BackwardQuery));
+                 }, flashAttentionMinBlocks(shape, FlashKernel::BackwardQuery),
+                 flashAttentionSharedBytes(shape, FlashKernel::BackwardQuery));
           launch(op, key + "kv", "flash_attention_backward_kv", types, args,
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                    buildFlashAttentionBackwardKeyValue(b, loc, idx, a, shape);
-                 }, flashAttentionMinBlocks(shape, FlashKernel::BackwardKeyValue));
+                 }, flashAttentionMinBlocks(shape, FlashKernel::BackwardKeyValue),
+                 flashAttentionSharedBytes(shape, FlashKernel::BackwardKeyValue));
           return success();
         }
         // Rows i: lse_i, D_i and dq_i = scale sum_j p_ij (dy_i.v_j - D_i) k_j.

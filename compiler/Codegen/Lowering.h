@@ -41,6 +41,9 @@ struct KernelDef {
   /// CUDA: blocks that must fit on one SM at once (PTX .minnctapersm, which
   /// caps registers per thread); 0 leaves the register count to ptxas.
   int64_t minBlocksPerSM = 0;
+  /// CUDA: dynamic shared memory of every launch (gpu.dynamic_shared_memory
+  /// in the body); above 48 KiB the runtime raises the kernel's limit.
+  int64_t sharedBytes = 0;
 };
 
 /// What a command argument refers to.
@@ -117,6 +120,7 @@ struct Lowered {
   std::map<std::string, int64_t> poolBytes; // params, state, inputs, activations, workspace
   unsigned numEvents = 0;  // Record/Wait events of all programs
   unsigned numStreams = 1; // 2 when a program has collectives
+  bool sm90a = false;      // a kernel uses wgmma: compile for sm_90a
 };
 
 /// Kernel choices that depend on the target.
@@ -124,6 +128,9 @@ struct LoweringOptions {
   /// Tensor-core flash attention (FlashAttention.h) where it applies; CUDA
   /// only. Otherwise the scalar kernels, which both targets can run.
   bool flashAttention = false;
+  /// The blocked flash kernels on sm_90a's warpgroup MMA (wgmma); the
+  /// kernel module must then be compiled for sm_90a (Lowered::sm90a).
+  bool warpgroupMma = false;
   /// Threads per row of the row kernels (layernorm, softmax, cross-entropy
   /// statistics): 32, a warp reducing with shuffles, on CUDA; 1 on Host.
   int64_t rowLanes = 1;

@@ -79,6 +79,11 @@ cl::opt<bool> flashAttention(
     cl::desc("CUDA: tensor-core flash attention for bf16 attention whose head dimension "
              "and sequence length are multiples of 16 (=false: the scalar kernels)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> warpgroupMma(
+    "warpgroup-mma",
+    cl::desc("CUDA sm_90: flash attention multiplies on Hopper's warpgroup MMA (wgmma) and "
+             "the kernels are compiled for sm_90a (=false: mma.sync, as on sm_80)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseAdamW(
     "fuse-adamw",
     cl::desc("Update all parameters with one gpt.adamw_multi, one kernel launch "
@@ -360,6 +365,7 @@ int runCompile(MLIRContext &context) {
                                      : codegen::EmitOptions::Target::CUDA;
     emit.chip = cudaArch;
     emit.flashAttention = flashAttention;
+    emit.warpgroupMma = warpgroupMma;
     emit.fuseCrossEntropy = fuseCrossEntropy;
     if (!cudaToolkit.empty())
       emit.toolkit = cudaToolkit;

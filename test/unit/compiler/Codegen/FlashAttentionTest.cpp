@@ -15,6 +15,7 @@
 
 #include "compiler/Codegen/EmitExecutable.h"
 #include "compiler/Transforms/Passes.h"
+#include "runtime/executable/Executable.h"
 #include "runtime/executor/HostBackend.h"
 #include "runtime/executor/Session.h"
 
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 using namespace gptc;
 using namespace gptc::testing;
@@ -105,18 +107,73 @@ TEST_F(FlashAttentionTest, ShortSequencesUseTheUnblockedKernels) {
 }
 
 // T = 256: blocks of 8 warps stage 64 rows at a time in shared memory,
-// copied asynchronously (16 bytes per cp.async) one stage ahead.
+// copied asynchronously (16 bytes per cp.async) three stages ahead.
 TEST_F(FlashAttentionTest, LongSequencesStageThroughSharedMemory) {
-  std::vector<uint8_t> bytes = compile("bf16", {}, 256);
+  codegen::EmitOptions emit;
+  emit.warpgroupMma = false;
+  std::vector<uint8_t> bytes = compile("bf16", emit, 256);
   ASSERT_FALSE(bytes.empty());
   EXPECT_TRUE(contains(bytes, "flash_attention_backward_kv"));
   EXPECT_TRUE(contains(bytes, kMma));
   EXPECT_TRUE(contains(bytes, "bar.sync"));
   EXPECT_TRUE(contains(bytes, "cp.async.cg.shared.global"));
   EXPECT_TRUE(contains(bytes, "cp.async.commit_group"));
-  EXPECT_TRUE(contains(bytes, "cp.async.wait_group \t1;"));
+  EXPECT_TRUE(contains(bytes, "cp.async.wait_group \t2;"));
   EXPECT_TRUE(contains(bytes, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"));
   EXPECT_TRUE(contains(bytes, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+}
+
+// The staging buffers are dynamic shared memory: every flash launch asks
+// for 2 operands x 4 buffers x 64 rows (+ 8 padding columns for ldmatrix,
+// none for wgmma's core matrices), and the dK/dV kernel for the row
+// statistics (4 x 64 x 2 floats) as well.
+TEST_F(FlashAttentionTest, BlockedLaunchesAskForTheirSharedMemory) {
+  std::vector<uint8_t> bytes = compile("bf16", {}, 256);
+  ASSERT_FALSE(bytes.empty());
+  auto exe = Executable::loadBytes(bytes, "flash");
+  ASSERT_TRUE(exe) << exe.status().message();
+  std::map<std::string, uint32_t> shared;
+  for (const schema::Command *cmd : *exe->findProgram("train_step")->commands())
+    if (const auto *launch = cmd->op_as_LaunchKernel()) {
+      std::string name = (*exe)->kernels()->Get(launch->kernel())->name()->str();
+      shared[name.substr(0, name.rfind('_'))] = launch->shared_bytes();
+    }
+  int64_t padded = 4 * 64 * (kD + 8) * 2, core = 4 * 64 * kD * 2;
+  EXPECT_EQ(shared["flash_attention_forward"], 2 * core);
+  EXPECT_EQ(shared["flash_attention_backward_q"], 2 * padded);
+  EXPECT_EQ(shared["flash_attention_backward_kv"], 2 * padded + 4 * 64 * 2 * 4);
+}
+
+// On sm_90 the blocked forward multiplies on wgmma (scores 64 x 64 per
+// warpgroup, p.v 64 x d) with B read from shared memory after an async-proxy
+// fence, and the module is compiled for sm_90a; --warpgroup-mma=false keeps
+// mma.sync and plain sm_90.
+TEST_F(FlashAttentionTest, WarpgroupForwardOnSm90) {
+  std::vector<uint8_t> bytes = compile("bf16", {}, 256);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_TRUE(contains(bytes, ".target sm_90a"));
+  EXPECT_TRUE(contains(bytes, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
+  EXPECT_TRUE(contains(bytes, "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16"));
+  EXPECT_TRUE(contains(bytes, "wgmma.wait_group.sync.aligned 0;"));
+  EXPECT_TRUE(contains(bytes, "fence.proxy.async.shared::cta;"));
+
+  codegen::EmitOptions off;
+  off.warpgroupMma = false;
+  bytes = compile("bf16", off, 256);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_FALSE(contains(bytes, "wgmma"));
+  EXPECT_FALSE(contains(bytes, ".target sm_90a"));
+  EXPECT_TRUE(contains(bytes, ".target sm_90"));
+}
+
+// Other chips keep mma.sync whatever the flag says.
+TEST_F(FlashAttentionTest, WarpgroupNeedsSm90) {
+  codegen::EmitOptions emit;
+  emit.chip = "sm_80";
+  std::vector<uint8_t> bytes = compile("bf16", emit, 256);
+  ASSERT_FALSE(bytes.empty());
+  EXPECT_FALSE(contains(bytes, "wgmma"));
+  EXPECT_TRUE(contains(bytes, ".target sm_80"));
 }
 
 // The blocked forward and dQ kernels ask ptxas for two resident blocks per
