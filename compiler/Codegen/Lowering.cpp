@@ -373,6 +373,10 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
 /// Buckets (id % kEmbedBuckets) of the embedding's token-gradient scatter:
 /// its threads are buckets x channels.
 constexpr int64_t kEmbedBuckets = 1024;
+/// Rows a thread (chunk, bucket) of the scatter's counting sort scans: the
+/// sort's threads are chunks x buckets, not one per bucket walking every
+/// row (a few SMs busy for a millisecond at 124M, B=16).
+constexpr int64_t kEmbedChunkRows = 256;
 
 /// Rows folded by one thread in the first stage of a column reduction: the
 /// (chunk, column) threads fill the GPU while each column's partials stay
@@ -977,57 +981,87 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t tlen = rtt(e.getIds()).getDimSize(1);
         program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWteGrad())}, "embed_grad"});
         // Token rows: a deterministic scatter-add without atomics. The rows
-        // are first grouped by bucket (id % buckets), in order: one thread
-        // per bucket counts its rows, one prefix sum places the buckets,
-        // and the bucket threads list their rows. Then thread (bucket,
-        // channel) adds its listed rows' gradients in that order, so each
-        // (token, channel) sum has one owner and a fixed order (the same
-        // as walking all rows), and the ids are scanned once per bucket
-        // rather than once per (bucket, channel).
+        // are first grouped by bucket (id % buckets), in order, by a
+        // counting sort over chunks of kEmbedChunkRows rows: thread (chunk,
+        // bucket) counts its chunk's rows of its bucket, a thread per
+        // bucket turns the counts into each chunk's start within the
+        // bucket, one thread places the buckets, and thread (chunk, bucket)
+        // lists its rows. Then thread (bucket, channel) adds its listed
+        // rows' gradients in that order, so each (token, channel) sum has
+        // one owner and a fixed order (the same as walking all rows).
         // More buckets than rows or tokens would only add idle threads and
         // workspace.
         int64_t vocab = rtt(e.getWteGrad()).getDimSize(0);
         int64_t buckets = std::min({kEmbedBuckets, rows, vocab});
+        int64_t chunks = (rows + kEmbedChunkRows - 1) / kEmbedChunkRows;
         Type i32 = IntegerType::get(ctx, 32);
-        Operand counts = scratch(buckets * 4), offsets = scratch((buckets + 1) * 4),
+        Operand counts = scratch(chunks * buckets * 4), offsets = scratch((buckets + 1) * 4),
                 list = scratch(rows * 4);
-        Type countsT = flatOf(buckets, i32), offsetsT = flatOf(buckets + 1, i32),
+        Type countsT = flatOf(chunks * buckets, i32), offsetsT = flatOf(buckets + 1, i32),
              listT = flatOf(rows, i32);
         auto bucketOf = [=](KB &k, Value ids, Value r) {
           return k.urem(k.toIndex(k.ld(ids, r)), k.idx(buckets));
         };
+        // Rows [first, end) of thread (chunk, bucket) = idx.
+        auto chunkRows = [=](KB &k, Value idx) {
+          Value first = k.mul(k.udiv(idx, k.idx(buckets)), k.idx(kEmbedChunkRows));
+          Value end = k.add(first, k.idx(kEmbedChunkRows));
+          end = k.select(k.cmpUlt(end, k.idx(rows)), end, k.idx(rows));
+          return std::make_pair(first, end);
+        };
         launch(op, key + "count", "embed_backward_count", {flat(e.getIds()), countsT},
-               {t(e.getIds()), counts}, buckets,
-               [=](OpBuilder &b, Location loc, Value bucket, ValueRange a) {
+               {t(e.getIds()), counts}, chunks * buckets,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
-                 Value n = k.loop(k.idx(0), k.idx(rows), {k.idx(0)}, [&](Value r, ValueRange cur) {
+                 Value bucket = k.urem(idx, k.idx(buckets));
+                 auto [first, end] = chunkRows(k, idx);
+                 Value n = k.loop(first, end, {k.idx(0)}, [&](Value r, ValueRange cur) {
                    Value one = k.select(k.cmpEq(bucketOf(k, a[0], r), bucket), k.idx(1), k.idx(0));
                    return SmallVector<Value>{k.add(cur[0], one)};
                  })[0];
-                 k.st(k.toI32(n), a[1], bucket);
+                 k.st(k.toI32(n), a[1], idx);
                });
-        launch(op, key + "offsets", "embed_backward_offsets", {countsT, offsetsT},
-               {counts, offsets}, 1, [=](OpBuilder &b, Location loc, Value, ValueRange a) {
+        // counts[chunk][bucket] becomes the chunk's first slot within the
+        // bucket; offsets[bucket] the bucket's size, for now.
+        launch(op, key + "starts", "embed_backward_starts", {countsT, offsetsT},
+               {counts, offsets}, buckets,
+               [=](OpBuilder &b, Location loc, Value bucket, ValueRange a) {
+                 KB k{b, loc};
+                 Value total = k.loop(k.idx(0), k.idx(chunks), {k.idx(0)},
+                                      [&](Value chunk, ValueRange cur) {
+                   Value at = k.add(k.mul(chunk, k.idx(buckets)), bucket);
+                   Value n = k.toIndex(k.ld(a[0], at));
+                   k.st(k.toI32(cur[0]), a[0], at);
+                   return SmallVector<Value>{k.add(cur[0], n)};
+                 })[0];
+                 k.st(k.toI32(total), a[1], bucket);
+               });
+        launch(op, key + "offsets", "embed_backward_offsets", {offsetsT},
+               {offsets}, 1, [=](OpBuilder &b, Location loc, Value, ValueRange a) {
                  KB k{b, loc};
                  Value total = k.loop(k.idx(0), k.idx(buckets), {k.idx(0)},
                                       [&](Value bucket, ValueRange cur) {
-                   k.st(k.toI32(cur[0]), a[1], bucket);
-                   return SmallVector<Value>{k.add(cur[0], k.toIndex(k.ld(a[0], bucket)))};
+                   Value n = k.toIndex(k.ld(a[0], bucket));
+                   k.st(k.toI32(cur[0]), a[0], bucket);
+                   return SmallVector<Value>{k.add(cur[0], n)};
                  })[0];
-                 k.st(k.toI32(total), a[1], k.idx(buckets));
+                 k.st(k.toI32(total), a[0], k.idx(buckets));
                });
-        launch(op, key + "list", "embed_backward_list", {flat(e.getIds()), offsetsT, listT},
-               {t(e.getIds()), offsets, list}, buckets,
-               [=](OpBuilder &b, Location loc, Value bucket, ValueRange a) {
+        launch(op, key + "list", "embed_backward_list",
+               {flat(e.getIds()), countsT, offsetsT, listT},
+               {t(e.getIds()), counts, offsets, list}, chunks * buckets,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
-                 Value first = k.toIndex(k.ld(a[1], bucket));
-                 k.loop(k.idx(0), k.idx(rows), {first}, [&](Value r, ValueRange cur) {
+                 Value bucket = k.urem(idx, k.idx(buckets));
+                 auto [first, end] = chunkRows(k, idx);
+                 Value slot = k.add(k.toIndex(k.ld(a[2], bucket)), k.toIndex(k.ld(a[1], idx)));
+                 k.loop(first, end, {slot}, [&](Value r, ValueRange cur) {
                    Value mine = k.cmpEq(bucketOf(k, a[0], r), bucket);
                    auto put = scf::IfOp::create(b, loc, mine, /*withElseRegion=*/false);
                    {
                      OpBuilder::InsertionGuard g(b);
                      b.setInsertionPointToStart(&put.getThenRegion().front());
-                     k.st(k.toI32(r), a[2], cur[0]);
+                     k.st(k.toI32(r), a[3], cur[0]);
                    }
                    return SmallVector<Value>{
                        k.add(cur[0], k.select(mine, k.idx(1), k.idx(0)))};

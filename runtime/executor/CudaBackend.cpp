@@ -414,8 +414,9 @@ Status CudaBackend::synchronize() {
 }
 
 /// GPTC_PROFILE=1: runs the program one command at a time between events and
-/// prints the time per kernel / GEMM shape, largest first, to stderr. For
-/// finding where a step goes, not for timing the step itself.
+/// prints the time per kernel / GEMM shape, largest first, to stderr (the
+/// top 20; GPTC_PROFILE=N > 1: the top N). For finding where a step goes,
+/// not for timing the step itself.
 Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
   const schema::Executable &exe = exe_.get();
   size_t n = program.commands() ? program.commands()->size() : 0;
@@ -459,7 +460,8 @@ Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
   std::sort(rows.rbegin(), rows.rend());
   std::fprintf(stderr, "profile %s: %.1f ms in %zu commands\n",
                program.name() ? program.name()->c_str() : "?", total, n);
-  for (size_t i = 0; i < rows.size() && i < 20; ++i)
+  long top = std::strtol(std::getenv("GPTC_PROFILE"), nullptr, 10);
+  for (size_t i = 0; i < rows.size() && i < static_cast<size_t>(top > 1 ? top : 20); ++i)
     std::fprintf(stderr, "  %9.2f ms %5.1f%%  %s\n", rows[i].first, 100.0 * rows[i].first / total,
                  rows[i].second.c_str());
   return synchronize();

@@ -120,4 +120,72 @@ TEST_F(LoweringTest, SplitReductionsMatchTheReference) {
   }
 }
 
+// gpt.embed_grad's counting sort: 3 x 300 = 900 rows are 4 chunks of 256
+// (the last ragged) and 37 vocabulary rows 37 buckets, so every bucket
+// holds rows from several chunks.
+TEST_F(LoweringTest, EmbedGradOverSeveralChunksMatchesTheReference) {
+  constexpr int64_t b = 3, t = 300, c = 4, vocab = 37;
+  std::string dy = "tensor<3x300x4xf32>", ids = "tensor<3x300xi32>";
+  std::string wte = "tensor<37x4xf32>", wpe = "tensor<300x4xf32>";
+  module = parse(
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(%dy: " + dy + " {gpt.input = \"dy\"}, %ids: " + ids +
+      " {gpt.input = \"ids\"}) -> (" + wte + " {gpt.output = \"wte\"}, " + wpe +
+      " {gpt.output = \"wpe\"}) {\n"
+      "  %w, %p = gpt.embed_grad %dy, %ids {vocab_rows = 37 : i64, position_rows = 300 : i64} : (" +
+      dy + ", " + ids + ") -> (" + wte + ", " + wpe + ")\n"
+      "  return %w, %p : " + wte + ", " + wpe + "\n}\n");
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&context);
+  for (const char *program : {"train_step", "init", "forward"}) {
+    PlanMemoryPassOptions plan;
+    plan.function = program;
+    pm.addPass(createPlanMemoryPass(plan));
+  }
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+
+  std::vector<float> g(b * t * c);
+  std::vector<int32_t> id(b * t);
+  for (size_t i = 0; i < g.size(); ++i)
+    g[i] = static_cast<float>(std::sin(0.29 * static_cast<double>(i)) + 0.1);
+  for (size_t i = 0; i < id.size(); ++i)
+    id[i] = static_cast<int32_t>((i * 7 + i / 13) % vocab);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(fn);
+  auto ref = reference::evaluate(
+      fn,
+      {Tensor({b, t, c}, std::vector<double>(g.begin(), g.end())),
+       Tensor({b, t}, std::vector<double>(id.begin(), id.end()))},
+      reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
+
+  codegen::EmitOptions emit;
+  emit.target = codegen::EmitOptions::Target::Host;
+  auto bytes = codegen::emitExecutable(*module, emit);
+  ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+  auto exe = Executable::loadBytes(*bytes, "embed-grad-host.fb");
+  ASSERT_TRUE(exe) << exe.status().message();
+  auto session = Session::create(std::move(*exe), createHostBackend);
+  ASSERT_TRUE(session) << session.status().message();
+  Session &s = **session;
+  ASSERT_TRUE(s.setInput("train_step", "dy", g));
+  ASSERT_TRUE(s.setInput("train_step", "ids", id));
+  Status ran = s.run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+  const char *names[] = {"wte", "wpe"};
+  for (size_t o = 0; o < 2; ++o) {
+    auto out = s.getOutput("train_step", names[o]);
+    ASSERT_TRUE(out) << names[o] << ": " << out.status().message();
+    const Tensor &want = (*ref)[o];
+    ASSERT_EQ(out->size(), want.data.size() * sizeof(float)) << names[o];
+    const float *got = reinterpret_cast<const float *>(out->data());
+    for (size_t i = 0; i < want.data.size(); ++i)
+      EXPECT_NEAR(got[i], want.data[i], 1e-4 * (1.0 + std::abs(want.data[i])))
+          << names[o] << "[" << i << "]";
+  }
+}
+
 } // namespace
