@@ -417,12 +417,11 @@ SmallVector<Frag> loadRowsA(Warp &w, Value mem, const RowFn &row, Value r0, int6
   return a;
 }
 
-/// dq += dS k over one 16-key block: p and dp are the raw scores q.k and
-/// dy.v of keys key0.. (global indices), kFrag(dt) the keys as B fragments.
-SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
-                                 const std::array<Frag, 2> &dp, Value key0, Value q0,
-                                 const RowStats &rs, const AttentionShape &s, bool masked,
-                                 function_ref<Frag(int64_t)> kFrag) {
+/// dS / scale of one 16-key block as an A fragment: p and dp are the raw
+/// scores q.k and dy.v of keys key0.. (global indices) against the warp's
+/// queries q0...
+Frag queryScoreGrad(Warp &w, std::array<Frag, 2> p, const std::array<Frag, 2> &dp, Value key0,
+                    Value q0, const RowStats &rs, const AttentionShape &s, bool masked) {
   KB &k = w.k;
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t e = 0; e < 4; ++e) {
@@ -430,7 +429,16 @@ SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
       Value pe = causalProbability(w, p[n][e], rs.negLse2[e / 2], key, query, s.scale, masked);
       p[n][e] = scoreGrad(k, pe, dp[n][e], rs.dsum[e / 2]);
     }
-  Frag dsa = w.toA(p[0], p[1]);
+  return w.toA(p[0], p[1]);
+}
+
+/// dq += dS k over one 16-key block (queryScoreGrad's arguments), kFrag(dt)
+/// the keys as B fragments.
+SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
+                                 const std::array<Frag, 2> &dp, Value key0, Value q0,
+                                 const RowStats &rs, const AttentionShape &s, bool masked,
+                                 function_ref<Frag(int64_t)> kFrag) {
+  Frag dsa = queryScoreGrad(w, p, dp, key0, q0, rs, s, masked);
   SmallVector<Value> next;
   for (int64_t dt = 0; dt < s.headDim / 8; ++dt) {
     Frag acc(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
@@ -444,13 +452,14 @@ SmallVector<Value> queryGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
 /// blocks (rows = keys k0.., columns = queries q0..). statsOf(query, n, e)
 /// gives (-lse log2 e, D) of a query; dyFrag/qFrag(dt) are B fragments.
 using StatsFn = function_ref<std::pair<Value, Value>(Value query, int64_t n, int64_t e)>;
-SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
-                                    std::array<Frag, 2> ds, Value q0, Value k0,
-                                    const AttentionShape &s, bool masked, StatsFn statsOf,
-                                    function_ref<Frag(int64_t)> dyFrag,
-                                    function_ref<Frag(int64_t)> qFrag) {
+
+/// P^T and dS^T / scale of one transposed 16-query block as A fragments:
+/// p and ds hold the raw scores k.q and v.dy of the warp's keys k0..
+/// against queries q0...
+std::pair<Frag, Frag> keyValueScoreGrads(Warp &w, std::array<Frag, 2> p, std::array<Frag, 2> ds,
+                                         Value q0, Value k0, const AttentionShape &s,
+                                         bool masked, StatsFn statsOf) {
   KB &k = w.k;
-  int64_t dTiles = s.headDim / 8;
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t e = 0; e < 4; ++e) {
       Value query = k.add(q0, columnOf(w, n, e)), key = k.add(k0, rowOf(w, e));
@@ -458,7 +467,16 @@ SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2>
       p[n][e] = causalProbability(w, p[n][e], negLse2, key, query, s.scale, masked);
       ds[n][e] = scoreGrad(k, p[n][e], ds[n][e], dsum);
     }
-  Frag pa = w.toA(p[0], p[1]), dsa = w.toA(ds[0], ds[1]);
+  return {w.toA(p[0], p[1]), w.toA(ds[0], ds[1])};
+}
+
+SmallVector<Value> keyValueGradStep(Warp &w, ValueRange cur, std::array<Frag, 2> p,
+                                    std::array<Frag, 2> ds, Value q0, Value k0,
+                                    const AttentionShape &s, bool masked, StatsFn statsOf,
+                                    function_ref<Frag(int64_t)> dyFrag,
+                                    function_ref<Frag(int64_t)> qFrag) {
+  int64_t dTiles = s.headDim / 8;
+  auto [pa, dsa] = keyValueScoreGrads(w, p, ds, q0, k0, s, masked, statsOf);
   SmallVector<Value> next;
   for (int64_t dt = 0; dt < dTiles; ++dt) {
     Frag dv(cur.begin() + 4 * dt, cur.begin() + 4 * dt + 4);
@@ -843,124 +861,6 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
   return onlineResult(w, st, s);
 }
 
-void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
-  Warp w(k, idx);
-  BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
-  SharedArena arena(k);
-  SharedStage sK = sharedStage(k, arena, s.headDim), sV = sharedStage(k, arena, s.headDim);
-  SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, s.headDim);
-  Online on = forwardBlocked(w, qa, a[0], bt, sK, sV, s);
-  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
-  storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
-  storeLogSumExp(w, on, a[2], bt.hs, bt.row0, s);
-}
-
-void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
-  Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
-  int64_t dTiles = s.headDim / 8;
-  BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
-  const Heads &hs = bt.hs;
-  SharedArena arena(k);
-  SharedStage sKs = sharedStage(k, arena, s.headDim), sVs = sharedStage(k, arena, s.headDim);
-  SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, bt.row0, s.headDim);
-  RowStats rs = rowStatistics(w, a[5], dy, a[4], stats, hs, bt.row0, s);
-
-  // dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
-  SmallVector<Frag> dya = loadRowsA(w, dy, hs.out, bt.row0, s.headDim);
-  SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
-  auto dq = keyValueStages(k, bt, qkv, sKs, sVs, s, init,
-                           [&](Value sb, Value key0, const Smem &sK, const Smem &sV,
-                               ValueRange cur, bool masked) {
-    SmallVector<Value> vals(cur);
-    for (int64_t j = 0; j < kSubTiles; ++j) {
-      auto visible = [&]() -> Value {
-        Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
-        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
-      };
-      vals = maybeWhen(k, masked, visible, vals, [&] {
-        std::array<Frag, 2> p = scoresShared(w, qa, sK, kTile * j);
-        std::array<Frag, 2> dp = scoresShared(w, dya, sV, kTile * j);
-        SmallVector<Frag> kc = columnsShared(w, sK, kTile * j, s.headDim);
-        return queryGradStep(w, vals, p, dp, k.add(key0, k.idx(kTile * j)), bt.row0, rs, s,
-                             masked, [&](int64_t dt) { return kc[dt]; });
-      });
-    }
-    return vals;
-  });
-  Value scale = k.f(s.scale, w.f32);
-  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, bt.row0, {scale, scale});
-}
-
-void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
-  Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
-  int64_t dTiles = s.headDim / 8;
-  BlockTile bt = blockTile(k, idx, s, /*queries=*/false);
-  const Heads &hs = bt.hs;
-  Value k0 = bt.row0;
-  SharedArena arena(k);
-  SharedStage sQs = sharedStage(k, arena, s.headDim), sDys = sharedStage(k, arena, s.headDim);
-  Value sStatsPtr = arena.take(k, kStatsBytes); // (-lse log2 e, D) of a stage's rows
-  SmallVector<Frag> ka = loadRowsA(w, qkv, hs.key, k0, s.headDim);
-  SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
-  Value statsBase = k.mul(k.mul(hs.bh, k.idx(s.seq)), k.idx(2));
-
-  // Query stages from the block's first key on (earlier queries see none):
-  // the two of the block's own rows are masked, later ones are whole.
-  Value first = k.udiv(bt.first, k.idx(kStage));
-  Value whole = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
-  SmallVector<Value> init(2 * dTiles * 4, k.f(0, w.f32));
-  Value qkvPtr = globalPointer(k, qkv), dyPtr = globalPointer(k, dy);
-  Value statsPtr = globalPointer(k, stats);
-  auto issue = [&](Value sb, Value buffer) {
-    Value q0s = k.mul(sb, k.idx(kStage));
-    copyRowsAsync(k, bt.tid, qkvPtr, hs.q, q0s, s.headDim, sQs.tile(k, buffer));
-    copyRowsAsync(k, bt.tid, dyPtr, hs.out, q0s, s.headDim, sDys.tile(k, buffer));
-    auto copy = scf::IfOp::create(k.b, k.loc, k.cmpUlt(bt.tid, k.idx(2 * kStage)),
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(k.b);
-    k.b.setInsertionPointToStart(&copy.getThenRegion().front());
-    Value from = k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid);
-    Value to = k.add(k.mul(buffer, k.idx(2 * kStage)), bt.tid);
-    copyAsync(k, elementPtr(k, sStatsPtr, w.f32, to), elementPtr(k, statsPtr, w.f32, from), 4);
-  };
-  auto acc = pipelinedStages(k, first, whole, k.idx(s.seq / kStage), /*maskedFirst=*/true, init,
-                             issue, [&](Value sb, Value buffer, ValueRange cur, bool masked) {
-    Value q0s = k.mul(sb, k.idx(kStage));
-    Smem sQ = sQs.tile(k, buffer), sDy = sDys.tile(k, buffer);
-    Value statsAt = k.mul(buffer, k.idx(2 * kStage));
-    SmallVector<Value> vals(cur);
-    for (int64_t j = 0; j < kSubTiles; ++j) {
-      auto visible = [&]() -> Value {
-        Value qt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
-        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, qt, bt.tile);
-      };
-      vals = maybeWhen(k, masked, visible, vals, [&] {
-        auto statsOf = [&](Value, int64_t n, int64_t e) {
-          Value at = k.add(statsAt, k.mul(k.add(k.idx(kTile * j), columnOf(w, n, e)), k.idx(2)));
-          auto ld = [&](Value i) {
-            return LLVM::LoadOp::create(k.b, k.loc, w.f32, elementPtr(k, sStatsPtr, w.f32, i));
-          };
-          Value negLse2 = ld(at), dsum = ld(k.add(at, k.idx(1)));
-          return std::make_pair(negLse2, dsum);
-        };
-        std::array<Frag, 2> p = scoresShared(w, ka, sQ, kTile * j);
-        std::array<Frag, 2> ds = scoresShared(w, va, sDy, kTile * j);
-        SmallVector<Frag> dyc = columnsShared(w, sDy, kTile * j, s.headDim);
-        SmallVector<Frag> qc = columnsShared(w, sQ, kTile * j, s.headDim);
-        return keyValueGradStep(w, vals, p, ds, k.add(q0s, k.idx(kTile * j)), k0, s, masked,
-                                statsOf, [&](int64_t dt) { return dyc[dt]; },
-                                [&](int64_t dt) { return qc[dt]; });
-      });
-    }
-    return vals;
-  });
-  Value scale = k.f(s.scale, w.f32);
-  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
-  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
-}
-
 //===----------------------------------------------------------------------===//
 // Warpgroup kernels (sm_90a): the blocked kernels' staging and block shape,
 // with the products on wgmma. Warps 4 j .. 4 j + 3 form warpgroup j, which
@@ -991,9 +891,11 @@ Value matrixDescriptor(KB &k, const Smem &sm, int64_t offset, int64_t lbo, int64
   return arith::OrIOp::create(k.b, k.loc, start, c(((lbo >> 4) << 16) | ((sbo >> 4) << 32)));
 }
 
-/// B[kk][n] = sm[n][16 step + kk]: rows along N (keys of q.k), K-major.
-Value rowsDescriptor(KB &k, const Smem &sm, int64_t step) {
-  return matrixDescriptor(k, sm, 256 * step, /*lbo=*/128, /*sbo=*/16 * sm.ld);
+/// B[kk][n] = sm[row0 + n][16 step + kk]: rows along N (keys of q.k),
+/// K-major; row0 a multiple of 8.
+Value rowsDescriptor(KB &k, const Smem &sm, int64_t step, int64_t row0 = 0) {
+  return matrixDescriptor(k, sm, 256 * step + row0 / 8 * 16 * sm.ld, /*lbo=*/128,
+                          /*sbo=*/16 * sm.ld);
 }
 /// B[kk][n] = sm[16 step + kk][n]: rows along K (values of p.v), MN-major.
 Value columnsDescriptor(KB &k, const Smem &sm, int64_t step) {
@@ -1070,6 +972,200 @@ Value groupFirstRow(KB &k, Value tid, Value first) {
   return k.add(first, k.mul(group, k.idx(kBlockRows / 2)));
 }
 
+void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
+  Warp w(k, idx);
+  BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
+  SharedArena arena(k);
+  SharedStage sK = sharedStage(k, arena, s.headDim), sV = sharedStage(k, arena, s.headDim);
+  SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, s.headDim);
+  Online on = forwardBlocked(w, qa, a[0], bt, sK, sV, s);
+  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
+  storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
+  storeLogSumExp(w, on, a[2], bt.hs, bt.row0, s);
+}
+
+/// Columns of one warpgroup product in the backward kernels: half a
+/// stage, which keeps scores and their gradients at 16 registers each.
+constexpr int64_t kHalf = kStage / 2;
+
+void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
+  Warp w(k, idx);
+  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  int64_t d = s.headDim, dTiles = d / 8;
+  bool warpgroup = flashAttentionWarpgroup(s);
+  BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
+  const Heads &hs = bt.hs;
+  SharedArena arena(k);
+  SharedStage sKs = sharedStage(k, arena, d, warpgroup), sVs = sharedStage(k, arena, d, warpgroup);
+  Value group0 = groupFirstRow(k, bt.tid, bt.first);
+  SmallVector<Frag> qa = loadRowsA(w, qkv, hs.q, bt.row0, s.headDim);
+  RowStats rs = rowStatistics(w, a[5], dy, a[4], stats, hs, bt.row0, s);
+
+  // dq_i = scale sum_j p_ij (dy_i . v_j - D_i) k_j.
+  SmallVector<Frag> dya = loadRowsA(w, dy, hs.out, bt.row0, s.headDim);
+  SmallVector<Value> init(dTiles * 4, k.f(0, w.f32));
+  auto dq = keyValueStages(k, bt, qkv, sKs, sVs, s, init,
+                           [&](Value sb, Value key0, const Smem &sK, const Smem &sV,
+                               ValueRange cur, bool masked) {
+    if (warpgroup) {
+      // Per half stage: scores and dP on wgmma, dS in registers, then
+      // dq += dS k with the keys as an MN-major B.
+      auto step = [&]() -> SmallVector<Value> {
+        SmallVector<Value> acc(cur);
+        for (int64_t h = 0; h < kStage / kHalf; ++h) {
+          SmallVector<Value> kd, vd, kc;
+          for (int64_t i = 0; i < d / kTile; ++i) {
+            kd.push_back(rowsDescriptor(k, sK, i, kHalf * h));
+            vd.push_back(rowsDescriptor(k, sV, i, kHalf * h));
+          }
+          SmallVector<Frag> p = tilesOfFlat(warpgroupMma(w, qa, kd, {}, kHalf, false));
+          SmallVector<Frag> dp = tilesOfFlat(warpgroupMma(w, dya, vd, {}, kHalf, false));
+          SmallVector<Frag> dsa;
+          for (int64_t j = 0; j < kHalf / kTile; ++j) {
+            int64_t key = kHalf * h + kTile * j;
+            dsa.push_back(queryScoreGrad(w, {p[2 * j], p[2 * j + 1]}, {dp[2 * j], dp[2 * j + 1]},
+                                         k.add(key0, k.idx(key)), bt.row0, rs, s, masked));
+            kc.push_back(columnsDescriptor(k, sK, key / kTile));
+          }
+          acc = warpgroupMma(w, dsa, kc, acc, d, true);
+        }
+        return acc;
+      };
+      if (!masked)
+        return step();
+      return when(k, arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, key0, group0),
+                  cur, step);
+    }
+    SmallVector<Value> vals(cur);
+    for (int64_t j = 0; j < kSubTiles; ++j) {
+      auto visible = [&]() -> Value {
+        Value kt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::ule, kt, bt.tile);
+      };
+      vals = maybeWhen(k, masked, visible, vals, [&] {
+        std::array<Frag, 2> p = scoresShared(w, qa, sK, kTile * j);
+        std::array<Frag, 2> dp = scoresShared(w, dya, sV, kTile * j);
+        SmallVector<Frag> kc = columnsShared(w, sK, kTile * j, s.headDim);
+        return queryGradStep(w, vals, p, dp, k.add(key0, k.idx(kTile * j)), bt.row0, rs, s,
+                             masked, [&](int64_t dt) { return kc[dt]; });
+      });
+    }
+    return vals;
+  });
+  Value scale = k.f(s.scale, w.f32);
+  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, bt.row0, {scale, scale});
+}
+
+void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
+  Warp w(k, idx);
+  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  int64_t d = s.headDim, dTiles = d / 8;
+  bool warpgroup = flashAttentionWarpgroup(s);
+  BlockTile bt = blockTile(k, idx, s, /*queries=*/false);
+  const Heads &hs = bt.hs;
+  Value k0 = bt.row0, group0 = groupFirstRow(k, bt.tid, bt.first);
+  SharedArena arena(k);
+  SharedStage sQs = sharedStage(k, arena, d, warpgroup), sDys = sharedStage(k, arena, d, warpgroup);
+  Value sStatsPtr = arena.take(k, kStatsBytes); // (-lse log2 e, D) of a stage's rows
+  SmallVector<Frag> ka = loadRowsA(w, qkv, hs.key, k0, s.headDim);
+  SmallVector<Frag> va = loadRowsA(w, qkv, hs.val, k0, s.headDim);
+  Value statsBase = k.mul(k.mul(hs.bh, k.idx(s.seq)), k.idx(2));
+
+  // Query stages from the block's first key on (earlier queries see none):
+  // the two of the block's own rows are masked, later ones are whole.
+  Value first = k.udiv(bt.first, k.idx(kStage));
+  Value whole = k.udiv(k.add(bt.first, k.idx(kBlockRows)), k.idx(kStage));
+  SmallVector<Value> init(2 * dTiles * 4, k.f(0, w.f32));
+  Value qkvPtr = globalPointer(k, qkv), dyPtr = globalPointer(k, dy);
+  Value statsPtr = globalPointer(k, stats);
+  auto issue = [&](Value sb, Value buffer) {
+    Value q0s = k.mul(sb, k.idx(kStage));
+    copyRowsAsync(k, bt.tid, qkvPtr, hs.q, q0s, s.headDim, sQs.tile(k, buffer));
+    copyRowsAsync(k, bt.tid, dyPtr, hs.out, q0s, s.headDim, sDys.tile(k, buffer));
+    auto copy = scf::IfOp::create(k.b, k.loc, k.cmpUlt(bt.tid, k.idx(2 * kStage)),
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(k.b);
+    k.b.setInsertionPointToStart(&copy.getThenRegion().front());
+    Value from = k.add(k.add(statsBase, k.mul(q0s, k.idx(2))), bt.tid);
+    Value to = k.add(k.mul(buffer, k.idx(2 * kStage)), bt.tid);
+    copyAsync(k, elementPtr(k, sStatsPtr, w.f32, to), elementPtr(k, statsPtr, w.f32, from), 4);
+  };
+  auto acc = pipelinedStages(k, first, whole, k.idx(s.seq / kStage), /*maskedFirst=*/true, init,
+                             issue, [&](Value sb, Value buffer, ValueRange cur, bool masked) {
+    Value q0s = k.mul(sb, k.idx(kStage));
+    Smem sQ = sQs.tile(k, buffer), sDy = sDys.tile(k, buffer);
+    Value statsAt = k.mul(buffer, k.idx(2 * kStage));
+    // (-lse log2 e, D) of query q0s + q + the column of C element (n, e).
+    auto statsAtQuery = [&](int64_t q, int64_t n, int64_t e) {
+      Value at = k.add(statsAt, k.mul(k.add(k.idx(q), columnOf(w, n, e)), k.idx(2)));
+      auto ld = [&](Value i) {
+        return LLVM::LoadOp::create(k.b, k.loc, w.f32, elementPtr(k, sStatsPtr, w.f32, i));
+      };
+      Value negLse2 = ld(at), dsum = ld(k.add(at, k.idx(1)));
+      return std::make_pair(negLse2, dsum);
+    };
+    if (warpgroup) {
+      // Per half stage: k.q and v.dy on wgmma (queries as the N of a
+      // K-major B), P and dS in registers, then dv += P^T dy and
+      // dk += dS^T q with the queries as an MN-major B.
+      auto step = [&]() -> SmallVector<Value> {
+        SmallVector<Value> dv(cur.begin(), cur.begin() + 4 * dTiles);
+        SmallVector<Value> dk(cur.begin() + 4 * dTiles, cur.end());
+        for (int64_t h = 0; h < kStage / kHalf; ++h) {
+          SmallVector<Value> qd, dyd, qc, dyc;
+          for (int64_t i = 0; i < d / kTile; ++i) {
+            qd.push_back(rowsDescriptor(k, sQ, i, kHalf * h));
+            dyd.push_back(rowsDescriptor(k, sDy, i, kHalf * h));
+          }
+          SmallVector<Frag> p = tilesOfFlat(warpgroupMma(w, ka, qd, {}, kHalf, false));
+          SmallVector<Frag> ds = tilesOfFlat(warpgroupMma(w, va, dyd, {}, kHalf, false));
+          SmallVector<Frag> pa, dsa;
+          for (int64_t j = 0; j < kHalf / kTile; ++j) {
+            int64_t q = kHalf * h + kTile * j;
+            auto [pj, dsj] = keyValueScoreGrads(
+                w, {p[2 * j], p[2 * j + 1]}, {ds[2 * j], ds[2 * j + 1]}, k.add(q0s, k.idx(q)), k0,
+                s, masked, [&](Value, int64_t n, int64_t e) { return statsAtQuery(q, n, e); });
+            pa.push_back(pj);
+            dsa.push_back(dsj);
+            dyc.push_back(columnsDescriptor(k, sDy, q / kTile));
+            qc.push_back(columnsDescriptor(k, sQ, q / kTile));
+          }
+          dv = warpgroupMma(w, pa, dyc, dv, d, true);
+          dk = warpgroupMma(w, dsa, qc, dk, d, true);
+        }
+        dv.append(dk.begin(), dk.end());
+        return dv;
+      };
+      if (!masked)
+        return step();
+      // The group's keys see no query before its first key.
+      return when(k, arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, q0s, group0),
+                  cur, step);
+    }
+    SmallVector<Value> vals(cur);
+    for (int64_t j = 0; j < kSubTiles; ++j) {
+      auto visible = [&]() -> Value {
+        Value qt = k.add(k.mul(sb, k.idx(kSubTiles)), k.idx(j));
+        return arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, qt, bt.tile);
+      };
+      vals = maybeWhen(k, masked, visible, vals, [&] {
+        auto statsOf = [&](Value, int64_t n, int64_t e) { return statsAtQuery(kTile * j, n, e); };
+        std::array<Frag, 2> p = scoresShared(w, ka, sQ, kTile * j);
+        std::array<Frag, 2> ds = scoresShared(w, va, sDy, kTile * j);
+        SmallVector<Frag> dyc = columnsShared(w, sDy, kTile * j, s.headDim);
+        SmallVector<Frag> qc = columnsShared(w, sQ, kTile * j, s.headDim);
+        return keyValueGradStep(w, vals, p, ds, k.add(q0s, k.idx(kTile * j)), k0, s, masked,
+                                statsOf, [&](int64_t dt) { return dyc[dt]; },
+                                [&](int64_t dt) { return qc[dt]; });
+      });
+    }
+    return vals;
+  }, /*asyncProxy=*/warpgroup);
+  Value scale = k.f(s.scale, w.f32);
+  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
+  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
+}
+
 void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
   Warp w(k, idx);
   int64_t d = s.headDim;
@@ -1126,7 +1222,7 @@ int64_t flashAttentionMinBlocks(const AttentionShape &s, FlashKernel kernel) {
 int64_t flashAttentionSharedBytes(const AttentionShape &s, FlashKernel kernel) {
   if (!flashAttentionBlocked(s))
     return 0;
-  bool core = kernel == FlashKernel::Forward && flashAttentionWarpgroup(s);
+  bool core = flashAttentionWarpgroup(s);
   int64_t bytes = 2 * stageBytes(s.headDim, core);
   if (kernel == FlashKernel::BackwardKeyValue)
     bytes += llvm::alignTo(kStatsBytes, 128);

@@ -1212,6 +1212,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                                      t(at.getOutput()), t(at.getLse())};
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv())) &&
             eltOf(at.getGrad()).isBF16() && eltOf(at.getOutput()).isBF16()) {
+          result.sm90a |= flashAttentionWarpgroup(shape);
           launch(op, key + "q", "flash_attention_backward_q", types, args,
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
