@@ -509,14 +509,24 @@ constexpr int64_t kStage = 64;
 /// ldmatrix phase reads (16 bytes each) hit 32 different banks.
 constexpr int64_t kPad = 8;
 
-/// A bf16 matrix in shared memory, row-major with row stride ld, or (core)
-/// in the core-matrix layout of the warpgroup kernels with ld columns; ptr
-/// is its address (for ldmatrix, cp.async and wgmma descriptors).
+/// A bf16 matrix in shared memory, row-major with row stride ld; ptr is its
+/// address (for ldmatrix, cp.async and wgmma descriptors). `swizzled`: the
+/// rows (2 ld bytes, 64 or 128) are unpadded and their 16-byte chunks
+/// permuted as wgmma's 64/128-byte swizzle reads them (swizzledOffset).
 struct Smem {
   Value ptr;
   int64_t ld;
-  bool core = false;
+  bool swizzled = false;
 };
+
+/// Byte `offset` of a row-major tile with `pitch`-byte rows (64 or 128)
+/// under wgmma's swizzle of that width: chunk bits [4, 4 + b) take the XOR
+/// of bits [7, 7 + b), b = log2(pitch / 16). Tiles start 1024-byte aligned.
+Value swizzledOffset(KB &k, Value offset, int64_t pitch) {
+  Value mask = k.idx(pitch / 16 - 1);
+  Value bits = k.mul(k.urem(k.udiv(offset, k.idx(128)), k.add(mask, k.idx(1))), k.idx(16));
+  return arith::XOrIOp::create(k.b, k.loc, offset, bits);
+}
 
 /// &base[offset] for a pointer to `elt` elements.
 Value elementPtr(KB &k, Value base, Type elt, Value offset) {
@@ -555,9 +565,13 @@ void copyAsync(KB &k, Value dst, Value src, int32_t bytes) {
 /// stage s computes, so kBuffers - 1 stages of copies are in flight.
 constexpr int64_t kBuffers = 4;
 
-/// The kernel's dynamic shared memory (gpu.dynamic_shared_memory), handed
-/// out in 128-byte aligned pieces; the launch asks for
-/// flashAttentionSharedBytes, which sizes the same pieces.
+/// Alignment of the pieces of shared memory: the repeat of wgmma's widest
+/// swizzle (8 rows of 128 bytes).
+constexpr int64_t kSharedAlign = 1024;
+
+/// The kernel's dynamic shared memory (gpu.dynamic_shared_memory), rounded
+/// up to kSharedAlign at run time and handed out in kSharedAlign pieces;
+/// the launch asks for flashAttentionSharedBytes, which sizes the same.
 struct SharedArena {
   Value base; // shared pointer
   int64_t used = 0;
@@ -565,19 +579,26 @@ struct SharedArena {
     auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
     auto type = MemRefType::get({ShapedType::kDynamic}, k.b.getI8Type(),
                                 MemRefLayoutAttrInterface{}, space);
-    base = sharedPointer(k, gpu::DynamicSharedMemoryOp::create(k.b, k.loc, type));
+    Value raw = sharedPointer(k, gpu::DynamicSharedMemoryOp::create(k.b, k.loc, type));
+    Type i64 = k.b.getI64Type();
+    Value at = LLVM::PtrToIntOp::create(k.b, k.loc, i64, raw);
+    Value up = arith::AddIOp::create(k.b, k.loc, at,
+                                     arith::ConstantIntOp::create(k.b, k.loc, i64, kSharedAlign - 1));
+    up = arith::AndIOp::create(k.b, k.loc, up,
+                               arith::ConstantIntOp::create(k.b, k.loc, i64, -kSharedAlign));
+    base = LLVM::IntToPtrOp::create(k.b, k.loc, raw.getType(), up);
   }
   Value take(KB &k, int64_t bytes) {
     Value at = elementPtr(k, base, k.b.getI8Type(), k.idx(used));
-    used += llvm::alignTo(bytes, 128);
+    used += llvm::alignTo(bytes, kSharedAlign);
     return at;
   }
 };
 
 /// Bytes of one staged operand: kBuffers tiles of kStage rows.
-int64_t stageBytes(int64_t cols, bool core) {
-  int64_t ld = core ? cols : cols + kPad;
-  return llvm::alignTo(kBuffers * kStage * ld * 2, 128);
+int64_t stageBytes(int64_t cols, bool swizzled) {
+  int64_t ld = swizzled ? cols : cols + kPad;
+  return llvm::alignTo(kBuffers * kStage * ld * 2, kSharedAlign);
 }
 /// Bytes of the key/value kernel's (-lse log2 e, D) pairs of a stage.
 constexpr int64_t kStatsBytes = kBuffers * 2 * kStage * 4;
@@ -586,16 +607,16 @@ constexpr int64_t kStatsBytes = kBuffers * 2 * kStage * 4;
 struct SharedStage {
   Value base;
   int64_t ld;
-  bool core = false;
+  bool swizzled = false;
   Smem tile(KB &k, Value buffer) const {
     Value at = elementPtr(k, base, k.b.getBF16Type(), k.mul(buffer, k.idx(kStage * ld)));
-    return {at, ld, core};
+    return {at, ld, swizzled};
   }
 };
 
-/// Padded rows for ldmatrix, or (core) the core-matrix layout for wgmma.
-SharedStage sharedStage(KB &k, SharedArena &arena, int64_t cols, bool core = false) {
-  return {arena.take(k, stageBytes(cols, core)), core ? cols : cols + kPad, core};
+/// Padded rows for ldmatrix, or (swizzled) wgmma's swizzled rows.
+SharedStage sharedStage(KB &k, SharedArena &arena, int64_t cols, bool swizzled = false) {
+  return {arena.take(k, stageBytes(cols, swizzled)), swizzled ? cols : cols + kPad, swizzled};
 }
 
 void barrier(KB &k) { gpu::BarrierOp::create(k.b, k.loc); }
@@ -626,21 +647,11 @@ void copyRowsAsync(KB &k, Value tid, Value src, const RowFn &row, Value r0, int6
   Type bf16 = k.b.getBF16Type();
   for (int64_t j = 0; j < kStage * perRow / kBlockThreads; ++j) {
     Value c = k.add(tid, k.idx(j * kBlockThreads));
-    Value r, c8, to;
-    if (dst.core) {
-      // Eight neighbouring threads fill one core matrix (128 contiguous
-      // bytes): rows r % 8 of chunk c8 / 8 of row group r / 8.
-      Value chunk = k.urem(k.udiv(c, k.idx(8)), k.idx(perRow));
-      Value group = k.udiv(c, k.idx(8 * perRow));
-      r = k.add(k.mul(group, k.idx(8)), k.urem(c, k.idx(8)));
-      c8 = k.mul(chunk, k.idx(8));
-      to = k.add(k.mul(k.add(k.mul(group, k.idx(perRow)), chunk), k.idx(64)),
-                 k.mul(k.urem(c, k.idx(8)), k.idx(8)));
-    } else {
-      r = k.udiv(c, k.idx(perRow));
-      c8 = k.mul(k.urem(c, k.idx(perRow)), k.idx(8));
-      to = k.add(k.mul(r, k.idx(dst.ld)), c8);
-    }
+    Value r = k.udiv(c, k.idx(perRow)), c8 = k.mul(k.urem(c, k.idx(perRow)), k.idx(8));
+    Value to = k.add(k.mul(r, k.idx(dst.ld)), c8);
+    // A row's chunks are permuted within the row: still one bank each.
+    if (dst.swizzled)
+      to = k.udiv(swizzledOffset(k, k.mul(to, k.idx(2)), 2 * dst.ld), k.idx(2));
     copyAsync(k, elementPtr(k, dst.ptr, bf16, to),
               elementPtr(k, src, bf16, k.add(row(k.add(r0, r)), c8)), 16);
   }
@@ -805,7 +816,7 @@ keyValueStages(KB &k, const BlockTile &bt, Value qkv, const SharedStage &sKs,
         return stage(sb, k.mul(sb, k.idx(kStage)), sKs.tile(k, buffer), sVs.tile(k, buffer),
                      cur, masked);
       },
-      /*asyncProxy=*/sKs.core);
+      /*asyncProxy=*/sKs.swizzled);
 }
 
 /// In a masked stage, `step` runs only for the warp's visible sub-blocks;
@@ -868,87 +879,136 @@ Online forwardBlocked(Warp &w, ArrayRef<Frag> qa, Value qkv, const BlockTile &bt
 // fragments mma.sync takes. wgmma multiplies the group's 64 x 16 A by a
 // 16 x N B that it reads from shared memory itself (no ldmatrix), into
 // 64 x N f32 accumulators that each warp holds as N / 8 mma.sync C tiles.
-// Staged tiles use the unswizzled core-matrix layout: 8 rows x 16 bytes
-// contiguous, element (r, c) of a d-column tile at
-// ((r / 8) (d / 8) + c / 8) 64 + (r % 8) 8 + c % 8. It is a K-major B where
-// rows run along N (keys in q.k) and an MN-major B where they run along K
-// (values in p.v).
+// Staged tiles are unpadded rows of d bf16 (64 or 128 bytes) whose 16-byte
+// chunks are swizzled as wgmma's 64/128-byte swizzle expects; the same
+// tile is a K-major B where rows run along N (keys in q.k) and an MN-major
+// B where they run along K (values in p.v).
 //===----------------------------------------------------------------------===//
 
 /// The 64-bit wgmma shared-memory descriptor of a B operand at `offset`
-/// bytes into tile `sm` (no swizzle): start address, then the byte strides
-/// between core matrices along K (lbo) and along N (sbo), all in 16-byte
-/// units.
+/// bytes into the swizzled tile `sm`: start address, the leading and the
+/// stride byte offsets (16-byte units) and the swizzle (row pitch 128
+/// bytes: mode 1, 64: mode 2).
 Value matrixDescriptor(KB &k, const Smem &sm, int64_t offset, int64_t lbo, int64_t sbo) {
   Type i64 = k.b.getI64Type();
   Value addr = LLVM::PtrToIntOp::create(k.b, k.loc, i64, sm.ptr);
   auto c = [&](int64_t v) { return arith::ConstantIntOp::create(k.b, k.loc, i64, v); };
   Value start = arith::AndIOp::create(
-      k.b, k.loc, arith::ShRUIOp::create(k.b, k.loc, arith::AddIOp::create(k.b, k.loc, addr,
-                                                                          c(offset)),
-                                         c(4)),
+      k.b, k.loc,
+      arith::ShRUIOp::create(k.b, k.loc, arith::AddIOp::create(k.b, k.loc, addr, c(offset)),
+                             c(4)),
       c(0x3FFF));
-  return arith::OrIOp::create(k.b, k.loc, start, c(((lbo >> 4) << 16) | ((sbo >> 4) << 32)));
+  int64_t mode = 2 * sm.ld == 128 ? 1 : 2;
+  return arith::OrIOp::create(
+      k.b, k.loc, start, c(((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (mode << 62)));
 }
 
 /// B[kk][n] = sm[row0 + n][16 step + kk]: rows along N (keys of q.k),
-/// K-major; row0 a multiple of 8.
+/// K-major; row0 a multiple of 8. Groups of 8 rows are 8 pitches apart;
+/// a k-step moves 32 bytes along the (swizzled) rows.
 Value rowsDescriptor(KB &k, const Smem &sm, int64_t step, int64_t row0 = 0) {
-  return matrixDescriptor(k, sm, 256 * step + row0 / 8 * 16 * sm.ld, /*lbo=*/128,
-                          /*sbo=*/16 * sm.ld);
+  int64_t pitch = 2 * sm.ld;
+  return matrixDescriptor(k, sm, 32 * step + row0 * pitch, /*lbo=*/16, /*sbo=*/8 * pitch);
 }
-/// B[kk][n] = sm[16 step + kk][n]: rows along K (values of p.v), MN-major.
+/// B[kk][n] = sm[16 step + kk][n]: rows along K (values of p.v),
+/// MN-major: the row is one swizzle atom wide, groups of 8 rows are 8
+/// pitches apart.
 Value columnsDescriptor(KB &k, const Smem &sm, int64_t step) {
-  return matrixDescriptor(k, sm, 32 * sm.ld * step, /*lbo=*/16 * sm.ld, /*sbo=*/128);
+  int64_t pitch = 2 * sm.ld;
+  return matrixDescriptor(k, sm, 16 * step * pitch, /*lbo=*/8 * pitch, /*sbo=*/8 * pitch);
 }
 
-/// acc + sum_i a[i] B_i on the warpgroup (acc empty: from zero), B_i a
-/// 16 x n operand given by descriptor descs[i] (mnMajor: transposed), as
-/// one group of wgmma.mma_async that it waits for: the results are ready
-/// when this returns. Each warp passes its own A fragments and gets its
-/// rows of the 64 x n result as n / 8 C tiles.
-SmallVector<Value> warpgroupMma(Warp &w, ArrayRef<Frag> a, ArrayRef<Value> descs,
-                                ArrayRef<Value> acc, int64_t n, bool mnMajor) {
-  int64_t m = n / 2; // accumulators per thread
-  bool fromZero = acc.empty();
-  SmallVector<Value> operands(acc.begin(), acc.end());
-  std::string constraints;
-  for (int64_t i = 0; i < m; ++i)
-    constraints += "=f,";
-  for (int64_t i = 0; i < (fromZero ? 0 : m); ++i)
-    constraints += std::to_string(i) + ",";
-  int64_t next = fromZero ? m : 2 * m;
-  int64_t firstA = next;
-  for (const Frag &f : a) {
-    operands.append(f.begin(), f.end());
-    constraints += "r,r,r,r,";
-  }
-  int64_t firstDesc = firstA + 4 * static_cast<int64_t>(a.size());
-  operands.append(descs.begin(), descs.end());
-  for (size_t i = 0; i < descs.size(); ++i)
-    constraints += "l,";
-  int64_t scaleIdx = firstDesc + static_cast<int64_t>(descs.size());
-  operands.push_back(
-      arith::ConstantIntOp::create(w.k.b, w.k.loc, w.i32, fromZero ? 0 : 1));
-  constraints += "r";
+/// One product of a wgmma group: acc + sum_i a[i] B_i (acc empty: from
+/// zero), B_i a 16 x n operand given by descriptor descs[i] (mnMajor:
+/// transposed).
+struct WarpgroupProduct {
+  ArrayRef<Frag> a;
+  SmallVector<Value> descs;
+  SmallVector<Value> acc;
+  int64_t n;
+  bool mnMajor;
+};
 
-  std::string d;
-  for (int64_t i = 0; i < m; ++i)
-    d += (i ? ", $" : "$") + std::to_string(i);
-  // p: accumulate into D (false for a start from zero); q: always true.
-  std::string text = "{\n.reg .pred p, q;\nsetp.ne.b32 p, $" + std::to_string(scaleIdx) +
-                     ", 0;\nsetp.eq.b32 q, $" + std::to_string(scaleIdx) + ", $" +
-                     std::to_string(scaleIdx) + ";\nwgmma.fence.sync.aligned;\n";
-  for (size_t i = 0; i < a.size(); ++i) {
-    int64_t r = firstA + 4 * static_cast<int64_t>(i);
-    text += "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
-            "k16.f32.bf16.bf16 {" + d + "}, {$" + std::to_string(r) + ", $" +
-            std::to_string(r + 1) + ", $" + std::to_string(r + 2) + ", $" +
-            std::to_string(r + 3) + "}, $" + std::to_string(firstDesc + i) + ", " +
-            (i == 0 ? "p" : "q") + ", 1, 1, " + (mnMajor ? "1" : "0") + ";\n";
+/// The products as one group of wgmma.mma_async that it waits for: the
+/// results are ready when this returns, and independent products overlap
+/// on the tensor cores. Each warp passes its own A fragments and gets its
+/// rows of each 64 x n result as n / 8 C tiles.
+SmallVector<SmallVector<Value>> warpgroupMmas(Warp &w, ArrayRef<WarpgroupProduct> products) {
+  SmallVector<Value> tied, inputs;
+  std::string outs, ties, ins;
+  int64_t results = 0;
+  for (const WarpgroupProduct &p : products)
+    results += p.n / 2;
+  // Operand numbers: results, then the accumulators they are tied to,
+  // then A fragments and descriptors, then one i32 for the predicates.
+  int64_t next = results, first = 0;
+  SmallVector<int64_t> firstOut, firstA, firstDesc;
+  for (const WarpgroupProduct &p : products) {
+    firstOut.push_back(first);
+    for (int64_t i = 0; i < p.n / 2; ++i)
+      outs += "=f,";
+    if (!p.acc.empty()) {
+      for (int64_t i = 0; i < p.n / 2; ++i)
+        ties += std::to_string(first + i) + ",";
+      tied.append(p.acc.begin(), p.acc.end());
+      next += p.n / 2;
+    }
+    first += p.n / 2;
+  }
+  for (const WarpgroupProduct &p : products) {
+    firstA.push_back(next);
+    for (const Frag &f : p.a) {
+      inputs.append(f.begin(), f.end());
+      ins += "r,r,r,r,";
+      next += 4;
+    }
+  }
+  for (const WarpgroupProduct &p : products) {
+    firstDesc.push_back(next);
+    inputs.append(p.descs.begin(), p.descs.end());
+    for (size_t i = 0; i < p.descs.size(); ++i)
+      ins += "l,";
+    next += static_cast<int64_t>(p.descs.size());
+  }
+  inputs.push_back(arith::ConstantIntOp::create(w.k.b, w.k.loc, w.i32, 0));
+  ins += "r";
+  auto num = [](int64_t i) { return "$" + std::to_string(i); };
+  // fromZero: false (D = A B on the first k-step); accumulate: true.
+  std::string text = "{\n.reg .pred fromZero, accumulate;\nsetp.ne.b32 fromZero, " +
+                     num(next) + ", " + num(next) + ";\nsetp.eq.b32 accumulate, " + num(next) +
+                     ", " + num(next) + ";\nwgmma.fence.sync.aligned;\n";
+  for (size_t j = 0; j < products.size(); ++j) {
+    const WarpgroupProduct &p = products[j];
+    std::string d;
+    for (int64_t i = 0; i < p.n / 2; ++i)
+      d += (i ? ", " : "") + num(firstOut[j] + i);
+    for (size_t i = 0; i < p.a.size(); ++i) {
+      int64_t r = firstA[j] + 4 * static_cast<int64_t>(i);
+      text += "wgmma.mma_async.sync.aligned.m64n" + std::to_string(p.n) +
+              "k16.f32.bf16.bf16 {" + d + "}, {" + num(r) + ", " + num(r + 1) + ", " +
+              num(r + 2) + ", " + num(r + 3) + "}, " + num(firstDesc[j] + i) + ", " +
+              (i == 0 && p.acc.empty() ? "fromZero" : "accumulate") + ", 1, 1, " +
+              (p.mnMajor ? "1" : "0") + ";\n";
+    }
   }
   text += "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}";
-  return inlinePtx(w.k, SmallVector<Type>(m, w.f32), operands, text, constraints);
+  SmallVector<Value> operands(tied);
+  operands.append(inputs.begin(), inputs.end());
+  std::string constraints = outs + ties + ins;
+  SmallVector<Value> flat =
+      inlinePtx(w.k, SmallVector<Type>(results, w.f32), operands, text, constraints);
+  SmallVector<SmallVector<Value>> out;
+  for (size_t j = 0; j < products.size(); ++j)
+    out.push_back(SmallVector<Value>(flat.begin() + firstOut[j],
+                                     flat.begin() + firstOut[j] + products[j].n / 2));
+  return out;
+}
+
+/// One product (warpgroupMmas).
+SmallVector<Value> warpgroupMma(Warp &w, ArrayRef<Frag> a, ArrayRef<Value> descs,
+                                ArrayRef<Value> acc, int64_t n, bool mnMajor) {
+  WarpgroupProduct p{a, SmallVector<Value>(descs), SmallVector<Value>(acc), n, mnMajor};
+  return warpgroupMmas(w, {p})[0];
 }
 
 /// Flat accumulators as C tiles and back.
@@ -1018,8 +1078,8 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
             kd.push_back(rowsDescriptor(k, sK, i, kHalf * h));
             vd.push_back(rowsDescriptor(k, sV, i, kHalf * h));
           }
-          SmallVector<Frag> p = tilesOfFlat(warpgroupMma(w, qa, kd, {}, kHalf, false));
-          SmallVector<Frag> dp = tilesOfFlat(warpgroupMma(w, dya, vd, {}, kHalf, false));
+          auto sp = warpgroupMmas(w, {{qa, kd, {}, kHalf, false}, {dya, vd, {}, kHalf, false}});
+          SmallVector<Frag> p = tilesOfFlat(sp[0]), dp = tilesOfFlat(sp[1]);
           SmallVector<Frag> dsa;
           for (int64_t j = 0; j < kHalf / kTile; ++j) {
             int64_t key = kHalf * h + kTile * j;
@@ -1117,8 +1177,8 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
             qd.push_back(rowsDescriptor(k, sQ, i, kHalf * h));
             dyd.push_back(rowsDescriptor(k, sDy, i, kHalf * h));
           }
-          SmallVector<Frag> p = tilesOfFlat(warpgroupMma(w, ka, qd, {}, kHalf, false));
-          SmallVector<Frag> ds = tilesOfFlat(warpgroupMma(w, va, dyd, {}, kHalf, false));
+          auto sp = warpgroupMmas(w, {{ka, qd, {}, kHalf, false}, {va, dyd, {}, kHalf, false}});
+          SmallVector<Frag> p = tilesOfFlat(sp[0]), ds = tilesOfFlat(sp[1]);
           SmallVector<Frag> pa, dsa;
           for (int64_t j = 0; j < kHalf / kTile; ++j) {
             int64_t q = kHalf * h + kTile * j;
@@ -1130,8 +1190,9 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
             dyc.push_back(columnsDescriptor(k, sDy, q / kTile));
             qc.push_back(columnsDescriptor(k, sQ, q / kTile));
           }
-          dv = warpgroupMma(w, pa, dyc, dv, d, true);
-          dk = warpgroupMma(w, dsa, qc, dk, d, true);
+          auto grads = warpgroupMmas(w, {{pa, dyc, dv, d, true}, {dsa, qc, dk, d, true}});
+          dv = grads[0];
+          dk = grads[1];
         }
         dv.append(dk.begin(), dk.end());
         return dv;
@@ -1171,8 +1232,8 @@ void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape
   int64_t d = s.headDim;
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
   SharedArena arena(k);
-  SharedStage sKs = sharedStage(k, arena, d, /*core=*/true);
-  SharedStage sVs = sharedStage(k, arena, d, /*core=*/true);
+  SharedStage sKs = sharedStage(k, arena, d, /*swizzled=*/true);
+  SharedStage sVs = sharedStage(k, arena, d, /*swizzled=*/true);
   SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, d);
   Value group0 = groupFirstRow(k, bt.tid, bt.first);
   auto st = keyValueStages(k, bt, a[0], sKs, sVs, s, onlineInit(w, s),
@@ -1222,11 +1283,11 @@ int64_t flashAttentionMinBlocks(const AttentionShape &s, FlashKernel kernel) {
 int64_t flashAttentionSharedBytes(const AttentionShape &s, FlashKernel kernel) {
   if (!flashAttentionBlocked(s))
     return 0;
-  bool core = flashAttentionWarpgroup(s);
-  int64_t bytes = 2 * stageBytes(s.headDim, core);
+  int64_t bytes = 2 * stageBytes(s.headDim, flashAttentionWarpgroup(s));
   if (kernel == FlashKernel::BackwardKeyValue)
-    bytes += llvm::alignTo(kStatsBytes, 128);
-  return bytes;
+    bytes += llvm::alignTo(kStatsBytes, kSharedAlign);
+  // The arena rounds the dynamic buffer's start up to kSharedAlign.
+  return bytes + kSharedAlign;
 }
 
 int64_t flashAttentionThreads(const AttentionShape &s) {

@@ -125,29 +125,35 @@ TEST_F(FlashAttentionTest, LongSequencesStageThroughSharedMemory) {
 
 // The staging buffers are dynamic shared memory: every flash launch asks
 // for 2 operands x 4 buffers x 64 rows (+ 8 padding columns for ldmatrix,
-// none for wgmma's core matrices), and the dK/dV kernel for the row
-// statistics (4 x 64 x 2 floats) as well.
+// none for wgmma's swizzled rows), the dK/dV kernel for the row statistics
+// (4 x 64 x 2 floats) as well, each piece 1 KiB aligned, and 1 KiB to
+// align the start.
 TEST_F(FlashAttentionTest, BlockedLaunchesAskForTheirSharedMemory) {
-  std::vector<uint8_t> bytes = compile("bf16", {}, 256);
-  ASSERT_FALSE(bytes.empty());
-  auto exe = Executable::loadBytes(bytes, "flash");
-  ASSERT_TRUE(exe) << exe.status().message();
-  std::map<std::string, uint32_t> shared;
-  for (const schema::Command *cmd : *exe->findProgram("train_step")->commands())
-    if (const auto *launch = cmd->op_as_LaunchKernel()) {
-      std::string name = (*exe)->kernels()->Get(launch->kernel())->name()->str();
-      shared[name.substr(0, name.rfind('_'))] = launch->shared_bytes();
-    }
-  int64_t padded = 4 * 64 * (kD + 8) * 2, core = 4 * 64 * kD * 2;
-  EXPECT_EQ(shared["flash_attention_forward"], 2 * core);
-  EXPECT_EQ(shared["flash_attention_backward_q"], 2 * padded);
-  EXPECT_EQ(shared["flash_attention_backward_kv"], 2 * padded + 4 * 64 * 2 * 4);
+  for (bool warpgroup : {true, false}) {
+    codegen::EmitOptions emit;
+    emit.warpgroupMma = warpgroup;
+    std::vector<uint8_t> bytes = compile("bf16", emit, 256);
+    ASSERT_FALSE(bytes.empty());
+    auto exe = Executable::loadBytes(bytes, "flash");
+    ASSERT_TRUE(exe) << exe.status().message();
+    std::map<std::string, uint32_t> shared;
+    for (const schema::Command *cmd : *exe->findProgram("train_step")->commands())
+      if (const auto *launch = cmd->op_as_LaunchKernel()) {
+        std::string name = (*exe)->kernels()->Get(launch->kernel())->name()->str();
+        shared[name.substr(0, name.rfind('_'))] = launch->shared_bytes();
+      }
+    int64_t operand = 4 * 64 * (warpgroup ? kD : kD + 8) * 2; // a multiple of 1 KiB
+    EXPECT_EQ(shared["flash_attention_forward"], 2 * operand + 1024) << warpgroup;
+    EXPECT_EQ(shared["flash_attention_backward_q"], 2 * operand + 1024) << warpgroup;
+    EXPECT_EQ(shared["flash_attention_backward_kv"], 2 * operand + 2048 + 1024) << warpgroup;
+  }
 }
 
-// On sm_90 the blocked forward multiplies on wgmma (scores 64 x 64 per
-// warpgroup, p.v 64 x d) with B read from shared memory after an async-proxy
-// fence, and the module is compiled for sm_90a; --warpgroup-mma=false keeps
-// mma.sync and plain sm_90.
+// On sm_90 the blocked kernels multiply on wgmma (forward scores 64 x 64
+// per warpgroup, backward scores 64 x 32, products with v, dy, q and k
+// 64 x d) with B read from swizzled shared memory after an async-proxy
+// fence, and the module is compiled for sm_90a; --warpgroup-mma=false
+// keeps mma.sync and plain sm_90.
 TEST_F(FlashAttentionTest, WarpgroupForwardOnSm90) {
   std::vector<uint8_t> bytes = compile("bf16", {}, 256);
   ASSERT_FALSE(bytes.empty());
@@ -155,6 +161,7 @@ TEST_F(FlashAttentionTest, WarpgroupForwardOnSm90) {
   EXPECT_TRUE(contains(bytes, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));
   EXPECT_TRUE(contains(bytes, "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16"));
   EXPECT_TRUE(contains(bytes, "wgmma.wait_group.sync.aligned 0;"));
+  EXPECT_FALSE(contains(bytes, "ldmatrix"));
   EXPECT_TRUE(contains(bytes, "fence.proxy.async.shared::cta;"));
 
   codegen::EmitOptions off;
