@@ -396,17 +396,29 @@ RowStats rowStatistics(Warp &w, Value lse, Value dy, Value y, Value stats, const
 }
 
 /// Stores C fragments (16 rows from r0, d/8 tiles) into a row-major matrix.
+/// A C element's two columns (2t, 2t + 1) go out as one 4-byte bf16 pair
+/// (rows and head offsets are even); other element types one by one.
 void storeTiles(Warp &w, ArrayRef<Frag> tiles, Value mem, const RowFn &row, Value r0,
                 ArrayRef<Value> rowScale) {
   KB &k = w.k;
+  bool pairs = llvm::cast<MemRefType>(mem.getType()).getElementType().isBF16();
   for (size_t dt = 0; dt < tiles.size(); ++dt)
-    for (int64_t e = 0; e < 4; ++e) {
+    for (int64_t e = 0; e < 4; e += pairs ? 2 : 1) {
       Value at = k.add(row(k.add(r0, rowOf(w, e))), columnOf(w, 0, e));
       at = k.add(at, k.idx(8 * dt));
-      Value v = tiles[dt][e];
-      if (!rowScale.empty())
-        v = k.mul(v, rowScale[e / 2]);
-      k.st(v, mem, at);
+      auto value = [&](int64_t i) {
+        Value v = tiles[dt][i];
+        return rowScale.empty() ? v : k.mul(v, rowScale[i / 2]);
+      };
+      if (!pairs) {
+        k.st(value(e), mem, at);
+        continue;
+      }
+      Value pair = vector::FromElementsOp::create(
+          k.b, k.loc, w.pairType,
+          ValueRange{k.trunc(value(e), w.bf16), k.trunc(value(e + 1), w.bf16)});
+      vector::StoreOp::create(k.b, k.loc, pair, mem, ValueRange{at}, /*nontemporal=*/false,
+                              llvm::MaybeAlign(4));
     }
 }
 
