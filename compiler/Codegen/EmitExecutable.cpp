@@ -84,6 +84,12 @@ void dump(const EmitOptions &options, const std::string &name,
     write(os);
 }
 
+/// The chip the kernels are compiled for: wgmma exists only on sm_90a
+/// (PTX for exactly sm_90 parts).
+std::string kernelChip(const EmitOptions &options, const Lowered &lowered) {
+  return lowered.sm90a && options.chip == "sm_90" ? "sm_90a" : options.chip;
+}
+
 /// The kernel module: one gpu.func per kernel, thread idx = global x id.
 OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
                                       const EmitOptions &options) {
@@ -91,10 +97,8 @@ OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
-  // wgmma exists only on sm_90a (PTX for exactly sm_90 parts).
-  std::string chip = lowered.sm90a && options.chip == "sm_90" ? "sm_90a" : options.chip;
-  auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda", chip,
-                                          options.features);
+  auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda",
+                                          kernelChip(options, lowered), options.features);
   auto gpuModule = gpu::GPUModuleOp::create(b, loc, "gptc_kernels", b.getArrayAttr({target}));
   b.setInsertionPointToStart(gpuModule.getBody());
   for (const KernelDef &k : lowered.kernels) {
@@ -447,7 +451,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   auto model = s::CreateModel(b, b.CreateString(modelName), b.CreateVector(config), params,
                               b.CreateVector(optimizer));
   auto target = s::CreateTarget(b, host ? s::TargetKind::Host : s::TargetKind::CUDA,
-                                b.CreateString(host ? "x86_64" : options.chip));
+                                b.CreateString(host ? "x86_64" : kernelChip(options, *lowered)));
   fb::Offset<s::Remat> remat;
   if (auto step = module.lookupSymbol<func::FuncOp>("train_step"))
     if (auto plan = step->getAttrOfType<DictionaryAttr>("gpt.remat_plan")) {
