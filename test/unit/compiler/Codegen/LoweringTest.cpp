@@ -58,18 +58,52 @@ std::string source() {
          v + ", " + v + ", tensor<f32>\n}\n";
 }
 
-class LoweringTest : public ReferenceTest {};
+class LoweringTest : public ReferenceTest {
+protected:
+  /// Plans every program of `module` and opens it as a Host executable.
+  std::unique_ptr<Session> hostSession(const std::string &origin) {
+    mlir::PassManager pm(&context);
+    for (const char *program : {"train_step", "init", "forward"}) {
+      PlanMemoryPassOptions plan;
+      plan.function = program;
+      pm.addPass(createPlanMemoryPass(plan));
+    }
+    EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+    codegen::EmitOptions emit;
+    emit.target = codegen::EmitOptions::Target::Host;
+    auto bytes = codegen::emitExecutable(*module, emit);
+    EXPECT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+    if (mlir::failed(bytes))
+      return nullptr;
+    auto exe = Executable::loadBytes(*bytes, origin);
+    EXPECT_TRUE(exe) << exe.status().message();
+    if (!exe)
+      return nullptr;
+    auto session = Session::create(std::move(*exe), createHostBackend);
+    EXPECT_TRUE(session) << session.status().message();
+    return session ? std::move(*session) : nullptr;
+  }
+
+  /// train_step's outputs `names`, in order, against the reference's.
+  void expectOutputsMatch(Session &s, const std::vector<Tensor> &want,
+                          std::initializer_list<const char *> names) {
+    size_t o = 0;
+    for (const char *name : names) {
+      auto out = s.getOutput("train_step", name);
+      ASSERT_TRUE(out) << name << ": " << out.status().message();
+      const Tensor &w = want[o++];
+      ASSERT_EQ(out->size(), w.data.size() * sizeof(float)) << name;
+      const float *got = reinterpret_cast<const float *>(out->data());
+      for (size_t i = 0; i < w.data.size(); ++i)
+        EXPECT_NEAR(got[i], w.data[i], 1e-4 * (1.0 + std::abs(w.data[i])))
+            << name << "[" << i << "]";
+    }
+  }
+};
 
 TEST_F(LoweringTest, SplitReductionsMatchTheReference) {
   module = parse(source());
   ASSERT_TRUE(module);
-  mlir::PassManager pm(&context);
-  for (const char *program : {"train_step", "init", "forward"}) {
-    PlanMemoryPassOptions plan;
-    plan.function = program;
-    pm.addPass(createPlanMemoryPass(plan));
-  }
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
 
   // Inputs with a nonzero mean and a spread, so that a lost or doubled
   // chunk changes every output.
@@ -92,32 +126,14 @@ TEST_F(LoweringTest, SplitReductionsMatchTheReference) {
       reference::Precision::F64);
   ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
 
-  codegen::EmitOptions emit;
-  emit.target = codegen::EmitOptions::Target::Host;
-  auto bytes = codegen::emitExecutable(*module, emit);
-  ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
-  auto exe = Executable::loadBytes(*bytes, "reductions-host.fb");
-  ASSERT_TRUE(exe) << exe.status().message();
-  auto session = Session::create(std::move(*exe), createHostBackend);
-  ASSERT_TRUE(session) << session.status().message();
-  Session &s = **session;
-  ASSERT_TRUE(s.setInput("train_step", "x", x));
-  ASSERT_TRUE(s.setInput("train_step", "dy", dy));
-  ASSERT_TRUE(s.setInput("train_step", "w", w));
-  Status ran = s.run("train_step");
+  auto session = hostSession("reductions-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "x", x));
+  ASSERT_TRUE(session->setInput("train_step", "dy", dy));
+  ASSERT_TRUE(session->setInput("train_step", "w", w));
+  Status ran = session->run("train_step");
   ASSERT_TRUE(ran) << ran.message();
-
-  const char *names[] = {"sum", "max", "mean", "dx", "dw", "db", "norm"};
-  for (size_t o = 0; o < 7; ++o) {
-    auto out = s.getOutput("train_step", names[o]);
-    ASSERT_TRUE(out) << names[o] << ": " << out.status().message();
-    const Tensor &want = (*ref)[o];
-    ASSERT_EQ(out->size(), want.data.size() * sizeof(float)) << names[o];
-    const float *got = reinterpret_cast<const float *>(out->data());
-    for (size_t i = 0; i < want.data.size(); ++i)
-      EXPECT_NEAR(got[i], want.data[i], 1e-4 * (1.0 + std::abs(want.data[i])))
-          << names[o] << "[" << i << "]";
-  }
+  expectOutputsMatch(*session, *ref, {"sum", "max", "mean", "dx", "dw", "db", "norm"});
 }
 
 // gpt.embed_grad's counting sort: 3 x 300 = 900 rows are 4 chunks of 256
@@ -139,13 +155,6 @@ TEST_F(LoweringTest, EmbedGradOverSeveralChunksMatchesTheReference) {
       dy + ", " + ids + ") -> (" + wte + ", " + wpe + ")\n"
       "  return %w, %p : " + wte + ", " + wpe + "\n}\n");
   ASSERT_TRUE(module);
-  mlir::PassManager pm(&context);
-  for (const char *program : {"train_step", "init", "forward"}) {
-    PlanMemoryPassOptions plan;
-    plan.function = program;
-    pm.addPass(createPlanMemoryPass(plan));
-  }
-  ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
 
   std::vector<float> g(b * t * c);
   std::vector<int32_t> id(b * t);
@@ -162,30 +171,13 @@ TEST_F(LoweringTest, EmbedGradOverSeveralChunksMatchesTheReference) {
       reference::Precision::F64);
   ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
 
-  codegen::EmitOptions emit;
-  emit.target = codegen::EmitOptions::Target::Host;
-  auto bytes = codegen::emitExecutable(*module, emit);
-  ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
-  auto exe = Executable::loadBytes(*bytes, "embed-grad-host.fb");
-  ASSERT_TRUE(exe) << exe.status().message();
-  auto session = Session::create(std::move(*exe), createHostBackend);
-  ASSERT_TRUE(session) << session.status().message();
-  Session &s = **session;
-  ASSERT_TRUE(s.setInput("train_step", "dy", g));
-  ASSERT_TRUE(s.setInput("train_step", "ids", id));
-  Status ran = s.run("train_step");
+  auto session = hostSession("embed-grad-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "dy", g));
+  ASSERT_TRUE(session->setInput("train_step", "ids", id));
+  Status ran = session->run("train_step");
   ASSERT_TRUE(ran) << ran.message();
-  const char *names[] = {"wte", "wpe"};
-  for (size_t o = 0; o < 2; ++o) {
-    auto out = s.getOutput("train_step", names[o]);
-    ASSERT_TRUE(out) << names[o] << ": " << out.status().message();
-    const Tensor &want = (*ref)[o];
-    ASSERT_EQ(out->size(), want.data.size() * sizeof(float)) << names[o];
-    const float *got = reinterpret_cast<const float *>(out->data());
-    for (size_t i = 0; i < want.data.size(); ++i)
-      EXPECT_NEAR(got[i], want.data[i], 1e-4 * (1.0 + std::abs(want.data[i])))
-          << names[o] << "[" << i << "]";
-  }
+  expectOutputsMatch(*session, *ref, {"wte", "wpe"});
 }
 
 } // namespace
