@@ -5,6 +5,7 @@
 
 #include "compiler/Pipelines/Pipelines.h"
 #include "compiler/Reference/Interpreter.h"
+#include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -59,6 +60,22 @@ protected:
     auto results = reference::evaluate(fn, args, precision);
     EXPECT_TRUE(mlir::succeeded(results)) << diagnostics;
     return mlir::succeeded(results) ? (*results)[0] : reference::Tensor();
+  }
+
+  /// Runs gpt-plan-memory on @train_step, @init and @forward of `module`
+  /// (after `before`'s passes), as codegen needs.
+  bool planPrograms(std::function<void(mlir::PassManager &)> before = {}) {
+    mlir::PassManager pm(&context);
+    if (before)
+      before(pm);
+    for (const char *program : {"train_step", "init", "forward"}) {
+      PlanMemoryPassOptions plan;
+      plan.function = program;
+      pm.addPass(createPlanMemoryPass(plan));
+    }
+    bool planned = mlir::succeeded(pm.run(*module));
+    EXPECT_TRUE(planned) << diagnostics;
+    return planned;
   }
 
   mlir::MLIRContext context;

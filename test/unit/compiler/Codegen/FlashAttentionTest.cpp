@@ -73,13 +73,8 @@ protected:
     module = parse(source(elt, seq));
     if (!module)
       return {};
-    mlir::PassManager pm(&context);
-    for (const char *program : {"train_step", "init", "forward"}) {
-      PlanMemoryPassOptions plan;
-      plan.function = program;
-      pm.addPass(createPlanMemoryPass(plan));
-    }
-    EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+    if (!planPrograms())
+      return {};
     auto bytes = codegen::emitExecutable(*module, emit);
     EXPECT_TRUE(mlir::succeeded(bytes)) << diagnostics;
     return mlir::succeeded(bytes) ? *bytes : std::vector<uint8_t>{};

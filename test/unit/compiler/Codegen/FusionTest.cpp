@@ -80,15 +80,10 @@ protected:
   void build(bool fuse, Compiled &c) {
     module = parse(kSource);
     ASSERT_TRUE(module);
-    mlir::PassManager pm(&context);
-    if (fuse)
-      pm.addPass(createFuseElementwisePass());
-    for (const char *program : {"train_step", "init", "forward"}) {
-      PlanMemoryPassOptions plan;
-      plan.function = program;
-      pm.addPass(createPlanMemoryPass(plan));
-    }
-    ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+    ASSERT_TRUE(planPrograms([&](mlir::PassManager &pm) {
+      if (fuse)
+        pm.addPass(createFuseElementwisePass());
+    }));
 
     auto lowered = codegen::lowerPrograms(*module, {"train_step"});
     ASSERT_TRUE(mlir::succeeded(lowered)) << diagnostics;

@@ -62,13 +62,8 @@ class LoweringTest : public ReferenceTest {
 protected:
   /// Plans every program of `module` and opens it as a Host executable.
   std::unique_ptr<Session> hostSession(const std::string &origin) {
-    mlir::PassManager pm(&context);
-    for (const char *program : {"train_step", "init", "forward"}) {
-      PlanMemoryPassOptions plan;
-      plan.function = program;
-      pm.addPass(createPlanMemoryPass(plan));
-    }
-    EXPECT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+    if (!planPrograms())
+      return nullptr;
     codegen::EmitOptions emit;
     emit.target = codegen::EmitOptions::Target::Host;
     auto bytes = codegen::emitExecutable(*module, emit);
