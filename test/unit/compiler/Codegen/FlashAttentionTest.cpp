@@ -1,10 +1,10 @@
 //===- FlashAttentionTest.cpp - the tensor-core attention's code ----------===//
 //
-// The flash kernels are CUDA-only (mma.sync or wgmma, warp shuffles) and CI has no
-// GPU, so these tests check what codegen chose and emitted: flash kernels
-// for bf16 attention on CUDA with their tensor-core instructions in the
-// PTX, the scalar kernels for fp32, for --flash-attention=false and for the
-// Host target. Their numerics are checked on the H200 against the scalar
+// The flash kernels are CUDA-only (mma.sync or wgmma, warp shuffles) and
+// CI has no GPU, so these tests check what codegen chose and emitted: flash
+// kernels for bf16 attention on CUDA with their tensor-core instructions in
+// the PTX, the scalar kernels for fp32, for --flash-attention=false and for
+// the Host target. Their numerics are checked on the H200 against the scalar
 // kernels (bench/run_bf16.sh's flash comparison, results in
 // bench/RESULTS.md), and on the Host target here the scalar kernels that
 // check is made against are compared with the fp64 reference.
