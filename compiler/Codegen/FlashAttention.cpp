@@ -422,6 +422,22 @@ void storeTiles(Warp &w, ArrayRef<Frag> tiles, Value mem, const RowFn &row, Valu
     }
 }
 
+/// The backward kernels accumulate dS / scale (scoreGrad): every dq and dk
+/// store goes through these two, which apply the softmax scale once.
+void storeQueryGrad(Warp &w, ValueRange dq, Value dqkv, const Heads &hs, Value q0,
+                    const AttentionShape &s) {
+  Value scale = w.k.f(s.scale, w.f32);
+  storeTiles(w, tilesOf(dq, 0, s.headDim / 8), dqkv, hs.q, q0, {scale, scale});
+}
+/// acc: dv's d / 8 tiles, then dk's.
+void storeKeyValueGrads(Warp &w, ValueRange acc, Value dqkv, const Heads &hs, Value k0,
+                        const AttentionShape &s) {
+  int64_t dTiles = s.headDim / 8;
+  Value scale = w.k.f(s.scale, w.f32);
+  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
+  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
+}
+
 SmallVector<Frag> loadRowsA(Warp &w, Value mem, const RowFn &row, Value r0, int64_t d) {
   SmallVector<Frag> a;
   for (int64_t kk = 0; kk < d / kTile; ++kk)
@@ -923,8 +939,9 @@ Value rowsDescriptor(KB &k, const Smem &sm, int64_t step, int64_t row0 = 0) {
   return matrixDescriptor(k, sm, 32 * step + row0 * pitch, /*lbo=*/16, /*sbo=*/8 * pitch);
 }
 /// B[kk][n] = sm[16 step + kk][n]: rows along K (values of p.v),
-/// MN-major: the row is one swizzle atom wide, groups of 8 rows are 8
-/// pitches apart.
+/// MN-major: groups of 8 rows are 8 pitches apart (SBO); a row is exactly
+/// one swizzle atom wide (n = d), so the stride between atoms along N
+/// (LBO) is never used.
 Value columnsDescriptor(KB &k, const Smem &sm, int64_t step) {
   int64_t pitch = 2 * sm.ld;
   return matrixDescriptor(k, sm, 16 * step * pitch, /*lbo=*/8 * pitch, /*sbo=*/8 * pitch);
@@ -1124,8 +1141,7 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
     }
     return vals;
   });
-  Value scale = k.f(s.scale, w.f32);
-  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, bt.row0, {scale, scale});
+  storeQueryGrad(w, dq, dqkv, hs, bt.row0, s);
 }
 
 void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
@@ -1234,9 +1250,7 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
     }
     return vals;
   }, /*asyncProxy=*/warpgroup);
-  Value scale = k.f(s.scale, w.f32);
-  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
-  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
+  storeKeyValueGrads(w, acc, dqkv, hs, k0, s);
 }
 
 void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
@@ -1356,7 +1370,7 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
                          scores(w, dya, qkv, hs.val, key0), key0, q0, rs, s, /*masked=*/true,
                          [&](int64_t dt) { return w.loadBCols(qkv, hs.key, key0, 8 * dt); });
   });
-  storeTiles(w, tilesOf(dq, 0, dTiles), dqkv, hs.q, q0, {});
+  storeQueryGrad(w, dq, dqkv, hs, q0, s);
 }
 
 void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, ValueRange a,
@@ -1390,9 +1404,7 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
         [&](int64_t dt) { return w.loadBCols(dy, hs.out, q0, 8 * dt); },
         [&](int64_t dt) { return w.loadBCols(qkv, hs.q, q0, 8 * dt); });
   });
-  Value scale = k.f(s.scale, w.f32);
-  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
-  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
+  storeKeyValueGrads(w, acc, dqkv, hs, k0, s);
 }
 
 } // namespace gptc::codegen

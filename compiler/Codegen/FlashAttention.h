@@ -4,7 +4,7 @@
 // of 16 query rows (forward, dQ) or 16 key rows (dK/dV) of one (batch,
 // head), walks the other side in tiles of 16 with bf16 mma.sync (m16n8k16,
 // fp32 accumulation) and keeps the softmax online, so no (T, T) matrix is
-// ever stored. On sm_90 the blocked forward multiplies on warpgroup MMA
+// ever stored. On sm_90 the blocked kernels multiply on warpgroup MMA
 // (wgmma) instead. The kernels are CUDA-only (NVVM ops); the Host target keeps
 // the scalar kernels of Lowering.cpp, which are the reference these are
 // checked against.

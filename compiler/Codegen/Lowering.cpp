@@ -1201,10 +1201,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         double scale = 1.0 / std::sqrt(static_cast<double>(d));
         Type ft = Float32Type::get(ctx);
         int64_t rowsN = bsz * h * tl;
-        Operand stats = scratch(rowsN * 2 * 4); // lse_i, D_i = sum_j p_ij dy_i.v_j
+        // Per row a statistic of lse_i (the scalar kernels: lse_i; flash:
+        // -lse_i log2 e) and D_i = sum_j p_ij dy_i.v_j.
+        Operand stats = scratch(rowsN * 2 * 4);
         auto statsType = flatOf(rowsN * 2, ft);
         AttentionShape shape{bsz, tl, h, d, scale, options.blockThreads, options.warpgroupMma};
-        // dy, qkv, (lse, D) pairs, dqkv, y, lse: the q kernel fills the pairs
+        // dy, qkv, (lse statistic, D) pairs, dqkv, y, lse: the q kernel fills the pairs
         // for the k and v kernels, which walk rows of other queries.
         std::vector<Type> types = {flat(at.getGrad()), flat(at.getQkv()), statsType,
                                    flat(at.getResult()), flat(at.getOutput()), flat(at.getLse())};

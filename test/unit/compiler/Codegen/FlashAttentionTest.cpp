@@ -168,6 +168,27 @@ TEST_F(FlashAttentionTest, WarpgroupForwardOnSm90) {
   EXPECT_TRUE(contains(bytes, ".target sm_90"));
 }
 
+// The backward kernels accumulate dS / scale: the softmax scale (1/sqrt(32),
+// f32 0x3E3504F3) must multiply dq and dk at the store, in the unblocked
+// (T = 48) and the blocked (T = 256, mma.sync and wgmma) kernels alike.
+TEST_F(FlashAttentionTest, BackwardKernelsScaleDqAndDk) {
+  for (auto [seq, warpgroup] : {std::pair{kT, false}, {256, false}, {256, true}}) {
+    codegen::EmitOptions emit;
+    emit.warpgroupMma = warpgroup;
+    std::vector<uint8_t> bytes = compile("bf16", emit, seq);
+    ASSERT_FALSE(bytes.empty());
+    std::string ptx(bytes.begin(), bytes.end());
+    for (const char *entry : {".entry flash_attention_backward_q", ".entry flash_attention_backward_kv"}) {
+      size_t at = ptx.find(entry);
+      ASSERT_NE(at, std::string::npos) << entry;
+      // Up to the next entry: inline wgmma blocks have braces of their own.
+      std::string body = ptx.substr(at, ptx.find(".entry", at + 1) - at);
+      EXPECT_NE(body.find("0f3E3504F3"), std::string::npos)
+          << entry << " at T = " << seq << (warpgroup ? " (wgmma)" : "");
+    }
+  }
+}
+
 // Other chips keep mma.sync whatever the flag says.
 TEST_F(FlashAttentionTest, WarpgroupNeedsSm90) {
   codegen::EmitOptions emit;
