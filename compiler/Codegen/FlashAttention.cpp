@@ -195,8 +195,11 @@ Value columnOf(Warp &w, int64_t n, int64_t e) {
 /// Row of C element e, relative to the tile's start.
 Value rowOf(Warp &w, int64_t e) { return e < 2 ? w.g : w.k.add(w.g, w.k.idx(8)); }
 
-/// Tiles [first, first + count) of a loop's flat carried values, 4 each.
-SmallVector<Frag> tilesOf(ValueRange values, int64_t first, int64_t count) {
+/// Tiles [first, first + count) of a loop's flat carried values, 4 each
+/// (count -1: to the end).
+SmallVector<Frag> tilesOf(ValueRange values, int64_t first = 0, int64_t count = -1) {
+  if (count < 0)
+    count = static_cast<int64_t>(values.size()) / 4 - first;
   SmallVector<Frag> tiles;
   for (int64_t i = first; i < first + count; ++i)
     tiles.push_back(Frag(values.begin() + 4 * i, values.begin() + 4 * i + 4));
@@ -274,11 +277,10 @@ SmallVector<Value> onlineStep(Warp &w, ValueRange cur, SmallVector<std::array<Fr
   SmallVector<Value> next(4);
   Value mNew[2], corr[2];
   for (int64_t r = 0; r < 2; ++r) {
-    Value mx = k.fmax(sc[0][0][2 * r], sc[0][0][2 * r + 1]);
+    Value mx = k.f(-INFINITY, w.f32);
     for (auto &blk : sc)
       for (int64_t n = 0; n < 2; ++n)
-        if (&blk != &sc[0] || n != 0)
-          mx = k.fmax(mx, k.fmax(blk[n][2 * r], blk[n][2 * r + 1]));
+        mx = k.fmax(mx, k.fmax(blk[n][2 * r], blk[n][2 * r + 1]));
     mNew[r] = k.fmax(cur[r], k.mul(w.groupMax(mx), log2Scale));
     corr[r] = w.exp2(k.sub(cur[r], mNew[r]));
     next[r] = mNew[r];
@@ -420,6 +422,15 @@ void storeTiles(Warp &w, ArrayRef<Frag> tiles, Value mem, const RowFn &row, Valu
       vector::StoreOp::create(k.b, k.loc, pair, mem, ValueRange{at}, /*nontemporal=*/false,
                               llvm::MaybeAlign(4));
     }
+}
+
+/// y = O / l and the row log-sum-exps of a forward tile (rows q0..).
+void storeForwardOutput(Warp &w, const Online &on, ValueRange a, const Heads &hs, Value q0,
+                        const AttentionShape &s) {
+  KB &k = w.k;
+  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
+  storeTiles(w, on.o, a[1], hs.out, q0, inv);
+  storeLogSumExp(w, on, a[2], hs, q0, s);
 }
 
 /// The backward kernels accumulate dS / scale (scoreGrad): every dq and dk
@@ -1040,13 +1051,7 @@ SmallVector<Value> warpgroupMma(Warp &w, ArrayRef<Frag> a, ArrayRef<Value> descs
   return warpgroupMmas(w, {p})[0];
 }
 
-/// Flat accumulators as C tiles and back.
-SmallVector<Frag> tilesOfFlat(ArrayRef<Value> flat) {
-  SmallVector<Frag> tiles;
-  for (size_t i = 0; i < flat.size(); i += 4)
-    tiles.push_back(Frag(flat.begin() + i, flat.begin() + i + 4));
-  return tiles;
-}
+/// C tiles as flat accumulators (tilesOf's inverse).
 SmallVector<Value> flatOfTiles(ArrayRef<Frag> tiles) {
   SmallVector<Value> flat;
   for (const Frag &t : tiles)
@@ -1068,9 +1073,7 @@ void forwardKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &
   SharedStage sK = sharedStage(k, arena, s.headDim), sV = sharedStage(k, arena, s.headDim);
   SmallVector<Frag> qa = loadRowsA(w, a[0], bt.hs.q, bt.row0, s.headDim);
   Online on = forwardBlocked(w, qa, a[0], bt, sK, sV, s);
-  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
-  storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
-  storeLogSumExp(w, on, a[2], bt.hs, bt.row0, s);
+  storeForwardOutput(w, on, a, bt.hs, bt.row0, s);
 }
 
 /// Columns of one warpgroup product in the backward kernels: half a
@@ -1108,7 +1111,7 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
             vd.push_back(rowsDescriptor(k, sV, i, kHalf * h));
           }
           auto sp = warpgroupMmas(w, {{qa, kd, {}, kHalf, false}, {dya, vd, {}, kHalf, false}});
-          SmallVector<Frag> p = tilesOfFlat(sp[0]), dp = tilesOfFlat(sp[1]);
+          SmallVector<Frag> p = tilesOf(sp[0]), dp = tilesOf(sp[1]);
           SmallVector<Frag> dsa;
           for (int64_t j = 0; j < kHalf / kTile; ++j) {
             int64_t key = kHalf * h + kTile * j;
@@ -1206,7 +1209,7 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
             dyd.push_back(rowsDescriptor(k, sDy, i, kHalf * h));
           }
           auto sp = warpgroupMmas(w, {{ka, qd, {}, kHalf, false}, {va, dyd, {}, kHalf, false}});
-          SmallVector<Frag> p = tilesOfFlat(sp[0]), ds = tilesOfFlat(sp[1]);
+          SmallVector<Frag> p = tilesOf(sp[0]), ds = tilesOf(sp[1]);
           SmallVector<Frag> pa, dsa;
           for (int64_t j = 0; j < kHalf / kTile; ++j) {
             int64_t q = kHalf * h + kTile * j;
@@ -1269,7 +1272,7 @@ void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape
       SmallVector<Value> descs;
       for (int64_t i = 0; i < d / kTile; ++i)
         descs.push_back(rowsDescriptor(k, sK, i));
-      SmallVector<Frag> scores = tilesOfFlat(warpgroupMma(w, qa, descs, {}, kStage, false));
+      SmallVector<Frag> scores = tilesOf(warpgroupMma(w, qa, descs, {}, kStage, false));
       SmallVector<std::array<Frag, 2>> sc;
       for (int64_t j = 0; j < kSubTiles; ++j)
         sc.push_back({scores[2 * j], scores[2 * j + 1]});
@@ -1278,7 +1281,7 @@ void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape
                           SmallVector<Value> vd;
                           for (int64_t j = 0; j < kSubTiles; ++j)
                             vd.push_back(columnsDescriptor(k, sV, j));
-                          o = tilesOfFlat(warpgroupMma(w, pa, vd, flatOfTiles(o), d, true));
+                          o = tilesOf(warpgroupMma(w, pa, vd, flatOfTiles(o), d, true));
                         });
     };
     if (!masked)
@@ -1289,9 +1292,7 @@ void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape
                 cur, step);
   });
   Online on = onlineResult(w, st, s);
-  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
-  storeTiles(w, on.o, a[1], bt.hs.out, bt.row0, inv);
-  storeLogSumExp(w, on, a[2], bt.hs, bt.row0, s);
+  storeForwardOutput(w, on, a, bt.hs, bt.row0, s);
 }
 
 } // namespace
@@ -1342,9 +1343,7 @@ void buildFlashAttentionForward(OpBuilder &b, Location loc, Value idx, ValueRang
   const Heads &hs = wt.hs;
   SmallVector<Frag> qa = loadRowsA(w, a[0], hs.q, q0, s.headDim);
   Online on = forwardTile(w, qa, a[0], hs, q0, tile, s);
-  Value inv[2] = {k.div(k.f(1, w.f32), on.l[0]), k.div(k.f(1, w.f32), on.l[1])};
-  storeTiles(w, on.o, a[1], hs.out, q0, inv);
-  storeLogSumExp(w, on, a[2], hs, q0, s);
+  storeForwardOutput(w, on, a, hs, q0, s);
 }
 
 void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, ValueRange a,

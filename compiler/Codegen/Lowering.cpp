@@ -1002,6 +1002,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         auto bucketOf = [=](KB &k, Value ids, Value r) {
           return k.urem(k.toIndex(k.ld(ids, r)), k.idx(buckets));
         };
+        // mem[at(0)], .., mem[at(n - 1)] (i32) replaced by their exclusive
+        // prefix sums, in place; returns the total.
+        auto scanInPlace = [](KB &k, Value mem, int64_t n, function_ref<Value(Value)> at) {
+          return k.loop(k.idx(0), k.idx(n), {k.idx(0)}, [&](Value i, ValueRange cur) {
+            Value count = k.toIndex(k.ld(mem, at(i)));
+            k.st(k.toI32(cur[0]), mem, at(i));
+            return SmallVector<Value>{k.add(cur[0], count)};
+          })[0];
+        };
         // Rows [first, end) of thread (chunk, bucket) = idx.
         auto chunkRows = [=](KB &k, Value idx) {
           Value first = k.mul(k.udiv(idx, k.idx(buckets)), k.idx(kEmbedChunkRows));
@@ -1027,24 +1036,15 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                {counts, offsets}, buckets,
                [=](OpBuilder &b, Location loc, Value bucket, ValueRange a) {
                  KB k{b, loc};
-                 Value total = k.loop(k.idx(0), k.idx(chunks), {k.idx(0)},
-                                      [&](Value chunk, ValueRange cur) {
-                   Value at = k.add(k.mul(chunk, k.idx(buckets)), bucket);
-                   Value n = k.toIndex(k.ld(a[0], at));
-                   k.st(k.toI32(cur[0]), a[0], at);
-                   return SmallVector<Value>{k.add(cur[0], n)};
-                 })[0];
+                 Value total = scanInPlace(k, a[0], chunks, [&](Value chunk) {
+                   return k.add(k.mul(chunk, k.idx(buckets)), bucket);
+                 });
                  k.st(k.toI32(total), a[1], bucket);
                });
         launch(op, key + "offsets", "embed_backward_offsets", {offsetsT},
                {offsets}, 1, [=](OpBuilder &b, Location loc, Value, ValueRange a) {
                  KB k{b, loc};
-                 Value total = k.loop(k.idx(0), k.idx(buckets), {k.idx(0)},
-                                      [&](Value bucket, ValueRange cur) {
-                   Value n = k.toIndex(k.ld(a[0], bucket));
-                   k.st(k.toI32(cur[0]), a[0], bucket);
-                   return SmallVector<Value>{k.add(cur[0], n)};
-                 })[0];
+                 Value total = scanInPlace(k, a[0], buckets, [](Value bucket) { return bucket; });
                  k.st(k.toI32(total), a[0], k.idx(buckets));
                });
         launch(op, key + "list", "embed_backward_list",
