@@ -9,10 +9,10 @@
 // streams never share scratch memory.
 //
 // With autotuning (opt-in: a choice made by timing can differ between
-// runs, and with it the summation order and the bits), a plan built outside a graph capture for
-// a GEMM with beta 0 times the heuristic's best kCandidates algorithms on
-// its own operands, on its stream (so its inputs are the step's), and
-// keeps the fastest; GEMMs with the same descriptor and alignment share
+// runs, and with it the summation order and the bits), a plan built
+// outside a graph capture for a GEMM with beta 0 times the heuristic's
+// best kCandidates algorithms on its own operands, on its stream (so its
+// inputs are the step's), and keeps the fastest; GEMMs with the same descriptor and alignment share
 // the choice. Re-running such a GEMM rewrites the same D, aux and bias
 // gradient, so the step's results do not change.
 //
