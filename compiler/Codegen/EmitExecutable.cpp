@@ -199,6 +199,8 @@ s::Epilogue schemaEpilogue(GemmEpilogue e) {
     return s::Epilogue::DGelu;
   case GemmEpilogue::BGradB:
     return s::Epilogue::BGradB;
+  case GemmEpilogue::DGeluBGrad:
+    return s::Epilogue::DGeluBGrad;
   }
   llvm_unreachable("unknown GEMM epilogue");
 }

@@ -382,12 +382,17 @@ constexpr int64_t kEmbedChunkRows = 256;
 /// (chunk, column) threads fill the GPU while each column's partials stay
 /// few enough for one thread to fold in the second.
 constexpr int64_t kColumnChunkRows = 64;
+/// Rows (first stage) or partials (second) whose loads a column thread
+/// issues together before folding them in order: one load in flight per
+/// thread left a reduction at about half the copy bandwidth.
+constexpr int64_t kColumnUnroll = 8;
 
 /// Column reductions of a (rows, cols) matrix (layernorm's dgamma/dbeta,
 /// bias gradients) in two deterministic stages: thread (chunk, col) folds
 /// kColumnChunkRows rows into a partial (consecutive threads read
 /// consecutive columns, so loads coalesce), then thread col folds its
-/// partials in chunk order. No atomics: the sum order is fixed.
+/// partials in chunk order. No atomics: the sum order is fixed (the loads
+/// of kColumnUnroll rows are issued together, the folds stay in order).
 void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::string &base,
                             std::vector<Type> inTypes, std::vector<Operand> ins,
                             std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
@@ -412,12 +417,22 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
            Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(kColumnChunkRows)),
                                              k.idx(rows));
            SmallVector<Value> inits(n, k.f(init, ft));
-           auto acc = k.loop(lo, hi, inits, [&](Value r, ValueRange cur) {
-             SmallVector<Value> xs = values(k, a.take_front(nIns), r, col), next;
-             for (int64_t e = 0; e < n; ++e)
-               next.push_back(fold(k, cur[e], xs[e]));
+           auto foldRows = [&](Value r, int64_t count, ValueRange cur) {
+             SmallVector<SmallVector<Value>> rowsXs;
+             for (int64_t u = 0; u < count; ++u)
+               rowsXs.push_back(values(k, a.take_front(nIns), u ? k.add(r, k.idx(u)) : r, col));
+             SmallVector<Value> next(cur);
+             for (const SmallVector<Value> &xs : rowsXs)
+               for (int64_t e = 0; e < n; ++e)
+                 next[e] = fold(k, next[e], xs[e]);
              return next;
+           };
+           Value full = k.add(lo, k.mul(k.udiv(k.sub(hi, lo), k.idx(kColumnUnroll)),
+                                        k.idx(kColumnUnroll)));
+           auto acc = k.loop(lo, full, k.idx(kColumnUnroll), inits, [&](Value r, ValueRange cur) {
+             return foldRows(r, kColumnUnroll, cur);
            });
+           acc = k.loop(full, hi, acc, [&](Value r, ValueRange cur) { return foldRows(r, 1, cur); });
            for (int64_t e = 0; e < n; ++e)
              k.st(acc[e], a[nIns], k.add(k.mul(k.idx(e * parts), k.idx(cols)), idx));
          });
@@ -429,13 +444,23 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
          [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
            KB k{b, loc};
            SmallVector<Value> inits(n, k.f(init, ft));
-           auto acc = k.loop(k.idx(0), k.idx(parts), inits, [&](Value p, ValueRange cur) {
-             SmallVector<Value> next;
-             for (int64_t e = 0; e < n; ++e)
-               next.push_back(fold(
-                   k, cur[e], k.ld(a[0], k.add(k.mul(k.add(k.idx(e * parts), p), k.idx(cols)), col))));
+           auto foldParts = [&](Value p, int64_t count, ValueRange cur) {
+             SmallVector<Value> xs;
+             for (int64_t u = 0; u < count; ++u)
+               for (int64_t e = 0; e < n; ++e)
+                 xs.push_back(k.ld(a[0], k.add(k.mul(k.add(k.idx(e * parts + u), p), k.idx(cols)),
+                                               col)));
+             SmallVector<Value> next(cur);
+             for (int64_t u = 0; u < count; ++u)
+               for (int64_t e = 0; e < n; ++e)
+                 next[e] = fold(k, next[e], xs[u * n + e]);
              return next;
-           });
+           };
+           int64_t full = parts / kColumnUnroll * kColumnUnroll;
+           auto acc = k.loop(k.idx(0), k.idx(full), k.idx(kColumnUnroll), inits,
+                             [&](Value p, ValueRange cur) { return foldParts(p, kColumnUnroll, cur); });
+           acc = k.loop(k.idx(full), k.idx(parts), acc,
+                        [&](Value p, ValueRange cur) { return foldParts(p, 1, cur); });
            for (int64_t e = 0; e < n; ++e) {
              Value v = acc[e];
              if (kind == ReduceKind::Mean)
@@ -954,6 +979,12 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case<MatmulGeluGradOp>([&](MatmulGeluGradOp mm) {
         return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
                            mm.getTransposeRhs(), Value(), GemmEpilogue::DGelu, mm.getPre());
+      })
+      .Case<MatmulGeluBiasGradOp>([&](MatmulGeluBiasGradOp mm) {
+        // DGELU_BGRAD sums D over its columns (our rows): the bias gradient.
+        return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
+                           mm.getTransposeRhs(), mm.getBiasGrad(), GemmEpilogue::DGeluBGrad,
+                           mm.getPre());
       })
       .Case<MatmulBiasGradOp>([&](MatmulBiasGradOp mm) {
         // cuBLASLt's B is our lhs (dY): BGRADB sums it over k, the rows.

@@ -58,15 +58,17 @@ struct Operand {
 
 /// What a GEMM does to its accumulator before storing D (the schema's
 /// Epilogue values that codegen emits). The bias vector is an input for
-/// Bias*, the bias-gradient output for BGradB; aux has D's layout, the
-/// pre-activation written by GeluAux* and read by DGelu.
-enum class GemmEpilogue { None, Bias, GeluAux, BiasGeluAux, DGelu, BGradB };
+/// Bias*, the bias-gradient output for BGradB and DGeluBGrad; aux has D's
+/// layout, the pre-activation written by GeluAux* and read by DGelu*.
+enum class GemmEpilogue { None, Bias, GeluAux, BiasGeluAux, DGelu, BGradB, DGeluBGrad };
 
 inline bool epilogueHasBias(GemmEpilogue e) {
-  return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasGeluAux || e == GemmEpilogue::BGradB;
+  return e == GemmEpilogue::Bias || e == GemmEpilogue::BiasGeluAux || e == GemmEpilogue::BGradB ||
+         e == GemmEpilogue::DGeluBGrad;
 }
 inline bool epilogueHasAux(GemmEpilogue e) {
-  return e == GemmEpilogue::GeluAux || e == GemmEpilogue::BiasGeluAux || e == GemmEpilogue::DGelu;
+  return e == GemmEpilogue::GeluAux || e == GemmEpilogue::BiasGeluAux ||
+         e == GemmEpilogue::DGelu || e == GemmEpilogue::DGeluBGrad;
 }
 
 struct GemmDesc {

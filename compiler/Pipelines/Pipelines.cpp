@@ -138,6 +138,7 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     FuseMatmulEpiloguePassOptions epilogue;
     epilogue.gelu = options.epilogueGelu;
     epilogue.geluGrad = options.epilogueGeluGrad;
+    epilogue.geluBiasGrad = options.epilogueGeluBiasGrad;
     epilogue.biasGrad = options.epilogueBiasGrad;
     pm.addPass(createFuseMatmulEpiloguePass(epilogue));
   }

@@ -101,9 +101,12 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
   Option<bool> epilogueGeluGrad{*this, "epilogue-gelu-grad",
                                 llvm::cl::desc("gpt-fuse-matmul-epilogue's gelu-grad option"),
                                 llvm::cl::init(true)};
+  Option<bool> epilogueGeluBiasGrad{
+      *this, "epilogue-gelu-bias-grad",
+      llvm::cl::desc("gpt-fuse-matmul-epilogue's gelu-bias-grad option"), llvm::cl::init(true)};
   Option<bool> epilogueBiasGrad{*this, "epilogue-bias-grad",
                                 llvm::cl::desc("gpt-fuse-matmul-epilogue's bias-grad option"),
-                                llvm::cl::init(true)};
+                                llvm::cl::init(false)};
   Option<bool> fuseElementwise{*this, "fuse-elementwise",
                                llvm::cl::desc("Fuse elementwise ops (gpt-fuse-elementwise)"),
                                llvm::cl::init(true)};

@@ -218,6 +218,7 @@ private:
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
         .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
+        .template Case<MatmulGeluBiasGradOp>([&](auto o) { return matmulGeluBiasGrad(o); })
         .template Case<MatmulBiasGradOp>([&](auto o) { return matmulBiasGrad(o); })
         .template Case<BiasAddOp>([&](auto o) { return biasAdd(o); })
         .template Case<CausalAttentionOp>([&](auto o) { return attention(o); })
@@ -437,6 +438,20 @@ private:
     const Buffer &pre = in(op.getPre());
     for (size_t i = 0; i < y.size(); ++i)
       y[i] *= geluDerivative(pre[i]);
+    return success();
+  }
+
+  LogicalResult matmulGeluBiasGrad(MatmulGeluBiasGradOp op) {
+    Buffer &y = out(op.getResult());
+    matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
+               op.getResult(), y);
+    const Buffer &pre = in(op.getPre());
+    Buffer &db = out(op.getBiasGrad());
+    int64_t cols = db.size();
+    for (size_t i = 0; i < y.size(); ++i) {
+      y[i] *= geluDerivative(pre[i]);
+      db[i % cols] += y[i];
+    }
     return success();
   }
 

@@ -1,10 +1,12 @@
 //===- FuseMatmulEpilogue.cpp - GELU and bias gradients into GEMMs --------===//
 //
-/// Three rewrite patterns (see Passes.td), applied greedily with folding
-/// off so that nothing but the matched ops changes:
-///  - FoldGelu:      gelu(linear)              -> gpt.linear_gelu
-///  - FoldGeluGrad:  gelu_grad(matmul, pre)    -> gpt.matmul_gelu_grad
-///  - FoldBiasGrad:  reduce(dY) + dW matmul    -> gpt.matmul_bias_grad
+/// Four rewrite patterns (see Passes.td), applied greedily with folding
+/// off so that nothing but the matched ops changes, in two rounds (the
+/// GELU folds first, so that the bias-gradient folds see their results):
+///  - FoldGelu:         gelu(linear)              -> gpt.linear_gelu
+///  - FoldGeluGrad:     gelu_grad(matmul, pre)    -> gpt.matmul_gelu_grad
+///  - FoldGeluBiasGrad: reduce(matmul_gelu_grad)  -> gpt.matmul_gelu_bias_grad
+///  - FoldBiasGrad:     reduce(dY) + dW matmul    -> gpt.matmul_bias_grad
 /// Each fused op sits where its first replaced op was, or later only where
 /// every replaced value's readers still follow it.
 //
@@ -115,6 +117,48 @@ struct FoldGeluGrad : OpRewritePattern<GeluGradOp> {
   llvm::Statistic &count;
 };
 
+/// True for `reduce sum dims [0 .. r-2]`: a bias gradient's column sums.
+bool sumsColumns(ReduceOp reduce) {
+  int64_t rank = rtt(reduce.getInput()).getRank();
+  return reduce.getKind() == ReduceKind::Sum && !reduce.getKeepDims() && rank >= 2 &&
+         llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1));
+}
+
+/// reduce sum (reshape?(matmul_gelu_grad)) dims [all but last] ->
+/// matmul_gelu_bias_grad, at the matmul_gelu_grad. A reshape keeping the
+/// last dimension keeps the columns, so the sums are the same.
+struct FoldGeluBiasGrad : OpRewritePattern<ReduceOp> {
+  FoldGeluBiasGrad(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern<ReduceOp>(ctx, /*benefit=*/2), count(count) {}
+
+  LogicalResult matchAndRewrite(ReduceOp reduce, PatternRewriter &rewriter) const override {
+    if (!sumsColumns(reduce))
+      return rewriter.notifyMatchFailure(reduce, "not a sum over all but the last dimension");
+    Value dy = reduce.getInput();
+    if (auto view = dy.getDefiningOp<ReshapeOp>())
+      dy = view.getInput();
+    auto grad = dy.getDefiningOp<MatmulGeluGradOp>();
+    if (!grad)
+      return rewriter.notifyMatchFailure(reduce, "input is not a gpt.matmul_gelu_grad");
+    if (grad->getBlock() != reduce->getBlock())
+      return rewriter.notifyMatchFailure(reduce, "gpt.matmul_gelu_grad in another block");
+    RankedTensorType product = rtt(grad.getResult());
+    if (rtt(reduce.getInput()).getShape().back() != product.getDimSize(1) ||
+        rtt(reduce.getResult()).getElementType() != product.getElementType())
+      return rewriter.notifyMatchFailure(reduce, "not the product's columns in its type");
+    rewriter.setInsertionPoint(grad);
+    auto fused = MatmulGeluBiasGradOp::create(rewriter, grad.getLoc(), grad.getLhs(),
+                                              grad.getRhs(), grad.getPre(),
+                                              grad.getTransposeLhs(), grad.getTransposeRhs());
+    rewriter.replaceOp(grad, fused.getResult());
+    rewriter.replaceOp(reduce, fused.getBiasGrad());
+    ++count;
+    return success();
+  }
+
+  llvm::Statistic &count;
+};
+
 /// reduce sum dY dims [0 .. r-2] with a weight-gradient matmul of the same
 /// dY, `matmul dY2d, X {transpose_lhs}` -> matmul_bias_grad(dY2d, X), at
 /// whichever of the two comes first.
@@ -146,9 +190,7 @@ struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
 
   LogicalResult matchAndRewrite(ReduceOp reduce, PatternRewriter &rewriter) const override {
     Value dy = reduce.getInput();
-    int64_t rank = rtt(dy).getRank();
-    if (reduce.getKind() != ReduceKind::Sum || reduce.getKeepDims() || rank < 2 ||
-        !llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1)))
+    if (!sumsColumns(reduce))
       return rewriter.notifyMatchFailure(reduce, "not a sum over all but the last dimension");
     Type eltType = rtt(reduce.getResult()).getElementType();
     MatmulOp matmul = findWeightGrad(dy, eltType);
@@ -178,20 +220,23 @@ struct FuseMatmulEpiloguePass
 
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
-    RewritePatternSet patterns(ctx);
+    RewritePatternSet geluPatterns(ctx), biasPatterns(ctx);
     if (gelu)
-      patterns.add<FoldGelu>(ctx, numGelu);
+      geluPatterns.add<FoldGelu>(ctx, numGelu);
     if (geluGrad)
-      patterns.add<FoldGeluGrad>(ctx, numGeluGrad);
+      geluPatterns.add<FoldGeluGrad>(ctx, numGeluGrad);
+    if (geluBiasGrad)
+      biasPatterns.add<FoldGeluBiasGrad>(ctx, numGeluBiasGrad);
     if (biasGrad)
-      patterns.add<FoldBiasGrad>(ctx, numBiasGrad);
+      biasPatterns.add<FoldBiasGrad>(ctx, numBiasGrad);
     // Only the patterns: no folding or constant CSE, which would move ops
     // that later passes (and the IR dumps) expect where they were.
     GreedyRewriteConfig config;
     config.enableFolding(false).enableConstantCSE(false).setRegionSimplificationLevel(
         GreedySimplifyRegionLevel::Disabled);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns), config)))
-      signalPassFailure();
+    for (RewritePatternSet *patterns : {&geluPatterns, &biasPatterns})
+      if (failed(applyPatternsGreedily(getOperation(), std::move(*patterns), config)))
+        return signalPassFailure();
   }
 };
 

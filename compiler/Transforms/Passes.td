@@ -265,10 +265,18 @@ def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"
       2) `gelu_grad(matmul(dy, w), pre)` (through a reshape) ->
          `gpt.matmul_gelu_grad` (epilogue DGELU) on rank-2 operands, the
          matmul's product read by nothing else (`gelu-grad`).
-      3) `reduce sum dY dims [all but last]` next to the weight gradient
+      3) `reduce sum dims [all but last]` of a `gpt.matmul_gelu_grad`
+         (through a reshape) -> `gpt.matmul_gelu_bias_grad` (epilogue
+         DGELU_BGRAD): the GELU layer's bias gradient comes out of the GEMM
+         that computes its pre-activation gradient (`gelu-bias-grad`).
+      4) `reduce sum dY dims [all but last]` next to the weight gradient
          `matmul dY2d, X2d {transpose_lhs}` -> `gpt.matmul_bias_grad`
          (epilogue BGRADB): the bias gradient comes out of the dW GEMM
-         (`bias-grad`).
+         (`bias-grad`). cuBLASLt cannot split K with this epilogue, and dW
+         GEMMs have a long K (the tokens), so on sm_90 the plain dW GEMM
+         plus gptc's column reduction is faster: off by default.
+
+    1 and 2 run first, then 3 before 4 where both match.
 
     The epilogues read the unrounded accumulator, so a fused bf16 step
     differs from an unfused one by bf16 rounding of intermediates (the
@@ -289,12 +297,16 @@ def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"
            "Fold gpt.gelu into the gpt.linear that produces its input">,
     Option<"geluGrad", "gelu-grad", "bool", /*default=*/"true",
            "Fold gpt.gelu_grad into the gpt.matmul that produces its gradient">,
-    Option<"biasGrad", "bias-grad", "bool", /*default=*/"true",
+    Option<"geluBiasGrad", "gelu-bias-grad", "bool", /*default=*/"true",
+           "Compute a GELU layer's bias gradient in its DGELU GEMM">,
+    Option<"biasGrad", "bias-grad", "bool", /*default=*/"false",
            "Compute bias gradients in the weight-gradient GEMM">,
   ];
   let statistics = [
     Statistic<"numGelu", "gelu", "GELUs folded into a linear">,
     Statistic<"numGeluGrad", "gelu-grad", "GELU gradients folded into a matmul">,
+    Statistic<"numGeluBiasGrad", "gelu-bias-grad",
+              "Bias gradients folded into a GELU-gradient matmul">,
     Statistic<"numBiasGrad", "bias-grad", "Bias gradients folded into a weight-gradient matmul">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect"];

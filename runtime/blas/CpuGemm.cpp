@@ -94,6 +94,8 @@ void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c,
       opB[p + j * k] =
           static_cast<Acc>(load(g.b_type(), b, g.transb() ? j + p * ldb : p + j * ldb));
   const Acc alpha = static_cast<Acc>(g.alpha()), beta = static_cast<Acc>(g.beta());
+  // DGeluBGrad: D's row sums, over j in ascending order.
+  std::vector<Acc> rowSums(e == schema::Epilogue::DGeluBGrad ? m : 0, Acc(0));
   for (int64_t j = 0; j < n; ++j) {
     // (m) column j of op(A) op(B), summed over p in ascending order.
     std::fill(column.begin(), column.end(), Acc(0));
@@ -109,12 +111,14 @@ void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c,
         d += beta * static_cast<Acc>(load(g.c_type(), c, i + j * ldc));
       if (epilogueReadsBias(e))
         d += static_cast<Acc>(load(g.c_type(), ops.bias, i));
-      if (epilogueHasAux(e) && e != schema::Epilogue::DGelu)
+      if (epilogueHasAux(e) && !epilogueAppliesGeluGrad(e))
         store(g.c_type(), ops.aux, i + j * ldc, d);
       if (epilogueAppliesGelu(e))
         d = gelu(d);
-      if (e == schema::Epilogue::DGelu)
+      if (epilogueAppliesGeluGrad(e))
         d *= geluDerivative(static_cast<Acc>(load(g.c_type(), ops.aux, i + j * ldc)));
+      if (e == schema::Epilogue::DGeluBGrad)
+        rowSums[i] += d;
       store(g.c_type(), c, i + j * ldc, d);
     }
   }
@@ -127,6 +131,8 @@ void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c,
         sum += opA[i + p * m];
       store(g.c_type(), ops.bias, i, sum);
     }
+  for (int64_t i = 0; i < static_cast<int64_t>(rowSums.size()); ++i)
+    store(g.c_type(), ops.bias, i, rowSums[i]);
   if (e == schema::Epilogue::BGradB)
     for (int64_t j = 0; j < n; ++j) {
       Acc sum = 0;

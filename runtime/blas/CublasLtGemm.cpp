@@ -100,6 +100,8 @@ StatusOr<cublasLtEpilogue_t> cublasEpilogue(schema::Epilogue e) {
     return CUBLASLT_EPILOGUE_BGRADA;
   case schema::Epilogue::BGradB:
     return CUBLASLT_EPILOGUE_BGRADB;
+  case schema::Epilogue::DGeluBGrad:
+    return CUBLASLT_EPILOGUE_DGELU_BGRAD;
   }
   return Status::error("epilogue " + std::to_string(int(e)) + " is not one this runtime knows");
 }

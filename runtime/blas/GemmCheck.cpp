@@ -38,7 +38,8 @@ bool epilogueReadsBias(schema::Epilogue e) {
 }
 
 bool epilogueWritesBias(schema::Epilogue e) {
-  return e == schema::Epilogue::BGradA || e == schema::Epilogue::BGradB;
+  return e == schema::Epilogue::BGradA || e == schema::Epilogue::BGradB ||
+         e == schema::Epilogue::DGeluBGrad;
 }
 
 int64_t epilogueBiasLength(const schema::Gemm &g) {
@@ -49,7 +50,11 @@ int64_t epilogueBiasLength(const schema::Gemm &g) {
 
 bool epilogueHasAux(schema::Epilogue e) {
   return e == schema::Epilogue::GeluAux || e == schema::Epilogue::BiasGeluAux ||
-         e == schema::Epilogue::DGelu;
+         epilogueAppliesGeluGrad(e);
+}
+
+bool epilogueAppliesGeluGrad(schema::Epilogue e) {
+  return e == schema::Epilogue::DGelu || e == schema::Epilogue::DGeluBGrad;
 }
 
 bool epilogueAppliesGelu(schema::Epilogue e) {

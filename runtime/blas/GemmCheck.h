@@ -60,13 +60,16 @@ GemmOperands gemmOperands(const schema::RunGemm &cmd, AddressFn address) {
 bool isSupportedEpilogue(schema::Epilogue e);
 /// True when the epilogue reads a bias vector (Bias, BiasGelu, BiasGeluAux).
 bool epilogueReadsBias(schema::Epilogue e);
-/// True when the epilogue writes a bias gradient (BGradA, BGradB).
+/// True when the epilogue writes a bias gradient (BGradA, BGradB, DGeluBGrad).
 bool epilogueWritesBias(schema::Epilogue e);
-/// Entries of the epilogue's bias vector: m (D's rows) for the bias and
-/// BGradA, n (D's columns) for BGradB, 0 when it has none.
+/// Entries of the epilogue's bias vector: m (D's rows) for the bias,
+/// BGradA and DGeluBGrad, n (D's columns) for BGradB, 0 when it has none.
 int64_t epilogueBiasLength(const schema::Gemm &g);
-/// True when the epilogue has an aux matrix (GeluAux, BiasGeluAux, DGelu).
+/// True when the epilogue has an aux matrix (GeluAux, BiasGeluAux, DGelu,
+/// DGeluBGrad).
 bool epilogueHasAux(schema::Epilogue e);
+/// True for the GELU gradient epilogues, which read aux (DGelu, DGeluBGrad).
+bool epilogueAppliesGeluGrad(schema::Epilogue e);
 /// True for the GELU forward epilogues (Gelu, GeluAux, BiasGelu, BiasGeluAux).
 bool epilogueAppliesGelu(schema::Epilogue e);
 

@@ -436,7 +436,12 @@ Status CudaBackend::profile(const schema::Program &program, uint32_t index) {
     } else if (const auto *r = cmd->op_as_RunGemm()) {
       const schema::Gemm *g = exe.gemms()->Get(r->gemm());
       label = "gemm " + std::to_string(g->m()) + "x" + std::to_string(g->n()) + "x" +
-              std::to_string(g->k()) + (g->batch() > 1 ? " b" + std::to_string(g->batch()) : "");
+              std::to_string(g->k()) + (g->batch() > 1 ? " b" + std::to_string(g->batch()) : "") +
+              " " + (g->transa() ? "T" : "N") + (g->transb() ? "T" : "N") +
+              (g->epilogue() != schema::Epilogue::None
+                   ? std::string(" ") + schema::EnumNameEpilogue(g->epilogue())
+                   : std::string()) +
+              (g->beta() != 0 ? " +C" : "");
     } else {
       label = schema::EnumNameOp(cmd->op_type());
     }

@@ -619,7 +619,7 @@ LogicalResult AdamWMultiOp::verify() {
 #include "dialects/GPT/IR/GPTOps.cpp.inc"
 
 //===----------------------------------------------------------------------===//
-// LinearGeluOp, MatmulGeluGradOp, MatmulBiasGradOp
+// LinearGeluOp, MatmulGeluGradOp, MatmulGeluBiasGradOp, MatmulBiasGradOp
 //===----------------------------------------------------------------------===//
 
 LogicalResult LinearGeluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
@@ -633,22 +633,44 @@ LogicalResult LinearGeluOp::inferReturnTypes(MLIRContext *, std::optional<Locati
   return success();
 }
 
+/// The product type of a rank-2 matmul times gelu'(pre), pre of that type.
+static FailureOr<RankedTensorType> inferGeluGrad(std::optional<Location> loc, StringRef name,
+                                                 Value lhs, Value rhs, Value preV, bool ta,
+                                                 bool tb) {
+  if (rtt(lhs).getRank() != 2 || rtt(rhs).getRank() != 2)
+    return shapeError(loc, name, "expects rank-2 lhs and rhs");
+  FailureOr<RankedTensorType> y = inferMatmul(loc, name, lhs, rhs, ta, tb);
+  if (failed(y))
+    return failure();
+  auto pre = rtt(preV);
+  if (pre.getElementType() != y->getElementType() ||
+      failed(verifyCompatibleShape(pre.getShape(), y->getShape())))
+    return shapeError(loc, name, "pre must have the product's type ", *y, ", got ", pre);
+  return y;
+}
+
 LogicalResult MatmulGeluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                  Adaptor adaptor,
                                                  SmallVectorImpl<Type> &results) {
-  if (rtt(adaptor.getLhs()).getRank() != 2 || rtt(adaptor.getRhs()).getRank() != 2)
-    return shapeError(loc, "matmul_gelu_grad", "expects rank-2 lhs and rhs");
   FailureOr<RankedTensorType> y =
-      inferMatmul(loc, "matmul_gelu_grad", adaptor.getLhs(), adaptor.getRhs(),
-                  adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+      inferGeluGrad(loc, "matmul_gelu_grad", adaptor.getLhs(), adaptor.getRhs(),
+                    adaptor.getPre(), adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
   if (failed(y))
     return failure();
-  auto pre = rtt(adaptor.getPre());
-  if (pre.getElementType() != y->getElementType() ||
-      failed(verifyCompatibleShape(pre.getShape(), y->getShape())))
-    return shapeError(loc, "matmul_gelu_grad", "pre must have the product's type ", *y,
-                      ", got ", pre);
   results.push_back(*y);
+  return success();
+}
+
+LogicalResult MatmulGeluBiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                                     Adaptor adaptor,
+                                                     SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> y =
+      inferGeluGrad(loc, "matmul_gelu_bias_grad", adaptor.getLhs(), adaptor.getRhs(),
+                    adaptor.getPre(), adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+  if (failed(y))
+    return failure();
+  results.push_back(*y);
+  results.push_back(tensorOf({y->getDimSize(1)}, y->getElementType()));
   return success();
 }
 

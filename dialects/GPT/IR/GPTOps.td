@@ -775,6 +775,31 @@ def GPT_MatmulGeluGradOp : GPT_InferredOp<"matmul_gelu_grad"> {
   }];
 }
 
+def GPT_MatmulGeluBiasGradOp : GPT_InferredOp<"matmul_gelu_bias_grad"> {
+  let summary = "gpt.matmul_gelu_grad and the column sums of its result";
+  let description = [{
+    `result` is `gpt.matmul_gelu_grad`'s, (M, N), and `bias_grad[j] =
+    sum_i result[i, j]`, (N), summed before `result` is rounded: with
+    `result` the gradient of a linear layer's pre-activation, that is the
+    layer's bias gradient. Codegen emits one cuBLASLt GEMM with the
+    DGELU_BGRAD epilogue, so neither the weight-gradient GEMM (which cannot
+    split its long K with a bias-gradient epilogue) nor a separate kernel
+    reduces the (M, N) gradient.
+
+    ```mlir
+    %dpre, %db = gpt.matmul_gelu_bias_grad %dh, %w, %pre
+        : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>)
+          -> (tensor<16x64xbf16>, tensor<64xbf16>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs, GPT_FloatTensor:$pre,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $pre attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def GPT_MatmulBiasGradOp : GPT_InferredOp<"matmul_bias_grad"> {
   let summary = "A linear layer's weight and bias gradients in one GEMM";
   let description = [{

@@ -1,5 +1,6 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue | FileCheck %s
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu=false gelu-grad=false bias-grad=false" | FileCheck %s --check-prefix=OFF
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="bias-grad=true" | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue | FileCheck %s --check-prefix=DEF
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu=false gelu-grad=false gelu-bias-grad=false bias-grad=false" | FileCheck %s --check-prefix=OFF
 
 // Tests that a GELU of a linear becomes one gpt.linear_gelu whose second
 // result replaces the linear's (the backward reads the pre-activation).
@@ -131,6 +132,9 @@ func.func @gelu_grad_batched(%dh: tensor<2x4x16xf32>, %w: tensor<2x16x64xf32>,
 // CHECK-NEXT: %[[DW:.*]], %[[DB:.*]] = gpt.matmul_bias_grad %[[DY2]], %[[X]] : (tensor<8x48xbf16>, tensor<8x16xbf16>) -> (tensor<48x16xbf16>, tensor<48xbf16>)
 // CHECK-NOT: gpt.reduce
 // CHECK: return %[[DW]], %[[DB]]
+// DEF-LABEL: func.func @bias_grad
+// DEF: gpt.matmul
+// DEF: gpt.reduce
 // OFF-LABEL: func.func @bias_grad
 // OFF: gpt.matmul
 // OFF: gpt.reduce
@@ -195,4 +199,56 @@ func.func @bias_grad_not_weight_grad(%dy: tensor<8x48xf32>, %w: tensor<48x16xf32
   %dx = gpt.matmul %dy, %w : (tensor<8x48xf32>, tensor<48x16xf32>) -> tensor<8x16xf32>
   %db = gpt.reduce sum %dy dims [0] : (tensor<8x48xf32>) -> tensor<48xf32>
   return %dx, %db : tensor<8x16xf32>, tensor<48xf32>
+}
+
+// -----
+
+// Tests that the column sums of a GELU gradient come out of its GEMM
+// (through the reshape back to (B, T, C)), even with bias-grad on and a
+// weight-gradient matmul of the same gradient next to it: that dW stays a
+// plain matmul.
+
+// CHECK-LABEL: func.func @gelu_bias_grad
+// CHECK-SAME: (%[[DH:[^:]*]]: tensor<8x16xbf16>, %[[W:[^:]*]]: tensor<16x64xbf16>, %[[PRE:[^:]*]]: tensor<2x4x64xbf16>, %[[X:[^:]*]]: tensor<8x32xbf16>)
+// CHECK: %[[D:.*]], %[[DB:.*]] = gpt.matmul_gelu_bias_grad %[[DH]], %[[W]], %{{.*}} : (tensor<8x16xbf16>, tensor<16x64xbf16>, tensor<8x64xbf16>) -> (tensor<8x64xbf16>, tensor<64xbf16>)
+// CHECK-NOT: gpt.reduce
+// CHECK-NOT: gpt.matmul_bias_grad
+// CHECK: %[[DW:.*]] = gpt.matmul %{{.*}}, %[[X]] {transpose_lhs}
+// CHECK: return %[[DW]], %[[DB]]
+// DEF-LABEL: func.func @gelu_bias_grad
+// DEF: gpt.matmul_gelu_bias_grad
+// DEF-NOT: gpt.reduce
+// OFF-LABEL: func.func @gelu_bias_grad
+// OFF: gpt.gelu_grad
+// OFF: gpt.reduce
+func.func @gelu_bias_grad(%dh: tensor<8x16xbf16>, %w: tensor<16x64xbf16>,
+                          %pre: tensor<2x4x64xbf16>, %x: tensor<8x32xbf16>)
+    -> (tensor<64x32xbf16>, tensor<64xbf16>) {
+  %p = gpt.matmul %dh, %w : (tensor<8x16xbf16>, tensor<16x64xbf16>) -> tensor<8x64xbf16>
+  %p3 = gpt.reshape %p : tensor<8x64xbf16> to tensor<2x4x64xbf16>
+  %d = gpt.gelu_grad %p3, %pre : tensor<2x4x64xbf16>
+  %db = gpt.reduce sum %d dims [0, 1] : (tensor<2x4x64xbf16>) -> tensor<64xbf16>
+  %d2 = gpt.reshape %d : tensor<2x4x64xbf16> to tensor<8x64xbf16>
+  %dw = gpt.matmul %d2, %x {transpose_lhs}
+      : (tensor<8x64xbf16>, tensor<8x32xbf16>) -> tensor<64x32xbf16>
+  return %dw, %db : tensor<64x32xbf16>, tensor<64xbf16>
+}
+
+// -----
+
+// Tests that a sum over only some rows of a GELU gradient is not its bias
+// gradient: the reduce stays and the GEMM keeps the plain DGELU epilogue.
+
+// CHECK-LABEL: func.func @gelu_bias_grad_partial_reduce
+// CHECK: gpt.matmul_gelu_grad
+// CHECK: gpt.reduce
+// CHECK-NOT: gpt.matmul_gelu_bias_grad
+// DEF-LABEL: func.func @gelu_bias_grad_partial_reduce
+func.func @gelu_bias_grad_partial_reduce(%dh: tensor<8x16xf32>, %w: tensor<16x64xf32>,
+                                         %pre: tensor<2x4x64xf32>) -> tensor<4x64xf32> {
+  %p = gpt.matmul %dh, %w : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+  %p3 = gpt.reshape %p : tensor<8x64xf32> to tensor<2x4x64xf32>
+  %d = gpt.gelu_grad %p3, %pre : tensor<2x4x64xf32>
+  %db = gpt.reduce sum %d dims [0] : (tensor<2x4x64xf32>) -> tensor<4x64xf32>
+  return %db : tensor<4x64xf32>
 }

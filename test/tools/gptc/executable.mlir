@@ -29,6 +29,12 @@
 // RUN: FileCheck %s --check-prefix=BF16CMD < %t.bf16/commands.txt
 // BF16CMD: gemm m=48 n=16 k=16 batch=1 TN bf16xbf16->bf16 {{.*}} // gpt.linear
 // BF16CMD: gemm m=64 n=16 k=16 batch=1 TN bf16xbf16->bf16 epilogue=BiasGeluAux {{.*}} // gpt.linear_gelu
+// By default the GELU layer's bias gradient comes from its DGELU GEMM and
+// no dW GEMM carries BGradB (which would keep cuBLASLt from splitting K).
+// RUN: FileCheck %s --check-prefix=DEFEPI < %t.bf16/commands.txt
+// DEFEPI-NOT: epilogue=BGradB
+// DEFEPI: NN bf16xbf16->bf16 epilogue=DGeluBGrad {{.*}} // gpt.matmul_gelu_bias_grad
+// DEFEPI-NOT: epilogue=BGradB
 // The same compile without the epilogue fusion: GELU is its own kernel.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --fuse-matmul-epilogue=false -o %t.noepi.fb --dump-ir-after-each-pass=%t.noepi
 // RUN: FileCheck %s --check-prefix=NOEPI < %t.noepi/commands.txt
@@ -41,7 +47,7 @@
 // BGRAD: launch gelu_forward_{{[0-9]+}}
 // BGRAD: epilogue=BGradB
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --matmul-epilogues=gelu,relu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=EPIBAD
-// EPIBAD: gptc: error: --matmul-epilogues: expected gelu, gelu-grad or bias-grad, got 'relu'
+// EPIBAD: gptc: error: --matmul-epilogues: expected gelu, gelu-grad, gelu-bias-grad or bias-grad, got 'relu'
 // RUN: FileCheck %s --check-prefix=BF16PTX < %t.bf16/kernels.ptx
 // BF16PTX: cvt.rn.bf16.f32
 // RUN: rm -rf %t.bf16h && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --target=host -o %t.bf16h.fb --dump-ir-after-each-pass=%t.bf16h

@@ -3,9 +3,11 @@
 // gpt-fuse-matmul-epilogue moves the MLP's GELU and GELU gradient and every
 // bias gradient into GEMM epilogues. The `tiny` preset, compiled for the
 // Host target (whose GEMM implements the epilogues as executable.fbs
-// defines them) with and without the pass, in fp32 and bf16:
-//   - the fused step has one gpt.linear_gelu and gpt.matmul_gelu_grad per
-//     layer, a gpt.matmul_bias_grad per linear layer, and no gelu left;
+// defines them) with and without the pass (all four folds, bias-grad
+// included), in fp32 and bf16:
+//   - the fused step has one gpt.linear_gelu and gpt.matmul_gelu_bias_grad
+//     per layer, a gpt.matmul_bias_grad per other linear layer, and no
+//     gelu left;
 //   - the fp64 interpreter gives both IRs the same loss (fp32: exactly the
 //     same maths; bf16: GELU reads the unrounded pre-activation);
 //   - the Host runs agree on every loss and on the parameters to a stated
@@ -28,7 +30,7 @@ namespace {
 constexpr int64_t kBatch = 2, kSeq = 8, kSteps = 5, kVocab = 60;
 
 struct StepRun {
-  int64_t linearGelu = 0, geluGrad = 0, biasGrad = 0, gelu = 0;
+  int64_t linearGelu = 0, geluGrad = 0, geluBiasGrad = 0, biasGrad = 0, gelu = 0;
   std::vector<float> losses;
   std::vector<std::vector<float>> params; // as f32, in tensor order
   std::vector<std::string> names;
@@ -44,10 +46,12 @@ protected:
       o.lr = 1e-3;
       o.precision = precision;
       o.fuseMatmulEpilogue = fuse;
+      o.epilogueBiasGrad = true;
     }));
     function("train_step").walk([&](mlir::Operation *op) {
       run.linearGelu += llvm::isa<mlir::gpt::LinearGeluOp>(op);
       run.geluGrad += llvm::isa<mlir::gpt::MatmulGeluGradOp>(op);
+      run.geluBiasGrad += llvm::isa<mlir::gpt::MatmulGeluBiasGradOp>(op);
       run.biasGrad += llvm::isa<mlir::gpt::MatmulBiasGradOp>(op);
       run.gelu += llvm::isa<mlir::gpt::GeluOp, mlir::gpt::GeluGradOp>(op);
     });
@@ -90,10 +94,12 @@ protected:
     ASSERT_NO_FATAL_FAILURE(train(precision, false, unfused));
     int64_t layers = 2; // the tiny preset
     EXPECT_EQ(fused.linearGelu, layers) << precision;
-    EXPECT_EQ(fused.geluGrad, layers) << precision;
-    EXPECT_EQ(fused.biasGrad, 4 * layers) << precision; // qkv, attention proj, fc, mlp proj
+    EXPECT_EQ(fused.geluGrad, 0) << precision; // all with the fc bias gradient
+    EXPECT_EQ(fused.geluBiasGrad, layers) << precision;
+    EXPECT_EQ(fused.biasGrad, 3 * layers) << precision; // qkv, attention proj, mlp proj
     EXPECT_EQ(fused.gelu, 0) << precision;
-    EXPECT_EQ(unfused.linearGelu + unfused.geluGrad + unfused.biasGrad, 0) << precision;
+    EXPECT_EQ(unfused.linearGelu + unfused.geluGrad + unfused.geluBiasGrad + unfused.biasGrad, 0)
+        << precision;
     EXPECT_NEAR(fused.referenceLoss, unfused.referenceLoss,
                 referenceTolerance * unfused.referenceLoss)
         << precision;

@@ -134,9 +134,10 @@ inline double geluDerivativeOf(double x) {
 /// writes. GELU makes the expected values inexact: compare with a bound.
 struct EpilogueData {
   GemmData gemm;                    // a, b, the bias read by Bias*, expected D
-  std::vector<double> aux;          // DGelu: the pre-activation read, D's layout
+  std::vector<double> aux;          // DGelu*: the pre-activation read, D's layout
   std::vector<double> expectedAux;  // GeluAux*: acc (+ bias), D's layout
-  std::vector<double> expectedBias; // BGradA (m) / BGradB (n): the sums over k
+  std::vector<double> expectedBias; // BGradA (m) / BGradB (n): the sums over k;
+                                    // DGeluBGrad (m): D's row sums
 };
 
 inline EpilogueData makeEpilogueGemm(s::Epilogue e, bool transa, bool transb, uint32_t seed = 5) {
@@ -149,7 +150,8 @@ inline EpilogueData makeEpilogueGemm(s::Epilogue e, bool transa, bool transb, ui
   GemmSpec &g = d.gemm.spec;
   g.epilogue = e;
   std::vector<double> &out = d.gemm.expected;
-  bool hasAux = e == s::Epilogue::GeluAux || e == s::Epilogue::BiasGeluAux || e == s::Epilogue::DGelu;
+  bool geluGrad = e == s::Epilogue::DGelu || e == s::Epilogue::DGeluBGrad;
+  bool hasAux = e == s::Epilogue::GeluAux || e == s::Epilogue::BiasGeluAux || geluGrad;
   if (hasAux)
     d.aux.assign(out.size(), std::numeric_limits<double>::quiet_NaN());
   for (int64_t j = 0; j < tc.n; ++j)
@@ -160,14 +162,21 @@ inline EpilogueData makeEpilogueGemm(s::Epilogue e, bool transa, bool transb, ui
       if (e == s::Epilogue::Gelu || e == s::Epilogue::GeluAux || e == s::Epilogue::BiasGelu ||
           e == s::Epilogue::BiasGeluAux)
         v = geluOf(v);
-      if (e == s::Epilogue::DGelu) {
+      if (geluGrad) {
         double pre = double(int64_t(i + 3 * j) % 9 - 4) / 2; // -2 .. 2 in halves
         d.aux[i + j * g.ldc] = pre;
         v *= geluDerivativeOf(pre);
       }
     }
-  if (e != s::Epilogue::DGelu)
+  if (!geluGrad)
     std::swap(d.expectedAux, d.aux); // written, not read
+  if (e == s::Epilogue::DGeluBGrad)
+    for (int64_t i = 0; i < tc.m; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < tc.n; ++j)
+        sum += out[i + j * g.ldc];
+      d.expectedBias.push_back(sum);
+    }
   if (e == s::Epilogue::BGradA)
     for (int64_t i = 0; i < tc.m; ++i) {
       double sum = 0;
@@ -189,7 +198,7 @@ inline EpilogueData makeEpilogueGemm(s::Epilogue e, bool transa, bool transb, ui
 inline std::vector<s::Epilogue> fusedEpilogues() {
   return {s::Epilogue::Gelu,        s::Epilogue::GeluAux, s::Epilogue::BiasGelu,
           s::Epilogue::BiasGeluAux, s::Epilogue::DGelu,   s::Epilogue::BGradA,
-          s::Epilogue::BGradB};
+          s::Epilogue::BGradB,      s::Epilogue::DGeluBGrad};
 }
 
 /// Every case the GEMM tests run: all transpose pairs, with batches,

@@ -437,8 +437,8 @@ void checkEpilogueOnGpu(s::Epilogue epilogue, bool ta, bool tb, s::DType type, d
 
 // Verify every epilogue beyond Bias on cuBLASLt, in F32 and in BF16, for
 // all transposes: correct where cuBLASLt runs it, a clear error where it
-// does not, and run in the layouts codegen emits (GELU forward: TN, DGELU:
-// NN, bias gradients: NT). Prints the refused combinations.
+// does not, and run in the layouts codegen emits (GELU forward: TN, DGELU
+// and DGELU_BGRAD: NN, bias gradients: NT). Prints the refused combinations.
 TEST(CudaBackendTest, EpiloguesMatchReference) {
   if (!haveGpu())
     GTEST_SKIP() << "no GPU on this machine";
@@ -448,7 +448,7 @@ TEST(CudaBackendTest, EpiloguesMatchReference) {
         std::string layout = std::string(ta ? "T" : "N") + (tb ? "T" : "N");
         SCOPED_TRACE(std::string(s::EnumNameEpilogue(e)) + " " + layout);
         bool emitted = (blas::epilogueAppliesGelu(e) && layout == "TN") ||
-                       (e == s::Epilogue::DGelu && layout == "NN") ||
+                       (blas::epilogueAppliesGeluGrad(e) && layout == "NN") ||
                        ((e == s::Epilogue::BGradA || e == s::Epilogue::BGradB) && layout == "NT");
         for (s::DType type : {s::DType::F32, s::DType::BF16}) {
           bool refused = false;
