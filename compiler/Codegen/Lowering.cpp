@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -308,12 +309,15 @@ private:
     return s;
   }
 
-  /// Per-row values of a column reduction: `n` values for (row, col).
+  /// Per-row values of a column reduction: `n` values for (row, col); or,
+  /// as `pairs`, 2n values for columns col and col + 1 (col even), output
+  /// by output.
   using RowValuesFn = std::function<SmallVector<Value>(KB &, ValueRange ins, Value row, Value col)>;
   void reduceColumns(Operation *op, const std::string &key, const std::string &base,
                      std::vector<Type> inTypes, std::vector<Operand> ins,
                      std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
-                     int64_t cols, Type ft, ReduceKind kind, RowValuesFn values);
+                     int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
+                     RowValuesFn pairs = nullptr);
   void lowerGlobalNorm(GlobalNormOp gn);
   void lowerAdamWMulti(AdamWMultiOp multi);
 
@@ -382,21 +386,22 @@ constexpr int64_t kEmbedChunkRows = 256;
 /// (chunk, column) threads fill the GPU while each column's partials stay
 /// few enough for one thread to fold in the second.
 constexpr int64_t kColumnChunkRows = 64;
-/// Rows (first stage) or partials (second) whose loads a column thread
-/// issues together before folding them in order: one load in flight per
-/// thread left a reduction at about half the copy bandwidth.
+/// Rows whose loads a first-stage thread issues together before folding
+/// them in order: one load in flight per thread left the stage at about
+/// half the copy bandwidth.
 constexpr int64_t kColumnUnroll = 8;
 
 /// Column reductions of a (rows, cols) matrix (layernorm's dgamma/dbeta,
 /// bias gradients) in two deterministic stages: thread (chunk, col) folds
 /// kColumnChunkRows rows into a partial (consecutive threads read
-/// consecutive columns, so loads coalesce), then thread col folds its
-/// partials in chunk order. No atomics: the sum order is fixed (the loads
-/// of kColumnUnroll rows are issued together, the folds stay in order).
+/// consecutive columns, so loads coalesce), then the lanes of a row kernel
+/// (a warp per column) fold its partials. No atomics: the sum order is
+/// fixed.
 void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::string &base,
                             std::vector<Type> inTypes, std::vector<Operand> ins,
                             std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
-                            int64_t cols, Type ft, ReduceKind kind, RowValuesFn values) {
+                            int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
+                            RowValuesFn pairs) {
   int64_t n = static_cast<int64_t>(outs.size());
   int64_t parts = (rows + kColumnChunkRows - 1) / kColumnChunkRows;
   int64_t eltBytes = ft.getIntOrFloatBitWidth() / 8;
@@ -409,21 +414,31 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
   size_t nIns = ins.size();
   inTypes.push_back(partialsType);
   ins.push_back(partials);
-  launch(op, key + "partials", base, inTypes, ins, parts * cols,
+  // With `pairs` (CUDA, even columns) a thread folds two adjacent columns
+  // from one 2-element load: half the load instructions, a whole 128-byte
+  // line per warp for bf16.
+  int64_t vec = pairs && cols % 2 == 0 && options.rowLanes > 1 ? 2 : 1;
+  int64_t groups = cols / vec;
+  launch(op, key + "partials", base, inTypes, ins, parts * groups,
          [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
-           Value col = k.urem(idx, k.idx(cols)), chunk = k.udiv(idx, k.idx(cols));
+           Value chunk = k.udiv(idx, k.idx(groups));
+           Value col = k.mul(k.urem(idx, k.idx(groups)), k.idx(vec));
            Value lo = k.mul(chunk, k.idx(kColumnChunkRows));
            Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(kColumnChunkRows)),
                                              k.idx(rows));
-           SmallVector<Value> inits(n, k.f(init, ft));
+           // Accumulator e * vec + c: output e, column col + c.
+           SmallVector<Value> inits(n * vec, k.f(init, ft));
            auto foldRows = [&](Value r, int64_t count, ValueRange cur) {
              SmallVector<SmallVector<Value>> rowsXs;
-             for (int64_t u = 0; u < count; ++u)
-               rowsXs.push_back(values(k, a.take_front(nIns), u ? k.add(r, k.idx(u)) : r, col));
+             for (int64_t u = 0; u < count; ++u) {
+               Value row = u ? k.add(r, k.idx(u)) : r;
+               rowsXs.push_back(vec == 2 ? pairs(k, a.take_front(nIns), row, col)
+                                         : values(k, a.take_front(nIns), row, col));
+             }
              SmallVector<Value> next(cur);
              for (const SmallVector<Value> &xs : rowsXs)
-               for (int64_t e = 0; e < n; ++e)
+               for (int64_t e = 0; e < n * vec; ++e)
                  next[e] = fold(k, next[e], xs[e]);
              return next;
            };
@@ -433,40 +448,41 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
              return foldRows(r, kColumnUnroll, cur);
            });
            acc = k.loop(full, hi, acc, [&](Value r, ValueRange cur) { return foldRows(r, 1, cur); });
+           Value at = k.add(k.mul(chunk, k.idx(cols)), col);
            for (int64_t e = 0; e < n; ++e)
-             k.st(acc[e], a[nIns], k.add(k.mul(k.idx(e * parts), k.idx(cols)), idx));
+             for (int64_t c = 0; c < vec; ++c)
+               k.st(acc[e * vec + c], a[nIns], k.add(at, k.idx(e * parts * cols + c)));
          });
   std::vector<Type> sumTypes = {partialsType};
   sumTypes.insert(sumTypes.end(), outTypes.begin(), outTypes.end());
   std::vector<Operand> sumArgs = {partials};
   sumArgs.insert(sumArgs.end(), outs.begin(), outs.end());
-  launch(op, key + "sum", base + "_sum", sumTypes, sumArgs, cols,
-         [=](OpBuilder &b, Location loc, Value col, ValueRange a) {
+  // A warp per column: lane l folds partials l, l + 32, ... in order, then
+  // the lanes combine in a fixed butterfly. One thread per column left a
+  // few hundred serial loads on a few SMs.
+  int64_t lanes = options.rowLanes;
+  launch(op, key + "sum", base + "_sum", sumTypes, sumArgs, cols * lanes,
+         [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
+           RowLanes rl(k, idx, lanes);
+           Value col = rl.row;
            SmallVector<Value> inits(n, k.f(init, ft));
-           auto foldParts = [&](Value p, int64_t count, ValueRange cur) {
-             SmallVector<Value> xs;
-             for (int64_t u = 0; u < count; ++u)
-               for (int64_t e = 0; e < n; ++e)
-                 xs.push_back(k.ld(a[0], k.add(k.mul(k.add(k.idx(e * parts + u), p), k.idx(cols)),
-                                               col)));
-             SmallVector<Value> next(cur);
-             for (int64_t u = 0; u < count; ++u)
-               for (int64_t e = 0; e < n; ++e)
-                 next[e] = fold(k, next[e], xs[u * n + e]);
+           SmallVector<Value> acc = rl.fold(parts, inits, [&](Value p, ValueRange cur) {
+             SmallVector<Value> next;
+             for (int64_t e = 0; e < n; ++e)
+               next.push_back(fold(
+                   k, cur[e], k.ld(a[0], k.add(k.mul(k.add(k.idx(e * parts), p), k.idx(cols)), col))));
              return next;
-           };
-           int64_t full = parts / kColumnUnroll * kColumnUnroll;
-           auto acc = k.loop(k.idx(0), k.idx(full), k.idx(kColumnUnroll), inits,
-                             [&](Value p, ValueRange cur) { return foldParts(p, kColumnUnroll, cur); });
-           acc = k.loop(k.idx(full), k.idx(parts), acc,
-                        [&](Value p, ValueRange cur) { return foldParts(p, 1, cur); });
+           });
+           SmallVector<Value> vs;
            for (int64_t e = 0; e < n; ++e) {
-             Value v = acc[e];
-             if (kind == ReduceKind::Mean)
-               v = k.div(v, k.f(rows, ft));
-             k.st(v, a[1 + e], col);
+             Value v = kind == ReduceKind::Max ? rl.max(acc[e]) : rl.sum(acc[e]);
+             vs.push_back(kind == ReduceKind::Mean ? k.div(v, k.f(rows, ft)) : v);
            }
+           rl.once([&] {
+             for (int64_t e = 0; e < n; ++e)
+               k.st(vs[e], a[1 + e], col);
+           });
          });
 }
 
@@ -1454,6 +1470,20 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                       {flat(red.getResult())}, {t(red.getResult())}, rows, cols, ft, kind,
                       [=](KB &k, ValueRange a, Value r, Value col) {
                         return SmallVector<Value>{k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col))};
+                      },
+                      [=](KB &k, ValueRange a, Value r, Value col) {
+                        // col is even and so is cols: 2-element aligned.
+                        Type elt = llvm::cast<MemRefType>(a[0].getType()).getElementType();
+                        Value pair = vector::LoadOp::create(
+                            k.b, k.loc, VectorType::get({2}, elt), a[0],
+                            ValueRange{k.add(k.mul(r, k.idx(cols)), col)}, /*nontemporal=*/false,
+                            llvm::MaybeAlign(2 * elt.getIntOrFloatBitWidth() / 8));
+                        SmallVector<Value> xs;
+                        for (int64_t c = 0; c < 2; ++c) {
+                          Value x = vector::ExtractOp::create(k.b, k.loc, pair, c);
+                          xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
+                        }
+                        return xs;
                       });
         return success();
       })

@@ -103,10 +103,10 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                                 llvm::cl::init(true)};
   Option<bool> epilogueGeluBiasGrad{
       *this, "epilogue-gelu-bias-grad",
-      llvm::cl::desc("gpt-fuse-matmul-epilogue's gelu-bias-grad option"), llvm::cl::init(true)};
+      llvm::cl::desc("gpt-fuse-matmul-epilogue's gelu-bias-grad option"), llvm::cl::init(false)};
   Option<bool> epilogueBiasGrad{*this, "epilogue-bias-grad",
                                 llvm::cl::desc("gpt-fuse-matmul-epilogue's bias-grad option"),
-                                llvm::cl::init(false)};
+                                llvm::cl::init(true)};
   Option<bool> fuseElementwise{*this, "fuse-elementwise",
                                llvm::cl::desc("Fuse elementwise ops (gpt-fuse-elementwise)"),
                                llvm::cl::init(true)};

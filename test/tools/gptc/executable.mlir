@@ -29,12 +29,13 @@
 // RUN: FileCheck %s --check-prefix=BF16CMD < %t.bf16/commands.txt
 // BF16CMD: gemm m=48 n=16 k=16 batch=1 TN bf16xbf16->bf16 {{.*}} // gpt.linear
 // BF16CMD: gemm m=64 n=16 k=16 batch=1 TN bf16xbf16->bf16 epilogue=BiasGeluAux {{.*}} // gpt.linear_gelu
-// By default the GELU layer's bias gradient comes from its DGELU GEMM and
-// no dW GEMM carries BGradB (which would keep cuBLASLt from splitting K).
-// RUN: FileCheck %s --check-prefix=DEFEPI < %t.bf16/commands.txt
-// DEFEPI-NOT: epilogue=BGradB
-// DEFEPI: NN bf16xbf16->bf16 epilogue=DGeluBGrad {{.*}} // gpt.matmul_gelu_bias_grad
-// DEFEPI-NOT: epilogue=BGradB
+// gelu-bias-grad without bias-grad: the GELU layer's bias gradient comes
+// from its DGELU GEMM and no dW GEMM carries BGradB.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --matmul-epilogues=gelu,gelu-grad,gelu-bias-grad -o %t.gbg.fb --dump-ir-after-each-pass=%t.gbg
+// RUN: FileCheck %s --check-prefix=GBG < %t.gbg/commands.txt
+// GBG-NOT: epilogue=BGradB
+// GBG: NN bf16xbf16->bf16 epilogue=DGeluBGrad {{.*}} // gpt.matmul_gelu_bias_grad
+// GBG-NOT: epilogue=BGradB
 // The same compile without the epilogue fusion: GELU is its own kernel.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --fuse-matmul-epilogue=false -o %t.noepi.fb --dump-ir-after-each-pass=%t.noepi
 // RUN: FileCheck %s --check-prefix=NOEPI < %t.noepi/commands.txt

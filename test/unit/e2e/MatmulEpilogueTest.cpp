@@ -46,6 +46,7 @@ protected:
       o.lr = 1e-3;
       o.precision = precision;
       o.fuseMatmulEpilogue = fuse;
+      o.epilogueGeluBiasGrad = true;
       o.epilogueBiasGrad = true;
     }));
     function("train_step").walk([&](mlir::Operation *op) {
