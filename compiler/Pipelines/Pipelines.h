@@ -106,7 +106,7 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("gpt-fuse-matmul-epilogue's gelu-bias-grad option"), llvm::cl::init(false)};
   Option<bool> epilogueBiasGrad{*this, "epilogue-bias-grad",
                                 llvm::cl::desc("gpt-fuse-matmul-epilogue's bias-grad option"),
-                                llvm::cl::init(true)};
+                                llvm::cl::init(false)};
   Option<bool> fuseElementwise{*this, "fuse-elementwise",
                                llvm::cl::desc("Fuse elementwise ops (gpt-fuse-elementwise)"),
                                llvm::cl::init(true)};

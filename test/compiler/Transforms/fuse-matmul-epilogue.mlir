@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu-bias-grad=true" | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu-bias-grad=true bias-grad=true" | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue | FileCheck %s --check-prefix=DEF
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu=false gelu-grad=false gelu-bias-grad=false bias-grad=false" | FileCheck %s --check-prefix=OFF
 
@@ -133,7 +133,8 @@ func.func @gelu_grad_batched(%dh: tensor<2x4x16xf32>, %w: tensor<2x16x64xf32>,
 // CHECK-NOT: gpt.reduce
 // CHECK: return %[[DW]], %[[DB]]
 // DEF-LABEL: func.func @bias_grad
-// DEF: gpt.matmul_bias_grad
+// DEF: gpt.matmul
+// DEF: gpt.reduce
 // OFF-LABEL: func.func @bias_grad
 // OFF: gpt.matmul
 // OFF: gpt.reduce
@@ -205,8 +206,8 @@ func.func @bias_grad_not_weight_grad(%dy: tensor<8x48xf32>, %w: tensor<48x16xf32
 // Tests that the column sums of a GELU gradient come out of its GEMM
 // (through the reshape back to (B, T, C)) with gelu-bias-grad on, even
 // with bias-grad on and a weight-gradient matmul of the same gradient next
-// to it: that dW stays a plain matmul. By default (gelu-bias-grad off) the
-// sums come out of the dW GEMM instead.
+// to it: that dW stays a plain matmul. By default (both off) the reduce
+// stays.
 
 // CHECK-LABEL: func.func @gelu_bias_grad
 // CHECK-SAME: (%[[DH:[^:]*]]: tensor<8x16xbf16>, %[[W:[^:]*]]: tensor<16x64xbf16>, %[[PRE:[^:]*]]: tensor<2x4x64xbf16>, %[[X:[^:]*]]: tensor<8x32xbf16>)
@@ -217,9 +218,8 @@ func.func @bias_grad_not_weight_grad(%dy: tensor<8x48xf32>, %w: tensor<48x16xf32
 // CHECK: return %[[DW]], %[[DB]]
 // DEF-LABEL: func.func @gelu_bias_grad
 // DEF: gpt.matmul_gelu_grad
-// DEF-NOT: gpt.reduce
-// DEF: gpt.matmul_bias_grad
-// DEF-NOT: gpt.reduce
+// DEF: gpt.reduce
+// DEF-NOT: gpt.matmul_bias_grad
 // OFF-LABEL: func.func @gelu_bias_grad
 // OFF: gpt.gelu_grad
 // OFF: gpt.reduce

@@ -28,7 +28,7 @@
 // CHECK-NEXT:    gemms: {{[1-9][0-9]*}}
 // CHECK-NEXT:    collectives: 0
 // CHECK-NEXT:    events: 0 (record + wait)
-// CHECK:         gemm epilogues: BGradB x8, Bias x6, BiasGeluAux x2, DGelu x2, None x9
+// CHECK:         gemm epilogues: Bias x6, BiasGeluAux x2, DGelu x2, None x17
 // CHECK:           1  adamw_multi
 // CHECK-LABEL: program forward:
 // CHECK:       fusion: none recorded
