@@ -312,7 +312,10 @@ private:
   /// Per-row values of a column reduction: `n` values for (row, col); or,
   /// as `pairs`, 2n values for columns col and col + 1 (col even), output
   /// by output.
-  using RowValuesFn = std::function<SmallVector<Value>(KB &, ValueRange ins, Value row, Value col)>;
+  /// A callback may also queue stores of its own (an elementwise result
+  /// written in the same pass): they are made after the trip's loads.
+  using RowValuesFn = std::function<SmallVector<Value>(KB &, ValueRange ins, Value row, Value col,
+                                                       SmallVector<KB::Store> &stores)>;
   void reduceColumns(Operation *op, const std::string &key, const std::string &base,
                      std::vector<Type> inTypes, std::vector<Operand> ins,
                      std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
@@ -431,11 +434,14 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
            SmallVector<Value> inits(n * vec, k.f(init, ft));
            auto foldRows = [&](Value r, int64_t count, ValueRange cur) {
              SmallVector<SmallVector<Value>> rowsXs;
+             SmallVector<KB::Store> stores;
              for (int64_t u = 0; u < count; ++u) {
                Value row = u ? k.add(r, k.idx(u)) : r;
-               rowsXs.push_back(vec == 2 ? pairs(k, a.take_front(nIns), row, col)
-                                         : values(k, a.take_front(nIns), row, col));
+               rowsXs.push_back(vec == 2 ? pairs(k, a.take_front(nIns), row, col, stores)
+                                         : values(k, a.take_front(nIns), row, col, stores));
              }
+             for (const KB::Store &st : stores)
+               k.st(st.value, st.mem, st.index);
              SmallVector<Value> next(cur);
              for (const SmallVector<Value> &xs : rowsXs)
                for (int64_t e = 0; e < n * vec; ++e)
@@ -939,7 +945,7 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
   // Per column: dweight and dbias over all rows.
   reduceColumns(op, key + "cols", "layernorm_backward_cols", {flat(dyV), flat(xV), statsType},
                 {t(dyV), t(xV), stats}, {flat(dwV), flat(dbV)}, {t(dwV), t(dbV)}, rows, c, ft,
-                ReduceKind::Sum, [=](KB &k, ValueRange a, Value r, Value col) {
+                ReduceKind::Sum, [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
                   Value at = k.add(k.mul(r, k.idx(c)), col);
                   Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
                   Value rstd = k.ld(a[2], k.add(k.mul(r, k.idx(2)), k.idx(1)));
@@ -1468,10 +1474,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         Type ft = computeOf(eltOf(red.getInput()));
         reduceColumns(op, key, "reduce_leading", {flat(red.getInput())}, {t(red.getInput())},
                       {flat(red.getResult())}, {t(red.getResult())}, rows, cols, ft, kind,
-                      [=](KB &k, ValueRange a, Value r, Value col) {
+                      [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
                         return SmallVector<Value>{k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col))};
                       },
-                      [=](KB &k, ValueRange a, Value r, Value col) {
+                      [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
                         // col is even and so is cols: 2-element aligned.
                         Type elt = llvm::cast<MemRefType>(a[0].getType()).getElementType();
                         Value pair = vector::LoadOp::create(
@@ -1485,6 +1491,46 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                         }
                         return xs;
                       });
+        return success();
+      })
+      .Case<GeluGradSumOp>([&](GeluGradSumOp gs) -> LogicalResult {
+        // The column reduction's first stage computes and stores the GELU
+        // gradient as it reads each element: one pass over (rows, cols).
+        int64_t cols = numel(gs.getSum()), rows = numel(gs.getGrad()) / cols;
+        Type elt = eltOf(gs.getGrad()), ft = computeOf(elt);
+        int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
+        reduceColumns(
+            op, key, "gelu_backward_sum",
+            {flat(gs.getGrad()), flat(gs.getInput()), flat(gs.getResult())},
+            {t(gs.getGrad()), t(gs.getInput()), t(gs.getResult())}, {flat(gs.getSum())},
+            {t(gs.getSum())}, rows, cols, ft, ReduceKind::Sum,
+            [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &stores) {
+              Value at = k.add(k.mul(r, k.idx(cols)), col);
+              Value d = k.mul(k.ld(a[0], at), geluGradOf(k, k.ld(a[1], at)));
+              stores.push_back({d, a[2], at});
+              return SmallVector<Value>{d};
+            },
+            [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &stores) {
+              // col is even and so is cols: 2-element aligned.
+              Value at = k.add(k.mul(r, k.idx(cols)), col);
+              auto pairOf = [&](Value mem) {
+                Value pair = vector::LoadOp::create(k.b, k.loc, VectorType::get({2}, elt), mem,
+                                                    ValueRange{at}, /*nontemporal=*/false,
+                                                    llvm::MaybeAlign(2 * bytes));
+                SmallVector<Value> xs;
+                for (int64_t c = 0; c < 2; ++c) {
+                  Value x = vector::ExtractOp::create(k.b, k.loc, pair, c);
+                  xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
+                }
+                return xs;
+              };
+              SmallVector<Value> dy = pairOf(a[0]), x = pairOf(a[1]), ds;
+              for (int64_t c = 0; c < 2; ++c) {
+                ds.push_back(k.mul(dy[c], geluGradOf(k, x[c])));
+                stores.push_back({ds[c], a[2], c ? k.add(at, k.idx(1)) : at});
+              }
+              return ds;
+            });
         return success();
       })
       .Case<GlobalNormOp>([&](GlobalNormOp gn) {

@@ -219,6 +219,7 @@ private:
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
         .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
         .template Case<MatmulGeluBiasGradOp>([&](auto o) { return matmulGeluBiasGrad(o); })
+        .template Case<GeluGradSumOp>([&](auto o) { return geluGradSum(o); })
         .template Case<MatmulBiasGradOp>([&](auto o) { return matmulBiasGrad(o); })
         .template Case<BiasAddOp>([&](auto o) { return biasAdd(o); })
         .template Case<CausalAttentionOp>([&](auto o) { return attention(o); })
@@ -451,6 +452,18 @@ private:
     for (size_t i = 0; i < y.size(); ++i) {
       y[i] *= geluDerivative(pre[i]);
       db[i % cols] += y[i];
+    }
+    return success();
+  }
+
+  LogicalResult geluGradSum(GeluGradSumOp op) {
+    const Buffer &dy = in(op.getGrad()), &x = in(op.getInput());
+    Buffer &y = out(op.getResult());
+    Buffer &sum = out(op.getSum());
+    int64_t cols = sum.size();
+    for (size_t i = 0; i < y.size(); ++i) {
+      y[i] = dy[i] * geluDerivative(x[i]);
+      sum[i % cols] += y[i];
     }
     return success();
   }

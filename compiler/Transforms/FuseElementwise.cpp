@@ -6,7 +6,9 @@
 ///      cast feeding a layernorm_grad's gradient is read narrow instead;
 ///      a layernorm of an add becomes one gpt.add_layernorm, and a
 ///      layernorm_grad whose dx joins the residual gradient (add + narrowing
-///      cast) one gpt.layernorm_grad_add.
+///      cast) one gpt.layernorm_grad_add; a sum over all but the last
+///      dimension of a gelu_grad (the bias gradient before the MLP's GELU)
+///      becomes one gpt.gelu_grad_sum.
 ///   1) Chains: in block order, each fusible elementwise op joins the groups
 ///      of the producers of its operands that have its element count.
 ///   2) Siblings: groups of one structure (the same op names and types, e.g.
@@ -106,6 +108,33 @@ int64_t narrowLayerNormGradInputs(Block &block) {
 /// it without reading it back. A widening cast read only by the add is
 /// skipped (the kernel widens as it loads). Bit-identical: the same f32 sum,
 /// the same row statistics.
+/// reduce sum (gelu_grad dy, x) dims [all but last] -> gpt.gelu_grad_sum,
+/// at the gelu_grad (the reduce follows it, so its readers do too).
+int64_t fuseGeluGradSum(Block &block) {
+  int64_t n = 0;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto reduce = llvm::dyn_cast<ReduceOp>(op);
+    auto grad = reduce ? reduce.getInput().getDefiningOp<GeluGradOp>() : GeluGradOp();
+    if (!grad || grad->getBlock() != &block)
+      continue;
+    auto type = llvm::cast<RankedTensorType>(grad.getType());
+    int64_t rank = type.getRank();
+    if (reduce.getKind() != ReduceKind::Sum || reduce.getKeepDims() || rank < 2 ||
+        !llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1)) ||
+        reduce.getType().getElementType() != type.getElementType())
+      continue;
+    OpBuilder b(grad);
+    auto fused = GeluGradSumOp::create(b, grad.getLoc(), TypeRange{type, reduce.getType()},
+                                       grad.getGrad(), grad.getInput());
+    grad.getResult().replaceAllUsesWith(fused.getResult());
+    reduce.getResult().replaceAllUsesWith(fused.getSum());
+    reduce.erase();
+    grad.erase();
+    ++n;
+  }
+  return n;
+}
+
 int64_t fuseAddLayerNorm(Block &block) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {
@@ -384,6 +413,8 @@ struct FuseElementwisePass
         numNarrowed += narrowLayerNormOutputs(block) + narrowLayerNormGradInputs(block);
       if (addLayerNorm)
         numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
+      if (geluGradSum)
+        numGeluGradSums += fuseGeluGradSum(block);
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);

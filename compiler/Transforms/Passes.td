@@ -354,6 +354,13 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     gradient and cast narrower becomes one `gpt.layernorm_grad_add`, whose
     row kernel stores the sum and its narrow copy.
 
+    And (`gelu-grad-sum`) a `gpt.reduce sum` over all but the last
+    dimension of a `gpt.gelu_grad` (the bias gradient of the linear layer
+    before the MLP's GELU, when gpt-fuse-matmul-epilogue left the GELU
+    gradient out of the GEMM) becomes one `gpt.gelu_grad_sum`: the kernel
+    that writes the GELU gradient sums its columns as it goes, instead of
+    a column reduction reading it back.
+
     A group sits at its last member, which is legal when no outside op reads
     a member before that point (this also excludes cycles). A group that
     reads only function arguments sits at its first member. Ops keep their
@@ -383,11 +390,14 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
            "and read a layernorm_grad's gradient before a widening cast">,
     Option<"addLayerNorm", "add-layernorm", "bool", /*default=*/"true",
            "Fuse the residual adds into the layernorms and their gradients">,
+    Option<"geluGradSum", "gelu-grad-sum", "bool", /*default=*/"true",
+           "Fuse a bias gradient's column sums into the GELU gradient that produces them">,
   ];
   let statistics = [
     Statistic<"numAddLayerNorms", "add-layernorms",
               "gpt.add_layernorm and gpt.layernorm_grad_add ops created">,
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
+    Statistic<"numGeluGradSums", "gelu-grad-sums", "gpt.gelu_grad_sum ops created">,
     Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,
     Statistic<"numNarrowed", "narrowed-row-casts", "Casts folded into a layernorm or layernorm_grad">,
   ];

@@ -698,6 +698,29 @@ def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def GPT_GeluGradSumOp : GPT_Op<"gelu_grad_sum", [Pure]> {
+  let summary = "gpt.gelu_grad and the sums of its result over all but the last dimension";
+  let description = [{
+    `result = gpt.gelu_grad(grad, input)`, and `sum[c]` the sum of
+    `result[..., c]` over every leading index, taken before `result` is
+    rounded to its element type. With `result` the gradient of an MLP's
+    pre-activation, `sum` is the bias gradient of the linear layer before
+    the GELU. One pass over the (..., C) tensors where an elementwise
+    kernel and a column reduction would read the gradient back.
+
+    ```mlir
+    %dpre, %db = gpt.gelu_grad_sum %dh, %pre
+        : (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>) -> (tensor<2x8x64xbf16>, tensor<64xbf16>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input);
+  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$sum);
+  let assemblyFormat = [{
+    $grad `,` $input attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def GPT_LayerNormGradAddOp : GPT_Op<"layernorm_grad_add", [Pure]> {
   let summary = "gpt.layernorm_grad whose input gradient joins the residual gradient";
   let description = [{

@@ -3,6 +3,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=max-arguments=4 | FileCheck %s --check-prefix=CAP
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=narrow-row-outputs=false | FileCheck %s --check-prefix=WIDE
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=add-layernorm=false | FileCheck %s --check-prefix=NOADDLN
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=gelu-grad-sum=false | FileCheck %s --check-prefix=NOGGS
 
 // Tests that a producer -> consumer chain becomes one fusion with one result.
 // CHECK-LABEL: func.func @chain
@@ -353,4 +354,38 @@ func.func @layernorm_grad_residual_no_copy(%dy: tensor<4x8xf32>, %x: tensor<4x8x
       : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %0 = gpt.add %acc, %dx : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that the bias gradient's sum over (B, T) of a GELU gradient becomes
+// one gpt.gelu_grad_sum with it; the other readers of the gradient read
+// its first result.
+// CHECK-LABEL: func.func @gelu_grad_sum
+// CHECK-SAME: (%[[DH:[^:]*]]: tensor<2x4x64xbf16>, %[[PRE:[^:]*]]: tensor<2x4x64xbf16>)
+// CHECK-NEXT: %[[D:.*]], %[[DB:.*]] = gpt.gelu_grad_sum %[[DH]], %[[PRE]] : (tensor<2x4x64xbf16>, tensor<2x4x64xbf16>) -> (tensor<2x4x64xbf16>, tensor<64xbf16>)
+// CHECK-NEXT: %[[D2:.*]] = gpt.reshape %[[D]]
+// CHECK-NEXT: return %[[D2]], %[[DB]]
+// NOGGS-LABEL: func.func @gelu_grad_sum
+// NOGGS: gpt.gelu_grad
+// NOGGS: gpt.reduce
+func.func @gelu_grad_sum(%dh: tensor<2x4x64xbf16>, %pre: tensor<2x4x64xbf16>)
+    -> (tensor<8x64xbf16>, tensor<64xbf16>) {
+  %d = gpt.gelu_grad %dh, %pre : tensor<2x4x64xbf16>
+  %d2 = gpt.reshape %d : tensor<2x4x64xbf16> to tensor<8x64xbf16>
+  %db = gpt.reduce sum %d dims [0, 1] : (tensor<2x4x64xbf16>) -> tensor<64xbf16>
+  return %d2, %db : tensor<8x64xbf16>, tensor<64xbf16>
+}
+
+// -----
+
+// Tests that a sum over only the batch is not a bias gradient: the
+// gelu_grad and the reduce stay apart.
+// CHECK-LABEL: func.func @gelu_grad_partial_sum
+// CHECK-NOT: gpt.gelu_grad_sum
+// CHECK: gpt.reduce
+func.func @gelu_grad_partial_sum(%dh: tensor<2x4x64xf32>, %pre: tensor<2x4x64xf32>) -> tensor<4x64xf32> {
+  %d = gpt.gelu_grad %dh, %pre : tensor<2x4x64xf32>
+  %db = gpt.reduce sum %d dims [0] : (tensor<2x4x64xf32>) -> tensor<4x64xf32>
+  return %db : tensor<4x64xf32>
 }

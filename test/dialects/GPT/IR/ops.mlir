@@ -888,6 +888,23 @@ func.func @fused_gemms(%x: tensor<2x8x16xbf16>, %w: tensor<64x16xbf16>, %b: tens
 
 // -----
 
+// Tests that gpt.matmul_gelu_bias_grad and gpt.gelu_grad_sum round-trip.
+// CHECK-LABEL: func.func @gelu_grad_with_sums
+func.func @gelu_grad_with_sums(%dh: tensor<16x16xbf16>, %w: tensor<16x64xbf16>,
+                               %pre: tensor<16x64xbf16>)
+    -> (tensor<16x64xbf16>, tensor<64xbf16>, tensor<16x64xbf16>, tensor<64xbf16>) {
+  // CHECK: gpt.matmul_gelu_bias_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
+  %d, %db = gpt.matmul_gelu_bias_grad %dh, %w, %pre
+      : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>)
+      -> (tensor<16x64xbf16>, tensor<64xbf16>)
+  // CHECK: gpt.gelu_grad_sum %{{.*}}, %{{.*}} : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
+  %e, %eb = gpt.gelu_grad_sum %d, %pre
+      : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
+  return %d, %db, %e, %eb : tensor<16x64xbf16>, tensor<64xbf16>, tensor<16x64xbf16>, tensor<64xbf16>
+}
+
+// -----
+
 // Tests that gpt.add_layernorm round-trips.
 // CHECK-LABEL: func.func @add_layernorm
 func.func @add_layernorm(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,

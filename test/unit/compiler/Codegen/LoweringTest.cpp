@@ -1,8 +1,9 @@
 //===- LoweringTest.cpp - codegen's reductions against the reference -----===//
 //
 // The column reductions (gpt.reduce over leading dimensions, the dweight and
-// dbias of gpt.layernorm_grad) and gpt.global_norm are split into several
-// kernels (partials in the workspace, then folds). These tests compile them
+// dbias of gpt.layernorm_grad, gpt.gelu_grad_sum's sums) and
+// gpt.global_norm are split into several kernels (partials in the
+// workspace, then folds). These tests compile them
 // for the Host target, run them through the runtime's Host backend and
 // compare every output with the fp64 reference interpreter, on shapes that
 // give several row chunks with a ragged last one, several pieces per norm
@@ -50,14 +51,16 @@ std::string source() {
          " {gpt.input = \"dy\"}, %w: " + v + " {gpt.input = \"w\"}) -> (" + v +
          " {gpt.output = \"sum\"}, " + v + " {gpt.output = \"max\"}, " + v +
          " {gpt.output = \"mean\"}, " + x + " {gpt.output = \"dx\"}, " + v +
-         " {gpt.output = \"dw\"}, " + v + " {gpt.output = \"db\"}, tensor<f32> {gpt.output = \"norm\"}) {\n"
+         " {gpt.output = \"dw\"}, " + v + " {gpt.output = \"db\"}, tensor<f32> {gpt.output = \"norm\"}, " +
+         x + " {gpt.output = \"gelu_grad\"}, " + v + " {gpt.output = \"gelu_grad_sum\"}) {\n"
          "  %s = gpt.reduce sum %x dims [0, 1] : (" + x + ") -> " + v + "\n"
          "  %m = gpt.reduce max %x dims [0, 1] : (" + x + ") -> " + v + "\n"
          "  %a = gpt.reduce mean %x dims [0, 1] : (" + x + ") -> " + v + "\n"
          "  %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w {epsilon = 1.0e-05 : f64} : (" + x +
          ", " + x + ", " + v + ") -> (" + x + ", " + v + ", " + v + ")\n" + norm +
-         "  return %s, %m, %a, %dx, %dw, %db, %n : " + v + ", " + v + ", " + v + ", " + x + ", " +
-         v + ", " + v + ", tensor<f32>\n}\n";
+         "  %gd, %gs = gpt.gelu_grad_sum %dy, %x : (" + x + ", " + x + ") -> (" + x + ", " + v + ")\n"
+         "  return %s, %m, %a, %dx, %dw, %db, %n, %gd, %gs : " + v + ", " + v + ", " + v + ", " + x +
+         ", " + v + ", " + v + ", tensor<f32>, " + x + ", " + v + "\n}\n";
 }
 
 class LoweringTest : public ReferenceTest {
@@ -130,7 +133,8 @@ TEST_F(LoweringTest, SplitReductionsMatchTheReference) {
   ASSERT_TRUE(session->setInput("train_step", "w", w));
   Status ran = session->run("train_step");
   ASSERT_TRUE(ran) << ran.message();
-  expectOutputsMatch(*session, *ref, {"sum", "max", "mean", "dx", "dw", "db", "norm"});
+  expectOutputsMatch(*session, *ref,
+                     {"sum", "max", "mean", "dx", "dw", "db", "norm", "gelu_grad", "gelu_grad_sum"});
 }
 
 // gpt.embed_grad's counting sort: 3 x 300 = 900 rows are 4 chunks of 256
