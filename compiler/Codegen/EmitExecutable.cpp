@@ -229,6 +229,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   lowering.warpgroupMma =
       options.warpgroupMma && cuda && (options.chip == "sm_90" || options.chip == "sm_90a");
   lowering.rowLanes = cuda ? 32 : 1;
+  lowering.vectorAccess = cuda;
   lowering.fusedCrossEntropy = options.fuseCrossEntropy;
   lowering.blockThreads = options.blockSize;
   std::vector<std::string> names = {"init", "train_step", "forward"};

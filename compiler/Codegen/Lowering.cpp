@@ -420,7 +420,7 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
   // With `pairs` (CUDA, even columns) a thread folds two adjacent columns
   // from one 2-element load: half the load instructions, a whole 128-byte
   // line per warp for bf16.
-  int64_t vec = pairs && cols % 2 == 0 && options.rowLanes > 1 ? 2 : 1;
+  int64_t vec = pairs && cols % 2 == 0 && options.vectorAccess ? 2 : 1;
   int64_t groups = cols / vec;
   launch(op, key + "partials", base, inTypes, ins, parts * groups,
          [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
@@ -607,7 +607,7 @@ void Lowerer::lowerAdamWMulti(AdamWMultiOp multi) {
   }
   static const char *names[] = {"params", "grads", "m", "v", "new_params", "new_m", "new_v"};
   AdamWLaunch all{multi.getBeta1().convertToDouble(), multi.getBeta2().convertToDouble(),
-                  multi.getEpsilon().convertToDouble(), {}};
+                  multi.getEpsilon().convertToDouble(), {}, options.vectorAccess};
   std::vector<TensorInfo> spans;
   std::array<std::vector<int64_t>, kNumAdamWArrays> offsets;
   for (int a = 0; a < kNumAdamWArrays; ++a)

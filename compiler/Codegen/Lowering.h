@@ -136,6 +136,10 @@ struct LoweringOptions {
   /// Threads per row of the row kernels (layernorm, softmax, cross-entropy
   /// statistics): 32, a warp reducing with shuffles, on CUDA; 1 on Host.
   int64_t rowLanes = 1;
+  /// Vector loads and stores (several elements at once) in the column
+  /// reductions and the fused AdamW; CUDA only: the Host lowering has no
+  /// vector dialect conversion.
+  bool vectorAccess = false;
   /// Cross-entropy as one online-softmax row launch forward that saves
   /// each row's log-sum-exp, and one backward launch that reads it
   /// (LossLowering.h). Otherwise separate statistics and gradient kernels.

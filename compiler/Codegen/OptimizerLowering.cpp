@@ -4,6 +4,7 @@
 #include "compiler/Codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <algorithm>
 
@@ -18,7 +19,22 @@ int64_t AdamWLaunch::elements() const {
   return n;
 }
 
+bool AdamWLaunch::chunked() const {
+  if (!vectorAccess)
+    return false;
+  for (const AdamWSegment &s : segments) {
+    if (s.size % kAdamWChunk)
+      return false;
+    for (int64_t o : s.offsets)
+      if (o % 4)
+        return false;
+  }
+  return !segments.empty();
+}
+
 int64_t AdamWLaunch::perThread() const {
+  if (chunked())
+    return kAdamWChunk;
   int64_t n = elements();
   for (int64_t u : {4, 2})
     if (n % u == 0 && n / u >= 1024)
@@ -114,18 +130,75 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
   Value c2 = k.trunc(k.sub(k.f(1, dt), math::PowFOp::create(b, loc, k.f(b2, dt), tt)), ft);
   Value lr = k.ld(scalars[0], k.idx(0));
   Value scale = k.ld(scalars[2], k.idx(0));
+  struct Updated {
+    Value p, m, v;
+  };
+  auto update = [&](Value g16, Value p, Value m0, Value v0, Value wd) {
+    Value g = k.mul(g16, scale);
+    Value m = k.add(k.mul(k.f(b1, ft), m0), k.mul(k.f(1 - b1, ft), g));
+    Value v = k.add(k.mul(k.f(b2, ft), v0), k.mul(k.f(1 - b2, ft), k.mul(g, g)));
+    Value upd = k.div(k.div(m, c1), k.add(k.sqrt(k.div(v, c2)), k.f(eps, ft)));
+    Value np = k.sub(p, k.mul(lr, k.add(upd, k.mul(wd, p))));
+    return Updated{np, m, v};
+  };
+  if (launch.chunked()) {
+    // kAdamWChunk consecutive elements of one parameter, as 4-element
+    // vectors (offsets are multiples of 4, the spans 16-byte aligned).
+    Value first = k.mul(i, k.idx(kAdamWChunk));
+    SmallVector<Value> seg = segmentOf(k, first, launch, starts, 0, launch.segments.size());
+    auto typeOf = [&](AdamWArray array) {
+      return llvm::cast<MemRefType>(a[array].getType()).getElementType();
+    };
+    auto vecAt = [&](AdamWArray array, int64_t e) {
+      return k.add(k.add(first, seg[array]), k.idx(e));
+    };
+    auto load = [&](AdamWArray array) {
+      SmallVector<Value> xs;
+      Type elt = typeOf(array);
+      for (int64_t e = 0; e < kAdamWChunk; e += 4) {
+        Value vec = vector::LoadOp::create(
+            b, loc, VectorType::get({4}, elt), a[array], ValueRange{vecAt(array, e)},
+            /*nontemporal=*/false, llvm::MaybeAlign(4 * elt.getIntOrFloatBitWidth() / 8));
+        for (int64_t l = 0; l < 4; ++l) {
+          Value x = vector::ExtractOp::create(b, loc, vec, l);
+          xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
+        }
+      }
+      return xs;
+    };
+    auto store = [&](AdamWArray array, ArrayRef<Value> xs) {
+      Type elt = typeOf(array);
+      for (int64_t e = 0; e < kAdamWChunk; e += 4) {
+        SmallVector<Value> four;
+        for (int64_t l = 0; l < 4; ++l)
+          four.push_back(xs[e + l].getType() == elt ? xs[e + l] : k.convert(xs[e + l], elt));
+        Value vec = vector::FromElementsOp::create(b, loc, VectorType::get({4}, elt), four);
+        vector::StoreOp::create(b, loc, vec, a[array], ValueRange{vecAt(array, e)},
+                                /*nontemporal=*/false,
+                                llvm::MaybeAlign(4 * elt.getIntOrFloatBitWidth() / 8));
+      }
+    };
+    SmallVector<Value> g = load(kGrad), p = load(kParam), m = load(kM), v = load(kV);
+    SmallVector<Value> np, nm, nv;
+    for (int64_t e = 0; e < kAdamWChunk; ++e) {
+      Updated u = update(g[e], p[e], m[e], v[e], seg[kNumAdamWArrays]);
+      np.push_back(u.p);
+      nm.push_back(u.m);
+      nv.push_back(u.v);
+    }
+    store(kNewParam, np);
+    store(kNewM, nm);
+    store(kNewV, nv);
+    return;
+  }
   k.storeStrided(i, launch.perThread(), launch.threads(), [&](Value idx) {
     SmallVector<Value> seg = segmentOf(k, idx, launch, starts, 0, launch.segments.size());
     auto at = [&](AdamWArray array) { return k.add(idx, seg[array]); };
-    Value wd = seg[kNumAdamWArrays];
-    Value g = k.mul(k.ld(a[kGrad], at(kGrad)), scale);
-    Value p = k.ld(a[kParam], at(kParam));
-    Value m = k.add(k.mul(k.f(b1, ft), k.ld(a[kM], at(kM))), k.mul(k.f(1 - b1, ft), g));
-    Value v = k.add(k.mul(k.f(b2, ft), k.ld(a[kV], at(kV))), k.mul(k.f(1 - b2, ft), k.mul(g, g)));
-    Value upd = k.div(k.div(m, c1), k.add(k.sqrt(k.div(v, c2)), k.f(eps, ft)));
-    Value np = k.sub(p, k.mul(lr, k.add(upd, k.mul(wd, p))));
-    return SmallVector<KB::Store>{
-        {np, a[kNewParam], at(kNewParam)}, {m, a[kNewM], at(kNewM)}, {v, a[kNewV], at(kNewV)}};
+    Updated u = update(k.ld(a[kGrad], at(kGrad)), k.ld(a[kParam], at(kParam)),
+                       k.ld(a[kM], at(kM)), k.ld(a[kV], at(kV)), seg[kNumAdamWArrays]);
+    return SmallVector<KB::Store>{{u.p, a[kNewParam], at(kNewParam)},
+                                  {u.m, a[kNewM], at(kNewM)},
+                                  {u.v, a[kNewV], at(kNewV)}};
   });
 }
 

@@ -4,8 +4,12 @@
 // pool (params, activations, state), so an update of all parameters can
 // index each as one flat "span" covering its tensors. Thread i of the
 // launch finds its parameter with a balanced compare tree over the
-// parameters' first elements and updates one element, with exactly the
+// parameters' first elements and updates its elements, with exactly the
 // arithmetic of the per-parameter gpt.adamw kernel (bit-identical results).
+// When every parameter's size is a multiple of kAdamWChunk and every
+// offset of 4 elements, a thread's elements are kAdamWChunk consecutive
+// ones in one parameter: one lookup per thread and 16-byte vector loads;
+// otherwise they are strided (i, i + threads, ...) and each finds its own.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +26,9 @@ namespace gptc::codegen {
 /// The arrays of an update, in kernel-argument order.
 enum AdamWArray { kParam, kGrad, kM, kV, kNewParam, kNewM, kNewV, kNumAdamWArrays };
 
+/// Consecutive elements per thread in the chunked layout.
+constexpr int64_t kAdamWChunk = 8;
+
 /// One parameter of the launch: `size` elements, the element offset of its
 /// first element in each array's span, and its weight decay.
 struct AdamWSegment {
@@ -33,9 +40,13 @@ struct AdamWSegment {
 struct AdamWLaunch {
   double beta1 = 0, beta2 = 0, epsilon = 0;
   std::vector<AdamWSegment> segments;
-  /// Elements in all segments; per thread (thread i takes i, i + threads,
-  /// ...: more loads in flight); threads.
+  /// Whether the chunked layout may be used (LoweringOptions::vectorAccess).
+  bool vectorAccess = false;
+  /// Elements in all segments; per thread (thread i takes kAdamWChunk
+  /// consecutive ones when chunked, else i, i + threads, ...: more loads in
+  /// flight); threads.
   int64_t elements() const;
+  bool chunked() const;
   int64_t perThread() const;
   int64_t threads() const { return elements() / perThread(); }
   /// The segments, for kernel keys: the body depends on them.

@@ -49,6 +49,11 @@
 // BGRAD: epilogue=BGradB
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --matmul-epilogues=gelu,relu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=EPIBAD
 // EPIBAD: gptc: error: --matmul-epilogues: expected gelu, gelu-grad, gelu-bias-grad or bias-grad, got 'relu'
+// The fused AdamW takes 8 consecutive elements per thread as 16-byte vectors.
+// RUN: FileCheck %s --check-prefix=ADAMW < %t.bf16/kernels.ptx
+// ADAMW-LABEL: .entry adamw_multi
+// ADAMW: ld.global.v4.b32
+// ADAMW: st.global.v4.b32
 // RUN: FileCheck %s --check-prefix=BF16PTX < %t.bf16/kernels.ptx
 // BF16PTX: cvt.rn.bf16.f32
 // RUN: rm -rf %t.bf16h && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --target=host -o %t.bf16h.fb --dump-ir-after-each-pass=%t.bf16h
