@@ -89,8 +89,10 @@ void buildPrecisionPassPipeline(OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createMixedPrecisionPass(mp));
 }
 
-void buildAutodiffPassPipeline(OpPassManager &pm, const PipelineOptions &) {
-  pm.addPass(createAutodiffPass());
+void buildAutodiffPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+  AutodiffPassOptions ad;
+  ad.lossScale = options.lossScale;
+  pm.addPass(createAutodiffPass(ad));
   // Gradient rules rebuild shared subexpressions (e.g. the flattened
   // activations read by both dW and db); CSE merges them.
   pm.addPass(createCSEPass());
@@ -109,6 +111,7 @@ void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &option
   opt.epsilon = options.epsilon;
   opt.weightDecay = options.weightDecay;
   opt.gradClip = options.gradClip;
+  opt.lossScale = options.lossScale;
   pm.addPass(createInsertOptimizerPass(opt));
   pm.addPass(createInsertInitPass());
   // Sampling reads the logits; cloned from @forward, so it keeps the policy.

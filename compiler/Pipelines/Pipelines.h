@@ -78,6 +78,10 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                          llvm::cl::init(1.0e-8)};
   Option<double> weightDecay{*this, "weight-decay", llvm::cl::desc("AdamW weight decay"),
                              llvm::cl::init(0.1)};
+  Option<double> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("Static loss scale: the backward starts from it, the optimizer divides it out"),
+      llvm::cl::init(1.0)};
   Option<double> gradClip{*this, "grad-clip",
                           llvm::cl::desc("Global gradient-norm clip (0: off)"),
                           llvm::cl::init(1.0)};

@@ -12,6 +12,8 @@
 
 #include "compiler/Transforms/Passes.h"
 
+#include <cmath>
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -63,7 +65,7 @@ LogicalResult checkTypes(func::FuncOp fn) {
   return failure(walk.wasInterrupted());
 }
 
-LogicalResult differentiate(func::FuncOp grad) {
+LogicalResult differentiate(func::FuncOp grad, double lossScale) {
   Block &body = grad.getBody().front();
   auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0); // One scalar float: see isScalarLoss.
@@ -75,7 +77,7 @@ LogicalResult differentiate(func::FuncOp grad) {
     slot = slot ? AddOp::create(b, g.getLoc(), slot, g).getResult() : g;
   };
   grads[loss] = ConstantOp::create(b, loss.getLoc(), loss.getType(),
-                                   b.getF64FloatAttr(1.0));
+                                   b.getF64FloatAttr(lossScale));
 
   SmallVector<Operation *> forward;
   for (Operation &op : body.without_terminator())
@@ -142,6 +144,10 @@ struct AutodiffPass : public gptc::impl::AutodiffPassBase<AutodiffPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (!(lossScale > 0) || !std::isfinite(lossScale)) {
+      module.emitError("gpt-autodiff: loss-scale must be a finite number > 0, got ") << lossScale;
+      return signalPassFailure();
+    }
     SymbolTable symbols(module);
     auto fn = symbols.lookup<func::FuncOp>(function);
     if (!fn || fn.isExternal()) {
@@ -168,7 +174,7 @@ struct AutodiffPass : public gptc::impl::AutodiffPassBase<AutodiffPass> {
       return signalPassFailure();
     }
     symbols.insert(grad, std::next(Block::iterator(fn)));
-    if (failed(differentiate(grad)))
+    if (failed(differentiate(grad, lossScale)))
       return signalPassFailure();
   }
 };

@@ -5,7 +5,9 @@
 ///     targets as (accum_steps, B, T), the 0-based step.
 ///  2) For each micro-batch: slice + reshape its tokens/targets, call
 ///     @f_grad, sum loss and gradients. Divide the loss by accum_steps.
-///  3) grad_norm = ||sum g|| / accum_steps; grad_scale = clip / accum_steps.
+///  3) grad_norm = ||sum g|| / (accum_steps * loss_scale); grad_scale =
+///     clip / (accum_steps * loss_scale): the gradients arrive multiplied
+///     by the loss scale gpt-autodiff seeded the backward with.
 ///  4) lr = gpt.lr_schedule(step) * lr_scale; one gpt.adamw per parameter.
 ///  5) Return the new state, then loss, grad_norm and lr (for the logs).
 //
@@ -15,6 +17,8 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+
+#include <cmath>
 
 namespace gptc {
 #define GEN_PASS_DEF_INSERTOPTIMIZERPASS
@@ -52,6 +56,9 @@ struct InsertOptimizerPass
              << schedule << "'";
     if (accumSteps < 1)
       return module.emitError("gpt-insert-optimizer: accum-steps must be >= 1");
+    if (!(lossScale > 0) || !std::isfinite(lossScale))
+      return module.emitError("gpt-insert-optimizer: loss-scale must be a finite number > 0, got ")
+             << lossScale;
     if (*kind != ScheduleKind::Constant && totalSteps <= warmupSteps)
       return module.emitError("gpt-insert-optimizer: a ")
              << schedule << " schedule needs total-steps > warmup-steps";
@@ -172,8 +179,10 @@ struct InsertOptimizerPass
     double inv = 1.0 / static_cast<double>(accumSteps);
     Value loss = accumSteps > 1 ? ScaleOp::create(ob, loc, lossSum, ob.getF64FloatAttr(inv)).getResult()
                                 : lossSum;
+    // From here on `inv` also divides out the loss scale.
+    inv /= lossScale;
     Value norm = GlobalNormOp::create(ob, loc, f32, gradSum);
-    if (accumSteps > 1)
+    if (inv != 1.0)
       norm = ScaleOp::create(ob, loc, norm, ob.getF64FloatAttr(inv));
 
     // grad_scale = (clip / max(norm, clip)) / accum_steps.

@@ -64,9 +64,9 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
     }
     if (policy == "fp32")
       return; // fp32 everywhere: the model as written
-    if (policy != "bf16") {
+    if (policy != "bf16" && policy != "fp16") {
       module.emitError("gpt-mixed-precision: unknown policy '")
-          << policy << "' (expected fp32 or bf16)";
+          << policy << "' (expected fp32, bf16 or fp16)";
       return signalPassFailure();
     }
     if (!fn.getBody().hasOneBlock()) {
@@ -74,7 +74,8 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
       return signalPassFailure();
     }
     casts.clear(); // values of an earlier module are gone
-    compute = BFloat16Type::get(&getContext());
+    compute = policy == "fp16" ? FloatType(Float16Type::get(&getContext()))
+                               : FloatType(BFloat16Type::get(&getContext()));
     f32 = Float32Type::get(&getContext());
     if (failed(rewrite(fn)))
       return signalPassFailure();

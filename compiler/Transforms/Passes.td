@@ -25,6 +25,11 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         operands of mixed types are promoted to the widest (the residual
         stream `x + attn(x)` stays fp32). Values the function returns keep
         their declared types.
+      * `fp16`: the same with fp16 in place of bf16. fp16 has 5 exponent
+        bits, so gradients below about 6e-8 flush to zero: compile with
+        `--loss-scale` (gpt-autodiff and gpt-insert-optimizer's
+        `loss-scale`). The flash attention kernels are bf16 only, so fp16
+        attention runs on the scalar kernels.
 
     Each value is cast to a given type once, right after its definition, so
     repeated uses (the tied `wte`) share one cast. Parameters stay fp32
@@ -54,7 +59,7 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
            "Function to rewrite">,
     Option<"policy", "policy", "std::string", /*default=*/"\"bf16\"",
-           "Precision policy: fp32 (identity) or bf16">,
+           "Precision policy: fp32 (identity), bf16 or fp16">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "gpt.cast ops inserted">,
@@ -75,7 +80,10 @@ def AutodiffPass : Pass<"gpt-autodiff", "::mlir::ModuleOp"> {
     arguments and returns the loss followed by one gradient per parameter,
     in argument order (result attribute `gpt.grad_of = "<name>"`).
 
-    Algorithm: seed d loss = 1, visit the forward ops in reverse, and ask
+    Algorithm: seed d loss = `loss-scale` (default 1; a larger seed keeps
+    fp16 gradients above the format's smallest values, and
+    gpt-insert-optimizer with the same `loss-scale` divides it out), visit
+    the forward ops in reverse, and ask
     each op's `DifferentiableOpInterface` rule for its operand gradients;
     contributions to one value are summed with `gpt.add` (so the tied LM
     head and token embedding both reach `wte`). The backward reads forward
@@ -97,6 +105,8 @@ def AutodiffPass : Pass<"gpt-autodiff", "::mlir::ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
            "Name of the function to differentiate">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"1.0",
+           "The seed d loss: every gradient comes out multiplied by it">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
@@ -149,6 +159,9 @@ def InsertOptimizerPass : Pass<"gpt-insert-optimizer", "::mlir::ModuleOp"> {
            "Decoupled weight decay of rank >= 2 parameters">,
     ListOption<"noDecay", "no-decay", "std::string",
                "Parameters exempt from weight decay besides biases and LayerNorm">,
+    Option<"lossScale", "loss-scale", "double", /*default=*/"1.0",
+           "The loss scale gpt-autodiff seeded the backward with: the gradient norm "
+           "and the AdamW update divide it out">,
     Option<"gradClip", "grad-clip", "double", /*default=*/"1.0",
            "Clip the global gradient norm to this (0: no clipping)">,
   ];

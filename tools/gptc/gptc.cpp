@@ -104,8 +104,9 @@ cl::opt<std::string> cudaToolkit("cuda-toolkit",
                                           "(default: $CUDA_HOME or /usr/local/cuda)"),
                                  cl::value_desc("dir"), cl::cat(compileCat));
 cl::opt<std::string> precision("precision",
-                               cl::desc("Precision policy (phase precision): fp32, or bf16 "
-                                        "(bf16 GEMMs, fp32 master weights and statistics)"),
+                               cl::desc("Precision policy (phase precision): fp32, bf16 "
+                                        "(bf16 GEMMs, fp32 master weights and statistics), or "
+                                        "fp16 (the same in fp16; pair it with --loss-scale)"),
                                cl::init("fp32"), cl::cat(compileCat));
 cl::opt<std::string> memoryBudget(
     "memory-budget",
@@ -149,6 +150,13 @@ cl::opt<double> adamEps("adam-epsilon", cl::desc("AdamW epsilon"), cl::init(1.0e
 cl::opt<double> weightDecay("weight-decay",
                             cl::desc("AdamW weight decay (matrices and embeddings only)"),
                             cl::init(0.1), cl::cat(trainCat));
+cl::opt<double> lossScale(
+    "loss-scale",
+    cl::desc("Static loss scale S (default 1: none): the backward starts from S instead of 1 "
+             "and the optimizer divides the gradients by S, so small fp16 gradients do not "
+             "flush to zero; a step whose gradients overflow stops gptrun with a 'not finite' "
+             "error (lower S)"),
+    cl::init(1.0), cl::cat(trainCat));
 cl::opt<double> gradClip("grad-clip", cl::desc("Clip the global gradient norm (0: off)"),
                          cl::init(1.0), cl::cat(trainCat));
 
@@ -241,6 +249,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.epsilon = adamEps;
   options.weightDecay = weightDecay;
   options.gradClip = gradClip;
+  options.lossScale = lossScale;
   options.worldSize = worldSize;
   options.bucketMb = bucketMb;
   options.fuseMatmulEpilogue = fuseMatmulEpilogue;
@@ -286,8 +295,12 @@ std::optional<double> parseMemoryBudget() {
 
 /// MLIR's pass-manager flags plus every phase up to `phase`.
 LogicalResult buildPassManager(PassManager &pm, Phase phase) {
-  if (precision != "fp32" && precision != "bf16") {
-    fail("--precision: expected fp32 or bf16, got '" + precision + "'");
+  if (precision != "fp32" && precision != "bf16" && precision != "fp16") {
+    fail("--precision: expected fp32, bf16 or fp16, got '" + precision + "'");
+    return failure();
+  }
+  if (!(lossScale > 0) || !std::isfinite(lossScale)) {
+    fail("--loss-scale: expected a finite number > 0, got " + std::to_string(lossScale));
     return failure();
   }
   if (failed(applyPassManagerCLOptions(pm))) {

@@ -1,4 +1,6 @@
 // RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-autodiff
+// RUN: not gpt-opt %s --split-input-file --gpt-autodiff=loss-scale=0 2>&1 | FileCheck %s --check-prefix=SCALE
+// SCALE: error: gpt-autodiff: loss-scale must be a finite number > 0, got 0
 
 // Tests that a module without @forward is rejected.
 

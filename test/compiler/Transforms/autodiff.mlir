@@ -1,4 +1,5 @@
 // RUN: gpt-opt %s --split-input-file --gpt-autodiff | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-autodiff=loss-scale=256 | FileCheck %s --check-prefix=SCALE
 
 // Tests that the embedding rule scatters the incoming gradient into wte and
 // wpe with gpt.embed_grad, sized by the two tables' rows.
@@ -11,6 +12,10 @@
 // CHECK: %[[DX:.*]] = gpt.cross_entropy_grad %{{.*}}, %[[X]], %[[T]]
 // CHECK-NEXT: %[[DWTE:.*]], %[[DWPE:.*]] = gpt.embed_grad %[[DX]], %[[IDS]] {position_rows = 6 : i64, vocab_rows = 8 : i64} : (tensor<2x3x4xf32>, tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<6x4xf32>)
 // CHECK-NEXT: return %[[LOSS]], %[[DWTE]], %[[DWPE]] : tensor<f32>, tensor<8x4xf32>, tensor<6x4xf32>
+// With loss-scale, the backward starts from the scale instead of 1.
+// SCALE-LABEL: func.func @forward_grad
+// SCALE: %[[SEED:.*]] = gpt.constant 2.560000e+02 : tensor<f32>
+// SCALE-NEXT: gpt.cross_entropy_grad %[[SEED]],
 func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %wpe: tensor<6x4xf32> {gpt.param = "wpe"},
                    %ids: tensor<2x3xi32> {gpt.input = "tokens"}, %t: tensor<2x3xi32> {gpt.input = "targets"}) -> tensor<f32> {
   %x = gpt.embed %wte, %wpe, %ids : (tensor<8x4xf32>, tensor<6x4xf32>, tensor<2x3xi32>) -> tensor<2x3x4xf32>

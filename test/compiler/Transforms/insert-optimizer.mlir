@@ -2,6 +2,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-autodiff --gpt-insert-optimizer="accum-steps=2 grad-clip=0" | FileCheck %s --check-prefix=NOCLIP
 // RUN: gpt-opt %s --split-input-file --gpt-autodiff --gpt-insert-optimizer | FileCheck %s --check-prefix=DEFAULT
 // RUN: gpt-opt %s --split-input-file --gpt-autodiff --gpt-insert-optimizer="schedule=linear lr=1.0e-3 min-lr=1.0e-4 warmup-steps=5 total-steps=50" | FileCheck %s --check-prefix=LINEAR
+// RUN: gpt-opt %s --split-input-file --gpt-autodiff=loss-scale=256 --gpt-insert-optimizer="loss-scale=256" | FileCheck %s --check-prefix=LS
 
 // Every case differentiates the same tiny model (token + position
 // embedding, tied LM head, output bias). Every RUN line sees every case, so
@@ -13,6 +14,12 @@
 // step, and returns new parameters and moments under the same names followed
 // by the loss, the gradient norm and the learning rate.
 
+// With a loss scale the norm and the update factor divide it out.
+// LS-LABEL: func.func @train_step
+// LS: %[[N:.*]] = gpt.global_norm
+// LS-NEXT: %[[NS:.*]] = gpt.scale %[[N]] {factor = 3.906250e-03 : f64}
+// LS: %[[F:.*]] = gpt.div
+// LS-NEXT: gpt.scale %[[F]] {factor = 3.906250e-03 : f64}
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%{{[^:]*}}: tensor<8x4xf32> {gpt.param = "wte"}, %{{[^:]*}}: tensor<3x4xf32> {gpt.param = "wpe"}, %{{[^:]*}}: tensor<8xf32> {gpt.param = "b"},
 // CHECK-SAME: %{{[^:]*}}: tensor<8x4xf32> {gpt.state = "wte.adam_m"}, %{{[^:]*}}: tensor<3x4xf32> {gpt.state = "wpe.adam_m"}, %{{[^:]*}}: tensor<8xf32> {gpt.state = "b.adam_m"},

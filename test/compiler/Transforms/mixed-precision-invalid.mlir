@@ -1,6 +1,6 @@
 // Tests that an unknown policy is an error naming the pass and the policies.
 // RUN: not gpt-opt %s --gpt-mixed-precision=policy=fp8 2>&1 | FileCheck %s --check-prefix=POLICY
-// POLICY: error: gpt-mixed-precision: unknown policy 'fp8' (expected fp32 or bf16)
+// POLICY: error: gpt-mixed-precision: unknown policy 'fp8' (expected fp32, bf16 or fp16)
 
 // Tests that a missing function is an error naming it.
 // RUN: not gpt-opt %s --gpt-mixed-precision=function=nope 2>&1 | FileCheck %s --check-prefix=NOFN

@@ -1,5 +1,6 @@
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp32 | FileCheck %s --check-prefix=FP32
+// RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp16 | FileCheck %s --check-prefix=FP16
 
 // Tests that a linear layer gets bf16 operands (casts of the fp32 input,
 // weight and bias) and a bf16 result, while the parameters stay fp32
@@ -13,6 +14,10 @@
 // CHECK-DAG: %[[WH:.*]] = gpt.cast %[[W]] : tensor<16x8xf32> to tensor<16x8xbf16>
 // CHECK-DAG: %[[BH:.*]] = gpt.cast %[[B]] : tensor<16xf32> to tensor<16xbf16>
 // CHECK: gpt.linear %[[XH]], %[[WH]], %[[BH]] : (tensor<4x8xbf16>, tensor<16x8xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+
+// Tests that the fp16 policy does the same in fp16.
+// FP16-LABEL: func.func @forward
+// FP16: gpt.linear %{{.*}} : (tensor<4x8xf16>, tensor<16x8xf16>, tensor<16xf16>) -> tensor<4x16xf16>
 
 // Tests that the fp32 policy leaves the function as written.
 // FP32-LABEL: func.func @forward

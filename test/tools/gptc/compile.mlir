@@ -62,9 +62,21 @@
 // BF16: gpt.linear {{.*}} -> tensor<2x8x48xbf16>
 // BF16: gpt.cross_entropy {{.*}} : (tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<f32>
 
+// fp16: fp16 GEMM operands, and --loss-scale seeds the backward with S.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp16 --loss-scale=1024 --compile-to=train-step | FileCheck %s --check-prefix=FP16
+// FP16-LABEL: func.func @forward
+// FP16: gpt.linear {{.*}} -> tensor<2x8x48xf16>
+// FP16-LABEL: func.func @forward_grad
+// FP16: gpt.constant 1.024000e+03 : tensor<f32>
+// FP16-LABEL: func.func @train_step
+// FP16: %[[NORM:.*]] = gpt.global_norm
+// FP16-NEXT: gpt.scale %[[NORM]] {factor = 9.765625E-4 : f64}
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --loss-scale=0 2>&1 | FileCheck %s --check-prefix=BADSCALE
+// BADSCALE: gptc: error: --loss-scale: expected a finite number > 0, got 0
+
 // An unknown precision policy is an error naming the flag.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 2>&1 | FileCheck %s --check-prefix=BADPREC
-// BADPREC: gptc: error: --precision: expected fp32 or bf16, got 'fp8'
+// BADPREC: gptc: error: --precision: expected fp32, bf16 or fp16, got 'fp8'
 
 // --list-phases names every phase.
 // RUN: gptc --list-phases | FileCheck %s --check-prefix=PHASES
