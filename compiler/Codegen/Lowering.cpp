@@ -385,6 +385,21 @@ constexpr int64_t kEmbedBuckets = 1024;
 /// row (a few SMs busy for a millisecond at 124M, B=16).
 constexpr int64_t kEmbedChunkRows = 256;
 
+/// mem[at] and mem[at + 1] from one 2-element load (`at` even and the
+/// buffer's row length even: the pair is aligned), widened to `ft`.
+SmallVector<Value> loadPair(KB &k, Value mem, Value at, Type ft) {
+  Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
+  Value pair = vector::LoadOp::create(k.b, k.loc, VectorType::get({2}, elt), mem, ValueRange{at},
+                                      /*nontemporal=*/false,
+                                      llvm::MaybeAlign(2 * elt.getIntOrFloatBitWidth() / 8));
+  SmallVector<Value> xs;
+  for (int64_t c = 0; c < 2; ++c) {
+    Value x = vector::ExtractOp::create(k.b, k.loc, pair, c);
+    xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
+  }
+  return xs;
+}
+
 /// Rows folded by one thread in the first stage of a column reduction: the
 /// (chunk, column) threads fill the GPU while each column's partials stay
 /// few enough for one thread to fold in the second.
@@ -1478,18 +1493,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                         return SmallVector<Value>{k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col))};
                       },
                       [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
-                        // col is even and so is cols: 2-element aligned.
-                        Type elt = llvm::cast<MemRefType>(a[0].getType()).getElementType();
-                        Value pair = vector::LoadOp::create(
-                            k.b, k.loc, VectorType::get({2}, elt), a[0],
-                            ValueRange{k.add(k.mul(r, k.idx(cols)), col)}, /*nontemporal=*/false,
-                            llvm::MaybeAlign(2 * elt.getIntOrFloatBitWidth() / 8));
-                        SmallVector<Value> xs;
-                        for (int64_t c = 0; c < 2; ++c) {
-                          Value x = vector::ExtractOp::create(k.b, k.loc, pair, c);
-                          xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
-                        }
-                        return xs;
+                        return loadPair(k, a[0], k.add(k.mul(r, k.idx(cols)), col), ft);
                       });
         return success();
       })
@@ -1497,8 +1501,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         // The column reduction's first stage computes and stores the GELU
         // gradient as it reads each element: one pass over (rows, cols).
         int64_t cols = numel(gs.getSum()), rows = numel(gs.getGrad()) / cols;
-        Type elt = eltOf(gs.getGrad()), ft = computeOf(elt);
-        int64_t bytes = elt.getIntOrFloatBitWidth() / 8;
+        Type ft = computeOf(eltOf(gs.getGrad()));
         reduceColumns(
             op, key, "gelu_backward_sum",
             {flat(gs.getGrad()), flat(gs.getInput()), flat(gs.getResult())},
@@ -1511,20 +1514,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
               return SmallVector<Value>{d};
             },
             [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &stores) {
-              // col is even and so is cols: 2-element aligned.
               Value at = k.add(k.mul(r, k.idx(cols)), col);
-              auto pairOf = [&](Value mem) {
-                Value pair = vector::LoadOp::create(k.b, k.loc, VectorType::get({2}, elt), mem,
-                                                    ValueRange{at}, /*nontemporal=*/false,
-                                                    llvm::MaybeAlign(2 * bytes));
-                SmallVector<Value> xs;
-                for (int64_t c = 0; c < 2; ++c) {
-                  Value x = vector::ExtractOp::create(k.b, k.loc, pair, c);
-                  xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
-                }
-                return xs;
-              };
-              SmallVector<Value> dy = pairOf(a[0]), x = pairOf(a[1]), ds;
+              SmallVector<Value> dy = loadPair(k, a[0], at, ft), x = loadPair(k, a[1], at, ft), ds;
               for (int64_t c = 0; c < 2; ++c) {
                 ds.push_back(k.mul(dy[c], geluGradOf(k, x[c])));
                 stores.push_back({ds[c], a[2], c ? k.add(at, k.idx(1)) : at});

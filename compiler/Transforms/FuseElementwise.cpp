@@ -118,10 +118,7 @@ int64_t fuseGeluGradSum(Block &block) {
     if (!grad || grad->getBlock() != &block)
       continue;
     auto type = llvm::cast<RankedTensorType>(grad.getType());
-    int64_t rank = type.getRank();
-    if (reduce.getKind() != ReduceKind::Sum || reduce.getKeepDims() || rank < 2 ||
-        !llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1)) ||
-        reduce.getType().getElementType() != type.getElementType())
+    if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
       continue;
     OpBuilder b(grad);
     auto fused = GeluGradSumOp::create(b, grad.getLoc(), TypeRange{type, reduce.getType()},

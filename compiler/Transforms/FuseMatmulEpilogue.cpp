@@ -117,13 +117,6 @@ struct FoldGeluGrad : OpRewritePattern<GeluGradOp> {
   llvm::Statistic &count;
 };
 
-/// True for `reduce sum dims [0 .. r-2]`: a bias gradient's column sums.
-bool sumsColumns(ReduceOp reduce) {
-  int64_t rank = rtt(reduce.getInput()).getRank();
-  return reduce.getKind() == ReduceKind::Sum && !reduce.getKeepDims() && rank >= 2 &&
-         llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1));
-}
-
 /// reduce sum (reshape?(matmul_gelu_grad)) dims [all but last] ->
 /// matmul_gelu_bias_grad, at the matmul_gelu_grad. A reshape keeping the
 /// last dimension keeps the columns, so the sums are the same.
@@ -132,7 +125,7 @@ struct FoldGeluBiasGrad : OpRewritePattern<ReduceOp> {
       : OpRewritePattern<ReduceOp>(ctx, /*benefit=*/2), count(count) {}
 
   LogicalResult matchAndRewrite(ReduceOp reduce, PatternRewriter &rewriter) const override {
-    if (!sumsColumns(reduce))
+    if (!gptc::sumsColumns(reduce))
       return rewriter.notifyMatchFailure(reduce, "not a sum over all but the last dimension");
     Value dy = reduce.getInput();
     if (auto view = dy.getDefiningOp<ReshapeOp>())
@@ -190,7 +183,7 @@ struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
 
   LogicalResult matchAndRewrite(ReduceOp reduce, PatternRewriter &rewriter) const override {
     Value dy = reduce.getInput();
-    if (!sumsColumns(reduce))
+    if (!gptc::sumsColumns(reduce))
       return rewriter.notifyMatchFailure(reduce, "not a sum over all but the last dimension");
     Type eltType = rtt(reduce.getResult()).getElementType();
     MatmulOp matmul = findWeightGrad(dy, eltType);

@@ -45,4 +45,10 @@ bool availableBefore(mlir::Value v, mlir::Operation *op) {
   return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
+bool sumsColumns(mlir::gpt::ReduceOp reduce) {
+  int64_t rank = llvm::cast<mlir::RankedTensorType>(reduce.getInput().getType()).getRank();
+  return reduce.getKind() == mlir::gpt::ReduceKind::Sum && !reduce.getKeepDims() && rank >= 2 &&
+         llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1));
+}
+
 } // namespace gptc

@@ -3,6 +3,8 @@
 #ifndef GPTC_COMPILER_TRANSFORMS_PROGRAMUTILS_H
 #define GPTC_COMPILER_TRANSFORMS_PROGRAMUTILS_H
 
+#include "dialects/GPT/IR/GPTOps.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -23,6 +25,10 @@ std::string formatBytes(int64_t bytes);
 /// block or the result of an earlier op in it (a rewrite that creates an
 /// op at `op` asks this of the operands it moves there).
 bool availableBefore(mlir::Value v, mlir::Operation *op);
+
+/// True for `gpt.reduce sum dims [0 .. r-2]` without kept dimensions: a
+/// bias gradient's column sums.
+bool sumsColumns(mlir::gpt::ReduceOp reduce);
 
 } // namespace gptc
 
