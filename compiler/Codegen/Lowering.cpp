@@ -646,6 +646,10 @@ void Lowerer::lowerAdamWMulti(AdamWMultiOp multi) {
     return s;
   };
   if (spans.size() == kNumAdamWArrays) {
+    // The chunked layout's 16-byte vectors need 16-byte aligned spans
+    // (gpt-plan-memory aligns to 256 bytes unless told otherwise).
+    for (const TensorInfo &s : spans)
+      all.vectorAccess &= s.offset % 16 == 0;
     std::vector<Type> types;
     std::vector<Operand> args;
     for (const TensorInfo &s : spans) {
