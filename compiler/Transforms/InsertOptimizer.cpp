@@ -229,6 +229,7 @@ struct InsertOptimizerPass
                                           ob.getNamedAttr("epsilon", ob.getF64FloatAttr(epsilon)),
                                           ob.getNamedAttr("weight_decay", ob.getF64FloatAttr(weightDecay)),
                                           ob.getNamedAttr("grad_clip", ob.getF64FloatAttr(gradClip)),
+                                          ob.getNamedAttr("loss_scale", ob.getF64FloatAttr(lossScale)),
                                           ob.getNamedAttr("warmup_steps", ob.getF64FloatAttr(warmupSteps)),
                                           ob.getNamedAttr("total_steps", ob.getF64FloatAttr(totalSteps))}));
     return success();

@@ -712,9 +712,17 @@ Status Trainer::Impl::runSteps(float lrScale) {
 /// consumed and the step counts towards --steps.
 Status Trainer::Impl::onNonFinite(int64_t step, float loss, float norm,
                                   const std::optional<checkpoint::Checkpoint> &before) {
-  char what[128];
-  std::snprintf(what, sizeof(what), "step %lld: loss %g, grad norm %g: not finite",
-                (long long)step, loss, norm);
+  char what[256];
+  double lossScale = 1;
+  if (const auto *opt = session->schema().model()->optimizer())
+    for (const auto *h : *opt)
+      if (h->key() && h->key()->str() == "loss_scale")
+        lossScale = h->value();
+  std::snprintf(what, sizeof(what), "step %lld: loss %g, grad norm %g: not finite%s",
+                (long long)step, loss, norm,
+                lossScale != 1 ? " (the executable scales the loss by its --loss-scale; a lower "
+                                 "scale keeps the gradients finite)"
+                               : "");
   if (o.onNan != "skip")
     return Status::error(std::string(what) + "; stopped (--on-nan=stop), " +
                          (lastCheckpoint.empty() ? "no checkpoint written"

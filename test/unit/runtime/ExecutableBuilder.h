@@ -141,6 +141,7 @@ struct ExecutableSpec {
   std::string modelName = "test";
   int64_t numParameters = 0;
   std::vector<std::pair<std::string, int64_t>> config;
+  std::vector<std::pair<std::string, double>> optimizer; // Model.optimizer
   struct Pool {
     std::string name;
     uint64_t bytes;
@@ -266,7 +267,11 @@ struct ExecutableSpec {
     std::vector<flatbuffers::Offset<s::KeyValue>> kvs;
     for (const auto &[k, v] : config)
       kvs.push_back(s::CreateKeyValue(b, b.CreateString(k), v));
-    auto model = s::CreateModel(b, b.CreateString(modelName), b.CreateVector(kvs), numParameters);
+    std::vector<flatbuffers::Offset<s::Hyperparameter>> hps;
+    for (const auto &[k, v] : optimizer)
+      hps.push_back(s::CreateHyperparameter(b, b.CreateString(k), v));
+    auto model = s::CreateModel(b, b.CreateString(modelName), b.CreateVector(kvs), numParameters,
+                                b.CreateVector(hps));
     auto tgt = s::CreateTarget(b, target, b.CreateString(arch));
     auto exe = s::CreateExecutable(
         b, static_cast<uint32_t>(s::FormatVersion::Current), tgt, model, b.CreateVector(poolOffs),

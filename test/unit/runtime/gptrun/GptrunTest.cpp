@@ -92,6 +92,9 @@ protected:
     write("no-init.fb", fakeExecutable("init").build());
     write("fake-2layer.fb", fakeExecutable("", 2).build());
     write("fake-nan.fb", fakeExecutable("", 1, "gptc_fake_step_nan").build());
+    ExecutableSpec scaled = fakeExecutable("", 1, "gptc_fake_step_nan");
+    scaled.optimizer = {{"lr", 3e-4}, {"loss_scale", 65536.0}};
+    write("fake-nan-scaled.fb", scaled.build());
     // The same model for the GPU: cubins of DeviceKernels.cu, no host_object.
     ExecutableSpec cuda = fakeExecutable();
     cuda.target = s::TargetKind::CUDA;
@@ -459,6 +462,18 @@ TEST_F(GptrunTest, NonFiniteLossStops) {
   r = gptrun(path("fake-nan.fb") + " --data " + path("train.bin") + " --steps 4");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("stopped (--on-nan=stop), no checkpoint written"), std::string::npos)
+      << r.output;
+}
+
+// Verify that a non-finite step of an executable compiled with a loss scale
+// says so: with fp16 the likely cause is a scale too large.
+TEST_F(GptrunTest, NonFiniteLossNamesTheLossScale) {
+  ToolResult r = gptrun(path("fake-nan-scaled.fb") + " --data " + path("train.bin") + " --steps 4");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("gptrun: error: step 2: loss nan, grad norm 2: not finite (the "
+                          "executable scales the loss by its --loss-scale; a lower scale keeps "
+                          "the gradients finite); stopped (--on-nan=stop)"),
+            std::string::npos)
       << r.output;
 }
 
