@@ -451,8 +451,11 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       if (auto f = llvm::dyn_cast<FloatAttr>(e.getValue()))
         optimizer.push_back(s::CreateHyperparameter(b, b.CreateString(e.getName().str()),
                                                     f.getValueAsDouble()));
+  fb::Offset<fb::String> precision;
+  if (auto p = module->getAttrOfType<StringAttr>("gpt.precision"))
+    precision = b.CreateString(p.getValue().str());
   auto model = s::CreateModel(b, b.CreateString(modelName), b.CreateVector(config), params,
-                              b.CreateVector(optimizer));
+                              b.CreateVector(optimizer), precision);
   auto target = s::CreateTarget(b, host ? s::TargetKind::Host : s::TargetKind::CUDA,
                                 b.CreateString(host ? "x86_64" : kernelChip(options, *lowered)));
   fb::Offset<s::Remat> remat;

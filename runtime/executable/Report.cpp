@@ -119,6 +119,11 @@ ExecutableSummary summarize(const schema::Executable &exe) {
   if (const schema::Model *m = exe.model()) {
     s.modelName = str(m->name());
     s.numParameters = m->num_parameters();
+    s.precision = str(m->precision());
+    if (m->optimizer())
+      for (const schema::Hyperparameter *h : *m->optimizer())
+        if (str(h->key()) == "loss_scale")
+          s.lossScale = h->value();
     if (m->config())
       for (const schema::KeyValue *kv : *m->config())
         s.config.emplace_back(str(kv->key()), kv->value());
@@ -176,9 +181,12 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
     os << "  " << key << " = " << value << "\n";
   os << "  parameters: " << withCommas(uint64_t(std::max<int64_t>(s.numParameters, 0))) << " ("
      << bytesText(s.parameterBytes) << ")\n";
-  // The schema has no precision field; the GEMM operand types are what the
-  // precision phase leaves behind.
-  os << "  precision: not recorded; GEMM A operands:";
+  // Older executables (and gpt-opt's) have no precision; the GEMM operand
+  // types are what the precision phase left behind either way.
+  os << "  precision: " << (s.precision.empty() ? "not recorded" : s.precision);
+  if (s.lossScale != 1)
+    os << ", loss scale " << s.lossScale;
+  os << "; GEMM A operands:";
   if (s.gemmOperandTypes.empty())
     os << " (no GEMMs)";
   for (const auto &[type, count] : s.gemmOperandTypes)

@@ -3,7 +3,7 @@
 // `gptc explain step.fb` and `gptc compile --report` print this report; it
 // reads only the FlatBuffer (no MLIR), so the runtime tools can print it
 // too. Every number comes from the executable: what the schema does not
-// record (fusion decisions, the precision policy) is
+// record (fusion decisions; the precision policy of older executables) is
 // reported as not recorded, never guessed.
 //
 //===----------------------------------------------------------------------===//
@@ -46,6 +46,8 @@ struct ExecutableSummary {
   std::string modelName;
   std::vector<std::pair<std::string, int64_t>> config; // in file order
   int64_t numParameters = 0;  // Model.num_parameters
+  std::string precision;      // Model.precision, empty when not recorded
+  double lossScale = 1;       // the optimizer record's loss_scale
   uint64_t parameterBytes = 0; // Parameter tensors' bytes
   /// Pool name and size_bytes, in file order.
   std::vector<std::pair<std::string, uint64_t>> pools;

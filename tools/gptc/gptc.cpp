@@ -371,6 +371,9 @@ int runCompile(MLIRContext &context) {
     pm.addInstrumentation(createProgressInstrumentation(progress));
   if (failed(pm.run(*module)))
     return 1;
+  // For the executable's Model.precision (after the passes: the IR dumps
+  // show the module as the passes left it).
+  (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, precision));
 
   std::string error;
   if (target == Phase::Executable) {

@@ -3,6 +3,10 @@
 
 // RUN: rm -rf %t && gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.fb --dump-ir-after-each-pass=%t > /dev/null
 // RUN: gptc explain %t.fb | FileCheck %s
+// The policy and the loss scale are recorded as compiled.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --precision=fp16 --loss-scale=1024 -o %t.fp16.fb > /dev/null
+// RUN: gptc explain %t.fp16.fb | FileCheck %s --check-prefix=FP16
+// FP16: precision: fp16, loss scale 1024; GEMM A operands: F16 x{{[0-9]+}}
 // CHECK-LABEL: executable: {{.*}}.fb
 // CHECK-NEXT:    format version 1, written by gptc {{[0-9]+\.[0-9]+\.[0-9]+}}
 // CHECK-NEXT:    target: host x86_64
@@ -10,7 +14,7 @@
 // CHECK:         n_embd = 16
 // CHECK:         n_layer = 2
 // CHECK:         parameters: 7,872 (31,488 B (30.8 KiB))
-// CHECK-NEXT:    precision: not recorded; GEMM A operands: F32 x{{[0-9]+}}
+// CHECK-NEXT:    precision: fp32; GEMM A operands: F32 x{{[0-9]+}}
 // CHECK-LABEL: memory (static plan, every pool allocated once):
 // CHECK-NEXT:    pool params: {{[0-9,]+}} B
 // CHECK-NEXT:    pool state: {{[0-9,]+}} B
