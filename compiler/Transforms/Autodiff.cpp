@@ -12,10 +12,10 @@
 
 #include "compiler/Transforms/Passes.h"
 
-#include <cmath>
-
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+
+#include <cmath>
 
 namespace gptc {
 #define GEN_PASS_DEF_AUTODIFFPASS

@@ -103,11 +103,6 @@ int64_t narrowLayerNormGradInputs(Block &block) {
   return n;
 }
 
-/// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one
-/// gpt.add_layernorm at the add: its kernel stores the sum and normalises
-/// it without reading it back. A widening cast read only by the add is
-/// skipped (the kernel widens as it loads). Bit-identical: the same f32 sum,
-/// the same row statistics.
 /// reduce sum (gelu_grad dy, x) dims [all but last] -> gpt.gelu_grad_sum,
 /// at the gelu_grad (the reduce follows it, so its readers do too).
 int64_t fuseGeluGradSum(Block &block) {
@@ -132,6 +127,11 @@ int64_t fuseGeluGradSum(Block &block) {
   return n;
 }
 
+/// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one
+/// gpt.add_layernorm at the add: its kernel stores the sum and normalises
+/// it without reading it back. A widening cast read only by the add is
+/// skipped (the kernel widens as it loads). Bit-identical: the same f32 sum,
+/// the same row statistics.
 int64_t fuseAddLayerNorm(Block &block) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {

@@ -185,7 +185,7 @@ struct InsertOptimizerPass
     if (inv != 1.0)
       norm = ScaleOp::create(ob, loc, norm, ob.getF64FloatAttr(inv));
 
-    // grad_scale = (clip / max(norm, clip)) / accum_steps.
+    // grad_scale = (clip / max(norm, clip)) / (accum_steps * loss_scale).
     Value gradScale;
     if (gradClip > 0) {
       Value clip = ConstantOp::create(ob, loc, f32, ob.getF64FloatAttr(gradClip));
