@@ -12,6 +12,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace gptc::codegen {
@@ -118,6 +119,34 @@ struct KB {
           mlir::scf::YieldOp::create(b, loc, body(iv, carried));
         });
     return SmallVector<Value>(op.getResults());
+  }
+  /// mem[at], ..., mem[at + n - 1] from one n-element vector load, widened
+  /// as ld widens: `at` must be a multiple of n in a buffer aligned to n
+  /// elements (the load assumes that alignment). CUDA kernels only: the
+  /// Host lowering has no vector conversion.
+  SmallVector<Value> ldVector(Value mem, Value at, int64_t n) {
+    Type elt = llvm::cast<mlir::MemRefType>(mem.getType()).getElementType();
+    Value vec = mlir::vector::LoadOp::create(b, loc, mlir::VectorType::get({n}, elt), mem,
+                                             ValueRange{at}, /*nontemporal=*/false,
+                                             llvm::MaybeAlign(n * elt.getIntOrFloatBitWidth() / 8));
+    SmallVector<Value> xs;
+    for (int64_t e = 0; e < n; ++e) {
+      Value x = mlir::vector::ExtractOp::create(b, loc, vec, e);
+      xs.push_back(x.getType().isBF16() || x.getType().isF16() ? ext(x, b.getF32Type()) : x);
+    }
+    return xs;
+  }
+  /// vs rounded as st rounds, to mem[at ..] with one vector store aligned
+  /// as for ldVector.
+  void stVector(llvm::ArrayRef<Value> vs, Value mem, Value at) {
+    Type elt = llvm::cast<mlir::MemRefType>(mem.getType()).getElementType();
+    SmallVector<Value> xs;
+    for (Value v : vs)
+      xs.push_back(v.getType() == elt ? v : convert(v, elt));
+    auto type = mlir::VectorType::get({static_cast<int64_t>(vs.size())}, elt);
+    Value vec = mlir::vector::FromElementsOp::create(b, loc, type, xs);
+    mlir::vector::StoreOp::create(b, loc, vec, mem, ValueRange{at}, /*nontemporal=*/false,
+                                  llvm::MaybeAlign(vs.size() * elt.getIntOrFloatBitWidth() / 8));
   }
   /// n consecutive elements from `mem` at `base`, as SSA values (registers).
   SmallVector<Value> loadVec(Value mem, Value base, int64_t n) {

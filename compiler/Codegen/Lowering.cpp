@@ -21,7 +21,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -384,21 +383,6 @@ constexpr int64_t kEmbedBuckets = 1024;
 /// sort's threads are chunks x buckets, not one per bucket walking every
 /// row (a few SMs busy for a millisecond at 124M, B=16).
 constexpr int64_t kEmbedChunkRows = 256;
-
-/// mem[at] and mem[at + 1] from one 2-element load (`at` even and the
-/// buffer's row length even: the pair is aligned), widened to `ft`.
-SmallVector<Value> loadPair(KB &k, Value mem, Value at, Type ft) {
-  Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
-  Value pair = vector::LoadOp::create(k.b, k.loc, VectorType::get({2}, elt), mem, ValueRange{at},
-                                      /*nontemporal=*/false,
-                                      llvm::MaybeAlign(2 * elt.getIntOrFloatBitWidth() / 8));
-  SmallVector<Value> xs;
-  for (int64_t c = 0; c < 2; ++c) {
-    Value x = vector::ExtractOp::create(k.b, k.loc, pair, c);
-    xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
-  }
-  return xs;
-}
 
 /// Rows folded by one thread in the first stage of a column reduction: the
 /// (chunk, column) threads fill the GPU while each column's partials stay
@@ -1497,7 +1481,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                         return SmallVector<Value>{k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col))};
                       },
                       [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
-                        return loadPair(k, a[0], k.add(k.mul(r, k.idx(cols)), col), ft);
+                        // col and cols are even: the pair is aligned.
+                        return k.ldVector(a[0], k.add(k.mul(r, k.idx(cols)), col), 2);
                       });
         return success();
       })
@@ -1518,8 +1503,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
               return SmallVector<Value>{d};
             },
             [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &stores) {
+              // col and cols are even: the pairs are aligned.
               Value at = k.add(k.mul(r, k.idx(cols)), col);
-              SmallVector<Value> dy = loadPair(k, a[0], at, ft), x = loadPair(k, a[1], at, ft), ds;
+              SmallVector<Value> dy = k.ldVector(a[0], at, 2), x = k.ldVector(a[1], at, 2), ds;
               for (int64_t c = 0; c < 2; ++c) {
                 ds.push_back(k.mul(dy[c], geluGradOf(k, x[c])));
                 stores.push_back({ds[c], a[2], c ? k.add(at, k.idx(1)) : at});

@@ -4,7 +4,6 @@
 #include "compiler/Codegen/KernelBuilder.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <algorithm>
 
@@ -146,37 +145,18 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     // vectors (offsets are multiples of 4, the spans 16-byte aligned).
     Value first = k.mul(i, k.idx(kAdamWChunk));
     SmallVector<Value> seg = segmentOf(k, first, launch, starts, 0, launch.segments.size());
-    auto typeOf = [&](AdamWArray array) {
-      return llvm::cast<MemRefType>(a[array].getType()).getElementType();
-    };
     auto vecAt = [&](AdamWArray array, int64_t e) {
       return k.add(k.add(first, seg[array]), k.idx(e));
     };
     auto load = [&](AdamWArray array) {
       SmallVector<Value> xs;
-      Type elt = typeOf(array);
-      for (int64_t e = 0; e < kAdamWChunk; e += 4) {
-        Value vec = vector::LoadOp::create(
-            b, loc, VectorType::get({4}, elt), a[array], ValueRange{vecAt(array, e)},
-            /*nontemporal=*/false, llvm::MaybeAlign(4 * elt.getIntOrFloatBitWidth() / 8));
-        for (int64_t l = 0; l < 4; ++l) {
-          Value x = vector::ExtractOp::create(b, loc, vec, l);
-          xs.push_back(x.getType() == ft ? x : k.ext(x, ft));
-        }
-      }
+      for (int64_t e = 0; e < kAdamWChunk; e += 4)
+        llvm::append_range(xs, k.ldVector(a[array], vecAt(array, e), 4));
       return xs;
     };
     auto store = [&](AdamWArray array, ArrayRef<Value> xs) {
-      Type elt = typeOf(array);
-      for (int64_t e = 0; e < kAdamWChunk; e += 4) {
-        SmallVector<Value> four;
-        for (int64_t l = 0; l < 4; ++l)
-          four.push_back(xs[e + l].getType() == elt ? xs[e + l] : k.convert(xs[e + l], elt));
-        Value vec = vector::FromElementsOp::create(b, loc, VectorType::get({4}, elt), four);
-        vector::StoreOp::create(b, loc, vec, a[array], ValueRange{vecAt(array, e)},
-                                /*nontemporal=*/false,
-                                llvm::MaybeAlign(4 * elt.getIntOrFloatBitWidth() / 8));
-      }
+      for (int64_t e = 0; e < kAdamWChunk; e += 4)
+        k.stVector(xs.slice(e, 4), a[array], vecAt(array, e));
     };
     SmallVector<Value> g = load(kGrad), p = load(kParam), m = load(kM), v = load(kV);
     SmallVector<Value> np, nm, nv;
