@@ -432,13 +432,20 @@ private:
     return success();
   }
 
+  /// y[i] *= gelu'(pre[i]); with `sums`, sums[c] += y[i] for y's column c.
+  static void scaleByGeluGrad(Buffer &y, const Buffer &pre, Buffer *sums) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      y[i] *= geluDerivative(pre[i]);
+      if (sums)
+        (*sums)[i % sums->size()] += y[i];
+    }
+  }
+
   LogicalResult matmulGeluGrad(MatmulGeluGradOp op) {
     Buffer &y = out(op.getResult());
     matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
                op.getResult(), y);
-    const Buffer &pre = in(op.getPre());
-    for (size_t i = 0; i < y.size(); ++i)
-      y[i] *= geluDerivative(pre[i]);
+    scaleByGeluGrad(y, in(op.getPre()), nullptr);
     return success();
   }
 
@@ -446,25 +453,14 @@ private:
     Buffer &y = out(op.getResult());
     matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
                op.getResult(), y);
-    const Buffer &pre = in(op.getPre());
-    Buffer &db = out(op.getBiasGrad());
-    int64_t cols = db.size();
-    for (size_t i = 0; i < y.size(); ++i) {
-      y[i] *= geluDerivative(pre[i]);
-      db[i % cols] += y[i];
-    }
+    scaleByGeluGrad(y, in(op.getPre()), &out(op.getBiasGrad()));
     return success();
   }
 
   LogicalResult geluGradSum(GeluGradSumOp op) {
-    const Buffer &dy = in(op.getGrad()), &x = in(op.getInput());
     Buffer &y = out(op.getResult());
-    Buffer &sum = out(op.getSum());
-    int64_t cols = sum.size();
-    for (size_t i = 0; i < y.size(); ++i) {
-      y[i] = dy[i] * geluDerivative(x[i]);
-      sum[i % cols] += y[i];
-    }
+    y = in(op.getGrad());
+    scaleByGeluGrad(y, in(op.getInput()), &out(op.getSum()));
     return success();
   }
 
