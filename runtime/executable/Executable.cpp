@@ -124,6 +124,14 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
 
 } // namespace
 
+double optimizerSetting(const schema::Executable &exe, const std::string &key, double fallback) {
+  if (const schema::Model *m = exe.model(); m && m->optimizer())
+    for (const schema::Hyperparameter *h : *m->optimizer())
+      if (h->key() && h->key()->str() == key)
+        return h->value();
+  return fallback;
+}
+
 uint32_t elementSize(schema::DType dtype) {
   switch (dtype) {
   case schema::DType::F64:

@@ -45,6 +45,10 @@ Status checkExecutable(const schema::Executable &exe);
 /// Bytes per element of `dtype`.
 uint32_t elementSize(schema::DType dtype);
 
+/// The compiled optimizer setting `key` (Model.optimizer: lr, loss_scale,
+/// ...), or `fallback` when the executable does not record it.
+double optimizerSetting(const schema::Executable &exe, const std::string &key, double fallback);
+
 } // namespace gptc
 
 #endif // GPTC_RUNTIME_EXECUTABLE_EXECUTABLE_H

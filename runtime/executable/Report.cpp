@@ -112,6 +112,7 @@ std::string formatBytes(uint64_t bytes) {
 ExecutableSummary summarize(const schema::Executable &exe) {
   ExecutableSummary s;
   s.formatVersion = exe.version();
+  s.lossScale = optimizerSetting(exe, "loss_scale", 1);
   s.compilerVersion = str(exe.compiler_version());
   if (const schema::Target *t = exe.target())
     s.target = std::string(t->kind() == schema::TargetKind::CUDA ? "cuda" : "host") +
@@ -120,10 +121,6 @@ ExecutableSummary summarize(const schema::Executable &exe) {
     s.modelName = str(m->name());
     s.numParameters = m->num_parameters();
     s.precision = str(m->precision());
-    if (m->optimizer())
-      for (const schema::Hyperparameter *h : *m->optimizer())
-        if (str(h->key()) == "loss_scale")
-          s.lossScale = h->value();
     if (m->config())
       for (const schema::KeyValue *kv : *m->config())
         s.config.emplace_back(str(kv->key()), kv->value());

@@ -463,11 +463,7 @@ Status Trainer::Impl::run() {
   if (StatusOr<uint32_t> t = session->findTensor("lr_scale", "train_step"); t)
     hasLrScale = true;
   if (o.lr > 0) {
-    double compiled = 0;
-    if (const auto *opt = session->schema().model()->optimizer())
-      for (const auto *h : *opt)
-        if (h->key() && h->key()->str() == "lr")
-          compiled = h->value();
+    double compiled = optimizerSetting(session->schema(), "lr", 0);
     if (!hasLrScale || compiled <= 0)
       return Status::error(o.executable + ": --lr needs an executable whose train_step takes "
                            "lr_scale (recompile with this gptc)");
@@ -713,11 +709,7 @@ Status Trainer::Impl::runSteps(float lrScale) {
 Status Trainer::Impl::onNonFinite(int64_t step, float loss, float norm,
                                   const std::optional<checkpoint::Checkpoint> &before) {
   char what[256];
-  double lossScale = 1;
-  if (const auto *opt = session->schema().model()->optimizer())
-    for (const auto *h : *opt)
-      if (h->key() && h->key()->str() == "loss_scale")
-        lossScale = h->value();
+  double lossScale = optimizerSetting(session->schema(), "loss_scale", 1);
   std::snprintf(what, sizeof(what), "step %lld: loss %g, grad norm %g: not finite%s",
                 (long long)step, loss, norm,
                 lossScale != 1 ? " (the executable scales the loss by its --loss-scale; a lower "
