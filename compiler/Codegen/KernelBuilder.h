@@ -136,6 +136,11 @@ struct KB {
     }
     return xs;
   }
+  /// mem[at .. at + n - 1] widened as ld widens: one ld for n = 1, else
+  /// ldVector (aligned likewise).
+  SmallVector<Value> ldColumns(Value mem, Value at, int64_t n) {
+    return n == 1 ? SmallVector<Value>{ld(mem, at)} : ldVector(mem, at, n);
+  }
   /// vs rounded as st rounds, to mem[at ..] with one vector store aligned
   /// as for ldVector.
   void stVector(llvm::ArrayRef<Value> vs, Value mem, Value at) {

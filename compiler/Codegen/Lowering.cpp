@@ -308,18 +308,18 @@ private:
     return s;
   }
 
-  /// Per-row values of a column reduction: `n` values for (row, col); or,
-  /// as `pairs`, 2n values for columns col and col + 1 (col even), output
-  /// by output.
-  /// A callback may also queue stores of its own (an elementwise result
+  /// Per-row values of a column reduction: for columns col .. col +
+  /// width - 1 of `row`, n values each, output by output (width is 1, or 2
+  /// with `pairs`: col is then even and a 2-element load aligned). A
+  /// callback may also queue stores of its own (an elementwise result
   /// written in the same pass): they are made after the trip's loads.
-  using RowValuesFn = std::function<SmallVector<Value>(KB &, ValueRange ins, Value row, Value col,
-                                                       SmallVector<KB::Store> &stores)>;
+  using RowValuesFn = std::function<SmallVector<Value>(
+      KB &, ValueRange ins, Value row, Value col, int64_t width, SmallVector<KB::Store> &stores)>;
   void reduceColumns(Operation *op, const std::string &key, const std::string &base,
                      std::vector<Type> inTypes, std::vector<Operand> ins,
                      std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
                      int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
-                     RowValuesFn pairs = nullptr);
+                     bool pairs = false);
   void lowerGlobalNorm(GlobalNormOp gn);
   void lowerAdamWMulti(AdamWMultiOp multi);
 
@@ -403,7 +403,7 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
                             std::vector<Type> inTypes, std::vector<Operand> ins,
                             std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
                             int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
-                            RowValuesFn pairs) {
+                            bool pairs) {
   int64_t n = static_cast<int64_t>(outs.size());
   int64_t parts = (rows + kColumnChunkRows - 1) / kColumnChunkRows;
   int64_t eltBytes = ft.getIntOrFloatBitWidth() / 8;
@@ -436,8 +436,7 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
              SmallVector<KB::Store> stores;
              for (int64_t u = 0; u < count; ++u) {
                Value row = u ? k.add(r, k.idx(u)) : r;
-               rowsXs.push_back(vec == 2 ? pairs(k, a.take_front(nIns), row, col, stores)
-                                         : values(k, a.take_front(nIns), row, col, stores));
+               rowsXs.push_back(values(k, a.take_front(nIns), row, col, vec, stores));
              }
              for (const KB::Store &st : stores)
                k.st(st.value, st.mem, st.index);
@@ -948,7 +947,8 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
   // Per column: dweight and dbias over all rows.
   reduceColumns(op, key + "cols", "layernorm_backward_cols", {flat(dyV), flat(xV), statsType},
                 {t(dyV), t(xV), stats}, {flat(dwV), flat(dbV)}, {t(dwV), t(dbV)}, rows, c, ft,
-                ReduceKind::Sum, [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
+                ReduceKind::Sum,
+                [=](KB &k, ValueRange a, Value r, Value col, int64_t, SmallVector<KB::Store> &) {
                   Value at = k.add(k.mul(r, k.idx(c)), col);
                   Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
                   Value rstd = k.ld(a[2], k.add(k.mul(r, k.idx(2)), k.idx(1)));
@@ -1477,13 +1477,11 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         Type ft = computeOf(eltOf(red.getInput()));
         reduceColumns(op, key, "reduce_leading", {flat(red.getInput())}, {t(red.getInput())},
                       {flat(red.getResult())}, {t(red.getResult())}, rows, cols, ft, kind,
-                      [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
-                        return SmallVector<Value>{k.ld(a[0], k.add(k.mul(r, k.idx(cols)), col))};
+                      [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
+                          SmallVector<KB::Store> &) {
+                        return k.ldColumns(a[0], k.add(k.mul(r, k.idx(cols)), col), width);
                       },
-                      [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &) {
-                        // col and cols are even: the pair is aligned.
-                        return k.ldVector(a[0], k.add(k.mul(r, k.idx(cols)), col), 2);
-                      });
+                      /*pairs=*/true);
         return success();
       })
       .Case<GeluGradSumOp>([&](GeluGradSumOp gs) -> LogicalResult {
@@ -1496,22 +1494,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             {flat(gs.getGrad()), flat(gs.getInput()), flat(gs.getResult())},
             {t(gs.getGrad()), t(gs.getInput()), t(gs.getResult())}, {flat(gs.getSum())},
             {t(gs.getSum())}, rows, cols, ft, ReduceKind::Sum,
-            [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &stores) {
+            [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
+                SmallVector<KB::Store> &stores) {
               Value at = k.add(k.mul(r, k.idx(cols)), col);
-              Value d = k.mul(k.ld(a[0], at), geluGradOf(k, k.ld(a[1], at)));
-              stores.push_back({d, a[2], at});
-              return SmallVector<Value>{d};
-            },
-            [=](KB &k, ValueRange a, Value r, Value col, SmallVector<KB::Store> &stores) {
-              // col and cols are even: the pairs are aligned.
-              Value at = k.add(k.mul(r, k.idx(cols)), col);
-              SmallVector<Value> dy = k.ldVector(a[0], at, 2), x = k.ldVector(a[1], at, 2), ds;
-              for (int64_t c = 0; c < 2; ++c) {
+              SmallVector<Value> dy = k.ldColumns(a[0], at, width),
+                                 x = k.ldColumns(a[1], at, width), ds;
+              for (int64_t c = 0; c < width; ++c) {
                 ds.push_back(k.mul(dy[c], geluGradOf(k, x[c])));
-                stores.push_back({ds[c], a[2], c ? k.add(at, k.idx(1)) : at});
+                stores.push_back({ds[c], a[2], c ? k.add(at, k.idx(c)) : at});
               }
               return ds;
-            });
+            },
+            /*pairs=*/true);
         return success();
       })
       .Case<GlobalNormOp>([&](GlobalNormOp gn) {
