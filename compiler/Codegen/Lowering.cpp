@@ -22,6 +22,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -322,6 +323,7 @@ private:
                      bool pairs = false);
   void lowerGlobalNorm(GlobalNormOp gn);
   void lowerAdamWMulti(AdamWMultiOp multi);
+  void lowerAdamWGroup(AdamWMultiOp multi, ArrayRef<size_t> which);
 
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerElementwise(Operation *op);
@@ -491,45 +493,62 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
 }
 
 /// Elements one thread squares and sums in the first stage of a global
-/// norm, inputs per first-stage kernel (their pointers are its parameters:
-/// 128 x 8 bytes stays far below CUDA's 4 KiB), and threads of the second.
-constexpr int64_t kNormChunk = 1024, kNormInputsPerKernel = 128, kNormFolders = 256;
+/// norm, vectors it loads at once, inputs per first-stage kernel (their
+/// pointers are its parameters: 128 x 8 bytes stays far below CUDA's 4 KiB),
+/// partials each folding thread sums, and the most the last thread sums.
+constexpr int64_t kNormChunk = 1024, kNormUnroll = 4, kNormInputsPerKernel = 128,
+                  kNormFoldWidth = 64, kNormFolders = 256;
 
 /// sqrt(sum of squares) over many tensors in few launches: batched kernels
-/// where thread p of input i sums elements p, p + pieces_i, ... of it
-/// (coalesced) into partial p; then kNormFolders threads fold the partials
-/// strided, and one thread folds those and takes the root. Fixed order.
+/// where thread p of input i sums vectors p, p + pieces_i, ... of it
+/// (coalesced; kNormUnroll loads in flight; 16-byte vectors where
+/// LoweringOptions::vectorAccess and the tensor allow) into partial p; then
+/// folding kernels whose threads each sum kNormFoldWidth partials strided,
+/// until at most kNormFolders are left, and one thread folds those and
+/// takes the root. Fixed order: the same bits every run.
 void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
   Operation *op = gn.getOperation();
   Type ft = Float32Type::get(ctx);
   SmallVector<Value> inputs(gn.getInputs());
+  // Per input: elements per load and loads; then partials (one per thread).
+  SmallVector<int64_t> widths, vectors, pieces;
   int64_t total = 0;
-  for (Value in : inputs)
-    total += (numel(in) + kNormChunk - 1) / kNormChunk;
+  for (Value in : inputs) {
+    const TensorInfo &info = result.tensors[tensorOf.lookup(in)];
+    int64_t w = 16 / std::max<int64_t>(bytesOf(in.getType()) / numel(in), 1);
+    if (!options.vectorAccess || numel(in) % w || info.offset % 16)
+      w = 1;
+    widths.push_back(w);
+    vectors.push_back(numel(in) / w);
+    pieces.push_back((vectors.back() + kNormChunk / w - 1) / (kNormChunk / w));
+    total += pieces.back();
+  }
   Operand partials = scratch(total * 4);
   int64_t done = 0;
   for (size_t g0 = 0; g0 < inputs.size(); g0 += kNormInputsPerKernel) {
     size_t g1 = std::min(inputs.size(), g0 + kNormInputsPerKernel);
     std::vector<Type> types;
     std::vector<Operand> args;
-    std::vector<int64_t> sizes, starts;
+    std::vector<int64_t> starts;
     std::string key = "sumsq";
-    int64_t pieces = 0;
+    int64_t threads = 0;
     for (size_t i = g0; i < g1; ++i) {
       types.push_back(flat(inputs[i]));
       args.push_back(t(inputs[i]));
-      sizes.push_back(numel(inputs[i]));
-      starts.push_back(pieces);
-      pieces += (sizes.back() + kNormChunk - 1) / kNormChunk;
-      key += "," + std::to_string(sizes.back());
+      starts.push_back(threads);
+      threads += pieces[i];
+      key += "," + std::to_string(numel(inputs[i])) + "x" + std::to_string(widths[i]);
     }
     Operand slice = partials;
     slice.scratch += done * 4;
-    slice.bytes = pieces * 4;
-    types.push_back(flatOf(pieces, ft));
+    slice.bytes = threads * 4;
+    types.push_back(flatOf(threads, ft));
     args.push_back(slice);
-    int64_t count = static_cast<int64_t>(sizes.size());
-    launch(op, key, "sum_of_squares", types, args, pieces,
+    int64_t count = static_cast<int64_t>(g1 - g0);
+    SmallVector<int64_t> w(widths.begin() + g0, widths.begin() + g1);
+    SmallVector<int64_t> nv(vectors.begin() + g0, vectors.begin() + g1);
+    SmallVector<int64_t> np(pieces.begin() + g0, pieces.begin() + g1);
+    launch(op, key, "sum_of_squares", types, args, threads,
            [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
              KB k{b, loc};
              // Which input p belongs to: the number of later starts <= p.
@@ -551,50 +570,80 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
              for (int64_t i = 0; i < count; ++i) {
                OpBuilder::InsertionGuard guard(b);
                b.setInsertionPointToStart(&sw.getCaseRegions()[i].emplaceBlock());
-               int64_t stride = (sizes[i] + kNormChunk - 1) / kNormChunk;
                Value j = k.sub(p, k.idx(starts[i]));
-               Value s = k.loop(j, k.idx(sizes[i]), k.idx(stride), {k.f(0, ft)},
-                                [&](Value e, ValueRange acc) {
-                                  Value x = k.ld(a[i], e);
-                                  return SmallVector<Value>{k.add(acc[0], k.mul(x, x))};
+               // kNormUnroll loads per iteration, all issued before the sums;
+               // one past the end reads the last vector and counts zero.
+               Value s = k.loop(j, k.idx(nv[i]), k.idx(np[i] * kNormUnroll), {k.f(0, ft)},
+                                [&](Value v, ValueRange acc) {
+                                  SmallVector<SmallVector<Value>> xs;
+                                  SmallVector<Value> in;
+                                  for (int64_t u = 0; u < kNormUnroll; ++u) {
+                                    Value at = k.add(v, k.idx(u * np[i]));
+                                    Value ok = k.cmpUlt(at, k.idx(nv[i]));
+                                    in.push_back(ok);
+                                    at = k.select(ok, at, k.idx(nv[i] - 1));
+                                    xs.push_back(k.ldColumns(a[i], k.mul(at, k.idx(w[i])), w[i]));
+                                  }
+                                  Value sum = acc[0];
+                                  for (int64_t u = 0; u < kNormUnroll; ++u)
+                                    for (Value x : xs[u])
+                                      sum = k.add(sum, k.select(in[u], k.mul(x, x), k.f(0, ft)));
+                                  return SmallVector<Value>{sum};
                                 })[0];
                k.st(s, a[count], p);
                scf::YieldOp::create(b, loc);
              }
            });
-    done += pieces;
+    done += threads;
   }
-  int64_t folders = std::min(total, kNormFolders);
-  Operand folded = scratch(folders * 4);
-  launch(op, "normfold" + std::to_string(total), "global_norm_fold",
-         {flatOf(total, ft), flatOf(folders, ft)}, {partials, folded}, folders,
-         [=](OpBuilder &b, Location loc, Value f, ValueRange a) {
-           KB k{b, loc};
-           Value s = k.loop(f, k.idx(total), k.idx(folders), {k.f(0, ft)},
-                            [&](Value i, ValueRange acc) {
-                              return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
-                            })[0];
-           k.st(s, a[1], f);
-         });
-  launch(op, "norm" + std::to_string(folders), "global_norm",
-         {flatOf(folders, ft), flat(gn.getResult())}, {folded, t(gn.getResult())}, 1,
+  // Fold partials kNormFoldWidth at a time until kNormFolders are left.
+  Operand cur = partials;
+  int64_t count = total;
+  while (count > kNormFolders) {
+    int64_t folders =
+        std::max(kNormFolders, (count + kNormFoldWidth - 1) / kNormFoldWidth);
+    Operand folded = scratch(folders * 4);
+    launch(op, "normfold" + std::to_string(count), "global_norm_fold",
+           {flatOf(count, ft), flatOf(folders, ft)}, {cur, folded}, folders,
+           [=](OpBuilder &b, Location loc, Value f, ValueRange a) {
+             KB k{b, loc};
+             Value s = k.loop(f, k.idx(count), k.idx(folders), {k.f(0, ft)},
+                              [&](Value i, ValueRange acc) {
+                                return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
+                              })[0];
+             k.st(s, a[1], f);
+           });
+    cur = folded;
+    count = folders;
+  }
+  launch(op, "norm" + std::to_string(count), "global_norm",
+         {flatOf(count, ft), flat(gn.getResult())}, {cur, t(gn.getResult())}, 1,
          [=](OpBuilder &b, Location loc, Value, ValueRange a) {
            KB k{b, loc};
-           Value s = k.loop(k.idx(0), k.idx(folders), {k.f(0, ft)}, [&](Value i, ValueRange acc) {
+           Value s = k.loop(k.idx(0), k.idx(count), {k.f(0, ft)}, [&](Value i, ValueRange acc) {
              return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
            })[0];
            k.st(k.sqrt(s), a[1], k.idx(0));
          });
 }
 
-/// One launch over all parameters when each of param, grad, m, v and the
-/// results lies in one pool (always, for a planned train step); otherwise
-/// one launch per parameter with the same body.
+/// One launch per gradient element type (a span has one), over all its
+/// parameters when each of param, grad, m, v and the results lies in one
+/// pool (always, for a planned train step); otherwise one launch per
+/// parameter with the same body.
 void Lowerer::lowerAdamWMulti(AdamWMultiOp multi) {
+  llvm::MapVector<Type, SmallVector<size_t>> byGradType;
+  for (auto [i, g] : llvm::enumerate(multi.getGrads()))
+    byGradType[getElementTypeOrSelf(g.getType())].push_back(i);
+  for (auto &[type, which] : byGradType)
+    lowerAdamWGroup(multi, which);
+}
+
+void Lowerer::lowerAdamWGroup(AdamWMultiOp multi, ArrayRef<size_t> which) {
   Operation *op = multi.getOperation();
-  size_t n = multi.getParams().size();
+  size_t n = which.size();
   std::array<SmallVector<int64_t>, kNumAdamWArrays> members;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i : which) {
     members[kParam].push_back(tensorOf.lookup(multi.getParams()[i]));
     members[kGrad].push_back(tensorOf.lookup(multi.getGrads()[i]));
     members[kM].push_back(tensorOf.lookup(multi.getMs()[i]));
@@ -606,6 +655,8 @@ void Lowerer::lowerAdamWMulti(AdamWMultiOp multi) {
   static const char *names[] = {"params", "grads", "m", "v", "new_params", "new_m", "new_v"};
   AdamWLaunch all{multi.getBeta1().convertToDouble(), multi.getBeta2().convertToDouble(),
                   multi.getEpsilon().convertToDouble(), {}, options.vectorAccess};
+  for (int a = 0; a < kNumAdamWArrays; ++a)
+    all.elementBytes[a] = result.tensors[members[a][0]].elementType.getIntOrFloatBitWidth() / 8;
   std::vector<TensorInfo> spans;
   std::array<std::vector<int64_t>, kNumAdamWArrays> offsets;
   for (int a = 0; a < kNumAdamWArrays; ++a)
@@ -639,24 +690,24 @@ void Lowerer::lowerAdamWMulti(AdamWMultiOp multi) {
       types.push_back(flatOf(s.shape[0], s.elementType));
       args.push_back(Operand{Operand::Tensor, addTensor(s)});
     }
-    for (size_t i = 0; i < n; ++i) {
-      AdamWSegment s = segment(i);
+    for (size_t j = 0; j < n; ++j) {
+      AdamWSegment s = segment(which[j]);
       for (int a = 0; a < kNumAdamWArrays; ++a)
-        s.offsets[a] = offsets[a][i];
+        s.offsets[a] = offsets[a][j];
       all.segments.push_back(s);
     }
     emit(all, types, args);
     return;
   }
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t j = 0; j < n; ++j) {
     AdamWLaunch one = all;
-    one.segments = {segment(i)};
+    one.segments = {segment(which[j])};
     std::vector<Type> types;
     std::vector<Operand> args;
     for (int a = 0; a < kNumAdamWArrays; ++a) {
-      const TensorInfo &info = result.tensors[members[a][i]];
-      types.push_back(flatOf(numel(multi.getParams()[i]), info.elementType));
-      args.push_back(Operand{Operand::Tensor, members[a][i]});
+      const TensorInfo &info = result.tensors[members[a][j]];
+      types.push_back(flatOf(numel(multi.getParams()[which[j]]), info.elementType));
+      args.push_back(Operand{Operand::Tensor, members[a][j]});
     }
     emit(one, types, args);
   }

@@ -24,8 +24,8 @@ bool AdamWLaunch::chunked() const {
   for (const AdamWSegment &s : segments) {
     if (s.size % kAdamWChunk)
       return false;
-    for (int64_t o : s.offsets)
-      if (o % 4)
+    for (int a = 0; a < kNumAdamWArrays; ++a)
+      if (s.offsets[a] % vectorWidth(static_cast<AdamWArray>(a)))
         return false;
   }
   return !segments.empty();
@@ -42,7 +42,7 @@ int64_t AdamWLaunch::perThread() const {
 }
 
 std::string AdamWLaunch::key() const {
-  std::string k;
+  std::string k = "g" + std::to_string(elementBytes[kGrad] * 8);
   for (const AdamWSegment &s : segments) {
     k += "[" + std::to_string(s.size) + ":" + std::to_string(s.weightDecay);
     for (int64_t o : s.offsets)
@@ -141,8 +141,9 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     return Updated{np, m, v};
   };
   if (launch.chunked()) {
-    // kAdamWChunk consecutive elements of one parameter, as 4-element
-    // vectors (offsets are multiples of 4, the spans 16-byte aligned).
+    // kAdamWChunk consecutive elements of one parameter, as 16-byte
+    // vectors (offsets are multiples of their width, the spans 16-byte
+    // aligned).
     Value first = k.mul(i, k.idx(kAdamWChunk));
     SmallVector<Value> seg = segmentOf(k, first, launch, starts, 0, launch.segments.size());
     auto vecAt = [&](AdamWArray array, int64_t e) {
@@ -150,13 +151,15 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     };
     auto load = [&](AdamWArray array) {
       SmallVector<Value> xs;
-      for (int64_t e = 0; e < kAdamWChunk; e += 4)
-        llvm::append_range(xs, k.ldVector(a[array], vecAt(array, e), 4));
+      int64_t w = launch.vectorWidth(array);
+      for (int64_t e = 0; e < kAdamWChunk; e += w)
+        llvm::append_range(xs, k.ldVector(a[array], vecAt(array, e), w));
       return xs;
     };
     auto store = [&](AdamWArray array, ArrayRef<Value> xs) {
-      for (int64_t e = 0; e < kAdamWChunk; e += 4)
-        k.stVector(xs.slice(e, 4), a[array], vecAt(array, e));
+      int64_t w = launch.vectorWidth(array);
+      for (int64_t e = 0; e < kAdamWChunk; e += w)
+        k.stVector(xs.slice(e, w), a[array], vecAt(array, e));
     };
     SmallVector<Value> g = load(kGrad), p = load(kParam), m = load(kM), v = load(kV);
     SmallVector<Value> np, nm, nv;

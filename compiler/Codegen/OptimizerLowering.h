@@ -7,9 +7,11 @@
 // parameters' first elements and updates its elements, with exactly the
 // arithmetic of the per-parameter gpt.adamw kernel (bit-identical results).
 // When every parameter's size is a multiple of kAdamWChunk and every
-// offset of 4 elements, a thread's elements are kAdamWChunk consecutive
-// ones in one parameter: one lookup per thread and 16-byte vector loads;
-// otherwise they are strided (i, i + threads, ...) and each finds its own.
+// offset of a 16-byte vector's elements (4 in f32, 8 in bf16), a thread's
+// elements are kAdamWChunk consecutive ones in one parameter: one lookup
+// per thread and 16-byte vector loads; otherwise they are strided (i,
+// i + threads, ...) and each finds its own. Gradients may be narrower than
+// the parameters (gpt-fuse-adamw's narrow-grads); loads widen them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +20,7 @@
 
 #include "compiler/Codegen/Lowering.h"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -42,6 +45,12 @@ struct AdamWLaunch {
   std::vector<AdamWSegment> segments;
   /// Whether the chunked layout may be used (LoweringOptions::vectorAccess).
   bool vectorAccess = false;
+  /// Bytes per element of each array (the gradients may be bf16 or f16).
+  std::array<int64_t, kNumAdamWArrays> elementBytes{4, 4, 4, 4, 4, 4, 4};
+  /// Elements of `array` per 16-byte vector in the chunked layout.
+  int64_t vectorWidth(AdamWArray array) const {
+    return std::min<int64_t>(kAdamWChunk, 16 / elementBytes[array]);
+  }
   /// Elements in all segments; per thread (thread i takes kAdamWChunk
   /// consecutive ones when chunked, else i, i + threads, ...: more loads in
   /// flight); threads.

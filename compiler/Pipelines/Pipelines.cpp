@@ -145,12 +145,17 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     epilogue.biasGrad = options.epilogueBiasGrad;
     pm.addPass(createFuseMatmulEpiloguePass(epilogue));
   }
+  // After the all-reduces, which find the gradients through gpt.adamw;
+  // before gpt-fuse-elementwise, which would take the gradient casts that
+  // narrow-grads removes into a fusion.
+  if (options.fuseAdamW) {
+    FuseAdamWPassOptions adamw;
+    adamw.narrowGrads = options.narrowGrads;
+    pm.addPass(createFuseAdamWPass(adamw));
+  }
   // After the collectives: merged siblings never delay a bucket's operand.
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwisePass());
-  // After the all-reduces, which find the gradients through gpt.adamw.
-  if (options.fuseAdamW)
-    pm.addPass(createFuseAdamWPass());
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.

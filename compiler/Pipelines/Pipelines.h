@@ -117,6 +117,9 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
   Option<bool> fuseAdamW{*this, "fuse-adamw",
                          llvm::cl::desc("Merge the AdamW updates (gpt-fuse-adamw)"),
                          llvm::cl::init(true)};
+  Option<bool> narrowGrads{*this, "narrow-grads",
+                           llvm::cl::desc("gpt-fuse-adamw's narrow-grads option"),
+                           llvm::cl::init(true)};
 };
 
 /// Import: pick the configuration, make shapes static, unroll the layers.

@@ -6,6 +6,9 @@
 ///     program order.
 ///  2) Replace each group of two or more by one gpt.adamw_multi placed at
 ///     the group's last op, with the weight decays in operand order.
+///  3) (narrow-grads) A gradient that is a widening gpt.cast read only by
+///     its update and gpt.global_norm ops is replaced, in all of them, by
+///     the cast's input, and the cast is erased.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +16,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/MapVector.h"
 
 namespace gptc {
@@ -34,16 +38,38 @@ GroupKey keyOf(AdamWOp op) {
           op.getEpsilonAttr()};
 }
 
-/// Replaces `group` (program order, >= 2 ops) by one gpt.adamw_multi.
-void merge(ArrayRef<AdamWOp> group) {
+/// The widening cast that `grad` is, when the update `adam` and
+/// gpt.global_norm ops are its only readers: they can read its input.
+CastOp narrowable(Value grad, AdamWOp adam) {
+  auto cast = grad.getDefiningOp<CastOp>();
+  if (!cast)
+    return {};
+  Type from = getElementTypeOrSelf(cast.getInput().getType());
+  Type to = getElementTypeOrSelf(grad.getType());
+  if (from.getIntOrFloatBitWidth() >= to.getIntOrFloatBitWidth())
+    return {};
+  for (OpOperand &use : grad.getUses())
+    if (!llvm::isa<GlobalNormOp>(use.getOwner()) && &use != &adam.getGradMutable())
+      return {};
+  return cast;
+}
+
+/// Replaces `group` (program order, >= 2 ops) by one gpt.adamw_multi; with
+/// `narrowGrads`, reads gradients before their widening casts. Returns the
+/// number of gradients so narrowed.
+unsigned merge(ArrayRef<AdamWOp> group, bool narrowGrads) {
   AdamWOp last = group.back();
   OpBuilder b(last);
   SmallVector<Value> params, grads, ms, vs;
   SmallVector<Type> types;
   SmallVector<double> decays;
+  SmallVector<CastOp> casts;
   for (AdamWOp op : group) {
     params.push_back(op.getParam());
-    grads.push_back(op.getGrad());
+    CastOp cast = narrowGrads ? narrowable(op.getGrad(), op) : CastOp();
+    grads.push_back(cast ? cast.getInput() : op.getGrad());
+    if (cast)
+      casts.push_back(cast);
     ms.push_back(op.getM());
     vs.push_back(op.getV());
     types.push_back(op.getParam().getType());
@@ -61,6 +87,13 @@ void merge(ArrayRef<AdamWOp> group) {
   }
   for (AdamWOp op : group)
     op.erase();
+  // Only gpt.global_norm ops read the casts now; the narrow input is
+  // defined before each cast, so before them.
+  for (CastOp cast : casts) {
+    cast.getResult().replaceAllUsesWith(cast.getInput());
+    cast.erase();
+  }
+  return casts.size();
 }
 
 struct FuseAdamWPass : public gptc::impl::FuseAdamWPassBase<FuseAdamWPass> {
@@ -90,7 +123,7 @@ struct FuseAdamWPass : public gptc::impl::FuseAdamWPassBase<FuseAdamWPass> {
       });
       if (group.size() < 2 || !readLater)
         continue;
-      merge(group);
+      numNarrowed += merge(group, narrowGrads);
       numMerged += group.size();
     }
   }

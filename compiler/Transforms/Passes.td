@@ -433,8 +433,17 @@ def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
     `gpt.adamw` is left alone. Codegen lowers the op to one kernel launch
     over all parameters instead of one launch per parameter.
 
+    With `narrow-grads` (the default), a gradient that reaches its update
+    through a widening `gpt.cast` (mixed precision's bf16 -> f32 of a
+    weight gradient) is read in its narrow type when the cast's only other
+    readers are `gpt.global_norm` ops (gradient clipping), which read it
+    narrow too: both widen it as they load, which is exact, so the results
+    are the same bits, and the f32 copy of the gradients is never written
+    (a kernel, and twice the bytes for the norm and the update to read).
+
     Where it runs: after gpt-insert-all-reduce (which finds the gradients
-    through `gpt.adamw`) and before gpt-plan-memory, which updates each
+    through `gpt.adamw`), before gpt-fuse-elementwise (which would take the
+    casts into a fusion) and before gpt-plan-memory, which updates each
     parameter and its moments in place as it does for `gpt.adamw`.
 
     ```mlir
@@ -449,9 +458,13 @@ def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
            "Function whose AdamW updates are merged">,
+    Option<"narrowGrads", "narrow-grads", "bool", /*default=*/"true",
+           "Read gradients before a widening cast (in the update and the gradient norm)">,
   ];
   let statistics = [
     Statistic<"numMerged", "merged", "gpt.adamw ops merged into gpt.adamw_multi">,
+    Statistic<"numNarrowed", "narrowed-grads",
+              "Gradients read before their widening cast">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }

@@ -89,6 +89,11 @@ cl::opt<bool> fuseAdamW(
     cl::desc("Update all parameters with one gpt.adamw_multi, one kernel launch "
              "(gpt-fuse-adamw; =false: a gpt.adamw and a launch per parameter)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> narrowGrads(
+    "narrow-grads",
+    cl::desc("With --fuse-adamw: the update and the gradient norm read bf16/f16 weight "
+             "gradients as they are, widening as they load (=false: through an f32 copy)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseCrossEntropy(
     "fuse-cross-entropy",
     cl::desc("Cross-entropy in one row launch forward (saving each row's log-sum-exp) and "
@@ -255,6 +260,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fuseMatmulEpilogue = fuseMatmulEpilogue;
   options.fuseElementwise = fuseElementwise;
   options.fuseAdamW = fuseAdamW;
+  options.narrowGrads = narrowGrads;
 }
 
 /// --matmul-epilogues into the pipeline's four switches, or an error naming

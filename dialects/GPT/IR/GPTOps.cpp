@@ -565,8 +565,10 @@ LogicalResult AllReduceOp::verify() {
 // AdamWMultiOp
 //===----------------------------------------------------------------------===//
 
-/// `(t0, t1, ...)`: the parameters' types, which the gradients, moments and
-/// results share.
+/// `(t0, t1, ...)`: the parameters' types, which the moments and results
+/// share; then `grads (g0, g1, ...)` when a gradient is narrower than its
+/// parameter (gpt-fuse-adamw's narrow-grads), else the gradients share them
+/// too.
 static ParseResult parseAdamWMultiTypes(OpAsmParser &parser, SmallVectorImpl<Type> &params,
                                         SmallVectorImpl<Type> &grads, SmallVectorImpl<Type> &ms,
                                         SmallVectorImpl<Type> &vs,
@@ -576,16 +578,26 @@ static ParseResult parseAdamWMultiTypes(OpAsmParser &parser, SmallVectorImpl<Typ
   if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren,
                                      [&] { return parser.parseType(params.emplace_back()); }))
     return failure();
-  for (SmallVectorImpl<Type> *same : {&grads, &ms, &vs, &newParams, &newMs, &newVs})
+  for (SmallVectorImpl<Type> *same : {&ms, &vs, &newParams, &newMs, &newVs})
     same->assign(params.begin(), params.end());
-  return success();
+  if (failed(parser.parseOptionalKeyword("grads"))) {
+    grads.assign(params.begin(), params.end());
+    return success();
+  }
+  return parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren,
+                                        [&] { return parser.parseType(grads.emplace_back()); });
 }
 
 static void printAdamWMultiTypes(OpAsmPrinter &printer, Operation *, TypeRange params,
-                                 TypeRange, TypeRange, TypeRange, TypeRange, TypeRange,
+                                 TypeRange grads, TypeRange, TypeRange, TypeRange, TypeRange,
                                  TypeRange) {
   printer << "(";
   llvm::interleaveComma(params, printer);
+  printer << ")";
+  if (grads == params)
+    return;
+  printer << " grads (";
+  llvm::interleaveComma(grads, printer);
   printer << ")";
 }
 
@@ -604,10 +616,17 @@ LogicalResult AdamWMultiOp::verify() {
                                                                   << getWeightDecays().size();
   for (size_t i = 0; i < n; ++i) {
     Type t = getParams()[i].getType();
-    for (Value v : {getGrads()[i], getMs()[i], getVs()[i]})
+    for (Value v : {getMs()[i], getVs()[i]})
       if (v.getType() != t)
         return emitOpError("parameter ") << i << " has type " << t
-                                         << " but its gradient or moment has " << v.getType();
+                                         << " but its moment has " << v.getType();
+    // A gradient may be narrower: the update widens it as it loads (exact).
+    auto pt = llvm::cast<RankedTensorType>(t);
+    auto gt = llvm::cast<RankedTensorType>(getGrads()[i].getType());
+    if (gt.getShape() != pt.getShape() ||
+        gt.getElementType().getIntOrFloatBitWidth() > pt.getElementType().getIntOrFloatBitWidth())
+      return emitOpError("parameter ") << i << " has type " << t << " but its gradient has "
+                                       << gt << " (the parameter's shape, at most its width)";
     for (Value r : {getNewParams()[i], getNewMs()[i], getNewVs()[i]})
       if (r.getType() != t)
         return emitOpError("result of parameter ") << i << " must have type " << t;

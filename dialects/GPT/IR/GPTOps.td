@@ -591,7 +591,13 @@ def GPT_AdamWMultiOp : GPT_Op<"adamw_multi", [Pure, AttrSizedOperandSegments,
     scale, betas and epsilon are shared. Result `new_params[i]` (and
     `new_ms[i]`, `new_vs[i]`) is bit for bit the `new_param` of the
     `gpt.adamw` it replaces. Codegen updates all parameters in one kernel
-    launch instead of one per parameter.
+    launch per gradient element type instead of one per parameter.
+
+    A gradient may be narrower than its parameter (bf16 for an f32
+    parameter, from gpt-fuse-adamw's `narrow-grads`): it is widened as it
+    is loaded, which is exact, so the update is that of the widened f32
+    gradient. The types then list the gradients' after `grads`:
+    `: (tensor<16x16xf32>) grads (tensor<16x16xbf16>), tensor<f32>, ...`.
 
     ```mlir
     %p:2, %m:2, %v:2 = gpt.adamw_multi (%p0, %p1), (%g0, %g1), (%m0, %m1), (%v0, %v1),

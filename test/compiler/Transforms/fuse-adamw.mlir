@@ -1,4 +1,5 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-adamw=function=f | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-adamw="function=f narrow-grads=false" | FileCheck %s --check-prefix=WIDE
 
 // Tests that every gpt.adamw of a step becomes one gpt.adamw_multi that
 // keeps the shared lr, step and clipping scale operands, the betas and
@@ -103,4 +104,63 @@ func.func @f(%p0: tensor<4xf32>, %p1: tensor<4xf32>, %g: tensor<4xf32>, %m: tens
       {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
       : tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
   return %a0, %b0 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that gradients reaching their updates through widening casts are
+// read narrow (narrow-grads): the update and the gradient norm read the
+// bf16 tensors and the casts are gone. With narrow-grads=false they stay.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: (%[[W:[^:]*]]: tensor<4x4xf32>, %[[B:[^:]*]]: tensor<4xf32>, %[[G0:[^:]*]]: tensor<4x4xbf16>, %[[G1:[^:]*]]: tensor<4xbf16>
+// CHECK-NOT: gpt.cast
+// CHECK: %[[NORM:.*]] = gpt.global_norm %[[G0]], %[[G1]] : (tensor<4x4xbf16>, tensor<4xbf16>) -> tensor<f32>
+// CHECK-NOT: gpt.cast
+// CHECK: gpt.adamw_multi (%[[W]], %[[B]]), (%[[G0]], %[[G1]]), {{.*}} : (tensor<4x4xf32>, tensor<4xf32>) grads (tensor<4x4xbf16>, tensor<4xbf16>), tensor<f32>, tensor<i32>, tensor<f32>
+// WIDE-LABEL: func.func @f
+// WIDE: %[[C0:.*]] = gpt.cast
+// WIDE: %[[C1:.*]] = gpt.cast
+// WIDE: gpt.global_norm %[[C0]], %[[C1]] : (tensor<4x4xf32>, tensor<4xf32>)
+// WIDE: gpt.adamw_multi (%{{[^,]*}}, %{{[^)]*}}), (%[[C0]], %[[C1]]), {{.*}} : (tensor<4x4xf32>, tensor<4xf32>), tensor<f32>
+func.func @f(%w: tensor<4x4xf32>, %b: tensor<4xf32>, %g0: tensor<4x4xbf16>, %g1: tensor<4xbf16>,
+             %m0: tensor<4x4xf32>, %m1: tensor<4xf32>, %v0: tensor<4x4xf32>, %v1: tensor<4xf32>,
+             %lr: tensor<f32>, %step: tensor<i32>) -> (tensor<4x4xf32>, tensor<4xf32>) {
+  %c0 = gpt.cast %g0 : tensor<4x4xbf16> to tensor<4x4xf32>
+  %c1 = gpt.cast %g1 : tensor<4xbf16> to tensor<4xf32>
+  %norm = gpt.global_norm %c0, %c1 : (tensor<4x4xf32>, tensor<4xf32>) -> tensor<f32>
+  %clip = gpt.constant 1.0 : tensor<f32>
+  %mx = gpt.max %norm, %clip : tensor<f32>
+  %scale = gpt.div %clip, %mx : tensor<f32>
+  %w1, %mw, %vw = gpt.adamw %w, %c0, %m0, %v0, %lr, %step, %scale
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
+      : tensor<4x4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  %b1, %mb, %vb = gpt.adamw %b, %c1, %m1, %v1, %lr, %step, %scale
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64}
+      : tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  return %w1, %b1 : tensor<4x4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a widening cast with another reader than the update and the
+// gradient norm stays, and its update reads it; an f32 gradient with no
+// cast is read as it is.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: (%[[W:[^:]*]]: tensor<4xf32>, %[[B:[^:]*]]: tensor<4xf32>, %[[G0:[^:]*]]: tensor<4xbf16>, %[[G1:[^:]*]]: tensor<4xf32>
+// CHECK: %[[C0:.*]] = gpt.cast %[[G0]]
+// CHECK: gpt.adamw_multi (%[[W]], %[[B]]), (%[[C0]], %[[G1]]), {{.*}} : (tensor<4xf32>, tensor<4xf32>), tensor<f32>
+// CHECK: return {{.*}}, %[[C0]]
+func.func @f(%w: tensor<4xf32>, %b: tensor<4xf32>, %g0: tensor<4xbf16>, %g1: tensor<4xf32>,
+             %m: tensor<4xf32>, %v: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>,
+             %s: tensor<f32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %c0 = gpt.cast %g0 : tensor<4xbf16> to tensor<4xf32>
+  %w1, %mw, %vw = gpt.adamw %w, %c0, %m, %v, %lr, %step, %s
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
+      : tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  %b1, %mb, %vb = gpt.adamw %b, %g1, %m, %v, %lr, %step, %s
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64}
+      : tensor<4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  return %w1, %b1, %c0 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }

@@ -32,8 +32,8 @@
 // DUMPS-NEXT: 08-inline.mlir
 // DUMPS-NEXT: 09-cse.mlir
 // DUMPS-NEXT: 10-gpt-fuse-matmul-epilogue.mlir
-// DUMPS-NEXT: 11-gpt-fuse-elementwise.mlir
-// DUMPS-NEXT: 12-gpt-fuse-adamw.mlir
+// DUMPS-NEXT: 11-gpt-fuse-adamw.mlir
+// DUMPS-NEXT: 12-gpt-fuse-elementwise.mlir
 // DUMPS-NEXT: 13-gpt-plan-memory.mlir
 // DUMPS-NEXT: 14-gpt-plan-memory.mlir
 // DUMPS-NEXT: 15-gpt-plan-memory.mlir

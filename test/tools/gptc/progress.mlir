@@ -5,8 +5,8 @@
 // LINES: gptc: [ 1/19] gpt-instantiate-model
 // LINES: gptc: [ 3/19] gpt-autodiff
 // LINES: gptc: [10/19] gpt-fuse-matmul-epilogue
-// LINES: gptc: [11/19] gpt-fuse-elementwise
-// LINES: gptc: [12/19] gpt-fuse-adamw
+// LINES: gptc: [11/19] gpt-fuse-adamw
+// LINES: gptc: [12/19] gpt-fuse-elementwise
 // LINES: gptc: [16/19] gpt-plan-memory
 // LINES-NEXT: gptc: [17/19] codegen: lower programs
 // LINES-NEXT: gptc: [18/19] codegen: host object

@@ -866,6 +866,22 @@ func.func @adamw_multi(%p0: tensor<4x4xf32>, %p1: tensor<4xf32>, %g0: tensor<4x4
 
 // -----
 
+// Tests that gpt.adamw_multi round-trips with gradients narrower than their
+// parameters, whose types follow `grads`.
+
+// CHECK-LABEL: func.func @adamw_multi_narrow
+func.func @adamw_multi_narrow(%p0: tensor<4x4xf32>, %p1: tensor<4xf32>, %g0: tensor<4x4xbf16>,
+                              %g1: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>,
+                              %s: tensor<f32>) -> tensor<4x4xf32> {
+  // CHECK: gpt.adamw_multi {{.*}} : (tensor<4x4xf32>, tensor<4xf32>) grads (tensor<4x4xbf16>, tensor<4xf32>), tensor<f32>, tensor<i32>, tensor<f32>
+  %np:2, %nm:2, %nv:2 = gpt.adamw_multi (%p0, %p1), (%g0, %g1), (%p0, %p1), (%p0, %p1), %lr, %step, %s
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1, 0.0>}
+      : (tensor<4x4xf32>, tensor<4xf32>) grads (tensor<4x4xbf16>, tensor<4xf32>), tensor<f32>, tensor<i32>, tensor<f32>
+  return %np#0 : tensor<4x4xf32>
+}
+
+// -----
+
 // Tests that the fused GEMM ops of gpt-fuse-matmul-epilogue round-trip.
 // CHECK-LABEL: func.func @fused_gemms
 func.func @fused_gemms(%x: tensor<2x8x16xbf16>, %w: tensor<64x16xbf16>, %b: tensor<64xbf16>,
