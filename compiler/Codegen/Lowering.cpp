@@ -165,31 +165,58 @@ const char *elementwiseName(Operation *op) {
       .Default([](Operation *) { return nullptr; });
 }
 
-/// Mean and 1 / sqrt(biased variance + eps) of x[base, base + n): the
+/// A row's values mem[base + i] as a row kernel's passes read them: loaded
+/// by each pass, or, when the row is resident (RowLanes::keepResident),
+/// loaded once up front (all in flight) and found by column.
+struct RowVals {
+  KB &k;
+  Value mem, base;
+  llvm::DenseMap<Value, Value> regs;
+
+  RowVals(RowLanes &rl, Value mem, Value base, bool preload = true)
+      : k(rl.k), mem(mem), base(base) {
+    if (preload)
+      for (Value i : rl.residentCols)
+        regs[i] = k.ld(mem, k.add(base, i));
+  }
+  Value operator()(Value i) {
+    auto it = regs.find(i);
+    return it != regs.end() ? it->second : k.ld(mem, k.add(base, i));
+  }
+  /// Records v as column i's value once stored: what a load of it would
+  /// give (rounded to the storage type). Only a resident row keeps it.
+  void stored(RowLanes &rl, Value i, Value v) {
+    if (rl.residentCols.empty())
+      return;
+    Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
+    regs[i] = v.getType() == elt ? v : k.ext(k.convert(v, elt), v.getType());
+  }
+};
+
+/// Mean and 1 / sqrt(biased variance + eps) of a row's n values x: the
 /// statistics of a layernorm row.
-std::pair<Value, Value> meanAndRstd(RowLanes &rl, Value x, Value base, int64_t n, double eps,
-                                    Type t) {
+std::pair<Value, Value> meanAndRstd(RowLanes &rl, RowVals &x, int64_t n, double eps, Type t) {
   KB &k = rl.k;
   Value sum = rl.sum(rl.fold(n, {k.f(0, t)}, [&](Value i, ValueRange s) {
-    return SmallVector<Value>{k.add(s[0], k.ld(x, k.add(base, i)))};
+    return SmallVector<Value>{k.add(s[0], x(i))};
   })[0]);
   Value mean = k.div(sum, k.f(n, t));
   Value var = rl.sum(rl.fold(n, {k.f(0, t)}, [&](Value i, ValueRange s) {
-    Value d = k.sub(k.ld(x, k.add(base, i)), mean);
+    Value d = k.sub(x(i), mean);
     return SmallVector<Value>{k.add(s[0], k.mul(d, d))};
   })[0]);
   return {mean, k.rsqrt(k.add(k.div(var, k.f(n, t)), k.f(eps, t)))};
 }
 
-/// The layernorm of row x[base, base + n), computed in `t`: its statistics,
-/// then y[base + i] = (x[base + i] - mean) rstd w[i] + b[i] for this lane's
+/// The layernorm of a row's n values x, computed in `t`: its statistics,
+/// then y[base + i] = (x_i - mean) rstd w[i] + b[i] for this lane's
 /// columns (gpt.layernorm and gpt.add_layernorm).
-void layernormRow(RowLanes &rl, Value x, Value w, Value b, Value y, Value base, int64_t n,
+void layernormRow(RowLanes &rl, RowVals &x, Value w, Value b, Value y, Value base, int64_t n,
                   double eps, Type t) {
   KB &k = rl.k;
-  auto [mean, rstd] = meanAndRstd(rl, x, base, n, eps, t);
+  auto [mean, rstd] = meanAndRstd(rl, x, n, eps, t);
   rl.each(n, [&](Value i) -> SmallVector<KB::Store> {
-    Value xh = k.mul(k.sub(k.ld(x, k.add(base, i)), mean), rstd);
+    Value xh = k.mul(k.sub(x(i), mean), rstd);
     return {{k.add(k.mul(xh, k.ld(w, i)), k.ld(b, i)), y, k.add(base, i)}};
   });
 }
@@ -493,16 +520,32 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
 }
 
 /// Elements one thread squares and sums in the first stage of a global
-/// norm, vectors it loads at once, inputs per first-stage kernel (their
-/// pointers are its parameters: 128 x 8 bytes stays far below CUDA's 4 KiB),
-/// partials each folding thread sums, and the most the last thread sums.
-constexpr int64_t kNormChunk = 1024, kNormUnroll = 4, kNormInputsPerKernel = 128,
-                  kNormFoldWidth = 64, kNormFolders = 256;
+/// norm, elements per load group and groups it loads at once, inputs per
+/// first-stage kernel (their pointers are its parameters: 128 x 8 bytes
+/// stays far below CUDA's 4 KiB), partials each folding thread sums, and
+/// the most the last thread sums.
+constexpr int64_t kNormChunk = 1024, kNormGroup = 8, kNormUnroll = 4,
+                  kNormInputsPerKernel = 128, kNormFoldWidth = 64, kNormFolders = 256;
+
+/// mem[at .. at + n): one element for n = 1, else 16-byte vectors (at a
+/// multiple of n in a 16-byte aligned buffer).
+SmallVector<Value> loadGroup(KB &k, Value mem, Value at, int64_t n) {
+  if (n == 1)
+    return {k.ld(mem, at)};
+  Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
+  int64_t v = std::min<int64_t>(n, 128 / elt.getIntOrFloatBitWidth());
+  SmallVector<Value> xs;
+  for (int64_t e = 0; e < n; e += v)
+    llvm::append_range(xs, k.ldVector(mem, e == 0 ? at : k.add(at, k.idx(e)), v));
+  return xs;
+}
 
 /// sqrt(sum of squares) over many tensors in few launches: batched kernels
-/// where thread p of input i sums vectors p, p + pieces_i, ... of it
-/// (coalesced; kNormUnroll loads in flight; 16-byte vectors where
-/// LoweringOptions::vectorAccess and the tensor allow) into partial p; then
+/// where thread p of input i sums groups p, p + pieces_i, ... of it
+/// (coalesced; kNormUnroll groups in flight) into partial p; a group is
+/// kNormGroup elements in 16-byte vectors where LoweringOptions::
+/// vectorAccess and the tensor allow, whatever the element type, so that
+/// an f32 copy of a bf16 tensor gives the same bits, else one element; then
 /// folding kernels whose threads each sum kNormFoldWidth partials strided,
 /// until at most kNormFolders are left, and one thread folds those and
 /// takes the root. Fixed order: the same bits every run.
@@ -515,7 +558,7 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
   int64_t total = 0;
   for (Value in : inputs) {
     const TensorInfo &info = result.tensors[tensorOf.lookup(in)];
-    int64_t w = 16 / std::max<int64_t>(bytesOf(in.getType()) / numel(in), 1);
+    int64_t w = kNormGroup;
     if (!options.vectorAccess || numel(in) % w || info.offset % 16)
       w = 1;
     widths.push_back(w);
@@ -582,7 +625,7 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
                                     Value ok = k.cmpUlt(at, k.idx(nv[i]));
                                     in.push_back(ok);
                                     at = k.select(ok, at, k.idx(nv[i] - 1));
-                                    xs.push_back(k.ldColumns(a[i], k.mul(at, k.idx(w[i])), w[i]));
+                                    xs.push_back(loadGroup(k, a[i], k.mul(at, k.idx(w[i])), w[i]));
                                   }
                                   Value sum = acc[0];
                                   for (int64_t u = 0; u < kNormUnroll; ++u)
@@ -965,11 +1008,11 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
          args, rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
            RowLanes rl(k, idx, lanes);
+           rl.keepResident(c);
            Value row = rl.row;
            Value base = k.mul(row, k.idx(c));
-           auto x = [&](Value i) { return k.ld(a[1], k.add(base, i)); };
-           auto dy = [&](Value i) { return k.ld(a[0], k.add(base, i)); };
-           auto [mean, rstd] = meanAndRstd(rl, a[1], base, c, eps, ft);
+           RowVals x(rl, a[1], base), dy(rl, a[0], base);
+           auto [mean, rstd] = meanAndRstd(rl, x, c, eps, ft);
            rl.once([&] {
              k.st(mean, a[3], k.mul(row, k.idx(2)));
              k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
@@ -1216,8 +1259,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  RowLanes rl(k, idx, lanes);
+                 rl.keepResident(c);
                  Value base = k.mul(rl.row, k.idx(c));
-                 layernormRow(rl, a[0], a[1], a[2], a[3], base, c, eps, b.getF32Type());
+                 RowVals x(rl, a[0], base);
+                 layernormRow(rl, x, a[1], a[2], a[3], base, c, eps, b.getF32Type());
                });
         return success();
       })
@@ -1232,13 +1277,18 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  RowLanes rl(k, idx, lanes);
+                 rl.keepResident(c);
                  Value base = k.mul(rl.row, k.idx(c));
-                 // Each lane reads back only the columns it stored: no barrier.
+                 // Each lane reads back only the columns it stored: no
+                 // barrier (a resident row keeps them instead).
+                 RowVals sum(rl, a[4], base, /*preload=*/false);
                  rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
                    Value at = k.add(base, i);
-                   return {{k.add(k.ld(a[0], at), k.ld(a[1], at)), a[4], at}};
+                   Value s = k.add(k.ld(a[0], at), k.ld(a[1], at));
+                   sum.stored(rl, i, s);
+                   return {{s, a[4], at}};
                  });
-                 layernormRow(rl, a[4], a[2], a[3], a[5], base, c, eps, b.getF32Type());
+                 layernormRow(rl, sum, a[2], a[3], a[5], base, c, eps, b.getF32Type());
                });
         return success();
       })

@@ -79,34 +79,82 @@ std::optional<TensorInfo> spanOf(const std::vector<TensorInfo> &tensors,
 
 namespace {
 
+/// `values[i]` for a runtime i < values.size(): one switch whose constant
+/// cases LLVM turns into a lookup table (a load), where a tree of them
+/// would keep every constant in registers (hundreds at 1.5B).
+/// The index of the segment holding element `idx`: a branchless binary
+/// search over the segments' first elements, one table load per step.
+Value segmentIndex(KB &k, Value idx, ArrayRef<int64_t> starts) {
+  int64_t n = static_cast<int64_t>(starts.size());
+  SmallVector<int64_t> cases;
+  for (int64_t i = 0; i + 1 < n; ++i)
+    cases.push_back(i);
+  auto startAt = [&](Value i) {
+    // Case j gives starts[j + 1]; i >= 1 here, so i - 1 is a case or the default.
+    auto sw = scf::IndexSwitchOp::create(k.b, k.loc, TypeRange{k.b.getIndexType()},
+                                         k.sub(i, k.idx(1)), cases, cases.size());
+    OpBuilder::InsertionGuard g(k.b);
+    for (int64_t j = 0; j + 1 < n; ++j) {
+      k.b.setInsertionPointToStart(&sw.getCaseRegions()[j].emplaceBlock());
+      scf::YieldOp::create(k.b, k.loc, ValueRange{k.idx(starts[j + 1])});
+    }
+    k.b.setInsertionPointToStart(&sw.getDefaultRegion().emplaceBlock());
+    scf::YieldOp::create(k.b, k.loc, ValueRange{k.idx(starts[n - 1])});
+    return sw.getResult(0);
+  };
+  Value lo = k.idx(0);
+  int64_t step = 1;
+  while (step * 2 < n)
+    step *= 2;
+  for (; step >= 1; step /= 2) {
+    // Move to lo + step when that segment exists and starts at or before idx.
+    Value cand = k.add(lo, k.idx(step));
+    Value exists = k.cmpUlt(cand, k.idx(n));
+    Value start = startAt(k.select(exists, cand, k.idx(1)));
+    Value take = arith::AndIOp::create(k.b, k.loc, exists,
+                                       arith::CmpIOp::create(k.b, k.loc,
+                                                             arith::CmpIPredicate::uge, idx,
+                                                             start));
+    lo = k.select(take, cand, lo);
+  }
+  return lo;
+}
+
 /// What a thread needs of its segment: per array, the element offset minus
-/// the segment's first thread (index + delta is the element), and the
-/// weight decay.
+/// the segment's first element (idx + delta is the element), and the
+/// weight decay. Switches whose cases are constants, which LLVM turns into
+/// lookup tables (loads): a tree of compares yielding them would keep every
+/// segment's constants in registers (hundreds at 1.5B: spills).
 SmallVector<Value> segmentOf(KB &k, Value idx, const AdamWLaunch &launch,
-                             ArrayRef<int64_t> starts, size_t lo, size_t hi) {
+                             ArrayRef<int64_t> starts) {
   Type ft = k.b.getF32Type();
-  if (hi - lo == 1) {
-    const AdamWSegment &s = launch.segments[lo];
+  size_t n = launch.segments.size();
+  auto leaf = [&](size_t i) {
+    const AdamWSegment &s = launch.segments[i];
     SmallVector<Value> out;
     for (int64_t o : s.offsets)
-      out.push_back(k.idx(o - starts[lo]));
+      out.push_back(k.idx(o - starts[i]));
     out.push_back(k.f(s.weightDecay, ft));
     return out;
-  }
-  // A balanced tree: depth log2(parameters), one branch per level.
-  size_t mid = (lo + hi) / 2;
+  };
+  if (n == 1)
+    return leaf(0);
+  Value which = segmentIndex(k, idx, starts);
   SmallVector<Type> types(kNumAdamWArrays, k.b.getIndexType());
   types.push_back(ft);
-  auto op = scf::IfOp::create(k.b, k.loc, types, k.cmpUlt(idx, k.idx(starts[mid])),
-                              /*withElseRegion=*/true);
-  {
-    OpBuilder::InsertionGuard g(k.b);
-    k.b.setInsertionPointToStart(&op.getThenRegion().front());
-    scf::YieldOp::create(k.b, k.loc, segmentOf(k, idx, launch, starts, lo, mid));
-    k.b.setInsertionPointToStart(&op.getElseRegion().front());
-    scf::YieldOp::create(k.b, k.loc, segmentOf(k, idx, launch, starts, mid, hi));
+  SmallVector<int64_t> cases;
+  for (size_t i = 0; i + 1 < n; ++i)
+    cases.push_back(static_cast<int64_t>(i));
+  auto sw = scf::IndexSwitchOp::create(k.b, k.loc, types, which, cases, cases.size());
+  OpBuilder::InsertionGuard g(k.b);
+  for (size_t i = 0; i + 1 < n; ++i) {
+    k.b.setInsertionPointToStart(&sw.getCaseRegions()[i].emplaceBlock());
+    scf::YieldOp::create(k.b, k.loc, leaf(i));
   }
-  return SmallVector<Value>(op.getResults());
+  // The last segment is the default case.
+  k.b.setInsertionPointToStart(&sw.getDefaultRegion().emplaceBlock());
+  scf::YieldOp::create(k.b, k.loc, leaf(n - 1));
+  return SmallVector<Value>(sw.getResults());
 }
 
 } // namespace
@@ -145,7 +193,7 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     // vectors (offsets are multiples of their width, the spans 16-byte
     // aligned).
     Value first = k.mul(i, k.idx(kAdamWChunk));
-    SmallVector<Value> seg = segmentOf(k, first, launch, starts, 0, launch.segments.size());
+    SmallVector<Value> seg = segmentOf(k, first, launch, starts);
     auto vecAt = [&](AdamWArray array, int64_t e) {
       return k.add(k.add(first, seg[array]), k.idx(e));
     };
@@ -175,7 +223,7 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     return;
   }
   k.storeStrided(i, launch.perThread(), launch.threads(), [&](Value idx) {
-    SmallVector<Value> seg = segmentOf(k, idx, launch, starts, 0, launch.segments.size());
+    SmallVector<Value> seg = segmentOf(k, idx, launch, starts);
     auto at = [&](AdamWArray array) { return k.add(idx, seg[array]); };
     Updated u = update(k.ld(a[kGrad], at(kGrad)), k.ld(a[kParam], at(kParam)),
                        k.ld(a[kM], at(kM)), k.ld(a[kV], at(kV)), seg[kNumAdamWArrays]);

@@ -3,9 +3,11 @@
 // The parameters, gradients and moments of a train step each lie in one
 // pool (params, activations, state), so an update of all parameters can
 // index each as one flat "span" covering its tensors. Thread i of the
-// launch finds its parameter with a balanced compare tree over the
-// parameters' first elements and updates its elements, with exactly the
-// arithmetic of the per-parameter gpt.adamw kernel (bit-identical results).
+// launch finds its parameter by a binary search over the parameters' first
+// elements and reads its offsets and weight decay, all from constant
+// tables (switches LLVM turns into lookup tables), and updates its
+// elements with exactly the arithmetic of the per-parameter gpt.adamw
+// kernel (bit-identical results).
 // When every parameter's size is a multiple of kAdamWChunk and every
 // offset of a 16-byte vector's elements (4 in f32, 8 in bf16), a thread's
 // elements are kAdamWChunk consecutive ones in one parameter: one lookup

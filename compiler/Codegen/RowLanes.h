@@ -12,6 +12,8 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
+#include <algorithm>
+
 namespace gptc::codegen {
 
 /// How the threads of a row kernel share a row: `lanes` consecutive threads
@@ -35,6 +37,17 @@ struct RowLanes {
   /// Stores storesAt(i) for this lane's columns i < n; in each trip of
   /// kUnroll columns the values (loads included) come before the stores.
   void each(int64_t n, function_ref<SmallVector<KB::Store>(Value)> storesAt) {
+    if (isResident(n)) {
+      // kUnroll columns' values, then their stores, as the loop's trips.
+      for (size_t j0 = 0; j0 < residentCols.size(); j0 += kUnroll) {
+        SmallVector<KB::Store> stores;
+        for (size_t j = j0; j < std::min(residentCols.size(), j0 + kUnroll); ++j)
+          llvm::append_range(stores, storesAt(residentCols[j]));
+        for (const KB::Store &s : stores)
+          k.st(s.value, s.mem, s.index);
+      }
+      return;
+    }
     int64_t full = unrolledEnd(n);
     if (full > 0)
       k.loop(lane, k.idx(full), k.idx(lanes * kUnroll), {}, [&](Value i, ValueRange) {
@@ -51,6 +64,8 @@ struct RowLanes {
   /// rest one at a time.
   SmallVector<Value> foldChunks(int64_t n, ValueRange init,
                                 function_ref<SmallVector<Value>(llvm::ArrayRef<Value>, ValueRange)> body) {
+    if (isResident(n))
+      return body(residentCols, init);
     int64_t full = unrolledEnd(n);
     SmallVector<Value> cur(init);
     if (full > 0)
@@ -77,6 +92,29 @@ struct RowLanes {
   }
   /// The end of the columns the unrolled trips cover.
   int64_t unrolledEnd(int64_t n) const { return n / (lanes * kUnroll) * (lanes * kUnroll); }
+
+  /// Most columns per lane a row kernel keeps in registers.
+  static constexpr int64_t kMaxResident = 64;
+  /// The columns of a resident row (keepResident), else empty.
+  SmallVector<Value> residentCols;
+  int64_t residentN = 0;
+  /// Makes the row resident when a lane's columns of it fit in registers
+  /// (n a multiple of the lanes, at most kMaxResident per lane): `fold` and
+  /// `each` over n columns then visit this lane's columns straight-line,
+  /// passing the same column values every pass, so that RowVals can hold a
+  /// row's values in registers instead of each pass reading the row again
+  /// (from L1 or L2: the wide rows of all warps of an SM do not fit in L1).
+  /// The order of the columns, and so the bits, stay those of the loops.
+  bool keepResident(int64_t n) {
+    if (lanes == 1 || n % lanes || n / lanes > kMaxResident)
+      return false;
+    residentN = n;
+    for (int64_t j = 0; j < n / lanes; ++j)
+      residentCols.push_back(j == 0 ? lane : k.add(lane, k.idx(j * lanes)));
+    return true;
+  }
+  bool isResident(int64_t n) const { return !residentCols.empty() && n == residentN; }
+
   /// The value of lane (this lane xor mask).
   Value shuffle(Value v, int32_t mask) {
     return mlir::gpu::ShuffleOp::create(k.b, k.loc, v, mask, static_cast<int32_t>(lanes),

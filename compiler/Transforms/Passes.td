@@ -438,7 +438,7 @@ def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
     weight gradient) is read in its narrow type when the cast's only other
     readers are `gpt.global_norm` ops (gradient clipping), which read it
     narrow too: both widen it as they load, which is exact, so the results
-    are the same bits, and the f32 copy of the gradients is never written
+    are the same, and the f32 copy of the gradients is never written
     (a kernel, and twice the bytes for the norm and the update to read).
 
     Where it runs: after gpt-insert-all-reduce (which finds the gradients

@@ -2,14 +2,24 @@
 //
 // Lowers the `tiny` train step (CUDA row lanes: a warp per row) with and
 // without gpt-fuse-adamw and the fused cross-entropy, and counts the kernel
-// launches of each op: one for all AdamW updates, and one row launch per
-// direction of the cross-entropy (plus the forward's mean).
+// launches of each op: one for all AdamW updates (one per gradient element
+// type in bf16), and one row launch per direction of the cross-entropy
+// (plus the forward's mean). Also builds the layernorm row kernels' bodies
+// to check that a warp keeps a row that fits in registers: each element
+// loaded once, no loop.
 //
 //===----------------------------------------------------------------------===//
 
 #include "TestUtils.h"
 
 #include "compiler/Codegen/Lowering.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 using namespace gptc;
 using namespace gptc::testing;
@@ -23,16 +33,21 @@ protected:
   std::map<std::string, std::vector<std::string>> kernels;
   std::vector<codegen::Command> ceGrad;
 
-  void lower(bool fuseAdamW, bool fuseCrossEntropy, const std::string &precision = "fp32") {
-    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+  std::optional<codegen::Lowered> lowered;
+
+  void lower(bool fuseAdamW, bool fuseCrossEntropy, const std::string &precision = "fp32",
+             bool narrowGrads = true, const std::string &preset = "tiny", int64_t lanes = 32) {
+    ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
       o.fuseAdamW = fuseAdamW;
+      o.narrowGrads = narrowGrads;
       o.precision = precision;
     }));
     codegen::LoweringOptions options;
-    options.rowLanes = 32;
+    options.rowLanes = lanes;
     options.fusedCrossEntropy = fuseCrossEntropy;
-    auto lowered = codegen::lowerPrograms(*module, {"train_step"}, options);
-    ASSERT_TRUE(mlir::succeeded(lowered)) << diagnostics;
+    auto result = codegen::lowerPrograms(*module, {"train_step"}, options);
+    ASSERT_TRUE(mlir::succeeded(result)) << diagnostics;
+    lowered = std::move(*result);
     for (const codegen::Command &c : lowered->programs.front().commands) {
       if (c.kind != codegen::Command::Launch)
         continue;
@@ -51,6 +66,16 @@ TEST_F(FusionLoweringTest, FusedAdamWIsOneLaunch) {
   ASSERT_NO_FATAL_FAILURE(lower(true, true));
   EXPECT_EQ(launches["gpt.adamw_multi"], 1);
   EXPECT_EQ(launches.count("gpt.adamw"), 0u);
+}
+
+// bf16: the weight gradients are bf16 (narrow-grads), the embedding and
+// layernorm ones f32: a launch for each.
+TEST_F(FusionLoweringTest, FusedAdamWIsOneLaunchPerGradientType) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16"));
+  EXPECT_EQ(launches["gpt.adamw_multi"], 2);
+  launches.clear();
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", /*narrowGrads=*/false));
+  EXPECT_EQ(launches["gpt.adamw_multi"], 1);
 }
 
 TEST_F(FusionLoweringTest, UnfusedAdamWIsOneLaunchPerParameter) {
@@ -80,6 +105,56 @@ TEST_F(FusionLoweringTest, UnfusedCrossEntropyHasSeparateStatistics) {
   ASSERT_NO_FATAL_FAILURE(lower(true, false));
   EXPECT_EQ(launches["gpt.cross_entropy"], 2);
   EXPECT_EQ(launches["gpt.cross_entropy_grad"], 2);
+}
+
+/// The body of the first kernel named `prefix...`, built into a function:
+/// its scf.for loops and its loads of argument `arg`.
+std::pair<int, int> loopsAndLoads(mlir::MLIRContext &context, const codegen::Lowered &lowered,
+                                  const std::string &prefix, unsigned arg) {
+  context.loadDialect<mlir::arith::ArithDialect, mlir::gpu::GPUDialect, mlir::math::MathDialect,
+                      mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                      mlir::vector::VectorDialect, mlir::func::FuncDialect>();
+  for (const codegen::KernelDef &k : lowered.kernels) {
+    if (k.name.rfind(prefix, 0) != 0)
+      continue;
+    mlir::OpBuilder b(&context);
+    mlir::Location loc = b.getUnknownLoc();
+    auto owner = mlir::ModuleOp::create(loc);
+    b.setInsertionPointToEnd(owner.getBody());
+    std::vector<mlir::Type> types(k.argTypes);
+    types.push_back(b.getIndexType());
+    auto fn = mlir::func::FuncOp::create(b, loc, "body", b.getFunctionType(types, {}));
+    mlir::Block *entry = fn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    k.body(b, loc, entry->getArguments().back(), entry->getArguments().drop_back());
+    mlir::func::ReturnOp::create(b, loc);
+    int loops = 0, loads = 0;
+    fn.walk([&](mlir::Operation *op) {
+      loops += llvm::isa<mlir::scf::ForOp>(op);
+      if (auto load = llvm::dyn_cast<mlir::memref::LoadOp>(op))
+        loads += load.getMemRef() == entry->getArgument(arg);
+    });
+    owner->erase();
+    return {loops, loads};
+  }
+  ADD_FAILURE() << "no kernel " << prefix;
+  return {-1, -1};
+}
+
+// mini: C = 64, 2 columns per lane of a warp. The forward reads its sum
+// operands (arguments 0 and 1), the backward x (argument 1), once per
+// element and without a loop; with one lane per row (the Host target) the
+// passes loop over the row.
+TEST_F(FusionLoweringTest, WarpRowKernelsReadEachRowOnce) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32));
+  EXPECT_EQ(loopsAndLoads(context, *lowered, "add_layernorm_forward", 0),
+            std::make_pair(0, 2));
+  EXPECT_EQ(loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 1),
+            std::make_pair(0, 2));
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 1));
+  auto [loops, loads] = loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 1);
+  EXPECT_GT(loops, 0);
+  EXPECT_GT(loads, 1);
 }
 
 } // namespace
