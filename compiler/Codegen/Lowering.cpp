@@ -350,6 +350,8 @@ private:
                      bool pairs = false);
   void lowerGlobalNorm(GlobalNormOp gn);
   void lowerAdamWMulti(AdamWMultiOp multi);
+  std::pair<Operand, int64_t> foldPartials(Operation *op, Operand values, int64_t count,
+                                           const std::string &name);
   void lowerAdamWGroup(AdamWMultiOp multi, ArrayRef<size_t> which);
 
   LogicalResult lowerOp(Operation *op);
@@ -527,6 +529,31 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
 constexpr int64_t kNormChunk = 1024, kNormGroup = 8, kNormUnroll = 4,
                   kNormInputsPerKernel = 128, kNormFoldWidth = 64, kNormFolders = 256;
 
+/// Sums `count` f32 values at `values` down to at most kNormFolders, in a
+/// fixed order: kernels `name` whose threads each sum kNormFoldWidth of
+/// them, strided (coalesced); returns what is left and how many.
+std::pair<Operand, int64_t> Lowerer::foldPartials(Operation *op, Operand values, int64_t count,
+                                                  const std::string &name) {
+  Type ft = Float32Type::get(ctx);
+  while (count > kNormFolders) {
+    int64_t folders =
+        std::max(kNormFolders, (count + kNormFoldWidth - 1) / kNormFoldWidth);
+    Operand folded = scratch(folders * 4);
+    launch(op, name + std::to_string(count), name, {flatOf(count, ft), flatOf(folders, ft)},
+           {values, folded}, folders, [=](OpBuilder &b, Location loc, Value f, ValueRange a) {
+             KB k{b, loc};
+             Value s = k.loop(f, k.idx(count), k.idx(folders), {k.f(0, ft)},
+                              [&](Value i, ValueRange acc) {
+                                return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
+                              })[0];
+             k.st(s, a[1], f);
+           });
+    values = folded;
+    count = folders;
+  }
+  return {values, count};
+}
+
 /// mem[at .. at + n): one element for n = 1, else 16-byte vectors (at a
 /// multiple of n in a 16-byte aligned buffer).
 SmallVector<Value> loadGroup(KB &k, Value mem, Value at, int64_t n) {
@@ -639,26 +666,7 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
            });
     done += threads;
   }
-  // Fold partials kNormFoldWidth at a time until kNormFolders are left.
-  Operand cur = partials;
-  int64_t count = total;
-  while (count > kNormFolders) {
-    int64_t folders =
-        std::max(kNormFolders, (count + kNormFoldWidth - 1) / kNormFoldWidth);
-    Operand folded = scratch(folders * 4);
-    launch(op, "normfold" + std::to_string(count), "global_norm_fold",
-           {flatOf(count, ft), flatOf(folders, ft)}, {cur, folded}, folders,
-           [=](OpBuilder &b, Location loc, Value f, ValueRange a) {
-             KB k{b, loc};
-             Value s = k.loop(f, k.idx(count), k.idx(folders), {k.f(0, ft)},
-                              [&](Value i, ValueRange acc) {
-                                return SmallVector<Value>{k.add(acc[0], k.ld(a[0], i))};
-                              })[0];
-             k.st(s, a[1], f);
-           });
-    cur = folded;
-    count = folders;
-  }
+  auto [cur, count] = foldPartials(op, partials, total, "global_norm_fold");
   launch(op, "norm" + std::to_string(count), "global_norm",
          {flatOf(count, ft), flat(gn.getResult())}, {cur, t(gn.getResult())}, 1,
          [=](OpBuilder &b, Location loc, Value, ValueRange a) {
@@ -1498,11 +1506,14 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    });
                  });
         }
-        launch(op, key + "mean", "crossentropy_forward_mean",
-               {flatOf(rows, ft), flat(ce.getResult())}, {losses, t(ce.getResult())}, 1,
+        // The rows' losses folded in parallel first: one thread summing
+        // every row took 0.27 ms at B x T = 16384.
+        auto [left, count] = foldPartials(op, losses, rows, "crossentropy_forward_fold");
+        launch(op, key + "mean" + std::to_string(count), "crossentropy_forward_mean",
+               {flatOf(count, ft), flat(ce.getResult())}, {left, t(ce.getResult())}, 1,
                [=](OpBuilder &b, Location loc, Value, ValueRange a) {
                  KB k{b, loc};
-                 Value sum = k.loop(k.idx(0), k.idx(rows), {k.f(0, ft)}, [&](Value i, ValueRange s) {
+                 Value sum = k.loop(k.idx(0), k.idx(count), {k.f(0, ft)}, [&](Value i, ValueRange s) {
                    return SmallVector<Value>{k.add(s[0], k.ld(a[0], i))};
                  })[0];
                  k.st(k.div(sum, k.f(rows, ft)), a[1], k.idx(0));
