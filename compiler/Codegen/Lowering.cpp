@@ -410,6 +410,8 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
 /// Buckets (id % kEmbedBuckets) of the embedding's token-gradient scatter:
 /// its threads are buckets x channels.
 constexpr int64_t kEmbedBuckets = 1024;
+/// Listed rows whose loads the token-gradient scatter issues together.
+constexpr int64_t kEmbedUnroll = 4;
 /// Rows a thread (chunk, bucket) of the scatter's counting sort scans: the
 /// sort's threads are chunks x buckets, not one per bucket walking every
 /// row (a few SMs busy for a millisecond at 124M, B=16).
@@ -1230,16 +1232,65 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                {t(e.getGrad()), t(e.getIds()), offsets, list, t(e.getWteGrad())}, buckets * c,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
+                 Type ft = b.getF32Type();
+                 Type wt = llvm::cast<MemRefType>(a[4].getType()).getElementType();
+                 // What storing v and loading it back gives.
+                 auto stored = [&](Value v) { return wt == ft ? v : k.ext(k.convert(v, wt), ft); };
                  Value col = k.urem(idx, k.idx(c)), bucket = k.udiv(idx, k.idx(c));
                  Value from = k.toIndex(k.ld(a[2], bucket));
                  Value to = k.toIndex(k.ld(a[2], k.add(bucket, k.idx(1))));
-                 k.loop(from, to, [&](Value n) {
-                   Value r = k.toIndex(k.ld(a[3], n));
-                   Value id = k.toIndex(k.ld(a[1], r));
-                   Value wi = k.add(k.mul(id, k.idx(c)), col);
-                   Value gr = k.ld(a[0], k.add(k.mul(r, k.idx(c)), col));
-                   k.st(k.add(k.ld(a[4], wi), gr), a[4], wi);
+                 // The running sum of the current token stays in a register
+                 // while the next listed rows have the same token (a frequent
+                 // token's rows are most of its bucket), and goes to memory
+                 // when the token changes: the same additions in the same
+                 // order as adding each row into memory, without a store and
+                 // a dependent load per row. kEmbedUnroll rows' loads are
+                 // issued together.
+                 Value none = k.idx(-1);
+                 auto res = k.loop(from, to, k.idx(kEmbedUnroll), {none, k.f(0, ft)},
+                                   [&](Value n0, ValueRange cur) {
+                   SmallVector<Value> valid, wis, grads;
+                   for (int64_t u = 0; u < kEmbedUnroll; ++u) {
+                     Value n = k.add(n0, k.idx(u));
+                     Value ok = k.cmpUlt(n, to);
+                     valid.push_back(ok);
+                     Value r = k.toIndex(k.ld(a[3], k.select(ok, n, from)));
+                     Value id = k.toIndex(k.ld(a[1], r));
+                     wis.push_back(k.add(k.mul(id, k.idx(c)), col));
+                     grads.push_back(k.ld(a[0], k.add(k.mul(r, k.idx(c)), col)));
+                   }
+                   Value at = cur[0], acc = cur[1];
+                   for (int64_t u = 0; u < kEmbedUnroll; ++u) {
+                     Value moves = arith::AndIOp::create(
+                         b, loc, valid[u],
+                         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, wis[u], at));
+                     auto change = scf::IfOp::create(b, loc, TypeRange{ft}, moves,
+                                                     /*withElseRegion=*/true);
+                     {
+                       OpBuilder::InsertionGuard g(b);
+                       b.setInsertionPointToStart(&change.getThenRegion().front());
+                       auto flush = scf::IfOp::create(
+                           b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, at, none),
+                           /*withElseRegion=*/false);
+                       b.setInsertionPointToStart(&flush.getThenRegion().front());
+                       k.st(acc, a[4], at);
+                       b.setInsertionPointAfter(flush);
+                       scf::YieldOp::create(b, loc, ValueRange{k.ld(a[4], wis[u])});
+                       b.setInsertionPointToStart(&change.getElseRegion().front());
+                       scf::YieldOp::create(b, loc, ValueRange{acc});
+                     }
+                     Value sum = stored(k.add(change.getResult(0), grads[u]));
+                     acc = k.select(valid[u], sum, acc);
+                     at = k.select(valid[u], wis[u], at);
+                   }
+                   return SmallVector<Value>{at, acc};
                  });
+                 auto last = scf::IfOp::create(
+                     b, loc, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, res[0], none),
+                     /*withElseRegion=*/false);
+                 OpBuilder::InsertionGuard g(b);
+                 b.setInsertionPointToStart(&last.getThenRegion().front());
+                 k.st(res[1], a[4], res[0]);
                });
         // Positions: thread (position, channel) sums over the batch; rows
         // past T stay zero.
