@@ -573,8 +573,10 @@ SmallVector<Value> loadGroup(KB &k, Value mem, Value at, int64_t n) {
 /// where thread p of input i sums groups p, p + pieces_i, ... of it
 /// (coalesced; kNormUnroll groups in flight) into partial p; a group is
 /// kNormGroup elements in 16-byte vectors where LoweringOptions::
-/// vectorAccess and the tensor allow, whatever the element type, so that
-/// an f32 copy of a bf16 tensor gives the same bits, else one element; then
+/// vectorAccess and the tensor allow (a multiple of 8 elements at a 16-byte
+/// aligned offset), whatever the element type, so that an f32 copy of a
+/// bf16 tensor gives the same bits when both are so placed (the planner's
+/// 256-byte alignment), else one element; then
 /// folding kernels whose threads each sum kNormFoldWidth partials strided,
 /// until at most kNormFolders are left, and one thread folds those and
 /// takes the root. Fixed order: the same bits every run.
@@ -759,6 +761,8 @@ void Lowerer::lowerAdamWGroup(AdamWMultiOp multi, ArrayRef<size_t> which) {
     std::vector<Operand> args;
     for (int a = 0; a < kNumAdamWArrays; ++a) {
       const TensorInfo &info = result.tensors[members[a][j]];
+      one.elementBytes[a] = info.elementType.getIntOrFloatBitWidth() / 8;
+      one.vectorAccess &= info.offset % 16 == 0;
       types.push_back(flatOf(numel(multi.getParams()[which[j]]), info.elementType));
       args.push_back(Operand{Operand::Tensor, members[a][j]});
     }

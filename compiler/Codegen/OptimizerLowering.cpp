@@ -79,11 +79,10 @@ std::optional<TensorInfo> spanOf(const std::vector<TensorInfo> &tensors,
 
 namespace {
 
-/// `values[i]` for a runtime i < values.size(): one switch whose constant
-/// cases LLVM turns into a lookup table (a load), where a tree of them
-/// would keep every constant in registers (hundreds at 1.5B).
 /// The index of the segment holding element `idx`: a branchless binary
-/// search over the segments' first elements, one table load per step.
+/// search over the segments' first elements, each step reading one from a
+/// switch with constant cases, which LLVM turns into a lookup table (a
+/// tree of compares yielding constants kept them all in registers).
 Value segmentIndex(KB &k, Value idx, ArrayRef<int64_t> starts) {
   int64_t n = static_cast<int64_t>(starts.size());
   SmallVector<int64_t> cases;

@@ -431,7 +431,7 @@ def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
     gradient (and gradient all-reduce) it reads is already computed; each
     result replaces the matching `gpt.adamw` result. A group of one
     `gpt.adamw` is left alone. Codegen lowers the op to one kernel launch
-    over all parameters instead of one launch per parameter.
+    per gradient element type instead of one launch per parameter.
 
     With `narrow-grads` (the default), a gradient that reaches its update
     through a widening `gpt.cast` (mixed precision's bf16 -> f32 of a

@@ -620,13 +620,17 @@ LogicalResult AdamWMultiOp::verify() {
       if (v.getType() != t)
         return emitOpError("parameter ") << i << " has type " << t
                                          << " but its moment has " << v.getType();
-    // A gradient may be narrower: the update widens it as it loads (exact).
+    // A gradient may be narrower: the update widens it as it loads, which
+    // is exact from a strictly narrower float (not bf16 <-> f16).
     auto pt = llvm::cast<RankedTensorType>(t);
     auto gt = llvm::cast<RankedTensorType>(getGrads()[i].getType());
     if (gt.getShape() != pt.getShape() ||
-        gt.getElementType().getIntOrFloatBitWidth() > pt.getElementType().getIntOrFloatBitWidth())
+        (gt.getElementType() != pt.getElementType() &&
+         gt.getElementType().getIntOrFloatBitWidth() >=
+             pt.getElementType().getIntOrFloatBitWidth()))
       return emitOpError("parameter ") << i << " has type " << t << " but its gradient has "
-                                       << gt << " (the parameter's shape, at most its width)";
+                                       << gt << " (the parameter's type, or its shape in a "
+                                       << "narrower float type)";
     for (Value r : {getNewParams()[i], getNewMs()[i], getNewVs()[i]})
       if (r.getType() != t)
         return emitOpError("result of parameter ") << i << " must have type " << t;

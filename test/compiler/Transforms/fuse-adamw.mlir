@@ -118,7 +118,8 @@ func.func @f(%p0: tensor<4xf32>, %p1: tensor<4xf32>, %g: tensor<4xf32>, %m: tens
 // CHECK: %[[NORM:.*]] = gpt.global_norm %[[G0]], %[[G1]] : (tensor<4x4xbf16>, tensor<4xbf16>) -> tensor<f32>
 // CHECK-NOT: gpt.cast
 // CHECK: gpt.adamw_multi (%[[W]], %[[B]]), (%[[G0]], %[[G1]]), {{.*}} : (tensor<4x4xf32>, tensor<4xf32>) grads (tensor<4x4xbf16>, tensor<4xbf16>), tensor<f32>, tensor<i32>, tensor<f32>
-// WIDE-LABEL: func.func @f
+// Anchored on this split's signature: every split's function is @f.
+// WIDE: func.func @f(%{{[^:]*}}: tensor<4x4xf32>, %{{[^:]*}}: tensor<4xf32>, %{{[^:]*}}: tensor<4x4xbf16>
 // WIDE: %[[C0:.*]] = gpt.cast
 // WIDE: %[[C1:.*]] = gpt.cast
 // WIDE: gpt.global_norm %[[C0]], %[[C1]] : (tensor<4x4xf32>, tensor<4xf32>)

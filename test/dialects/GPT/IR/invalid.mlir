@@ -1125,7 +1125,7 @@ func.func @adamw_multi_counts(%p: tensor<4xf32>, %lr: tensor<f32>, %step: tensor
 // Tests that gpt.adamw_multi needs each gradient and moment to match its parameter's type.
 
 func.func @adamw_multi_types(%p: tensor<4xf32>, %g: tensor<8xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
-  // expected-error @+1 {{parameter 0 has type 'tensor<4xf32>' but its gradient has 'tensor<8xf32>' (the parameter's shape, at most its width)}}
+  // expected-error @+1 {{parameter 0 has type 'tensor<4xf32>' but its gradient has 'tensor<8xf32>' (the parameter's type, or its shape in a narrower float type)}}
   %r:3 = "gpt.adamw_multi"(%p, %g, %p, %p, %lr, %step, %s)
       <{beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1>,
         operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 1>}>
@@ -1248,11 +1248,26 @@ func.func @adamw_multi_moment(%p: tensor<4xf32>, %m: tensor<4xbf16>, %lr: tensor
 // Tests that gpt.adamw_multi rejects a gradient wider than its parameter.
 
 func.func @adamw_multi_wide_grad(%p: tensor<4xbf16>, %g: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
-  // expected-error @+1 {{parameter 0 has type 'tensor<4xbf16>' but its gradient has 'tensor<4xf32>' (the parameter's shape, at most its width)}}
+  // expected-error @+1 {{parameter 0 has type 'tensor<4xbf16>' but its gradient has 'tensor<4xf32>' (the parameter's type, or its shape in a narrower float type)}}
   %r:3 = "gpt.adamw_multi"(%p, %g, %p, %p, %lr, %step, %s)
       <{beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1>,
         operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 1>}>
       : (tensor<4xbf16>, tensor<4xf32>, tensor<4xbf16>, tensor<4xbf16>, tensor<f32>, tensor<i32>, tensor<f32>)
+      -> (tensor<4xbf16>, tensor<4xbf16>, tensor<4xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.adamw_multi rejects an f16 gradient for a bf16 parameter:
+// same width, and the widening would not be exact.
+
+func.func @adamw_multi_f16_grad(%p: tensor<4xbf16>, %g: tensor<4xf16>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {
+  // expected-error @+1 {{parameter 0 has type 'tensor<4xbf16>' but its gradient has 'tensor<4xf16>' (the parameter's type, or its shape in a narrower float type)}}
+  %r:3 = "gpt.adamw_multi"(%p, %g, %p, %p, %lr, %step, %s)
+      <{beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decays = array<f64: 0.1>,
+        operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 1, 1>, resultSegmentSizes = array<i32: 1, 1, 1>}>
+      : (tensor<4xbf16>, tensor<4xf16>, tensor<4xbf16>, tensor<4xbf16>, tensor<f32>, tensor<i32>, tensor<f32>)
       -> (tensor<4xbf16>, tensor<4xbf16>, tensor<4xbf16>)
   return
 }

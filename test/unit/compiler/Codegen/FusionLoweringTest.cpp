@@ -142,14 +142,20 @@ std::pair<int, int> loopsAndLoads(mlir::MLIRContext &context, const codegen::Low
 }
 
 // mini: C = 64, 2 columns per lane of a warp. The forward reads its sum
-// operands (arguments 0 and 1), the backward x (argument 1), once per
-// element and without a loop; with one lane per row (the Host target) the
+// operands (arguments 0 and 1) once per element and never the sum it
+// stores, the backward dy and x (arguments 0 and 1) once per element, all
+// without a loop; with one lane per row (the Host target) the
 // passes loop over the row.
 TEST_F(FusionLoweringTest, WarpRowKernelsReadEachRowOnce) {
   ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32));
   EXPECT_EQ(loopsAndLoads(context, *lowered, "add_layernorm_forward", 0),
             std::make_pair(0, 2));
+  // The stored sum (argument 4) is never read back.
+  EXPECT_EQ(loopsAndLoads(context, *lowered, "add_layernorm_forward", 4),
+            std::make_pair(0, 0));
   EXPECT_EQ(loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 1),
+            std::make_pair(0, 2));
+  EXPECT_EQ(loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 0),
             std::make_pair(0, 2));
   ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 1));
   auto [loops, loads] = loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 1);
