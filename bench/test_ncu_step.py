@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Checks bench/ncu_step.py on a small synthetic ncu CSV (any python3)."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ncu_step  # noqa: E402
+
+HEADER = '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+ROWS = [
+    ("random_normal_3", "us", "5"),
+    ("fill_4", "ns", "1,000"),
+    ("layernorm_forward_57", "usecond", "20"),
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "msecond", "1.5"),
+    ("layernorm_forward_57", "nsecond", "30,000"),
+    ("flash_attention_forward_58", "usecond", "100"),
+]
+
+
+def csv_lines(rows):
+    lines = ["==PROF== Connected to process 1", HEADER]
+    for i, (k, unit, v) in enumerate(rows):
+        lines.append(f'"{i}","{k}","gpu__time_duration.sum","{unit}","{v}"')
+    return lines
+
+
+def main():
+    groups, gemms = ncu_step.group(ncu_step.kernel_times(csv_lines(ROWS)))
+    # Init's kernels (through the last random_normal) are dropped.
+    assert "random_normal" not in groups, groups
+    assert "fill" in groups and groups["fill"] == [1, 0.001], groups
+    # Suffixes go; units (ns, us, ms and the older nsecond, ...) and
+    # thousands separators convert to ms.
+    assert groups["layernorm_forward"][0] == 2, groups
+    assert abs(groups["layernorm_forward"][1] - 0.05) < 1e-12, groups
+    assert gemms == {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"}, gemms
+    text = ncu_step.report(groups, gemms, 10)
+    assert text.startswith("step: 1.651 ms of kernels, GEMMs 1.50 ms (91%)") or \
+        text.startswith("step: 1.65 ms of kernels, GEMMs 1.50 ms (91%)"), text
+    # Bad input is an error naming the problem, not a crash.
+    unknown = csv_lines([("fill_1", "cycle", "7")])
+    for bad, why in ((["no csv here"], "no CSV rows"), (['"a","b"', '"1","2"'], "not an ncu metrics CSV"),
+                     (unknown, "unknown unit")):
+        try:
+            ncu_step.kernel_times(bad)
+        except ValueError as e:
+            assert why in str(e), e
+        else:
+            raise AssertionError(f"accepted {bad}")
+    print("test_ncu_step: ok")
+
+
+if __name__ == "__main__":
+    main()
