@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <algorithm>
+
 namespace gptc::codegen {
 
 using mlir::function_ref;
@@ -137,9 +139,36 @@ struct KB {
     return xs;
   }
   /// mem[at .. at + n - 1] widened as ld widens: one ld for n = 1, else
-  /// ldVector (aligned likewise).
-  SmallVector<Value> ldColumns(Value mem, Value at, int64_t n) {
-    return n == 1 ? SmallVector<Value>{ld(mem, at)} : ldVector(mem, at, n);
+  /// vector loads of up to 16 bytes (ldVector; `at` a multiple of their
+  /// width in a buffer aligned to it).
+  SmallVector<Value> ldConsecutive(Value mem, Value at, int64_t n) {
+    if (n == 1)
+      return {ld(mem, at)};
+    int64_t w = vectorWidth(mem, n);
+    SmallVector<Value> xs;
+    for (int64_t e = 0; e < n; e += w)
+      llvm::append_range(xs, ldVector(mem, e == 0 ? at : add(at, idx(e)), w));
+    return xs;
+  }
+  /// vs stored as st stores them to mem[at ..]: one st for one value, else
+  /// vector stores aligned as for ldConsecutive.
+  void stConsecutive(llvm::ArrayRef<Value> vs, Value mem, Value at) {
+    int64_t n = static_cast<int64_t>(vs.size());
+    if (n == 1)
+      return st(vs[0], mem, at);
+    int64_t w = vectorWidth(mem, n);
+    for (int64_t e = 0; e < n; e += w)
+      stVector(vs.slice(e, w), mem, e == 0 ? at : add(at, idx(e)));
+  }
+  /// Elements of mem per 16-byte vector, at most n.
+  static int64_t vectorWidth(Value mem, int64_t n) {
+    Type elt = llvm::cast<mlir::MemRefType>(mem.getType()).getElementType();
+    return std::min<int64_t>(n, 128 / elt.getIntOrFloatBitWidth());
+  }
+  /// What storing v to a tensor of element type `elt` and loading it back
+  /// gives (st rounds, ld widens back to v's type).
+  Value asStored(Value v, Type elt) {
+    return v.getType() == elt ? v : ext(convert(v, elt), v.getType());
   }
   /// vs rounded as st rounds, to mem[at ..] with one vector store aligned
   /// as for ldVector.

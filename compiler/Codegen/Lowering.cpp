@@ -188,8 +188,7 @@ struct RowVals {
   void stored(RowLanes &rl, Value i, Value v) {
     if (rl.residentCols.empty())
       return;
-    Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
-    regs[i] = v.getType() == elt ? v : k.ext(k.convert(v, elt), v.getType());
+    regs[i] = k.asStored(v, llvm::cast<MemRefType>(mem.getType()).getElementType());
   }
 };
 
@@ -556,19 +555,6 @@ std::pair<Operand, int64_t> Lowerer::foldPartials(Operation *op, Operand values,
   return {values, count};
 }
 
-/// mem[at .. at + n): one element for n = 1, else 16-byte vectors (at a
-/// multiple of n in a 16-byte aligned buffer).
-SmallVector<Value> loadGroup(KB &k, Value mem, Value at, int64_t n) {
-  if (n == 1)
-    return {k.ld(mem, at)};
-  Type elt = llvm::cast<MemRefType>(mem.getType()).getElementType();
-  int64_t v = std::min<int64_t>(n, 128 / elt.getIntOrFloatBitWidth());
-  SmallVector<Value> xs;
-  for (int64_t e = 0; e < n; e += v)
-    llvm::append_range(xs, k.ldVector(mem, e == 0 ? at : k.add(at, k.idx(e)), v));
-  return xs;
-}
-
 /// sqrt(sum of squares) over many tensors in few launches: batched kernels
 /// where thread p of input i sums groups p, p + pieces_i, ... of it
 /// (coalesced; kNormUnroll groups in flight) into partial p; a group is
@@ -656,7 +642,7 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
                                     Value ok = k.cmpUlt(at, k.idx(nv[i]));
                                     in.push_back(ok);
                                     at = k.select(ok, at, k.idx(nv[i] - 1));
-                                    xs.push_back(loadGroup(k, a[i], k.mul(at, k.idx(w[i])), w[i]));
+                                    xs.push_back(k.ldConsecutive(a[i], k.mul(at, k.idx(w[i])), w[i]));
                                   }
                                   Value sum = acc[0];
                                   for (int64_t u = 0; u < kNormUnroll; ++u)
@@ -1046,9 +1032,7 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
              if (!joins)
                return {{dx, a[4], at}};
              // The residual joins in the input's type, as the add did.
-             Value sum = k.add(k.ld(a[5], at), dx);
-             if (!getElementTypeOrSelf(dxV.getType()).isF32())
-               sum = k.ext(k.convert(sum, getElementTypeOrSelf(dxV.getType())), ft);
+             Value sum = k.asStored(k.add(k.ld(a[5], at), dx), getElementTypeOrSelf(dxV.getType()));
              return {{sum, a[4], at}, {sum, a[6], at}};
            });
          });
@@ -1238,8 +1222,6 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  KB k{b, loc};
                  Type ft = b.getF32Type();
                  Type wt = llvm::cast<MemRefType>(a[4].getType()).getElementType();
-                 // What storing v and loading it back gives.
-                 auto stored = [&](Value v) { return wt == ft ? v : k.ext(k.convert(v, wt), ft); };
                  Value col = k.urem(idx, k.idx(c)), bucket = k.udiv(idx, k.idx(c));
                  Value from = k.toIndex(k.ld(a[2], bucket));
                  Value to = k.toIndex(k.ld(a[2], k.add(bucket, k.idx(1))));
@@ -1283,7 +1265,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                        b.setInsertionPointToStart(&change.getElseRegion().front());
                        scf::YieldOp::create(b, loc, ValueRange{acc});
                      }
-                     Value sum = stored(k.add(change.getResult(0), grads[u]));
+                     Value sum = k.asStored(k.add(change.getResult(0), grads[u]), wt);
                      acc = k.select(valid[u], sum, acc);
                      at = k.select(valid[u], wis[u], at);
                    }
@@ -1646,7 +1628,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                       {flat(red.getResult())}, {t(red.getResult())}, rows, cols, ft, kind,
                       [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
                           SmallVector<KB::Store> &) {
-                        return k.ldColumns(a[0], k.add(k.mul(r, k.idx(cols)), col), width);
+                        return k.ldConsecutive(a[0], k.add(k.mul(r, k.idx(cols)), col), width);
                       },
                       /*pairs=*/true);
         return success();
@@ -1664,8 +1646,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
             [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
                 SmallVector<KB::Store> &stores) {
               Value at = k.add(k.mul(r, k.idx(cols)), col);
-              SmallVector<Value> dy = k.ldColumns(a[0], at, width),
-                                 x = k.ldColumns(a[1], at, width), ds;
+              SmallVector<Value> dy = k.ldConsecutive(a[0], at, width),
+                                 x = k.ldConsecutive(a[1], at, width), ds;
               for (int64_t c = 0; c < width; ++c) {
                 ds.push_back(k.mul(dy[c], geluGradOf(k, x[c])));
                 stores.push_back({ds[c], a[2], c ? k.add(at, k.idx(c)) : at});

@@ -79,27 +79,37 @@ std::optional<TensorInfo> spanOf(const std::vector<TensorInfo> &tensors,
 
 namespace {
 
+/// entry(i) for a runtime i < n (entry(n - 1) for any larger i): a switch
+/// whose cases yield constants, which LLVM turns into lookup tables (loads).
+/// A tree of compares yielding the constants instead kept them all in
+/// registers (hundreds at 1.5B: spills).
+SmallVector<Value> tableAt(KB &k, Value i, size_t n, TypeRange types,
+                           function_ref<SmallVector<Value>(size_t)> entry) {
+  if (n == 1)
+    return entry(0);
+  SmallVector<int64_t> cases;
+  for (size_t j = 0; j + 1 < n; ++j)
+    cases.push_back(static_cast<int64_t>(j));
+  auto sw = scf::IndexSwitchOp::create(k.b, k.loc, types, i, cases, cases.size());
+  OpBuilder::InsertionGuard g(k.b);
+  for (size_t j = 0; j + 1 < n; ++j) {
+    k.b.setInsertionPointToStart(&sw.getCaseRegions()[j].emplaceBlock());
+    scf::YieldOp::create(k.b, k.loc, entry(j));
+  }
+  k.b.setInsertionPointToStart(&sw.getDefaultRegion().emplaceBlock());
+  scf::YieldOp::create(k.b, k.loc, entry(n - 1));
+  return SmallVector<Value>(sw.getResults());
+}
+
 /// The index of the segment holding element `idx`: a branchless binary
-/// search over the segments' first elements, each step reading one from a
-/// switch with constant cases, which LLVM turns into a lookup table (a
-/// tree of compares yielding constants kept them all in registers).
+/// search over the segments' first elements, one table load per step.
 Value segmentIndex(KB &k, Value idx, ArrayRef<int64_t> starts) {
   int64_t n = static_cast<int64_t>(starts.size());
-  SmallVector<int64_t> cases;
-  for (int64_t i = 0; i + 1 < n; ++i)
-    cases.push_back(i);
+  // starts[i] for 1 <= i < n.
   auto startAt = [&](Value i) {
-    // Case j gives starts[j + 1]; i >= 1 here, so i - 1 is a case or the default.
-    auto sw = scf::IndexSwitchOp::create(k.b, k.loc, TypeRange{k.b.getIndexType()},
-                                         k.sub(i, k.idx(1)), cases, cases.size());
-    OpBuilder::InsertionGuard g(k.b);
-    for (int64_t j = 0; j + 1 < n; ++j) {
-      k.b.setInsertionPointToStart(&sw.getCaseRegions()[j].emplaceBlock());
-      scf::YieldOp::create(k.b, k.loc, ValueRange{k.idx(starts[j + 1])});
-    }
-    k.b.setInsertionPointToStart(&sw.getDefaultRegion().emplaceBlock());
-    scf::YieldOp::create(k.b, k.loc, ValueRange{k.idx(starts[n - 1])});
-    return sw.getResult(0);
+    return tableAt(k, k.sub(i, k.idx(1)), n - 1, k.b.getIndexType(), [&](size_t j) {
+      return SmallVector<Value>{k.idx(starts[j + 1])};
+    })[0];
   };
   Value lo = k.idx(0);
   int64_t step = 1;
@@ -121,39 +131,22 @@ Value segmentIndex(KB &k, Value idx, ArrayRef<int64_t> starts) {
 
 /// What a thread needs of its segment: per array, the element offset minus
 /// the segment's first element (idx + delta is the element), and the
-/// weight decay. Switches whose cases are constants, which LLVM turns into
-/// lookup tables (loads): a tree of compares yielding them would keep every
-/// segment's constants in registers (hundreds at 1.5B: spills).
+/// weight decay, from tables indexed by the segment.
 SmallVector<Value> segmentOf(KB &k, Value idx, const AdamWLaunch &launch,
                              ArrayRef<int64_t> starts) {
   Type ft = k.b.getF32Type();
   size_t n = launch.segments.size();
-  auto leaf = [&](size_t i) {
+  SmallVector<Type> types(kNumAdamWArrays, k.b.getIndexType());
+  types.push_back(ft);
+  Value which = n == 1 ? k.idx(0) : segmentIndex(k, idx, starts);
+  return tableAt(k, which, n, types, [&](size_t i) {
     const AdamWSegment &s = launch.segments[i];
     SmallVector<Value> out;
     for (int64_t o : s.offsets)
       out.push_back(k.idx(o - starts[i]));
     out.push_back(k.f(s.weightDecay, ft));
     return out;
-  };
-  if (n == 1)
-    return leaf(0);
-  Value which = segmentIndex(k, idx, starts);
-  SmallVector<Type> types(kNumAdamWArrays, k.b.getIndexType());
-  types.push_back(ft);
-  SmallVector<int64_t> cases;
-  for (size_t i = 0; i + 1 < n; ++i)
-    cases.push_back(static_cast<int64_t>(i));
-  auto sw = scf::IndexSwitchOp::create(k.b, k.loc, types, which, cases, cases.size());
-  OpBuilder::InsertionGuard g(k.b);
-  for (size_t i = 0; i + 1 < n; ++i) {
-    k.b.setInsertionPointToStart(&sw.getCaseRegions()[i].emplaceBlock());
-    scf::YieldOp::create(k.b, k.loc, leaf(i));
-  }
-  // The last segment is the default case.
-  k.b.setInsertionPointToStart(&sw.getDefaultRegion().emplaceBlock());
-  scf::YieldOp::create(k.b, k.loc, leaf(n - 1));
-  return SmallVector<Value>(sw.getResults());
+  });
 }
 
 } // namespace
@@ -193,20 +186,12 @@ void buildAdamWMulti(OpBuilder &b, Location loc, Value i, ValueRange a,
     // aligned).
     Value first = k.mul(i, k.idx(kAdamWChunk));
     SmallVector<Value> seg = segmentOf(k, first, launch, starts);
-    auto vecAt = [&](AdamWArray array, int64_t e) {
-      return k.add(k.add(first, seg[array]), k.idx(e));
-    };
+    auto at = [&](AdamWArray array) { return k.add(first, seg[array]); };
     auto load = [&](AdamWArray array) {
-      SmallVector<Value> xs;
-      int64_t w = launch.vectorWidth(array);
-      for (int64_t e = 0; e < kAdamWChunk; e += w)
-        llvm::append_range(xs, k.ldVector(a[array], vecAt(array, e), w));
-      return xs;
+      return k.ldConsecutive(a[array], at(array), kAdamWChunk);
     };
     auto store = [&](AdamWArray array, ArrayRef<Value> xs) {
-      int64_t w = launch.vectorWidth(array);
-      for (int64_t e = 0; e < kAdamWChunk; e += w)
-        k.stVector(xs.slice(e, w), a[array], vecAt(array, e));
+      k.stConsecutive(xs, a[array], at(array));
     };
     SmallVector<Value> g = load(kGrad), p = load(kParam), m = load(kM), v = load(kV);
     SmallVector<Value> np, nm, nv;
