@@ -34,14 +34,47 @@ bool reducesInPlace(AllReduceOp op, unsigned i) {
          !llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def);
 }
 
+/// The logits' bytes can take the gradient: the same size, owned by the
+/// op that made them (not a view or another in-place result), and read
+/// by nothing after the gradient.
+static bool gradOverwritesLogits(CrossEntropyGradOp ce) {
+  Value logits = ce.getLogits();
+  Operation *def = logits.getDefiningOp();
+  if (!def || viewSource(def) || def->getBlock() != ce->getBlock() ||
+      llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp, CrossEntropyGradOp>(def) ||
+      tensorBytes(logits.getType()) != tensorBytes(ce.getType()))
+    return false;
+  for (OpOperand &use : logits.getUses()) {
+    Operation *user = use.getOwner();
+    if (user == ce)
+      continue;
+    if (user->getBlock() != ce->getBlock() || viewSource(user) || !user->isBeforeInBlock(ce))
+      return false;
+  }
+  return true;
+}
+
+Value overwrittenOperand(OpResult r) {
+  Operation *op = r.getOwner();
+  if (auto ar = llvm::dyn_cast<AllReduceOp>(op))
+    return reducesInPlace(ar, r.getResultNumber()) ? ar.getInputs()[r.getResultNumber()]
+                                                   : Value();
+  if (auto ce = llvm::dyn_cast<CrossEntropyGradOp>(op))
+    return gradOverwritesLogits(ce) ? ce.getLogits() : Value();
+  return {};
+}
+
 SmallVector<Value, 1> aliasesOf(Operation *user, Value v) {
   SmallVector<Value, 1> out;
-  if (viewSource(user))
+  if (viewSource(user)) {
     out.push_back(user->getResult(0));
-  else if (auto ar = llvm::dyn_cast<AllReduceOp>(user))
-    for (auto [i, in] : llvm::enumerate(ar.getInputs()))
-      if (in == v && reducesInPlace(ar, i))
-        out.push_back(ar.getResult(i));
+    return out;
+  }
+  if (!llvm::isa<AllReduceOp, CrossEntropyGradOp>(user))
+    return out;
+  for (OpResult r : user->getResults())
+    if (overwrittenOperand(r) == v)
+      out.push_back(r);
   return out;
 }
 
@@ -128,11 +161,9 @@ FailureOr<BufferLiveness> BufferLiveness::compute(func::FuncOp fn, int64_t align
       }
       continue;
     }
-    auto allReduce = llvm::dyn_cast<AllReduceOp>(op);
-    for (Value r : op.getResults()) {
-      unsigned i = llvm::cast<OpResult>(r).getResultNumber();
-      if (allReduce && reducesInPlace(allReduce, i)) {
-        l.homes[r] = l.homes.lookup(allReduce.getInputs()[i]);
+    for (OpResult r : op.getResults()) {
+      if (Value src = overwrittenOperand(r)) {
+        l.homes[r] = l.homes.lookup(src);
         continue;
       }
       l.homes[r] = BufferHome{static_cast<int>(l.buffers.size()), BlockArgument(), 0};

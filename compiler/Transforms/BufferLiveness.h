@@ -32,8 +32,14 @@ std::optional<std::pair<mlir::Value, int64_t>> viewSource(mlir::Operation *op);
 /// reads the operand and the operand owns its buffer.
 bool reducesInPlace(mlir::gpt::AllReduceOp op, unsigned i);
 
-/// The values of `user` that share `v`'s bytes: a view of it, or an
-/// in-place all_reduce result.
+/// The operand whose bytes result `r` overwrites, or null: an in-place
+/// all_reduce input (reducesInPlace), or the logits of a
+/// gpt.cross_entropy_grad that nothing reads after it (its kernels read
+/// each logit before writing that element's gradient).
+mlir::Value overwrittenOperand(mlir::OpResult r);
+
+/// The values of `user` that share `v`'s bytes: a view of it, or a result
+/// overwriting it (overwrittenOperand).
 llvm::SmallVector<mlir::Value, 1> aliasesOf(mlir::Operation *user, mlir::Value v);
 
 /// Where a value's bytes live: an argument, or an activation buffer.

@@ -546,7 +546,11 @@ def PlanMemoryPass : Pass<"gpt-plan-memory", "::mlir::ModuleOp"> {
          end for returned values). `gpt.reshape` and a `gpt.slice` of the
          outermost dimension are views: they share their operand's buffer.
          A `gpt.adamw` whose parameter and moments die there updates them in
-         place: its results share the arguments' buffers.
+         place: its results share the arguments' buffers. So do an
+         `gpt.all_reduce` result and its input when nothing else reads the
+         input, and a `gpt.cross_entropy_grad` and its logits when nothing
+         reads them after it (at 1.5B, B=16 that is 1.6 GB less at the
+         step's peak).
       2) Buffers are placed largest first at the lowest 256-byte-aligned
          offset that overlaps no placed buffer of overlapping lifetime.
 

@@ -29,7 +29,7 @@ using gptc::BufferHome;
 using gptc::BufferLiveness;
 using gptc::LiveBuffer;
 using gptc::aliasesOf;
-using gptc::reducesInPlace;
+using gptc::overwrittenOperand;
 using gptc::tensorBytes;
 using gptc::viewSource;
 
@@ -172,8 +172,7 @@ LogicalResult gptc::verifyMemoryPlan(func::FuncOp fn) {
     for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
       if (off < 0)
         continue; // in place in an argument
-      if (auto ar = llvm::dyn_cast<AllReduceOp>(op);
-          ar && reducesInPlace(ar, llvm::cast<OpResult>(r).getResultNumber()))
+      if (overwrittenOperand(llvm::cast<OpResult>(r)))
         continue; // in place in its operand, whose lifetime covers it
       int64_t size = tensorBytes(r.getType());
       if (off + size > pool)

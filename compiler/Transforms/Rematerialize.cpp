@@ -18,10 +18,12 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace gptc {
@@ -103,7 +105,7 @@ struct Candidate {
   Operation *insertBefore = nullptr;
   SmallVector<Operation *> chain;
   SmallVector<OpOperand *> lateUses;
-  double cost = 0, flops = 0;
+  double cost = 0;
 };
 
 struct Rematerializer {
@@ -175,7 +177,6 @@ struct Rematerializer {
     c.chain.assign(chain.begin(), chain.end());
     for (Operation *op : c.chain) {
       c.cost += opCost(op);
-      c.flops += opFlops(op);
     }
     return c;
   }
@@ -190,6 +191,94 @@ struct Rematerializer {
     }
     for (OpOperand *use : c.lateUses)
       use->set(map.lookup(use->get()));
+  }
+};
+
+/// Merging later clones into earlier ones that compute the same (the
+/// layernorm that both a Q/K/V projection and its weight gradient rebuild):
+/// the later clones' readers read the earlier ones, one launch fewer each
+/// for a longer life, taken only where the peak stays within `limit`.
+struct CloneMerger {
+  const BufferLiveness &l;
+  int64_t limit;
+
+  /// `later` computes what `earlier` does once the values in `same` are
+  /// taken as equal (a later clone -> the earlier one it merges into).
+  static bool duplicates(Operation *earlier, Operation *later,
+                         const llvm::DenseMap<Value, Value> &same) {
+    return later != earlier && later->hasAttr(kRematAttr) && earlier->hasAttr(kRematAttr) &&
+           !viewSource(earlier) &&
+           later->getBlock() == earlier->getBlock() && earlier->isBeforeInBlock(later) &&
+           OperationEquivalence::isEquivalentTo(
+               earlier, later,
+               [&](Value a, Value b) { return success(a == b || same.lookup(b) == a); },
+               nullptr, OperationEquivalence::IgnoreLocations);
+  }
+
+  /// The pairs (earlier, later) merging `later` into `earlier` brings,
+  /// their readers that then compute the same included.
+  void collect(Operation *earlier, Operation *later,
+               SmallVectorImpl<std::pair<Operation *, Operation *>> &pairs,
+               llvm::DenseMap<Value, Value> &same) {
+    pairs.push_back({earlier, later});
+    same[later->getResult(0)] = earlier->getResult(0);
+    for (Operation *a : earlier->getUsers())
+      for (Operation *b : later->getUsers())
+        if (!same.count(b->getResult(0)) && duplicates(a, b, same))
+          collect(a, b, pairs, same);
+  }
+
+  /// The activation bytes at the peak once each pair's later clone is
+  /// gone and its earlier one lives until the later one's last read.
+  int64_t peakAfter(ArrayRef<std::pair<Operation *, Operation *>> pairs) const {
+    std::vector<int64_t> last(l.buffers.size()), delta(l.numPoints + 2, 0);
+    for (size_t i = 0; i < l.buffers.size(); ++i)
+      last[i] = l.buffers[i].last;
+    llvm::DenseSet<int> gone;
+    for (auto [earlier, later] : pairs) {
+      int e = l.homes.lookup(earlier->getResult(0)).buffer;
+      int g = l.homes.lookup(later->getResult(0)).buffer;
+      if (e < 0 || g < 0)
+        return std::numeric_limits<int64_t>::max();
+      last[e] = std::max(last[e], l.buffers[g].last);
+      gone.insert(g);
+    }
+    for (size_t i = 0; i < l.buffers.size(); ++i) {
+      if (gone.count(static_cast<int>(i)))
+        continue;
+      delta[l.buffers[i].first] += l.buffers[i].size;
+      delta[last[i] + 1] -= l.buffers[i].size;
+    }
+    int64_t live = 0, peak = 0;
+    for (int64_t v : delta)
+      peak = std::max(peak, live += v);
+    return peak;
+  }
+
+  /// One merge that fits (its pairs), or none.
+  SmallVector<std::pair<Operation *, Operation *>> next() {
+    for (Operation &op : const_cast<func::FuncOp &>(l.fn).getBody().front()) {
+      if (!op.hasAttr(kRematAttr) || op.getNumOperands() == 0 || op.getNumResults() != 1)
+        continue;
+      for (Operation *later : op.getOperand(0).getUsers()) {
+        llvm::DenseMap<Value, Value> same;
+        if (!duplicates(&op, later, same))
+          continue;
+        SmallVector<std::pair<Operation *, Operation *>> pairs;
+        collect(&op, later, pairs, same);
+        if (l.argumentBytes() + peakAfter(pairs) <= limit)
+          return pairs;
+      }
+    }
+    return {};
+  }
+
+  /// Makes the later clones' readers read the earlier ones; erases them.
+  static void merge(ArrayRef<std::pair<Operation *, Operation *>> pairs) {
+    for (auto [earlier, later] : pairs)
+      later->replaceAllUsesWith(earlier);
+    for (auto [earlier, later] : llvm::reverse(pairs))
+      later->erase();
   }
 };
 
@@ -251,11 +340,18 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
         if (!best)
           break;
         ++values;
-        ops += static_cast<int64_t>(best->chain.size());
-        extraFlops += best->flops;
-        extraCost += best->cost;
         kinds[l->buffers[best->buffer].value.getDefiningOp()->getName().stripDialect().str()]++;
         r.apply(*best);
+        l = BufferLiveness::compute(fn, alignment, "gpt-rematerialize");
+        if (failed(l))
+          return failure();
+      }
+      // Clones of the same ops share them where the estimate still fits.
+      for (;;) {
+        auto pairs = CloneMerger{*l, budget - slack}.next();
+        if (pairs.empty())
+          break;
+        CloneMerger::merge(pairs);
         l = BufferLiveness::compute(fn, alignment, "gpt-rematerialize");
         if (failed(l))
           return failure();
@@ -268,6 +364,14 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
       slack = std::max<int64_t>(slack + 1, placed - estimate);
     }
 
+    // What the plan adds, merged clones counted once.
+    fn.walk([&](Operation *op) {
+      if (!op->hasAttr(kRematAttr))
+        return;
+      ++ops;
+      extraFlops += opFlops(op);
+      extraCost += opCost(op);
+    });
     numValues = values;
     numOps = ops;
     Builder b(fn.getContext());

@@ -93,3 +93,39 @@ func.func @f(%x: tensor<64xf32> {gpt.input = "x"}) -> (tensor<64xf32>, tensor<64
   %c = gpt.neg %b : tensor<64xf32>
   return %r#0, %r#1, %c : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
 }
+
+// -----
+
+// Tests that a cross_entropy_grad writes its gradient over logits nothing
+// reads after it (same offset).
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.matmul {{.*}} {gpt.offsets = array<i64: [[L:[0-9]+]]>,
+// CHECK: gpt.cross_entropy_grad {{.*}} {gpt.offsets = array<i64: [[L]]>
+// CHECK: return
+func.func @f(%x: tensor<2x4x8xbf16> {gpt.input = "x"}, %w: tensor<16x8xbf16> {gpt.param = "w"},
+             %t: tensor<2x4xi32> {gpt.input = "t"}) -> (tensor<f32>, tensor<2x4x16xbf16>) {
+  %logits = gpt.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xbf16>, tensor<16x8xbf16>) -> tensor<2x4x16xbf16>
+  %loss = gpt.cross_entropy %logits, %t {vocab_size = 13 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  %d = gpt.cross_entropy_grad %loss, %logits, %t {vocab_size = 13 : i64} : (tensor<f32>, tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<2x4x16xbf16>
+  return %loss, %d : tensor<f32>, tensor<2x4x16xbf16>
+}
+
+// -----
+
+// Tests that logits read after their cross_entropy_grad keep their own
+// buffer: the gradient gets another.
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.matmul {{.*}} {gpt.offsets = array<i64: 0>,
+// CHECK: gpt.cross_entropy_grad {{.*}} {gpt.offsets = array<i64: 512>
+// CHECK: gpt.neg {{.*}} {gpt.offsets = array<i64: 256>}
+// CHECK: return
+func.func @f(%x: tensor<2x4x8xbf16> {gpt.input = "x"}, %w: tensor<16x8xbf16> {gpt.param = "w"},
+             %t: tensor<2x4xi32> {gpt.input = "t"}) -> (tensor<2x4x16xbf16>, tensor<2x4x16xbf16>) {
+  %logits = gpt.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xbf16>, tensor<16x8xbf16>) -> tensor<2x4x16xbf16>
+  %loss = gpt.cross_entropy %logits, %t {vocab_size = 13 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  %d = gpt.cross_entropy_grad %loss, %logits, %t {vocab_size = 13 : i64} : (tensor<f32>, tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<2x4x16xbf16>
+  %n = gpt.neg %logits : tensor<2x4x16xbf16>
+  return %d, %n : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>
+}

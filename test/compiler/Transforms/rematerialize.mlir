@@ -108,3 +108,34 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gp
   %f = gpt.add %e, %h : tensor<1024x1024xf32>
   return %f : tensor<1024x1024xf32>
 }
+
+// -----
+
+// Tests that two values rebuilt from the same ops share them: %a (cheap)
+// is rebuilt first, before its read in %u; then %b, read earlier in %t,
+// is rebuilt from %a's ops again. The later copies of tanh and neg merge
+// into the earlier ones, which %u then reads (the peak stays 20 MiB).
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: ops = 3 : i64
+// CHECK:      %[[S2:.*]] = gpt.add %{{.*}}, %0 :
+// CHECK-NEXT: %[[N2:.*]] = gpt.tanh %arg0 {gpt.remat}
+// CHECK-NEXT: %[[A2:.*]] = gpt.neg %[[N2]] {gpt.remat}
+// CHECK-NEXT: %[[B2:.*]] = gpt.matmul %[[A2]], %arg0 {gpt.remat}
+// CHECK-NEXT: %[[T:.*]] = gpt.mul %[[S2]], %[[B2]]
+// CHECK-NEXT: gpt.add %[[T]], %[[A2]]
+// CHECK-NOT:  gpt.remat
+// expected-remark @+1 {{recomputes 2 values (3 ops: matmul x1, neg x1)}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+  %r = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
+  %n = gpt.tanh %x : tensor<1024x1024xf32>
+  %a = gpt.neg %n : tensor<1024x1024xf32>
+  %b = gpt.matmul %a, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %p = gpt.exp %x : tensor<1024x1024xf32>
+  %q = gpt.neg %p : tensor<1024x1024xf32>
+  %s = gpt.add %p, %q : tensor<1024x1024xf32>
+  %s2 = gpt.add %s, %r : tensor<1024x1024xf32>
+  %t = gpt.mul %s2, %b : tensor<1024x1024xf32>
+  %u = gpt.add %t, %a : tensor<1024x1024xf32>
+  return %u : tensor<1024x1024xf32>
+}
