@@ -105,6 +105,40 @@ int64_t elementsPerThread(int64_t n) {
   return 1;
 }
 
+/// Thread i of a vectorized elementwise kernel takes the u consecutive
+/// elements [u i, u i + u) (a warp's loads and stores are then 16-byte
+/// vectors covering 512 consecutive bytes, where the strided order issues
+/// 2-byte accesses). An input of `size` elements read at one of those
+/// indices comes in whole as vector loads on its first read; an output
+/// written at all of them gets vector stores. The values, and so the bits,
+/// are those of the strided order.
+struct ElementChunk {
+  KB &k;
+  Value base;
+  SmallVector<Value> at; // base + e
+  int64_t size = 0;      // elements of the tensors read whole
+  llvm::DenseMap<Value, SmallVector<Value>> loaded;
+
+  ElementChunk(KB &k, Value i, int64_t u) : k(k), base(k.mul(i, k.idx(u))) {
+    for (int64_t e = 0; e < u; ++e)
+      at.push_back(e == 0 ? base : k.add(base, k.idx(e)));
+  }
+  /// mem[index]: from mem's vector loads when index is one of the chunk's
+  /// and mem has `size` elements, else a scalar load.
+  Value load(Value mem, Value index) {
+    auto e = llvm::find(at, index);
+    if (e == at.end() || llvm::cast<MemRefType>(mem.getType()).getNumElements() != size)
+      return k.ld(mem, index);
+    auto it = loaded.find(mem);
+    if (it == loaded.end())
+      it = loaded.try_emplace(mem, k.ldConsecutive(mem, base, static_cast<int64_t>(at.size())))
+               .first;
+    return it->second[e - at.begin()];
+  }
+  /// values[e] to mem[at[e]] as vector stores.
+  void store(ArrayRef<Value> values, Value mem) { k.stConsecutive(values, mem, base); }
+};
+
 /// Elementwise `op` at index `i`, in the compute type: the one definition
 /// that single-op kernels and gpt.fusion kernels share. `operand(j, at)`
 /// gives operand j at index `at` (a bias is read at i modulo its length).
@@ -355,6 +389,21 @@ private:
 
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerElementwise(Operation *op);
+  /// Whether an elementwise kernel of u elements per thread over
+  /// `tensors` takes them as consecutive chunks (ElementChunk): vector
+  /// access, and every tensor aligned for its vectors.
+  bool vectorChunks(ArrayRef<Value> tensors, int64_t u) {
+    if (!options.vectorAccess || u == 1)
+      return false;
+    for (Value v : tensors) {
+      const TensorInfo &info = result.tensors[tensorOf.lookup(v)];
+      int64_t width = std::max<int64_t>(info.elementType.getIntOrFloatBitWidth() / 8, 1);
+      int64_t bytes = std::min<int64_t>(16, u * width);
+      if (info.offset % bytes)
+        return false;
+    }
+    return true;
+  }
   LogicalResult lowerFusion(FusionOp op);
   LogicalResult lowerLayerNormGrad(Operation *op, Value dy, Value x, Value w, Value dx, Value dw,
                                    Value db, Value residual, Value narrow, double eps);
@@ -1777,13 +1826,27 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
   int64_t n = numel(res);
   if (const char *name = elementwiseName(op)) {
     int64_t u = elementsPerThread(n), threads = n / u;
-    launch(op, key, name, types, args, threads,
+    SmallVector<Value> tensors(op->getOperands());
+    tensors.push_back(res);
+    bool chunk = vectorChunks(tensors, u);
+    launch(op, key + (chunk ? ",chunk" : ""), name, types, args, threads,
            [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
              KB k{b, loc};
-             k.storeStrided(i, u, threads, [&](Value at) {
-               Value y = elementAt(k, op, at, [&](unsigned j, Value x) { return k.ld(a[j], x); });
-               return SmallVector<KB::Store>{{y, a.back(), at}};
-             });
+             if (!chunk) {
+               k.storeStrided(i, u, threads, [&](Value at) {
+                 Value y =
+                     elementAt(k, op, at, [&](unsigned j, Value x) { return k.ld(a[j], x); });
+                 return SmallVector<KB::Store>{{y, a.back(), at}};
+               });
+               return;
+             }
+             ElementChunk c(k, i, u);
+             c.size = n;
+             SmallVector<Value> ys;
+             for (Value at : c.at)
+               ys.push_back(
+                   elementAt(k, op, at, [&](unsigned j, Value x) { return c.load(a[j], x); }));
+             c.store(ys, a.back());
            });
     return success();
   }
@@ -1884,13 +1947,27 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
 
   size_t numIn = fusion.getInputs().size();
   Operation *yieldOp = yield.getOperation();
-  // Results of one size: several elements per thread (elementsPerThread).
-  int64_t u = sizes.size() == 1 ? elementsPerThread(sizes.front()) : 1;
+  // Vector chunks when u divides every size; else several strided
+  // elements per thread for results of one size (elementsPerThread).
+  int64_t uc = 1;
+  for (int64_t c : {8, 4, 2})
+    if (uc == 1 && sizes.front() / c >= 1024 &&
+        llvm::all_of(sizes, [&](int64_t n) { return n % c == 0; }))
+      uc = c;
+  SmallVector<Value> tensors(fusion.getInputs());
+  llvm::append_range(tensors, fusion.getResults());
+  bool chunk = vectorChunks(tensors, uc);
+  int64_t u = chunk ? uc : sizes.size() == 1 ? elementsPerThread(sizes.front()) : 1;
   int64_t threads = sizes.front() / u;
+  if (chunk)
+    key += ",chunk";
   launch(fusion, key, "fusion", types, args, threads,
          [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
            KB k{b, loc};
            OpBuilder::InsertionGuard g(b);
+           std::optional<ElementChunk> c;
+           if (chunk)
+             c.emplace(k, i, u);
            // (value, index) -> its element, rounded as if stored.
            std::map<std::pair<void *, void *>, Value> memo;
            std::function<Value(Value, Value)> eval = [&](Value v, Value at) -> Value {
@@ -1899,7 +1976,8 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
                return it->second;
              Value y;
              if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
-               y = k.ld(a[arg.getArgNumber()], at);
+               Value mem = a[arg.getArgNumber()];
+               y = c ? c->load(mem, at) : k.ld(mem, at);
              } else {
                Operation *op = v.getDefiningOp();
                y = elementAt(k, op, at, [&](unsigned j, Value idx) {
@@ -1912,23 +1990,40 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
              memo[memoKey] = y;
              return y;
            };
-           if (sizes.size() == 1) {
-             k.storeStrided(i, u, threads, [&](Value at) {
-               SmallVector<KB::Store> stores;
-               for (auto [j, v] : llvm::enumerate(yieldOp->getOperands()))
-                 stores.push_back({eval(v, at), a[numIn + j], at});
-               return stores;
-             });
-             return;
-           }
-           for (auto [level, size] : llvm::enumerate(sizes)) {
-             if (level > 0) {
-               auto guard = scf::IfOp::create(b, loc, k.cmpUlt(i, k.idx(size)), false);
-               b.setInsertionPointToStart(&guard.getThenRegion().front());
-             }
+           auto storesAt = [&](Value at, int64_t size) {
+             SmallVector<KB::Store> stores;
              for (auto [j, v] : llvm::enumerate(yieldOp->getOperands()))
                if (numel(v) == size)
-                 k.st(eval(v, i), a[numIn + j], i);
+                 stores.push_back({eval(v, at), a[numIn + j], at});
+             return stores;
+           };
+           if (!c && sizes.size() == 1) {
+             k.storeStrided(i, u, threads, [&](Value at) { return storesAt(at, sizes.front()); });
+             return;
+           }
+           // Sizes largest first, each level guarded inside the previous.
+           for (auto [level, size] : llvm::enumerate(sizes)) {
+             Value first = c ? c->base : i;
+             if (level > 0) {
+               auto guard = scf::IfOp::create(b, loc, k.cmpUlt(first, k.idx(size)), false);
+               b.setInsertionPointToStart(&guard.getThenRegion().front());
+             }
+             if (!c) {
+               for (const KB::Store &st : storesAt(i, size))
+                 k.st(st.value, st.mem, st.index);
+               continue;
+             }
+             // Result by result: a cast of each of many weights keeps one
+             // input's vectors in registers at a time.
+             c->size = size;
+             for (auto [j, v] : llvm::enumerate(yieldOp->getOperands())) {
+               if (numel(v) != size)
+                 continue;
+               SmallVector<Value> ys;
+               for (Value at : c->at)
+                 ys.push_back(eval(v, at));
+               c->store(ys, a[numIn + j]);
+             }
            }
          });
   return success();

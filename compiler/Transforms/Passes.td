@@ -503,7 +503,15 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
     peak before/after in bytes, FLOPs of the step and extra FLOPs) and
     summarised in a remark; a budget no plan reaches is an error naming the
     budget and the best peak found. Recomputation runs the same ops on the
-    same inputs, so training is bit-identical.
+    same inputs, so training is bit-identical, with one exception: where
+    gpt-fuse-matmul-epilogue later folds a GELU into its GEMM, the forward
+    takes it from the unrounded accumulator and a recomputed copy from the
+    stored bf16 pre-activation (they differ in the last bf16 bit at
+    places; `--matmul-epilogues=gelu-grad` keeps the bits).
+
+    A clone that computes what an earlier clone does (both rebuilt from
+    the same values) reads the earlier one's result instead, where the
+    peak estimate allows the longer life: one launch fewer.
 
     Where it runs: after gpt-insert-all-reduce and right before
     gpt-plan-memory (no CSE in between: it would merge the clones back).
