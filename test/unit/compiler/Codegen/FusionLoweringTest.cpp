@@ -4,9 +4,10 @@
 // without gpt-fuse-adamw and the fused cross-entropy, and counts the kernel
 // launches of each op: one for all AdamW updates (one per gradient element
 // type in bf16), and one row launch per direction of the cross-entropy
-// (plus the forward's mean). Also builds the layernorm row kernels' bodies
-// to check that a warp keeps a row that fits in registers: each element
-// loaded once, no loop.
+// (plus the forward's mean), whose gradient overwrites the logits. Also
+// builds kernel bodies to check that a warp keeps a layernorm row that fits
+// in registers (each element loaded once, no loop), and that elementwise
+// kernels use vector loads and stores where the target has them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +37,8 @@ protected:
   std::optional<codegen::Lowered> lowered;
 
   void lower(bool fuseAdamW, bool fuseCrossEntropy, const std::string &precision = "fp32",
-             bool narrowGrads = true, const std::string &preset = "tiny", int64_t lanes = 32) {
+             bool narrowGrads = true, const std::string &preset = "tiny", int64_t lanes = 32,
+             bool vectorAccess = false) {
     ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
       o.fuseAdamW = fuseAdamW;
       o.narrowGrads = narrowGrads;
@@ -45,6 +47,7 @@ protected:
     codegen::LoweringOptions options;
     options.rowLanes = lanes;
     options.fusedCrossEntropy = fuseCrossEntropy;
+    options.vectorAccess = vectorAccess;
     auto result = codegen::lowerPrograms(*module, {"train_step"}, options);
     ASSERT_TRUE(mlir::succeeded(result)) << diagnostics;
     lowered = std::move(*result);
@@ -98,6 +101,10 @@ TEST_F(FusionLoweringTest, FusedCrossEntropyIsOneRowLaunchPerDirection) {
     EXPECT_EQ(kernels["gpt.cross_entropy_grad"][0].rfind("crossentropy_backward_fused", 0), 0u);
     ASSERT_EQ(ceGrad.size(), 1u);
     EXPECT_EQ(ceGrad[0].args.size(), 5u) << "no saved log-sum-exp operand";
+    // The gradient overwrites the logits (arguments 1 and 3).
+    const auto &tensors = lowered->tensors;
+    EXPECT_EQ(tensors[ceGrad[0].args[1].tensor].offset, tensors[ceGrad[0].args[3].tensor].offset)
+        << precision;
   }
 }
 
@@ -161,6 +168,62 @@ TEST_F(FusionLoweringTest, WarpRowKernelsReadEachRowOnce) {
   auto [loops, loads] = loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 1);
   EXPECT_GT(loops, 0);
   EXPECT_GT(loads, 1);
+}
+
+/// Vector and scalar memory accesses in the body of the first kernel named
+/// `prefix...`.
+struct Accesses {
+  int vectorLoads = 0, vectorStores = 0, scalarLoads = 0, scalarStores = 0, kernels = 0;
+};
+Accesses accessesOf(mlir::MLIRContext &context, const codegen::Lowered &lowered,
+                    const std::string &prefix) {
+  context.loadDialect<mlir::arith::ArithDialect, mlir::gpu::GPUDialect, mlir::math::MathDialect,
+                      mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
+                      mlir::vector::VectorDialect, mlir::func::FuncDialect>();
+  Accesses n;
+  for (const codegen::KernelDef &k : lowered.kernels) {
+    if (k.name.rfind(prefix, 0) != 0)
+      continue;
+    ++n.kernels;
+    mlir::OpBuilder b(&context);
+    mlir::Location loc = b.getUnknownLoc();
+    auto owner = mlir::ModuleOp::create(loc);
+    b.setInsertionPointToEnd(owner.getBody());
+    std::vector<mlir::Type> types(k.argTypes);
+    types.push_back(b.getIndexType());
+    auto fn = mlir::func::FuncOp::create(b, loc, "body", b.getFunctionType(types, {}));
+    mlir::Block *entry = fn.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    k.body(b, loc, entry->getArguments().back(), entry->getArguments().drop_back());
+    mlir::func::ReturnOp::create(b, loc);
+    fn.walk([&](mlir::Operation *op) {
+      n.vectorLoads += llvm::isa<mlir::vector::LoadOp>(op);
+      n.vectorStores += llvm::isa<mlir::vector::StoreOp>(op);
+      n.scalarLoads += llvm::isa<mlir::memref::LoadOp>(op);
+      n.scalarStores += llvm::isa<mlir::memref::StoreOp>(op);
+    });
+    owner->erase();
+    break;
+  }
+  return n;
+}
+
+// mini bf16: the first fusion, which casts the f32 weights to bf16 at the
+// step's start. With vector access (CUDA) a thread reads 8 consecutive elements of
+// each weight as 16-byte vectors and writes them as one: no scalar access.
+// Without (Host), one element per thread, scalar loads and stores.
+TEST_F(FusionLoweringTest, ElementwiseKernelsUseVectorsWithVectorAccess) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32, /*vectorAccess=*/true));
+  Accesses v = accessesOf(context, *lowered, "fusion");
+  ASSERT_GT(v.kernels, 0);
+  EXPECT_GT(v.vectorLoads, 0);
+  EXPECT_GT(v.vectorStores, 0);
+  EXPECT_EQ(v.scalarStores, 0);
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 1, /*vectorAccess=*/false));
+  Accesses s = accessesOf(context, *lowered, "fusion");
+  EXPECT_EQ(s.vectorLoads + s.vectorStores, 0);
+  EXPECT_GT(s.scalarLoads, 0);
+  EXPECT_GT(s.scalarStores, 0);
 }
 
 } // namespace
