@@ -1199,16 +1199,23 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
       // Per half stage: k.q and v.dy on wgmma (queries as the N of a
       // K-major B), P and dS in registers, then dv += P^T dy and
       // dk += dS^T q with the queries as an MN-major B.
+      // The scores of half h + 1 go in one wgmma group with the gradient
+      // products of half h: independent, they overlap on the tensor cores.
       auto step = [&]() -> SmallVector<Value> {
         SmallVector<Value> dv(cur.begin(), cur.begin() + 4 * dTiles);
         SmallVector<Value> dk(cur.begin() + 4 * dTiles, cur.end());
-        for (int64_t h = 0; h < kStage / kHalf; ++h) {
-          SmallVector<Value> qd, dyd, qc, dyc;
+        auto scoreProducts = [&](int64_t h) {
+          SmallVector<Value> qd, dyd;
           for (int64_t i = 0; i < d / kTile; ++i) {
             qd.push_back(rowsDescriptor(k, sQ, i, kHalf * h));
             dyd.push_back(rowsDescriptor(k, sDy, i, kHalf * h));
           }
-          auto sp = warpgroupMmas(w, {{ka, qd, {}, kHalf, false}, {va, dyd, {}, kHalf, false}});
+          return SmallVector<WarpgroupProduct>{{ka, qd, {}, kHalf, false},
+                                               {va, dyd, {}, kHalf, false}};
+        };
+        auto sp = warpgroupMmas(w, scoreProducts(0));
+        for (int64_t h = 0; h < kStage / kHalf; ++h) {
+          SmallVector<Value> qc, dyc;
           SmallVector<Frag> p = tilesOf(sp[0]), ds = tilesOf(sp[1]);
           SmallVector<Frag> pa, dsa;
           for (int64_t j = 0; j < kHalf / kTile; ++j) {
@@ -1221,9 +1228,14 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
             dyc.push_back(columnsDescriptor(k, sDy, q / kTile));
             qc.push_back(columnsDescriptor(k, sQ, q / kTile));
           }
-          auto grads = warpgroupMmas(w, {{pa, dyc, dv, d, true}, {dsa, qc, dk, d, true}});
-          dv = grads[0];
-          dk = grads[1];
+          SmallVector<WarpgroupProduct> group = {{pa, dyc, dv, d, true}, {dsa, qc, dk, d, true}};
+          if (h + 1 < kStage / kHalf)
+            llvm::append_range(group, scoreProducts(h + 1));
+          auto out = warpgroupMmas(w, group);
+          dv = out[0];
+          dk = out[1];
+          if (h + 1 < kStage / kHalf)
+            sp = {out[2], out[3]};
         }
         dv.append(dk.begin(), dk.end());
         return dv;
