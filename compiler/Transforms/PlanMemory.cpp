@@ -172,8 +172,15 @@ LogicalResult gptc::verifyMemoryPlan(func::FuncOp fn) {
     for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef())) {
       if (off < 0)
         continue; // in place in an argument
-      if (overwrittenOperand(llvm::cast<OpResult>(r)))
-        continue; // in place in its operand, whose lifetime covers it
+      if (Value src = overwrittenOperand(llvm::cast<OpResult>(r))) {
+        // In place in its operand, whose lifetime covers it: the same bytes.
+        auto srcOffsets = src.getDefiningOp()->getAttrOfType<DenseI64ArrayAttr>(kOffsetsAttr);
+        unsigned n = llvm::cast<OpResult>(src).getResultNumber();
+        if (!srcOffsets || srcOffsets.asArrayRef()[n] != off)
+          return op.emitOpError("overwrites an operand in place at offset ")
+                 << off << ", not at the operand's";
+        continue;
+      }
       int64_t size = tensorBytes(r.getType());
       if (off + size > pool)
         return op.emitOpError("buffer [") << off << ", " << off + size

@@ -23,7 +23,6 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
-#include <limits>
 #include <map>
 
 namespace gptc {
@@ -224,22 +223,39 @@ struct CloneMerger {
     same[later->getResult(0)] = earlier->getResult(0);
     for (Operation *a : earlier->getUsers())
       for (Operation *b : later->getUsers())
-        if (!same.count(b->getResult(0)) && duplicates(a, b, same))
+        if (a->getNumResults() == 1 && b->getNumResults() == 1 &&
+            !same.count(a->getResult(0)) && !same.count(b->getResult(0)) &&
+            duplicates(a, b, same))
           collect(a, b, pairs, same);
   }
 
+  /// A clone whose bytes are its own: no other value lives in its buffer
+  /// and no reader overwrites it in place (more readers could change that).
+  bool ownsBuffer(Operation *clone) const {
+    Value v = clone->getResult(0);
+    BufferHome h = l.homes.lookup(v);
+    if (h.buffer < 0 || l.buffers[h.buffer].value != v)
+      return false;
+    for (Operation *user : v.getUsers())
+      for (OpResult r : user->getResults())
+        if (overwrittenOperand(r) == v)
+          return false;
+    return true;
+  }
+
   /// The activation bytes at the peak once each pair's later clone is
-  /// gone and its earlier one lives until the later one's last read.
-  int64_t peakAfter(ArrayRef<std::pair<Operation *, Operation *>> pairs) const {
+  /// gone and its earlier one lives until the later one's last read; none
+  /// when a clone shares its bytes (the estimate would not hold).
+  std::optional<int64_t> peakAfter(ArrayRef<std::pair<Operation *, Operation *>> pairs) const {
     std::vector<int64_t> last(l.buffers.size()), delta(l.numPoints + 2, 0);
     for (size_t i = 0; i < l.buffers.size(); ++i)
       last[i] = l.buffers[i].last;
     llvm::DenseSet<int> gone;
     for (auto [earlier, later] : pairs) {
+      if (!ownsBuffer(earlier) || !ownsBuffer(later))
+        return std::nullopt;
       int e = l.homes.lookup(earlier->getResult(0)).buffer;
       int g = l.homes.lookup(later->getResult(0)).buffer;
-      if (e < 0 || g < 0)
-        return std::numeric_limits<int64_t>::max();
       last[e] = std::max(last[e], l.buffers[g].last);
       gone.insert(g);
     }
@@ -266,7 +282,8 @@ struct CloneMerger {
           continue;
         SmallVector<std::pair<Operation *, Operation *>> pairs;
         collect(&op, later, pairs, same);
-        if (l.argumentBytes() + peakAfter(pairs) <= limit)
+        std::optional<int64_t> peak = peakAfter(pairs);
+        if (peak && l.argumentBytes() + *peak <= limit)
           return pairs;
       }
     }

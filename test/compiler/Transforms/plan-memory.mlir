@@ -129,3 +129,37 @@ func.func @f(%x: tensor<2x4x8xbf16> {gpt.input = "x"}, %w: tensor<16x8xbf16> {gp
   %n = gpt.neg %logits : tensor<2x4x16xbf16>
   return %d, %n : tensor<2x4x16xbf16>, tensor<2x4x16xbf16>
 }
+
+// -----
+
+// Tests that a cross_entropy_grad never writes over logits that are an
+// argument: the gradient gets an activation buffer.
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.cross_entropy_grad {{.*}} {gpt.offsets = array<i64: 256>
+// CHECK: return
+func.func @f(%logits: tensor<2x4x16xbf16> {gpt.input = "logits"},
+             %t: tensor<2x4xi32> {gpt.input = "t"}) -> (tensor<f32>, tensor<2x4x16xbf16>) {
+  %loss = gpt.cross_entropy %logits, %t {vocab_size = 13 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  %d = gpt.cross_entropy_grad %loss, %logits, %t {vocab_size = 13 : i64} : (tensor<f32>, tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<2x4x16xbf16>
+  return %loss, %d : tensor<f32>, tensor<2x4x16xbf16>
+}
+
+// -----
+
+// Tests that logits read after their cross_entropy_grad through a view
+// (made before it) keep their own buffer.
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.matmul {{.*}} {gpt.offsets = array<i64: 0>,
+// CHECK: gpt.cross_entropy_grad {{.*}} {gpt.offsets = array<i64: 512>
+// CHECK: return
+func.func @f(%x: tensor<2x4x8xbf16> {gpt.input = "x"}, %w: tensor<16x8xbf16> {gpt.param = "w"},
+             %t: tensor<2x4xi32> {gpt.input = "t"}) -> (tensor<2x4x16xbf16>, tensor<8x16xbf16>) {
+  %logits = gpt.matmul %x, %w {transpose_rhs} : (tensor<2x4x8xbf16>, tensor<16x8xbf16>) -> tensor<2x4x16xbf16>
+  %loss = gpt.cross_entropy %logits, %t {vocab_size = 13 : i64} : (tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<f32>
+  %v = gpt.reshape %logits : tensor<2x4x16xbf16> to tensor<8x16xbf16>
+  %d = gpt.cross_entropy_grad %loss, %logits, %t {vocab_size = 13 : i64} : (tensor<f32>, tensor<2x4x16xbf16>, tensor<2x4xi32>) -> tensor<2x4x16xbf16>
+  %n = gpt.neg %v : tensor<8x16xbf16>
+  return %d, %n : tensor<2x4x16xbf16>, tensor<8x16xbf16>
+}

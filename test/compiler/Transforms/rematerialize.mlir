@@ -139,3 +139,32 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gp
   %u = gpt.add %t, %a : tensor<1024x1024xf32>
   return %u : tensor<1024x1024xf32>
 }
+
+// -----
+
+// Tests that clones of the same ops stay apart where sharing them would
+// break the budget: %a's rebuild before %u and %b's before %t both compute
+// tanh and neg, but one shared neg living from %t to %u would hold 24 MiB
+// there (with %r, %s, %b's copy and %t).
+
+// CHECK-LABEL: func.func @f
+// CHECK:      %[[S:.*]] = gpt.add %{{.*}}, %{{.*}} :
+// CHECK:      gpt.tanh %arg0 {gpt.remat}
+// CHECK:      gpt.mul %[[S]]
+// CHECK-NEXT: %[[N3:.*]] = gpt.tanh %arg0 {gpt.remat}
+// CHECK-NEXT: %[[A3:.*]] = gpt.neg %[[N3]] {gpt.remat}
+// CHECK-NEXT: gpt.add %{{.*}}, %[[A3]]
+// expected-remark @+1 {{gpt-rematerialize: @f planned peak 28.00 MiB -> 20.00 MiB}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+  %r = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
+  %n = gpt.tanh %x : tensor<1024x1024xf32>
+  %a = gpt.neg %n : tensor<1024x1024xf32>
+  %b = gpt.matmul %a, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+  %p = gpt.exp %x : tensor<1024x1024xf32>
+  %q = gpt.neg %p : tensor<1024x1024xf32>
+  %s = gpt.add %p, %q : tensor<1024x1024xf32>
+  %t = gpt.mul %s, %b : tensor<1024x1024xf32>
+  %u = gpt.add %t, %a : tensor<1024x1024xf32>
+  %v = gpt.add %u, %r : tensor<1024x1024xf32>
+  return %v : tensor<1024x1024xf32>
+}

@@ -205,6 +205,7 @@ TEST_F(FusionLoweringTest, ElementwiseKernelsUseVectorsWithVectorAccess) {
   Accesses v = accessesOf(context, *lowered, "fusion");
   EXPECT_GT(v.vectorLoads, 0);
   EXPECT_GT(v.vectorStores, 0);
+  EXPECT_EQ(v.scalarLoads, 0);
   EXPECT_EQ(v.scalarStores, 0);
   ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 1, /*vectorAccess=*/false));
   Accesses s = accessesOf(context, *lowered, "fusion");
