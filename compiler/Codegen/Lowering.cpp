@@ -397,8 +397,11 @@ private:
       return false;
     for (Value v : tensors) {
       const TensorInfo &info = result.tensors[tensorOf.lookup(v)];
-      int64_t width = std::max<int64_t>(info.elementType.getIntOrFloatBitWidth() / 8, 1);
-      int64_t bytes = std::min<int64_t>(16, u * width);
+      // Whole bytes only: a vector of i1 would load packed bits.
+      int64_t bits = info.elementType.getIntOrFloatBitWidth();
+      if (bits % 8)
+        return false;
+      int64_t bytes = std::min<int64_t>(16, u * bits / 8);
       if (info.offset % bytes)
         return false;
     }
