@@ -94,13 +94,16 @@ Value geluGradOf(KB &k, Value x) {
                k.mul(k.mul(k.f(0.5, t), x), k.mul(sech2, k.mul(kk, poly))));
 }
 
-/// Elements per thread of an elementwise kernel over n elements: thread i
-/// takes i, i + n/u, ..., i + (u-1) n/u (coalesced at each step), and loads
-/// all u before it stores any, so u loads per input are in flight at once
-/// (a store could alias a later load; loads first keep them independent).
-int64_t elementsPerThread(int64_t n) {
+/// Elements per thread of an elementwise kernel over tensors of `sizes`
+/// elements (largest first): a u dividing every size, with at least 1024
+/// threads. Strided, thread i takes i, i + n/u, ..., i + (u-1) n/u
+/// (coalesced at each step), and loads all u before it stores any, so u
+/// loads per input are in flight at once (a store could alias a later
+/// load; loads first keep them independent); ElementChunk takes u
+/// consecutive ones.
+int64_t elementsPerThread(ArrayRef<int64_t> sizes) {
   for (int64_t u : {8, 4, 2})
-    if (n % u == 0 && n / u >= 1024)
+    if (sizes.front() / u >= 1024 && llvm::all_of(sizes, [&](int64_t n) { return n % u == 0; }))
       return u;
   return 1;
 }
@@ -135,8 +138,13 @@ struct ElementChunk {
                .first;
     return it->second[e - at.begin()];
   }
-  /// values[e] to mem[at[e]] as vector stores.
-  void store(ArrayRef<Value> values, Value mem) { k.stConsecutive(values, mem, base); }
+  /// valueAt(at[e]) to mem[at[e]] for every e, as vector stores.
+  void store(Value mem, function_ref<Value(Value)> valueAt) {
+    SmallVector<Value> values;
+    for (Value a : at)
+      values.push_back(valueAt(a));
+    k.stConsecutive(values, mem, base);
+  }
 };
 
 /// Elementwise `op` at index `i`, in the compute type: the one definition
@@ -1828,7 +1836,7 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
   args.push_back(t(res));
   int64_t n = numel(res);
   if (const char *name = elementwiseName(op)) {
-    int64_t u = elementsPerThread(n), threads = n / u;
+    int64_t u = elementsPerThread({n}), threads = n / u;
     SmallVector<Value> tensors(op->getOperands());
     tensors.push_back(res);
     bool chunk = vectorChunks(tensors, u);
@@ -1845,11 +1853,9 @@ LogicalResult Lowerer::lowerElementwise(Operation *op) {
              }
              ElementChunk c(k, i, u);
              c.size = n;
-             SmallVector<Value> ys;
-             for (Value at : c.at)
-               ys.push_back(
-                   elementAt(k, op, at, [&](unsigned j, Value x) { return c.load(a[j], x); }));
-             c.store(ys, a.back());
+             c.store(a.back(), [&](Value at) {
+               return elementAt(k, op, at, [&](unsigned j, Value x) { return c.load(a[j], x); });
+             });
            });
     return success();
   }
@@ -1950,17 +1956,14 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
 
   size_t numIn = fusion.getInputs().size();
   Operation *yieldOp = yield.getOperation();
-  // Vector chunks when u divides every size; else several strided
-  // elements per thread for results of one size (elementsPerThread).
-  int64_t uc = 1;
-  for (int64_t c : {8, 4, 2})
-    if (uc == 1 && sizes.front() / c >= 1024 &&
-        llvm::all_of(sizes, [&](int64_t n) { return n % c == 0; }))
-      uc = c;
+  // Vector chunks where they apply; else several strided elements per
+  // thread for results of one size.
+  int64_t u = elementsPerThread(sizes);
   SmallVector<Value> tensors(fusion.getInputs());
   llvm::append_range(tensors, fusion.getResults());
-  bool chunk = vectorChunks(tensors, uc);
-  int64_t u = chunk ? uc : sizes.size() == 1 ? elementsPerThread(sizes.front()) : 1;
+  bool chunk = vectorChunks(tensors, u);
+  if (!chunk && sizes.size() > 1)
+    u = 1;
   int64_t threads = sizes.front() / u;
   if (chunk)
     key += ",chunk";
@@ -2020,12 +2023,9 @@ LogicalResult Lowerer::lowerFusion(FusionOp fusion) {
              // input's vectors in registers at a time.
              c->size = size;
              for (auto [j, v] : llvm::enumerate(yieldOp->getOperands())) {
-               if (numel(v) != size)
-                 continue;
-               SmallVector<Value> ys;
-               for (Value at : c->at)
-                 ys.push_back(eval(v, at));
-               c->store(ys, a[numIn + j]);
+               Value result = v; // a lambda may not capture a structured binding
+               if (numel(result) == size)
+                 c->store(a[numIn + j], [&](Value at) { return eval(result, at); });
              }
            }
          });

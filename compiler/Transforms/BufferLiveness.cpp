@@ -3,6 +3,7 @@
 #include "compiler/Transforms/BufferLiveness.h"
 
 #include <algorithm>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -173,23 +174,29 @@ FailureOr<BufferLiveness> BufferLiveness::compute(func::FuncOp fn, int64_t align
   }
 
   // Bytes live at each point: +size at first, -size after last.
-  std::vector<int64_t> delta(l.numPoints + 2, 0);
-  for (const LiveBuffer &b : l.buffers) {
-    delta[b.first] += b.size;
-    delta[b.last + 1] -= b.size;
-  }
-  int64_t live = 0;
-  for (int64_t p = 0; p <= l.numPoints; ++p) {
-    live += delta[p];
-    if (live > l.peakBytes) {
-      l.peakBytes = live;
-      l.peakPoint = p;
-    }
-  }
+  std::tie(l.peakBytes, l.peakPoint) = peakLiveBytes(l.buffers, l.numPoints);
   for (auto [i, b] : llvm::enumerate(l.buffers))
     if (b.first <= l.peakPoint && l.peakPoint <= b.last)
       l.liveAtPeak.push_back(static_cast<int>(i));
   return l;
+}
+
+std::pair<int64_t, int64_t> peakLiveBytes(llvm::ArrayRef<LiveBuffer> buffers, int64_t numPoints) {
+  // Bytes live at each point: +size at first, -size after last.
+  std::vector<int64_t> delta(numPoints + 2, 0);
+  for (const LiveBuffer &b : buffers) {
+    delta[b.first] += b.size;
+    delta[b.last + 1] -= b.size;
+  }
+  int64_t live = 0, peak = 0, point = 0;
+  for (int64_t p = 0; p <= numPoints; ++p) {
+    live += delta[p];
+    if (live > peak) {
+      peak = live;
+      point = p;
+    }
+  }
+  return {peak, point};
 }
 
 int64_t placeBuffers(std::vector<LiveBuffer> &buffers) {

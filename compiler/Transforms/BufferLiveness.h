@@ -92,6 +92,10 @@ private:
 /// placed buffers with overlapping lifetimes; returns the pool size.
 int64_t placeBuffers(std::vector<LiveBuffer> &buffers);
 
+/// The largest sum of buffer sizes live at one of points 0 .. numPoints,
+/// and the first point that reaches it.
+std::pair<int64_t, int64_t> peakLiveBytes(llvm::ArrayRef<LiveBuffer> buffers, int64_t numPoints);
+
 } // namespace gptc
 
 #endif // GPTC_COMPILER_TRANSFORMS_BUFFERLIVENESS_H

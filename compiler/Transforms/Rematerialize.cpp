@@ -18,7 +18,6 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -174,9 +173,8 @@ struct Rematerializer {
       if (!rebuild(use->get(), q, b, 0, chain))
         return std::nullopt;
     c.chain.assign(chain.begin(), chain.end());
-    for (Operation *op : c.chain) {
+    for (Operation *op : c.chain)
       c.cost += opCost(op);
-    }
     return c;
   }
 
@@ -247,28 +245,16 @@ struct CloneMerger {
   /// gone and its earlier one lives until the later one's last read; none
   /// when a clone shares its bytes (the estimate would not hold).
   std::optional<int64_t> peakAfter(ArrayRef<std::pair<Operation *, Operation *>> pairs) const {
-    std::vector<int64_t> last(l.buffers.size()), delta(l.numPoints + 2, 0);
-    for (size_t i = 0; i < l.buffers.size(); ++i)
-      last[i] = l.buffers[i].last;
-    llvm::DenseSet<int> gone;
+    std::vector<LiveBuffer> buffers = l.buffers;
     for (auto [earlier, later] : pairs) {
       if (!ownsBuffer(earlier) || !ownsBuffer(later))
         return std::nullopt;
-      int e = l.homes.lookup(earlier->getResult(0)).buffer;
-      int g = l.homes.lookup(later->getResult(0)).buffer;
-      last[e] = std::max(last[e], l.buffers[g].last);
-      gone.insert(g);
+      LiveBuffer &e = buffers[l.homes.lookup(earlier->getResult(0)).buffer];
+      LiveBuffer &g = buffers[l.homes.lookup(later->getResult(0)).buffer];
+      e.last = std::max(e.last, g.last);
+      g.size = 0; // gone with the later clone
     }
-    for (size_t i = 0; i < l.buffers.size(); ++i) {
-      if (gone.count(static_cast<int>(i)))
-        continue;
-      delta[l.buffers[i].first] += l.buffers[i].size;
-      delta[last[i] + 1] -= l.buffers[i].size;
-    }
-    int64_t live = 0, peak = 0;
-    for (int64_t v : delta)
-      peak = std::max(peak, live += v);
-    return peak;
+    return peakLiveBytes(buffers, l.numPoints).first;
   }
 
   /// One merge that fits (its pairs), or none.
