@@ -231,6 +231,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   lowering.rowLanes = cuda ? 32 : 1;
   lowering.vectorAccess = cuda;
   lowering.fusedCrossEntropy = options.fuseCrossEntropy;
+  lowering.crossEntropyOnePass = options.crossEntropyOnePass;
   lowering.blockThreads = options.blockSize;
   std::vector<std::string> names = {"init", "train_step", "forward"};
   // The pipeline always adds @logits (sampling); hand-built modules may not.

@@ -25,6 +25,7 @@ struct EmitOptions {
   /// (wgmma), which compiles the kernel module for sm_90a.
   bool warpgroupMma = true;
   bool fuseCrossEntropy = true; // LoweringOptions::fusedCrossEntropy
+  bool crossEntropyOnePass = true; // LoweringOptions::crossEntropyOnePass
   /// Called after each codegen stage (lowering, kernels, serialize), for
   /// a compile's progress display.
   std::function<void(llvm::StringRef stage)> onStage;

@@ -12,6 +12,7 @@
 
 #include "compiler/Codegen/FlashAttention.h"
 #include "compiler/Codegen/KernelBuilder.h"
+#include "compiler/Codegen/SharedMemory.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -565,39 +566,6 @@ Value swizzledOffset(KB &k, Value offset, int64_t pitch) {
   Value mask = k.idx(pitch / 16 - 1);
   Value bits = k.mul(k.urem(k.udiv(offset, k.idx(128)), k.add(mask, k.idx(1))), k.idx(16));
   return arith::XOrIOp::create(k.b, k.loc, offset, bits);
-}
-
-/// &base[offset] for a pointer to `elt` elements.
-Value elementPtr(KB &k, Value base, Type elt, Value offset) {
-  offset = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), offset);
-  return LLVM::GEPOp::create(k.b, k.loc, base.getType(), elt, base, ValueRange{offset});
-}
-
-LLVM::LLVMPointerType pointerType(KB &k, NVVM::NVVMMemorySpace space) {
-  return LLVM::LLVMPointerType::get(k.b.getContext(), static_cast<unsigned>(space));
-}
-
-/// The address of a kernel argument's first element, as a global pointer
-/// (cp.async's source space).
-Value globalPointer(KB &k, Value mem) {
-  Value at = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, mem);
-  at = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at);
-  Value generic = LLVM::IntToPtrOp::create(k.b, k.loc, LLVM::LLVMPointerType::get(k.b.getContext()), at);
-  return LLVM::AddrSpaceCastOp::create(k.b, k.loc, pointerType(k, NVVM::NVVMMemorySpace::Global),
-                                       generic);
-}
-
-/// The address of a shared buffer's first element.
-Value sharedPointer(KB &k, Value mem) {
-  Value at = memref::ExtractAlignedPointerAsIndexOp::create(k.b, k.loc, mem);
-  at = arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at);
-  return LLVM::IntToPtrOp::create(k.b, k.loc, pointerType(k, NVVM::NVVMMemorySpace::Shared), at);
-}
-
-/// cp.async of `bytes` (4, 8 or 16) from global `src` to shared `dst`.
-void copyAsync(KB &k, Value dst, Value src, int32_t bytes) {
-  auto cache = bytes == 16 ? NVVM::LoadCacheModifierKind::CG : NVVM::LoadCacheModifierKind::CA;
-  NVVM::CpAsyncOp::create(k.b, k.loc, dst, src, bytes, cache, Value());
 }
 
 /// Buffers per staged operand: stage s + kBuffers - 1 is copied while

@@ -2,6 +2,7 @@
 
 #include "compiler/Codegen/LossLowering.h"
 #include "compiler/Codegen/RowLanes.h"
+#include "compiler/Codegen/SharedMemory.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -50,6 +51,26 @@ Value logSumExp(RowLanes &r, Value x, Value base, int64_t n) {
   return k.add(m, k.log(s));
 }
 
+/// 2^x on the SFU (ex2.approx, subnormal results flushed to zero): CUDA only.
+Value exp2Approx(KB &k, Value x) {
+  return LLVM::CallIntrinsicOp::create(k.b, k.loc, k.b.getF32Type(),
+                                       k.b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                                       ValueRange{x})
+      .getResult(0);
+}
+
+constexpr double kLog2e = 1.4426950408889634;
+
+/// cond ? then() : otherwise(), both yielding values of the same types.
+SmallVector<Value> ifElseValues(OpBuilder &b, Location loc, Value cond,
+                                function_ref<SmallVector<Value>()> then,
+                                function_ref<SmallVector<Value>()> otherwise) {
+  auto op = scf::IfOp::create(
+      b, loc, cond, [&](OpBuilder &, Location l) { scf::YieldOp::create(b, l, then()); },
+      [&](OpBuilder &, Location l) { scf::YieldOp::create(b, l, otherwise()); });
+  return SmallVector<Value>(op.getResults());
+}
+
 } // namespace
 
 void buildCrossEntropyForwardRows(OpBuilder &b, Location loc, Value idx, ValueRange a,
@@ -84,6 +105,144 @@ void buildCrossEntropyBackwardRows(OpBuilder &b, Location loc, Value idx, ValueR
     Value d = k.mul(g, k.sub(p, k.select(hit, k.f(1, ft), k.f(0, ft))));
     return {{k.select(k.cmpUlt(col, k.idx(s.vocab)), d, k.f(0, ft)), a[3], i}};
   });
+}
+
+int64_t crossEntropyOnePassSharedBytes(const CrossEntropyShape &s, int64_t blockThreads) {
+  return s.paddedVocab * 2 + blockThreads / 32 * 2 * 4;
+}
+
+bool crossEntropyOnePassApplies(const CrossEntropyShape &s, Type logits, int64_t blockThreads) {
+  // sm_90 lets a block opt in to 227 KiB of shared memory.
+  return logits.getIntOrFloatBitWidth() == 16 && s.paddedVocab % 8 == 0 &&
+         blockThreads % 32 == 0 && crossEntropyOnePassSharedBytes(s, blockThreads) <= 227 * 1024;
+}
+
+void buildCrossEntropyOnePass(OpBuilder &b, Location loc, Value idx, ValueRange a,
+                              const CrossEntropyShape &s, int64_t blockThreads) {
+  KB k{b, loc};
+  Type f32 = b.getF32Type();
+  Type elt = llvm::cast<MemRefType>(a[0].getType()).getElementType();
+  int64_t warps = blockThreads / 32, vectors = s.paddedVocab / 8;
+  Value tid = k.urem(idx, k.idx(blockThreads)), row = k.udiv(idx, k.idx(blockThreads));
+  Value base = k.mul(row, k.idx(s.paddedVocab));
+  // Dynamic shared memory: the row, then each warp's (max, sum).
+  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
+  Value raw = gpu::DynamicSharedMemoryOp::create(
+      b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
+                              space));
+  Value rowSm = memref::ViewOp::create(
+      b, loc, MemRefType::get({s.paddedVocab}, elt, MemRefLayoutAttrInterface{}, space), raw,
+      k.idx(0), ValueRange{});
+  Value stats = memref::ViewOp::create(
+      b, loc, MemRefType::get({2 * warps}, f32, MemRefLayoutAttrInterface{}, space), raw,
+      k.idx(s.paddedVocab * 2), ValueRange{});
+
+  // The row into shared memory, 16 bytes per copy, all in flight at once.
+  Value from = globalPointer(k, a[0]), to = sharedPointer(k, rowSm);
+  for (int64_t j = 0; j * blockThreads < vectors; ++j) {
+    Value v = k.add(tid, k.idx(j * blockThreads));
+    auto copy = [&] {
+      Value at = k.mul(v, k.idx(8));
+      copyAsync(k, elementPtr(k, to, elt, at), elementPtr(k, from, elt, k.add(base, at)), 16);
+    };
+    if ((j + 1) * blockThreads <= vectors) {
+      copy();
+      continue;
+    }
+    auto op = scf::IfOp::create(b, loc, k.cmpUlt(v, k.idx(vectors)), /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&op.getThenRegion().front());
+    copy();
+  }
+  NVVM::CpAsyncCommitGroupOp::create(b, loc);
+  NVVM::CpAsyncWaitGroupOp::create(b, loc, 0);
+
+  // The thread's (max, sum of exp(x - max)) over its vectors (each thread
+  // reads back the vectors it copied), then the warp's in a fixed
+  // butterfly order, then the block's, folding the warps in order.
+  // Exponentials are 2^(x log2 e - max log2 e): one FMA and the SFU's ex2
+  // per element. Only the row's last vectors hold columns past the vocab.
+  Value log2e = k.f(kLog2e, f32);
+  auto vectorAt = [&](Value v) { return k.ldVector(rowSm, k.mul(v, k.idx(8)), 8); };
+  auto whole = [&](Value v) {
+    return k.cmpUlt(k.add(k.mul(v, k.idx(8)), k.idx(7)), k.idx(s.vocab));
+  };
+  auto masked = [&](Value v, SmallVector<Value> xs, Value fill) {
+    for (int64_t e = 0; e < 8; ++e) {
+      Value col = k.add(k.mul(v, k.idx(8)), k.idx(e));
+      xs[e] = k.select(k.cmpUlt(col, k.idx(s.vocab)), xs[e], fill);
+    }
+    return xs;
+  };
+  auto fold = [&](ArrayRef<Value> xs, ValueRange cur) {
+    Value m = cur[0];
+    for (Value x : xs)
+      m = k.fmax(m, x);
+    Value negM = k.mul(m, k.f(-kLog2e, f32));
+    Value sum = k.mul(cur[1], exp2Approx(k, k.mul(k.sub(cur[0], m), log2e)));
+    for (Value x : xs)
+      sum = k.add(sum, exp2Approx(k, math::FmaOp::create(b, loc, x, log2e, negM)));
+    return SmallVector<Value>{m, sum};
+  };
+  auto acc = k.loop(tid, k.idx(vectors), k.idx(blockThreads), {k.f(-FLT_MAX, f32), k.f(0, f32)},
+                    [&](Value v, ValueRange cur) {
+    SmallVector<Value> cv(cur);
+    return ifElseValues(b, loc, whole(v), [&] { return fold(vectorAt(v), cv); },
+                        [&] { return fold(masked(v, vectorAt(v), k.f(-FLT_MAX, f32)), cv); });
+  });
+  Value m = acc[0], sum = acc[1];
+  for (int32_t mask = 1; mask < 32; mask *= 2) {
+    auto other = [&](Value x) {
+      return gpu::ShuffleOp::create(b, loc, x, mask, 32, gpu::ShuffleMode::XOR).getShuffleResult();
+    };
+    std::tie(m, sum) = mergeStats(k, m, sum, other(m), other(sum));
+  }
+  Value warp = k.udiv(tid, k.idx(32));
+  {
+    auto first = scf::IfOp::create(b, loc, k.cmpEq(k.urem(tid, k.idx(32)), k.idx(0)),
+                                   /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    k.st(m, stats, k.mul(warp, k.idx(2)));
+    k.st(sum, stats, k.add(k.mul(warp, k.idx(2)), k.idx(1)));
+  }
+  gpu::BarrierOp::create(b, loc);
+  m = k.ld(stats, k.idx(0));
+  sum = k.ld(stats, k.idx(1));
+  for (int64_t w = 1; w < warps; ++w)
+    std::tie(m, sum) = mergeStats(k, m, sum, k.ld(stats, k.idx(2 * w)),
+                                  k.ld(stats, k.idx(2 * w + 1)));
+  Value lse = k.add(m, k.log(sum));
+  Value negLse2 = k.mul(lse, k.f(-kLog2e, f32));
+  auto probability = [&](Value x) {
+    return exp2Approx(k, math::FmaOp::create(b, loc, x, log2e, negLse2));
+  };
+
+  // The gradient g p from the staged row over the logits in global memory
+  // (they may be the same buffer); columns past the vocab get 0.
+  Value g = k.div(k.ld(a[2], k.idx(0)), k.f(s.rows, f32));
+  Value target = k.toIndex(k.ld(a[1], row));
+  k.loop(tid, k.idx(vectors), k.idx(blockThreads), {}, [&](Value v, ValueRange) {
+    auto grads = [&](SmallVector<Value> xs) {
+      for (Value &x : xs)
+        x = k.mul(g, probability(x));
+      return xs;
+    };
+    SmallVector<Value> ds = ifElseValues(b, loc, whole(v), [&] { return grads(vectorAt(v)); },
+                                         [&] { return masked(v, grads(vectorAt(v)), k.f(0, f32)); });
+    k.stVector(ds, a[4], k.add(base, k.mul(v, k.idx(8))));
+    return SmallVector<Value>{};
+  });
+  // The target's g (p - 1) and the row's loss, by the thread that stored
+  // the target's vector (after it, in its program order).
+  auto owner = scf::IfOp::create(
+      b, loc, k.cmpEq(k.urem(k.udiv(target, k.idx(8)), k.idx(blockThreads)), tid),
+      /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&owner.getThenRegion().front());
+  Value xt = k.ld(rowSm, target);
+  k.st(k.mul(g, k.sub(probability(xt), k.f(1, f32))), a[4], k.add(base, target));
+  k.st(k.sub(lse, xt), a[3], row);
 }
 
 } // namespace gptc::codegen

@@ -37,6 +37,24 @@ void buildCrossEntropyBackwardRows(mlir::OpBuilder &b, mlir::Location loc, mlir:
                                    mlir::ValueRange args, const CrossEntropyShape &s,
                                    bool savedLse);
 
+/// The forward and the gradient in one launch, one block (blockThreads
+/// threads) per row, on CUDA: the row is copied into shared memory once
+/// (cp.async), its log-sum-exp reduced across the block in a fixed order,
+/// then the row's loss written and its gradient computed from the staged
+/// row. The logits are read from global memory once instead of twice, and
+/// the gradient may overwrite them. args: logits (rows x Vp, 16-bit),
+/// targets (rows, i32), dloss (f32 scalar), losses (rows, f32), dlogits
+/// (rows x Vp).
+void buildCrossEntropyOnePass(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
+                              mlir::ValueRange args, const CrossEntropyShape &s,
+                              int64_t blockThreads);
+/// Its dynamic shared memory: the row and each warp's (max, sum).
+int64_t crossEntropyOnePassSharedBytes(const CrossEntropyShape &s, int64_t blockThreads);
+/// 16-bit logits whose padded rows are whole 16-byte vectors and fit in a
+/// block's shared memory.
+bool crossEntropyOnePassApplies(const CrossEntropyShape &s, mlir::Type logits,
+                                int64_t blockThreads);
+
 } // namespace gptc::codegen
 
 #endif // GPTC_COMPILER_CODEGEN_LOSSLOWERING_H

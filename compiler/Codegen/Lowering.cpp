@@ -22,6 +22,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -309,6 +310,7 @@ private:
   int64_t scratchTop = 0;                      // per command
   int64_t scratchBase = 0;                     // above what later commands read (keep)
   llvm::DenseMap<Value, Operand> savedLse;     // cross-entropy logits -> row log-sum-exp
+  llvm::DenseSet<Operation *> onePassGrads;    // gradients their forward's launch wrote
   llvm::DenseMap<Value, unsigned> pending;     // all_reduce result -> done event
   int kernelCounter = 0;
 
@@ -335,6 +337,37 @@ private:
     Operand o = scratch(bytes);
     scratchBase = scratchTop;
     return o;
+  }
+
+  /// The gradient that `ce`'s launch can compute as well (one pass over
+  /// the logits, buildCrossEntropyOnePass): the only other reader of the
+  /// logits is a gpt.cross_entropy_grad of the same targets, planned in
+  /// place of them, whose dloss is computed before `ce`. Writing the
+  /// gradient early then overwrites nothing that is still read.
+  CrossEntropyGradOp onePassGrad(CrossEntropyOp ce, const CrossEntropyShape &s) {
+    if (!options.crossEntropyOnePass || !options.fusedCrossEntropy || !options.vectorAccess ||
+        !crossEntropyOnePassApplies(s, eltOf(ce.getLogits()), options.blockThreads))
+      return {};
+    CrossEntropyGradOp grad;
+    for (Operation *user : ce.getLogits().getUsers()) {
+      if (user == ce)
+        continue;
+      auto g = llvm::dyn_cast<CrossEntropyGradOp>(user);
+      if (!g || grad || g.getTargets() != ce.getTargets() ||
+          g.getVocabSize() != ce.getVocabSize() || g->getBlock() != ce->getBlock())
+        return {};
+      grad = g;
+    }
+    if (!grad || eltOf(grad.getResult()) != eltOf(ce.getLogits()))
+      return {};
+    if (Operation *def = grad.getGrad().getDefiningOp();
+        def && (def->getBlock() != ce->getBlock() || !def->isBeforeInBlock(ce)))
+      return {};
+    auto offsets = grad->getAttrOfType<DenseI64ArrayAttr>("gpt.offsets");
+    const TensorInfo &logits = result.tensors[tensorOf.lookup(ce.getLogits())];
+    if (!offsets || logits.pool != "activations" || offsets[0] != logits.offset)
+      return {};
+    return grad;
   }
 
   /// Adds (or reuses) the kernel `key` and launches it over `threads`.
@@ -1572,14 +1605,27 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t v = *getConfigInt(ce.getVocabSize());
         Type ft = Float32Type::get(ctx);
         CrossEntropyShape s{rows, v, vp, lanes};
-        Operand lse;
-        if (options.fusedCrossEntropy) {
+        Operand losses;
+        if (CrossEntropyGradOp grad = onePassGrad(ce, s)) {
+          // The gradient overwrites the logits (planned in place), so the
+          // launch passes the logits' tensor for it too.
+          onePassGrads.insert(grad);
+          losses = scratch(rows * 4);
+          int64_t threads = options.blockThreads;
+          launch(op, key + "onepass", "crossentropy_forward_backward",
+                 {flat(ce.getLogits()), flat(ce.getTargets()), flat(grad.getGrad()),
+                  flatOf(rows, ft), flat(ce.getLogits())},
+                 {t(ce.getLogits()), t(ce.getTargets()), t(grad.getGrad()), losses,
+                  t(ce.getLogits())},
+                 rows * threads,
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   buildCrossEntropyOnePass(b, loc, idx, a, s, threads);
+                 }, /*minBlocksPerSM=*/2, crossEntropyOnePassSharedBytes(s, threads));
+        } else if (options.fusedCrossEntropy) {
           // Kept for the gradient, which then needs no statistics pass.
-          lse = keep(rows * 4);
+          Operand lse = keep(rows * 4);
           savedLse[ce.getLogits()] = lse;
-        }
-        Operand losses = scratch(rows * 4);
-        if (options.fusedCrossEntropy) {
+          losses = scratch(rows * 4);
           launch(op, key + "online", "crossentropy_forward_online",
                  {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft), flatOf(rows, ft)},
                  {t(ce.getLogits()), t(ce.getTargets()), losses, lse}, s.threads(),
@@ -1587,6 +1633,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    buildCrossEntropyForwardRows(b, loc, idx, a, s);
                  });
         } else {
+          losses = scratch(rows * 4);
           launch(op, key + "rows", "crossentropy_forward_rows",
                  {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft)},
                  {t(ce.getLogits()), t(ce.getTargets()), losses}, rows * lanes,
@@ -1618,6 +1665,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return success();
       })
       .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp ce) {
+        // Computed by its forward's launch (onePassGrad).
+        if (onePassGrads.contains(ce))
+          return success();
         int64_t vp = lastDim(ce.getLogits()), rows = numel(ce.getTargets());
         int64_t v = *getConfigInt(ce.getVocabSize());
         Type ft = Float32Type::get(ctx);

@@ -144,6 +144,11 @@ struct LoweringOptions {
   /// each row's log-sum-exp, and one backward launch that reads it
   /// (LossLowering.h). Otherwise separate statistics and gradient kernels.
   bool fusedCrossEntropy = true;
+  /// With fusedCrossEntropy and vectorAccess (CUDA): the forward's launch
+  /// also writes the gradient over the logits when nothing else reads
+  /// them, reading each row from global memory once
+  /// (buildCrossEntropyOnePass).
+  bool crossEntropyOnePass = true;
   /// Threads per block of every launch (EmitOptions::blockSize).
   int64_t blockThreads = 256;
 };

@@ -99,6 +99,12 @@ cl::opt<bool> fuseCrossEntropy(
     cl::desc("Cross-entropy in one row launch forward (saving each row's log-sum-exp) and "
              "one backward (=false: separate statistics and gradient kernels)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> crossEntropyOnePass(
+    "cross-entropy-one-pass",
+    cl::desc("CUDA, with --fuse-cross-entropy: when the logits' gradient overwrites them, the "
+             "forward's launch writes it too, one block per row staged in shared memory, so "
+             "the logits are read once (=false: a forward and a backward launch)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<std::string> progressMode(
     "progress",
     cl::desc("Compile progress on stderr: auto (a bar on a terminal, a line per pass and "
@@ -394,6 +400,7 @@ int runCompile(MLIRContext &context) {
     emit.flashAttention = flashAttention;
     emit.warpgroupMma = warpgroupMma;
     emit.fuseCrossEntropy = fuseCrossEntropy;
+    emit.crossEntropyOnePass = crossEntropyOnePass;
     if (!cudaToolkit.empty())
       emit.toolkit = cudaToolkit;
     else if (const char *home = std::getenv("CUDA_HOME"))

@@ -4,7 +4,8 @@
 // without gpt-fuse-adamw and the fused cross-entropy, and counts the kernel
 // launches of each op: one for all AdamW updates (one per gradient element
 // type in bf16), and one row launch per direction of the cross-entropy
-// (plus the forward's mean), whose gradient overwrites the logits. Also
+// (plus the forward's mean), whose gradient overwrites the logits, or with
+// vector access one launch for both (the one-pass kernel). Also
 // builds kernel bodies to check that a warp keeps a layernorm row that fits
 // in registers (each element loaded once, no loop), and that elementwise
 // kernels use vector loads and stores where the target has them.
@@ -17,6 +18,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -32,7 +35,8 @@ protected:
   /// Launches of @train_step per gpt op, and the kernel names of each.
   std::map<std::string, int> launches;
   std::map<std::string, std::vector<std::string>> kernels;
-  std::vector<codegen::Command> ceGrad;
+  std::vector<codegen::Command> ceGrad, ce;
+  bool onePass = true; // LoweringOptions::crossEntropyOnePass
 
   std::optional<codegen::Lowered> lowered;
 
@@ -48,6 +52,7 @@ protected:
     options.rowLanes = lanes;
     options.fusedCrossEntropy = fuseCrossEntropy;
     options.vectorAccess = vectorAccess;
+    options.crossEntropyOnePass = onePass;
     auto result = codegen::lowerPrograms(*module, {"train_step"}, options);
     ASSERT_TRUE(mlir::succeeded(result)) << diagnostics;
     lowered = std::move(*result);
@@ -58,6 +63,8 @@ protected:
       kernels[c.op].push_back(lowered->kernels[c.kernel].name);
       if (c.op == "gpt.cross_entropy_grad")
         ceGrad.push_back(c);
+      if (c.op == "gpt.cross_entropy")
+        ce.push_back(c);
     }
   }
 };
@@ -121,7 +128,8 @@ bool walkKernel(mlir::MLIRContext &context, const codegen::Lowered &lowered,
                 llvm::function_ref<void(mlir::Operation *, mlir::Block *)> visit) {
   context.loadDialect<mlir::arith::ArithDialect, mlir::gpu::GPUDialect, mlir::math::MathDialect,
                       mlir::memref::MemRefDialect, mlir::scf::SCFDialect,
-                      mlir::vector::VectorDialect, mlir::func::FuncDialect>();
+                      mlir::vector::VectorDialect, mlir::func::FuncDialect,
+                      mlir::LLVM::LLVMDialect, mlir::NVVM::NVVMDialect>();
   for (const codegen::KernelDef &k : lowered.kernels) {
     if (k.name.rfind(prefix, 0) != 0)
       continue;
@@ -156,6 +164,53 @@ std::pair<int, int> loopsAndLoads(mlir::MLIRContext &context, const codegen::Low
       }))
     return {-1, -1};
   return {loops, loads};
+}
+
+// bf16 with vector access (CUDA): the logits' gradient, planned over the
+// logits, is written by the forward's launch, one 256-thread block per row
+// with the row staged in shared memory; the backward launches nothing. The
+// kernel reads the logits from global memory only through its cp.async
+// copies, once.
+TEST_F(FusionLoweringTest, CrossEntropyGradientInTheForwardsOnePass) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "tiny", 32, /*vectorAccess=*/true));
+  EXPECT_EQ(launches.count("gpt.cross_entropy_grad"), 0u);
+  ASSERT_FALSE(ce.empty());
+  const codegen::Command &c = ce.front();
+  const codegen::KernelDef &kernel = lowered->kernels[c.kernel];
+  EXPECT_EQ(kernel.name.rfind("crossentropy_forward_backward", 0), 0u);
+  // Arguments: logits, targets, dloss, losses, gradient (the logits).
+  ASSERT_EQ(c.args.size(), 5u);
+  EXPECT_EQ(c.args[4].tensor, c.args[0].tensor);
+  const codegen::TensorInfo &logits = lowered->tensors[c.args[0].tensor];
+  int64_t rows = lowered->tensors[c.args[1].tensor].bytes / 4;
+  EXPECT_EQ(c.threads, rows * 256);
+  EXPECT_EQ(kernel.sharedBytes, logits.shape.back() * 2 + 8 * 2 * 4);
+  EXPECT_EQ(kernel.minBlocksPerSM, 2);
+  int copies = 0, logitsReads = 0;
+  ASSERT_TRUE(walkKernel(context, *lowered, "crossentropy_forward_backward",
+                         [&](mlir::Operation *op, mlir::Block *entry) {
+    copies += llvm::isa<mlir::NVVM::CpAsyncOp>(op);
+    for (mlir::Value operand : op->getOperands())
+      logitsReads += operand == entry->getArgument(0) &&
+                     llvm::isa<mlir::memref::LoadOp, mlir::vector::LoadOp>(op);
+  }));
+  EXPECT_GT(copies, 0);
+  EXPECT_EQ(logitsReads, 0);
+}
+
+// The one pass needs 16-bit logits (a row in shared memory), vector access
+// and its option; otherwise a forward and a backward launch, as before.
+TEST_F(FusionLoweringTest, CrossEntropyOnePassNeedsNarrowLogitsAndItsOption) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "fp32", true, "tiny", 32, /*vectorAccess=*/true));
+  EXPECT_EQ(launches["gpt.cross_entropy_grad"], 1);
+  launches.clear();
+  onePass = false;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "tiny", 32, /*vectorAccess=*/true));
+  EXPECT_EQ(launches["gpt.cross_entropy_grad"], 1);
+  launches.clear();
+  onePass = true;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "tiny", 32, /*vectorAccess=*/false));
+  EXPECT_EQ(launches["gpt.cross_entropy_grad"], 1);
 }
 
 // mini: C = 64, 2 columns per lane of a warp. The forward reads its sum
