@@ -50,8 +50,8 @@ void buildCrossEntropyOnePass(mlir::OpBuilder &b, mlir::Location loc, mlir::Valu
                               int64_t blockThreads);
 /// Its dynamic shared memory: the row and each warp's (max, sum).
 int64_t crossEntropyOnePassSharedBytes(const CrossEntropyShape &s, int64_t blockThreads);
-/// 16-bit logits whose padded rows are whole 16-byte vectors and fit in a
-/// block's shared memory.
+/// 16-bit logits whose padded rows are whole 16-byte vectors and fit in
+/// the shared memory every CUDA chip from sm_80 on gives a block.
 bool crossEntropyOnePassApplies(const CrossEntropyShape &s, mlir::Type logits,
                                 int64_t blockThreads);
 

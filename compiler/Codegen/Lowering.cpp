@@ -1610,6 +1610,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
           // The gradient overwrites the logits (planned in place), so the
           // launch passes the logits' tensor for it too.
           onePassGrads.insert(grad);
+          waitFor(grad.getGrad()); // dloss: read a launch earlier than its op
           losses = scratch(rows * 4);
           int64_t threads = options.blockThreads;
           launch(op, key + "onepass", "crossentropy_forward_backward",
