@@ -12,7 +12,7 @@
 
 #include "compiler/Codegen/FlashAttention.h"
 #include "compiler/Codegen/KernelBuilder.h"
-#include "compiler/Codegen/SharedMemory.h"
+#include "compiler/Codegen/NvvmKernel.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -109,14 +109,9 @@ struct Warp {
   }
   Frag zeros() { return Frag(4, k.f(0, f32)); }
 
-  /// 2^x on the SFU, subnormal results flushed to zero (probabilities that
-  /// small add nothing to a row sum of at least 1).
-  Value exp2(Value x) {
-    return LLVM::CallIntrinsicOp::create(k.b, k.loc, f32,
-                                         k.b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
-                                         ValueRange{x})
-        .getResult(0);
-  }
+  /// 2^x on the SFU (exp2Approx): probabilities too small to be normal
+  /// add nothing to a row sum of at least 1.
+  Value exp2(Value x) { return exp2Approx(k, x); }
   /// x y + z in one rounding.
   Value fma(Value x, Value y, Value z) { return math::FmaOp::create(k.b, k.loc, x, y, z); }
 
@@ -208,8 +203,9 @@ SmallVector<Frag> tilesOf(ValueRange values, int64_t first = 0, int64_t count = 
 }
 
 /// Exponentials are base 2 with the softmax scale folded into one FMA:
-/// exp(scale s - x) = 2^(s log2scale - x log2 e), log2scale = scale log2 e.
-constexpr double kLog2e = 1.4426950408889634, kLn2 = 0.6931471805599453;
+/// exp(scale s - x) = 2^(s log2scale - x log2 e), log2scale = scale log2 e
+/// (kLog2e); ln 2 turns the base-2 row maxima back into a natural lse.
+constexpr double kLn2 = 0.6931471805599453;
 
 /// p = exp(scale * score - lse) where key <= query, else 0: a probability
 /// recomputed from the row's log-sum-exp, as both backward kernels do;

@@ -2,7 +2,7 @@
 
 #include "compiler/Codegen/LossLowering.h"
 #include "compiler/Codegen/RowLanes.h"
-#include "compiler/Codegen/SharedMemory.h"
+#include "compiler/Codegen/NvvmKernel.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 
@@ -50,16 +50,6 @@ Value logSumExp(RowLanes &r, Value x, Value base, int64_t n) {
     std::tie(m, s) = mergeStats(k, m, s, r.shuffle(m, mask), r.shuffle(s, mask));
   return k.add(m, k.log(s));
 }
-
-/// 2^x on the SFU (ex2.approx, subnormal results flushed to zero): CUDA only.
-Value exp2Approx(KB &k, Value x) {
-  return LLVM::CallIntrinsicOp::create(k.b, k.loc, k.b.getF32Type(),
-                                       k.b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
-                                       ValueRange{x})
-      .getResult(0);
-}
-
-constexpr double kLog2e = 1.4426950408889634;
 
 /// cond ? then() : otherwise(), both yielding values of the same types.
 SmallVector<Value> ifElseValues(OpBuilder &b, Location loc, Value cond,

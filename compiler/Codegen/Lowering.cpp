@@ -1605,13 +1605,20 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t v = *getConfigInt(ce.getVocabSize());
         Type ft = Float32Type::get(ctx);
         CrossEntropyShape s{rows, v, vp, lanes};
-        Operand losses;
-        if (CrossEntropyGradOp grad = onePassGrad(ce, s)) {
+        CrossEntropyGradOp grad = onePassGrad(ce, s);
+        // The online forward keeps each row's log-sum-exp for the gradient
+        // (keep() first: it restarts the scratch above what stays).
+        Operand lse;
+        if (!grad && options.fusedCrossEntropy) {
+          lse = keep(rows * 4);
+          savedLse[ce.getLogits()] = lse;
+        }
+        Operand losses = scratch(rows * 4);
+        if (grad) {
           // The gradient overwrites the logits (planned in place), so the
           // launch passes the logits' tensor for it too.
           onePassGrads.insert(grad);
           waitFor(grad.getGrad()); // dloss: read a launch earlier than its op
-          losses = scratch(rows * 4);
           int64_t threads = options.blockThreads;
           launch(op, key + "onepass", "crossentropy_forward_backward",
                  {flat(ce.getLogits()), flat(ce.getTargets()), flat(grad.getGrad()),
@@ -1623,10 +1630,6 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    buildCrossEntropyOnePass(b, loc, idx, a, s, threads);
                  }, /*minBlocksPerSM=*/2, crossEntropyOnePassSharedBytes(s, threads));
         } else if (options.fusedCrossEntropy) {
-          // Kept for the gradient, which then needs no statistics pass.
-          Operand lse = keep(rows * 4);
-          savedLse[ce.getLogits()] = lse;
-          losses = scratch(rows * 4);
           launch(op, key + "online", "crossentropy_forward_online",
                  {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft), flatOf(rows, ft)},
                  {t(ce.getLogits()), t(ce.getTargets()), losses, lse}, s.threads(),
@@ -1634,7 +1637,6 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    buildCrossEntropyForwardRows(b, loc, idx, a, s);
                  });
         } else {
-          losses = scratch(rows * 4);
           launch(op, key + "rows", "crossentropy_forward_rows",
                  {flat(ce.getLogits()), flat(ce.getTargets()), flatOf(rows, ft)},
                  {t(ce.getLogits()), t(ce.getTargets()), losses}, rows * lanes,

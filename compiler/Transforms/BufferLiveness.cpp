@@ -173,7 +173,6 @@ FailureOr<BufferLiveness> BufferLiveness::compute(func::FuncOp fn, int64_t align
     }
   }
 
-  // Bytes live at each point: +size at first, -size after last.
   std::tie(l.peakBytes, l.peakPoint) = peakLiveBytes(l.buffers, l.numPoints);
   for (auto [i, b] : llvm::enumerate(l.buffers))
     if (b.first <= l.peakPoint && l.peakPoint <= b.last)

@@ -1,12 +1,14 @@
-//===- SharedMemory.h - pointers and asynchronous copies for CUDA kernels -===//
+//===- NvvmKernel.h - pointers, cp.async and ex2 for CUDA-only kernels ---===//
 //
-// Shared by the kernels that stage global memory in shared memory with
-// cp.async: the flash attention kernels and the one-pass cross-entropy.
+// Shared by the kernels that are emitted for CUDA only (NVVM ops and
+// intrinsics): the flash attention kernels and the one-pass cross-entropy,
+// which stage global memory in shared memory with cp.async and take base-2
+// exponentials on the SFU.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef GPTC_COMPILER_CODEGEN_SHAREDMEMORY_H
-#define GPTC_COMPILER_CODEGEN_SHAREDMEMORY_H
+#ifndef GPTC_COMPILER_CODEGEN_NVVMKERNEL_H
+#define GPTC_COMPILER_CODEGEN_NVVMKERNEL_H
 
 #include "compiler/Codegen/KernelBuilder.h"
 
@@ -51,6 +53,17 @@ inline void copyAsync(KB &k, Value dst, Value src, int32_t bytes) {
   mlir::NVVM::CpAsyncOp::create(k.b, k.loc, dst, src, bytes, cache, Value());
 }
 
+/// log2 e: exp(x) = 2^(x log2 e), folded into the FMA that feeds exp2Approx.
+constexpr double kLog2e = 1.4426950408889634;
+
+/// 2^x on the SFU (ex2.approx), subnormal results flushed to zero.
+inline Value exp2Approx(KB &k, Value x) {
+  return mlir::LLVM::CallIntrinsicOp::create(k.b, k.loc, k.b.getF32Type(),
+                                             k.b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"),
+                                             ValueRange{x})
+      .getResult(0);
+}
+
 } // namespace gptc::codegen
 
-#endif // GPTC_COMPILER_CODEGEN_SHAREDMEMORY_H
+#endif // GPTC_COMPILER_CODEGEN_NVVMKERNEL_H
