@@ -502,8 +502,10 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
 /// Buckets (id % kEmbedBuckets) of the embedding's token-gradient scatter:
 /// its threads are buckets x channels.
 constexpr int64_t kEmbedBuckets = 1024;
-/// Listed rows whose loads the token-gradient scatter issues together.
-constexpr int64_t kEmbedUnroll = 4;
+/// Listed rows whose loads the token-gradient scatter issues together: a
+/// frequent token's bucket is one long chain of them (thousands of rows at
+/// 124M, B=64), so they are issued many at a time.
+constexpr int64_t kEmbedUnroll = 32;
 /// Rows a thread (chunk, bucket) of the scatter's counting sort scans: the
 /// sort's threads are chunks x buckets, not one per bucket walking every
 /// row (a few SMs busy for a millisecond at 124M, B=16).
@@ -1236,8 +1238,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t buckets = std::min({kEmbedBuckets, rows, vocab});
         int64_t chunks = (rows + kEmbedChunkRows - 1) / kEmbedChunkRows;
         Type i32 = IntegerType::get(ctx, 32);
+        // list: the bucket-sorted rows; listIds: their tokens, so the scatter
+        // need not look a listed row's token up before adding it.
         Operand counts = scratch(chunks * buckets * 4), offsets = scratch((buckets + 1) * 4),
-                list = scratch(rows * 4);
+                list = scratch(rows * 4), listIds = scratch(rows * 4);
         Type countsT = flatOf(chunks * buckets, i32), offsetsT = flatOf(buckets + 1, i32),
              listT = flatOf(rows, i32);
         auto bucketOf = [=](KB &k, Value ids, Value r) {
@@ -1289,28 +1293,30 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  k.st(k.toI32(total), a[0], k.idx(buckets));
                });
         launch(op, key + "list", "embed_backward_list",
-               {flat(e.getIds()), countsT, offsetsT, listT},
-               {t(e.getIds()), counts, offsets, list}, chunks * buckets,
+               {flat(e.getIds()), countsT, offsetsT, listT, listT},
+               {t(e.getIds()), counts, offsets, list, listIds}, chunks * buckets,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  Value bucket = k.urem(idx, k.idx(buckets));
                  auto [first, end] = chunkRows(k, idx);
                  Value slot = k.add(k.toIndex(k.ld(a[2], bucket)), k.toIndex(k.ld(a[1], idx)));
                  k.loop(first, end, {slot}, [&](Value r, ValueRange cur) {
-                   Value mine = k.cmpEq(bucketOf(k, a[0], r), bucket);
+                   Value id = k.toIndex(k.ld(a[0], r));
+                   Value mine = k.cmpEq(k.urem(id, k.idx(buckets)), bucket);
                    auto put = scf::IfOp::create(b, loc, mine, /*withElseRegion=*/false);
                    {
                      OpBuilder::InsertionGuard g(b);
                      b.setInsertionPointToStart(&put.getThenRegion().front());
                      k.st(k.toI32(r), a[3], cur[0]);
+                     k.st(k.toI32(id), a[4], cur[0]);
                    }
                    return SmallVector<Value>{
                        k.add(cur[0], k.select(mine, k.idx(1), k.idx(0)))};
                  });
                });
         launch(op, key + "wte", "embed_backward_wte",
-               {flat(e.getGrad()), flat(e.getIds()), offsetsT, listT, flat(e.getWteGrad())},
-               {t(e.getGrad()), t(e.getIds()), offsets, list, t(e.getWteGrad())}, buckets * c,
+               {flat(e.getGrad()), listT, offsetsT, listT, flat(e.getWteGrad())},
+               {t(e.getGrad()), listIds, offsets, list, t(e.getWteGrad())}, buckets * c,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
                  Type ft = b.getF32Type();
@@ -1333,8 +1339,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                      Value n = k.add(n0, k.idx(u));
                      Value ok = k.cmpUlt(n, to);
                      valid.push_back(ok);
-                     Value r = k.toIndex(k.ld(a[3], k.select(ok, n, from)));
-                     Value id = k.toIndex(k.ld(a[1], r));
+                     Value slot = k.select(ok, n, from);
+                     Value r = k.toIndex(k.ld(a[3], slot));
+                     Value id = k.toIndex(k.ld(a[1], slot));
                      wis.push_back(k.add(k.mul(id, k.idx(c)), col));
                      grads.push_back(k.ld(a[0], k.add(k.mul(r, k.idx(c)), col)));
                    }
