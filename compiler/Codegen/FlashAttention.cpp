@@ -130,10 +130,14 @@ struct Warp {
   }
 };
 
-/// The (batch, head) of a warp and the row offsets of its q, k, v, y/dy.
+/// The (batch, head) of a warp and the row offsets of its q, k, v, y/dy;
+/// sums(part) maps a 16-row tile's first row to the offset of its column
+/// sums of q, k or v (part 0, 1, 2) in the (B T / 16, 3C) matrix of
+/// AttentionShape::columnSums.
 struct Heads {
   RowFn q, key, val, out;
   Value bh; // batch * H + head
+  std::function<RowFn(int64_t part)> sums;
 };
 
 Heads headsOf(KB &k, Value bh, const AttentionShape &s) {
@@ -148,8 +152,14 @@ Heads headsOf(KB &k, Value bh, const AttentionShape &s) {
       return kp->add(kp->add(base, kp->idx(part)), kp->mul(r, kp->idx(stride)));
     };
   };
+  auto sums = [kp, batch, hd, c, seq = s.seq](int64_t part) -> RowFn {
+    return [=](Value r0) {
+      Value tileRow = kp->add(kp->mul(batch, kp->idx(seq / kTile)), kp->udiv(r0, kp->idx(kTile)));
+      return kp->add(kp->add(kp->mul(tileRow, kp->idx(3 * c)), hd), kp->idx(part * c));
+    };
+  };
   return {rows(qkvBase, 0, 3 * c), rows(qkvBase, c, 3 * c), rows(qkvBase, 2 * c, 3 * c),
-          rows(outBase, 0, c), bh};
+          rows(outBase, 0, c), bh, sums};
 }
 
 /// The 16-row tile of thread idx's warp and its (batch, head). Query tiles
@@ -430,20 +440,60 @@ void storeForwardOutput(Warp &w, const Online &on, ValueRange a, const Heads &hs
   storeLogSumExp(w, on, a[2], hs, q0, s);
 }
 
+/// The column sums of C tiles (16 rows from r0, d/8 tiles, times rowScale
+/// as storeTiles stores them, before rounding) to `sums` at sumRow(r0): each
+/// lane adds its two rows, a butterfly over the 8 row groups adds the
+/// warp's, and the lanes of group 0 store two adjacent columns each. A
+/// fixed order: the sums are deterministic.
+void storeColumnSums(Warp &w, ArrayRef<Frag> tiles, Value sums, const RowFn &sumRow, Value r0,
+                     ArrayRef<Value> rowScale) {
+  KB &k = w.k;
+  SmallVector<Value> cols;
+  for (const Frag &tile : tiles)
+    for (int64_t e = 0; e < 2; ++e) {
+      Value x = k.add(tile[e], tile[e + 2]); // rows g and g + 8
+      if (!rowScale.empty())
+        x = k.mul(x, rowScale[0]);
+      for (int32_t mask : {4, 8, 16})
+        x = k.add(x, w.shuffle(x, mask));
+      cols.push_back(x);
+    }
+  auto first = scf::IfOp::create(k.b, k.loc, k.cmpEq(w.g, k.idx(0)), /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(&first.getThenRegion().front());
+  auto pairT = VectorType::get({2}, w.f32);
+  Value base = k.add(sumRow(r0), k.mul(w.t, k.idx(2)));
+  for (size_t dt = 0; dt < tiles.size(); ++dt) {
+    Value pair = vector::FromElementsOp::create(k.b, k.loc, pairT,
+                                                ValueRange{cols[2 * dt], cols[2 * dt + 1]});
+    vector::StoreOp::create(k.b, k.loc, pair, sums, ValueRange{k.add(base, k.idx(8 * dt))},
+                            /*nontemporal=*/false, llvm::MaybeAlign(8));
+  }
+}
+
 /// The backward kernels accumulate dS / scale (scoreGrad): every dq and dk
-/// store goes through these two, which apply the softmax scale once.
-void storeQueryGrad(Warp &w, ValueRange dq, Value dqkv, const Heads &hs, Value q0,
+/// store goes through these two, which apply the softmax scale once (and,
+/// with s.columnSums, add up the tile's columns into args[6]).
+void storeQueryGrad(Warp &w, ValueRange dq, ValueRange args, const Heads &hs, Value q0,
                     const AttentionShape &s) {
   Value scale = w.k.f(s.scale, w.f32);
-  storeTiles(w, tilesOf(dq, 0, s.headDim / 8), dqkv, hs.q, q0, {scale, scale});
+  SmallVector<Frag> tiles = tilesOf(dq, 0, s.headDim / 8);
+  storeTiles(w, tiles, args[3], hs.q, q0, {scale, scale});
+  if (s.columnSums)
+    storeColumnSums(w, tiles, args[6], hs.sums(0), q0, {scale, scale});
 }
 /// acc: dv's d / 8 tiles, then dk's.
-void storeKeyValueGrads(Warp &w, ValueRange acc, Value dqkv, const Heads &hs, Value k0,
+void storeKeyValueGrads(Warp &w, ValueRange acc, ValueRange args, const Heads &hs, Value k0,
                         const AttentionShape &s) {
   int64_t dTiles = s.headDim / 8;
   Value scale = w.k.f(s.scale, w.f32);
-  storeTiles(w, tilesOf(acc, dTiles, dTiles), dqkv, hs.key, k0, {scale, scale});
-  storeTiles(w, tilesOf(acc, 0, dTiles), dqkv, hs.val, k0, {});
+  SmallVector<Frag> dk = tilesOf(acc, dTiles, dTiles), dv = tilesOf(acc, 0, dTiles);
+  storeTiles(w, dk, args[3], hs.key, k0, {scale, scale});
+  storeTiles(w, dv, args[3], hs.val, k0, {});
+  if (s.columnSums) {
+    storeColumnSums(w, dk, args[6], hs.sums(1), k0, {scale, scale});
+    storeColumnSums(w, dv, args[6], hs.sums(2), k0, {});
+  }
 }
 
 SmallVector<Frag> loadRowsA(Warp &w, Value mem, const RowFn &row, Value r0, int64_t d) {
@@ -1046,7 +1096,7 @@ constexpr int64_t kHalf = kStage / 2;
 
 void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
   Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  Value dy = a[0], qkv = a[1], stats = a[2];
   int64_t d = s.headDim, dTiles = d / 8;
   bool warpgroup = flashAttentionWarpgroup(s);
   BlockTile bt = blockTile(k, idx, s, /*queries=*/true);
@@ -1108,12 +1158,12 @@ void backwardQueryKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionS
     }
     return vals;
   });
-  storeQueryGrad(w, dq, dqkv, hs, bt.row0, s);
+  storeQueryGrad(w, dq, a, hs, bt.row0, s);
 }
 
 void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
   Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  Value dy = a[0], qkv = a[1], stats = a[2];
   int64_t d = s.headDim, dTiles = d / 8;
   bool warpgroup = flashAttentionWarpgroup(s);
   BlockTile bt = blockTile(k, idx, s, /*queries=*/false);
@@ -1229,7 +1279,7 @@ void backwardKeyValueKernelBlocked(KB &k, Value idx, ValueRange a, const Attenti
     }
     return vals;
   }, /*asyncProxy=*/warpgroup);
-  storeKeyValueGrads(w, acc, dqkv, hs, k0, s);
+  storeKeyValueGrads(w, acc, a, hs, k0, s);
 }
 
 void forwardKernelWarpgroup(KB &k, Value idx, ValueRange a, const AttentionShape &s) {
@@ -1328,7 +1378,7 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
   if (flashAttentionBlocked(s))
     return backwardQueryKernelBlocked(k, idx, a, s);
   Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  Value dy = a[0], qkv = a[1], stats = a[2];
   int64_t dTiles = s.headDim / 8;
   WarpTile wt = warpTile(k, idx, s, /*queries=*/true);
   Value tile = wt.tile, q0 = wt.row0;
@@ -1345,7 +1395,7 @@ void buildFlashAttentionBackwardQuery(OpBuilder &b, Location loc, Value idx, Val
                          scores(w, dya, qkv, hs.val, key0), key0, q0, rs, s, /*masked=*/true,
                          [&](int64_t dt) { return w.loadBCols(qkv, hs.key, key0, 8 * dt); });
   });
-  storeQueryGrad(w, dq, dqkv, hs, q0, s);
+  storeQueryGrad(w, dq, a, hs, q0, s);
 }
 
 void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, ValueRange a,
@@ -1354,7 +1404,7 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
   if (flashAttentionBlocked(s))
     return backwardKeyValueKernelBlocked(k, idx, a, s);
   Warp w(k, idx);
-  Value dy = a[0], qkv = a[1], stats = a[2], dqkv = a[3];
+  Value dy = a[0], qkv = a[1], stats = a[2];
   int64_t tiles = s.seq / kTile, dTiles = s.headDim / 8;
   // Key tile j meets the query tiles j.. .
   WarpTile wt = warpTile(k, idx, s, /*queries=*/false);
@@ -1379,7 +1429,7 @@ void buildFlashAttentionBackwardKeyValue(OpBuilder &b, Location loc, Value idx, 
         [&](int64_t dt) { return w.loadBCols(dy, hs.out, q0, 8 * dt); },
         [&](int64_t dt) { return w.loadBCols(qkv, hs.q, q0, 8 * dt); });
   });
-  storeKeyValueGrads(w, acc, dqkv, hs, k0, s);
+  storeKeyValueGrads(w, acc, a, hs, k0, s);
 }
 
 } // namespace gptc::codegen

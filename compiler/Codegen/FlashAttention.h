@@ -26,6 +26,10 @@ struct AttentionShape {
   /// cores (wgmma, B operands read from shared memory) instead of
   /// mma.sync; see flashAttentionWarpgroup.
   bool warpgroupMma = false;
+  /// The backward kernels also store the column sums of each 16-row tile
+  /// of dq, dk and dv (the qkv bias gradient's partials) to args[6], a
+  /// (B T / 16, 3C) f32 matrix.
+  bool columnSums = false;
 };
 
 /// bf16 operands, a head dimension and a sequence length that are

@@ -1496,7 +1496,11 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                });
         return success();
       })
-      .Case<CausalAttentionGradOp>([&](CausalAttentionGradOp at) {
+      .Case<CausalAttentionGradOp, CausalAttentionGradSumOp>([&](auto at) {
+        // causal_attention_grad_sum: also the column sums of dqkv.
+        Value sum;
+        if constexpr (std::is_same_v<decltype(at), CausalAttentionGradSumOp>)
+          sum = at.getSum();
         auto s = rtt(at.getQkv()).getShape();
         int64_t bsz = s[0], tl = s[1], c = s[2] / 3, h = *getConfigInt(at.getNumHeads()),
                 d = c / h;
@@ -1514,9 +1518,30 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                                    flat(at.getResult()), flat(at.getOutput()), flat(at.getLse())};
         std::vector<Operand> args = {t(at.getGrad()), t(at.getQkv()), stats, t(at.getResult()),
                                      t(at.getOutput()), t(at.getLse())};
+        // sums[col] of a (rows, 3C) f32 or dqkv-typed matrix `in`.
+        auto sumColumns = [&](Type inType, Operand in, int64_t rows, Type ft) {
+          int64_t cols = 3 * c;
+          reduceColumns(op, key + "sum", "attention_backward_sum", {inType}, {in},
+                        {flat(sum)}, {t(sum)}, rows, cols, ft, ReduceKind::Sum,
+                        [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
+                            SmallVector<KB::Store> &) {
+                          return k.ldConsecutive(a[0], k.add(k.mul(r, k.idx(cols)), col), width);
+                        },
+                        /*pairs=*/true);
+        };
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv())) &&
             eltOf(at.getGrad()).isBF16() && eltOf(at.getOutput()).isBF16()) {
           result.sm90a |= flashAttentionWarpgroup(shape);
+          // The kernels store each 16-row tile's column sums (unrounded); a
+          // column reduction folds the B T / 16 rows of them.
+          int64_t tileRows = bsz * tl / 16;
+          Operand partials;
+          if (sum) {
+            shape.columnSums = true;
+            partials = scratch(tileRows * 3 * c * 4);
+            types.push_back(flatOf(tileRows * 3 * c, ft));
+            args.push_back(partials);
+          }
           launch(op, key + "q", "flash_attention_backward_q", types, args,
                  flashAttentionThreads(shape),
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
@@ -1529,6 +1554,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    buildFlashAttentionBackwardKeyValue(b, loc, idx, a, shape);
                  }, flashAttentionMinBlocks(shape, FlashKernel::BackwardKeyValue),
                  flashAttentionSharedBytes(shape, FlashKernel::BackwardKeyValue));
+          if (sum)
+            sumColumns(types.back(), partials, tileRows, ft);
           return success();
         }
         // Rows i: lse_i, D_i and dq_i = scale sum_j p_ij (dy_i.v_j - D_i) k_j.
@@ -1605,6 +1632,10 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                      k.st(acc[e], a[3], k.add(outBase, k.idx(e)));
                  });
         }
+        // The scalar kernels' sums are of dqkv as stored.
+        if (sum)
+          sumColumns(flat(at.getResult()), t(at.getResult()), bsz * tl,
+                     computeOf(eltOf(at.getResult())));
         return success();
       })
       .Case<CrossEntropyOp>([&](CrossEntropyOp ce) {

@@ -262,6 +262,7 @@ private:
         .template Case<GeluGradOp>([&](auto o) { return geluGrad(o); })
         .template Case<SoftmaxGradOp>([&](auto o) { return softmaxGrad(o); })
         .template Case<CausalAttentionGradOp>([&](auto o) { return attentionGrad(o); })
+        .template Case<CausalAttentionGradSumOp>([&](auto o) { return attentionGradSum(o); })
         .template Case<CrossEntropyGradOp>([&](auto o) { return crossEntropyGrad(o); })
         .template Case<LRScheduleOp>([&](auto o) { return lrSchedule(o); })
         .template Case<GlobalNormOp>([&](auto o) { return globalNorm(o); })
@@ -721,7 +722,8 @@ private:
 
   /// Recomputes everything from qkv (not from the given y and lse), so that
   /// it checks the kernels that trust them.
-  LogicalResult attentionGrad(CausalAttentionGradOp op) {
+  template <typename AttentionGradOp>
+  LogicalResult attentionGrad(AttentionGradOp op) {
     const Buffer &dy = in(op.getGrad()), &qkv = in(op.getQkv());
     auto s = shapeOf(op.getQkv());
     int64_t bsz = s[0], t = s[1], c = s[2] / 3;
@@ -776,6 +778,18 @@ private:
             }
           }
         }
+    return success();
+  }
+
+  /// The sums are of the unrounded gradient, as the fused kernels take them.
+  LogicalResult attentionGradSum(CausalAttentionGradSumOp op) {
+    if (failed(attentionGrad(op)))
+      return failure();
+    const Buffer &dqkv = in(op.getResult());
+    Buffer &db = out(op.getSum());
+    int64_t cols = db.size();
+    for (size_t i = 0; i < dqkv.size(); ++i)
+      db[i % cols] += dqkv[i];
     return success();
   }
 

@@ -127,6 +127,32 @@ int64_t fuseGeluGradSum(Block &block) {
   return n;
 }
 
+/// reduce sum (causal_attention_grad ...) dims [0, 1] (the qkv bias
+/// gradient) -> gpt.causal_attention_grad_sum, at the attention gradient.
+int64_t fuseAttentionGradSum(Block &block) {
+  int64_t n = 0;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto reduce = llvm::dyn_cast<ReduceOp>(op);
+    auto grad = reduce ? reduce.getInput().getDefiningOp<CausalAttentionGradOp>()
+                       : CausalAttentionGradOp();
+    if (!grad || grad->getBlock() != &block)
+      continue;
+    auto type = llvm::cast<RankedTensorType>(grad.getType());
+    if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
+      continue;
+    OpBuilder b(grad);
+    auto fused = CausalAttentionGradSumOp::create(
+        b, grad.getLoc(), TypeRange{type, reduce.getType()}, grad.getGrad(), grad.getQkv(),
+        grad.getOutput(), grad.getLse(), grad.getNumHeadsAttr());
+    grad.getResult().replaceAllUsesWith(fused.getResult());
+    reduce.getResult().replaceAllUsesWith(fused.getSum());
+    reduce.erase();
+    grad.erase();
+    ++n;
+  }
+  return n;
+}
+
 /// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one
 /// gpt.add_layernorm at the add: its kernel stores the sum and normalises
 /// it without reading it back. A widening cast read only by the add is
@@ -412,6 +438,8 @@ struct FuseElementwisePass
         numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
       if (geluGradSum)
         numGeluGradSums += fuseGeluGradSum(block);
+      if (attentionGradSum)
+        numAttentionGradSums += fuseAttentionGradSum(block);
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);

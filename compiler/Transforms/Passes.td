@@ -372,7 +372,10 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     before the MLP's GELU, when gpt-fuse-matmul-epilogue left the GELU
     gradient out of the GEMM) becomes one `gpt.gelu_grad_sum`: the kernel
     that writes the GELU gradient sums its columns as it goes, instead of
-    a column reduction reading it back.
+    a column reduction reading it back. Likewise (`attention-grad-sum`) the
+    column sum of a `gpt.causal_attention_grad` (the qkv bias gradient)
+    becomes one `gpt.causal_attention_grad_sum`: the flash backward kernels
+    add up each 16-row tile of dq, dk and dv as they store it.
 
     A group sits at its last member, which is legal when no outside op reads
     a member before that point (this also excludes cycles). A group that
@@ -405,12 +408,16 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
            "Fuse the residual adds into the layernorms and their gradients">,
     Option<"geluGradSum", "gelu-grad-sum", "bool", /*default=*/"true",
            "Fuse a bias gradient's column sums into the GELU gradient that produces them">,
+    Option<"attentionGradSum", "attention-grad-sum", "bool", /*default=*/"true",
+           "Fuse the qkv bias gradient's column sums into the attention gradient">,
   ];
   let statistics = [
     Statistic<"numAddLayerNorms", "add-layernorms",
               "gpt.add_layernorm and gpt.layernorm_grad_add ops created">,
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
     Statistic<"numGeluGradSums", "gelu-grad-sums", "gpt.gelu_grad_sum ops created">,
+    Statistic<"numAttentionGradSums", "attention-grad-sums",
+              "gpt.causal_attention_grad_sum ops created">,
     Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,
     Statistic<"numNarrowed", "narrowed-row-casts", "Casts folded into a layernorm or layernorm_grad">,
   ];

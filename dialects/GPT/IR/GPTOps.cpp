@@ -491,30 +491,42 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-LogicalResult CausalAttentionGradOp::inferReturnTypes(
-    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
-    SmallVectorImpl<Type> &results) {
-  auto dy = rtt(adaptor.getGrad()), qkv = rtt(adaptor.getQkv());
+/// The operands of causal_attention_grad(_sum): grad (B, T, C), qkv
+/// (B, T, 3C), output like grad, lse (B, H, T) f32.
+static LogicalResult verifyAttentionGradOperands(std::optional<Location> loc, StringRef name,
+                                                 Value grad, Value qkvV, Value output,
+                                                 Value lseV, Attribute numHeads) {
+  auto dy = rtt(grad), qkv = rtt(qkvV);
   if (qkv.getRank() != 3 || dy.getRank() != 3)
-    return shapeError(loc, "causal_attention_grad",
+    return shapeError(loc, name,
                       "expects grad (B, T, C) and qkv (B, T, 3C)");
   if (!isDyn(qkv.getDimSize(2)) && !isDyn(dy.getDimSize(2)) &&
       qkv.getDimSize(2) != 3 * dy.getDimSize(2))
-    return shapeError(loc, "causal_attention_grad", "grad has ", dy.getDimSize(2),
+    return shapeError(loc, name, "grad has ", dy.getDimSize(2),
                       " channels but qkv has ", qkv.getDimSize(2));
-  std::optional<int64_t> heads = getConfigInt(adaptor.getNumHeads());
+  std::optional<int64_t> heads = getConfigInt(numHeads);
   if (heads && (*heads < 1 || (!isDyn(dy.getDimSize(2)) && dy.getDimSize(2) % *heads)))
-    return shapeError(loc, "causal_attention_grad", "num_heads must divide C");
-  auto y = rtt(adaptor.getOutput()), lse = rtt(adaptor.getLse());
+    return shapeError(loc, name, "num_heads must divide C");
+  auto y = rtt(output), lse = rtt(lseV);
   if (failed(verifyCompatibleShape(y.getShape(), dy.getShape())))
-    return shapeError(loc, "causal_attention_grad", "output ", y, " and grad ", dy,
+    return shapeError(loc, name, "output ", y, " and grad ", dy,
                       " must have one shape");
   if (lse.getRank() != 3 || !lse.getElementType().isF32() ||
       !compatible(lse.getDimSize(0), dy.getDimSize(0)) ||
       !compatible(lse.getDimSize(1), heads ? *heads : ShapedType::kDynamic) ||
       !compatible(lse.getDimSize(2), dy.getDimSize(1)))
-    return shapeError(loc, "causal_attention_grad", "lse ", lse, " is not (B, H, T) f32");
-  results.push_back(qkv);
+    return shapeError(loc, name, "lse ", lse, " is not (B, H, T) f32");
+  return success();
+}
+
+LogicalResult CausalAttentionGradOp::inferReturnTypes(
+    MLIRContext *ctx, std::optional<Location> loc, Adaptor adaptor,
+    SmallVectorImpl<Type> &results) {
+  if (failed(verifyAttentionGradOperands(loc, "causal_attention_grad", adaptor.getGrad(),
+                                         adaptor.getQkv(), adaptor.getOutput(),
+                                         adaptor.getLse(), adaptor.getNumHeads())))
+    return failure();
+  results.push_back(adaptor.getQkv().getType());
   return success();
 }
 
@@ -730,6 +742,23 @@ LogicalResult AddLayerNormOp::verify() {
       !compatible(bias.getDimSize(0), c) || w.getElementType() != sum.getElementType() ||
       bias.getElementType() != sum.getElementType())
     return emitOpError("weight and bias must be (C) in the sum's element type");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// CausalAttentionGradSumOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CausalAttentionGradSumOp::verify() {
+  if (failed(verifyAttentionGradOperands(getLoc(), "causal_attention_grad_sum", getGrad(),
+                                         getQkv(), getOutput(), getLse(), getNumHeads())))
+    return failure();
+  auto dqkv = rtt(getResult()), sum = rtt(getSum());
+  if (dqkv != rtt(getQkv()))
+    return emitOpError("result must be qkv's type ") << getQkv().getType() << ", got " << dqkv;
+  if (sum.getRank() != 1 || sum.getDimSize(0) != dqkv.getShape().back() ||
+      sum.getElementType() != dqkv.getElementType())
+    return emitOpError("sum must be (3C) in the result's element type, got ") << sum;
   return success();
 }
 

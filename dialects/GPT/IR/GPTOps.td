@@ -486,6 +486,32 @@ def GPT_CausalAttentionGradOp : GPT_InferredOp<"causal_attention_grad"> {
   }];
 }
 
+def GPT_CausalAttentionGradSumOp : GPT_Op<"causal_attention_grad_sum", [Pure]> {
+  let summary = "gpt.causal_attention_grad and the sums of its result over (B, T)";
+  let description = [{
+    `result = gpt.causal_attention_grad(grad, qkv, output, lse)`, and
+    `sum[c]` the sum of `result[b, t, c]` over every (b, t), taken before
+    `result` is rounded to its element type: the bias gradient of the qkv
+    projection. The flash backward kernels add up the rows of each 16-row
+    tile they store, so the (B, T, 3C) gradient is not read back by a
+    column reduction.
+
+    ```mlir
+    %dqkv, %db = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64}
+        : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>,
+           tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$qkv,
+                       GPT_FloatTensor:$output, GPT_FloatTensor:$lse,
+                       GPT_IntOrConfigAttr:$num_heads);
+  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$sum);
+  let assemblyFormat = [{
+    $grad `,` $qkv `,` $output `,` $lse attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def GPT_CrossEntropyGradOp : GPT_InferredOp<"cross_entropy_grad"> {
   let summary = "Gradient of the mean cross-entropy with respect to the logits";
   let description = [{

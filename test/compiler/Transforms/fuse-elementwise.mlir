@@ -4,6 +4,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=narrow-row-outputs=false | FileCheck %s --check-prefix=WIDE
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=add-layernorm=false | FileCheck %s --check-prefix=NOADDLN
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=gelu-grad-sum=false | FileCheck %s --check-prefix=NOGGS
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-elementwise=attention-grad-sum=false | FileCheck %s --check-prefix=NOAGS
 
 // Tests that a producer -> consumer chain becomes one fusion with one result.
 // CHECK-LABEL: func.func @chain
@@ -388,4 +389,46 @@ func.func @gelu_grad_partial_sum(%dh: tensor<2x4x64xf32>, %pre: tensor<2x4x64xf3
   %d = gpt.gelu_grad %dh, %pre : tensor<2x4x64xf32>
   %db = gpt.reduce sum %d dims [0] : (tensor<2x4x64xf32>) -> tensor<4x64xf32>
   return %db : tensor<4x64xf32>
+}
+
+// -----
+
+// Tests that the qkv bias gradient, the sum over (B, T) of an attention
+// gradient, becomes one gpt.causal_attention_grad_sum with it; the other
+// readers of dqkv read its first result.
+// CHECK-LABEL: func.func @attention_grad_sum
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<2x8x16xbf16>, %[[QKV:[^:]*]]: tensor<2x8x48xbf16>, %[[Y:[^:]*]]: tensor<2x8x16xbf16>, %[[LSE:[^:]*]]: tensor<2x2x8xf32>)
+// CHECK-NEXT: %[[D:.*]], %[[DB:.*]] = gpt.causal_attention_grad_sum %[[DY]], %[[QKV]], %[[Y]], %[[LSE]] {num_heads = 2 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
+// CHECK-NEXT: %[[D2:.*]] = gpt.reshape %[[D]]
+// CHECK-NEXT: return %[[D2]], %[[DB]]
+// NOAGS-LABEL: func.func @attention_grad_sum
+// NOAGS: gpt.causal_attention_grad %
+// NOAGS: gpt.reduce
+func.func @attention_grad_sum(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
+                              %y: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xf32>)
+    -> (tensor<16x48xbf16>, tensor<48xbf16>) {
+  %d = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 2 : i64}
+      : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>)
+      -> tensor<2x8x48xbf16>
+  %d2 = gpt.reshape %d : tensor<2x8x48xbf16> to tensor<16x48xbf16>
+  %db = gpt.reduce sum %d dims [0, 1] : (tensor<2x8x48xbf16>) -> tensor<48xbf16>
+  return %d2, %db : tensor<16x48xbf16>, tensor<48xbf16>
+}
+
+// -----
+
+// Tests that a sum into another element type (the f32 sum of a bf16
+// gradient) is left to the column reduction.
+// CHECK-LABEL: func.func @attention_grad_sum_other_type
+// CHECK-NOT: gpt.causal_attention_grad_sum
+// CHECK: gpt.reduce
+func.func @attention_grad_sum_other_type(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
+                                         %y: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xf32>)
+    -> tensor<48xf32> {
+  %d = gpt.causal_attention_grad %dy, %qkv, %y, %lse {num_heads = 2 : i64}
+      : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>)
+      -> tensor<2x8x48xbf16>
+  %w = gpt.cast %d : tensor<2x8x48xbf16> to tensor<2x8x48xf32>
+  %db = gpt.reduce sum %w dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+  return %db : tensor<48xf32>
 }

@@ -945,3 +945,17 @@ func.func @layernorm_grad_add(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, 
       -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
   return %dx, %dxh, %dw, %db : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// Tests that gpt.causal_attention_grad_sum round-trips.
+// CHECK-LABEL: func.func @causal_attention_grad_sum
+func.func @causal_attention_grad_sum(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
+                                     %y: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xf32>)
+    -> (tensor<2x8x48xbf16>, tensor<48xbf16>) {
+  // CHECK: gpt.causal_attention_grad_sum %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
+  %d, %db = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64}
+      : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>)
+      -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
+  return %d, %db : tensor<2x8x48xbf16>, tensor<48xbf16>
+}

@@ -35,7 +35,9 @@ namespace {
 // it) and a head dimension of two mma k-steps.
 constexpr int64_t kB = 2, kT = 48, kH = 2, kD = 32, kC = kH * kD;
 
-std::string source(const std::string &elt, int64_t seq = kT) {
+/// With `sums`, the gradient is gpt.causal_attention_grad_sum's and its
+/// column sums are a third output, "db".
+std::string source(const std::string &elt, int64_t seq = kT, bool sums = false) {
   std::string t = std::to_string(seq);
   std::string qkv = "tensor<2x" + t + "x192x", y = "tensor<2x" + t + "x64x";
   std::string body;
@@ -46,8 +48,15 @@ std::string source(const std::string &elt, int64_t seq = kT) {
   std::string lse = "tensor<2x2x" + t + "xf32>";
   body += "  %y, %lse = gpt.causal_attention %q {num_heads = 2 : i64} : (" + low(qkv) +
           ") -> (" + low(y) + ", " + lse + ")\n";
-  body += "  %d = gpt.causal_attention_grad %g, %q, %y, %lse {num_heads = 2 : i64} : (" +
-          low(y) + ", " + low(qkv) + ", " + low(y) + ", " + lse + ") -> " + low(qkv) + "\n";
+  if (sums) {
+    body += "  %d, %db = gpt.causal_attention_grad_sum %g, %q, %y, %lse {num_heads = 2 : i64} : (" +
+            low(y) + ", " + low(qkv) + ", " + low(y) + ", " + lse + ") -> (" + low(qkv) + ", " +
+            low("tensor<192x") + ")\n";
+    body += "  %dbf = gpt.cast %db : " + low("tensor<192x") + " to tensor<192xf32>\n";
+  } else {
+    body += "  %d = gpt.causal_attention_grad %g, %q, %y, %lse {num_heads = 2 : i64} : (" +
+            low(y) + ", " + low(qkv) + ", " + low(y) + ", " + lse + ") -> " + low(qkv) + "\n";
+  }
   body += "  %yf = gpt.cast %y : " + low(y) + " to " + f32(y) + "\n";
   body += "  %df = gpt.cast %d : " + low(qkv) + " to " + f32(qkv) + "\n";
   return "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
@@ -56,8 +65,9 @@ std::string source(const std::string &elt, int64_t seq = kT) {
          "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
          "func.func @train_step(%qkv: " + f32(qkv) + " {gpt.input = \"qkv\"}, %dy: " + f32(y) +
          " {gpt.input = \"dy\"}) -> (" + f32(y) + " {gpt.output = \"y\"}, " + f32(qkv) +
-         " {gpt.output = \"dqkv\"}) {\n" + body + "  return %yf, %df : " + f32(y) + ", " +
-         f32(qkv) + "\n}\n";
+         " {gpt.output = \"dqkv\"}" + (sums ? ", tensor<192xf32> {gpt.output = \"db\"}" : "") +
+         ") {\n" + body + "  return %yf, %df" + (sums ? ", %dbf" : "") + " : " + f32(y) + ", " +
+         f32(qkv) + (sums ? ", tensor<192xf32>" : "") + "\n}\n";
 }
 
 bool contains(const std::vector<uint8_t> &bytes, const std::string &s) {
@@ -69,8 +79,8 @@ const char *kMma = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
 class FlashAttentionTest : public ReferenceTest {
 protected:
   std::vector<uint8_t> compile(const std::string &elt, codegen::EmitOptions emit,
-                               int64_t seq = kT) {
-    module = parse(source(elt, seq));
+                               int64_t seq = kT, bool sums = false) {
+    module = parse(source(elt, seq, sums));
     if (!module)
       return {};
     if (!planPrograms())
@@ -79,6 +89,8 @@ protected:
     EXPECT_TRUE(mlir::succeeded(bytes)) << diagnostics;
     return mlir::succeeded(bytes) ? *bytes : std::vector<uint8_t>{};
   }
+  /// The Host target's scalar kernels against the fp64 interpreter.
+  void checkHostAgainstReference(bool sums);
 };
 
 TEST_F(FlashAttentionTest, Bf16OnCudaUsesTheTensorCoreKernels) {
@@ -246,13 +258,10 @@ TEST_F(FlashAttentionTest, Fp32KeepsTheScalarKernels) {
   EXPECT_FALSE(contains(bytes, kMma));
 }
 
-// The reference the device check compares flash with: the scalar kernels
-// on bf16 attention, against the fp64 interpreter (which rounds to bf16
-// after every op as the kernels do).
-TEST_F(FlashAttentionTest, HostScalarKernelsMatchTheReferenceInBf16) {
+void FlashAttentionTest::checkHostAgainstReference(bool sums) {
   codegen::EmitOptions emit;
   emit.target = codegen::EmitOptions::Target::Host;
-  std::vector<uint8_t> bytes = compile("bf16", emit);
+  std::vector<uint8_t> bytes = compile("bf16", emit, kT, sums);
   ASSERT_FALSE(bytes.empty());
   EXPECT_FALSE(contains(bytes, "flash_attention"));
 
@@ -279,8 +288,8 @@ TEST_F(FlashAttentionTest, HostScalarKernelsMatchTheReferenceInBf16) {
   ASSERT_TRUE(s.setInput("train_step", "dy", dy));
   Status ran = s.run("train_step");
   ASSERT_TRUE(ran) << ran.message();
-  const char *names[] = {"y", "dqkv"};
-  for (size_t o = 0; o < 2; ++o) {
+  const char *names[] = {"y", "dqkv", "db"};
+  for (size_t o = 0; o < (sums ? 3u : 2u); ++o) {
     auto out = s.getOutput("train_step", names[o]);
     ASSERT_TRUE(out) << out.status().message();
     const Tensor &want = (*ref)[o];
@@ -294,6 +303,20 @@ TEST_F(FlashAttentionTest, HostScalarKernelsMatchTheReferenceInBf16) {
     for (size_t i = 0; i < want.data.size(); ++i)
       EXPECT_NEAR(got[i], want.data[i], 2e-2 * scale) << names[o] << "[" << i << "]";
   }
+}
+
+// The reference the device check compares flash with: the scalar kernels
+// on bf16 attention, against the fp64 interpreter (which rounds to bf16
+// after every op as the kernels do).
+TEST_F(FlashAttentionTest, HostScalarKernelsMatchTheReferenceInBf16) {
+  checkHostAgainstReference(/*sums=*/false);
+}
+
+// The same with gpt.causal_attention_grad_sum: the column sums of dqkv (the
+// qkv bias gradient) as well. The reference sums the unrounded gradient,
+// the scalar kernels' reduction the stored bf16 one.
+TEST_F(FlashAttentionTest, HostAttentionGradSumMatchesTheReferenceInBf16) {
+  checkHostAgainstReference(/*sums=*/true);
 }
 
 } // namespace

@@ -38,6 +38,8 @@ protected:
   std::map<std::string, std::vector<std::string>> kernels;
   std::vector<codegen::Command> ceGrad, ce;
   bool onePass = true; // LoweringOptions::crossEntropyOnePass
+  bool flash = false;   // LoweringOptions::flashAttention
+  std::vector<codegen::Command> attentionGrad;
 
   std::optional<codegen::Lowered> lowered;
 
@@ -54,6 +56,7 @@ protected:
     options.fusedCrossEntropy = fuseCrossEntropy;
     options.vectorAccess = vectorAccess;
     options.crossEntropyOnePass = onePass;
+    options.flashAttention = flash;
     auto result = codegen::lowerPrograms(*module, {"train_step"}, options);
     ASSERT_TRUE(mlir::succeeded(result)) << diagnostics;
     lowered = std::move(*result);
@@ -66,6 +69,8 @@ protected:
         ceGrad.push_back(c);
       if (c.op == "gpt.cross_entropy")
         ce.push_back(c);
+      if (c.op == "gpt.causal_attention_grad_sum")
+        attentionGrad.push_back(c);
     }
   }
 };
@@ -226,6 +231,46 @@ TEST_F(FusionLoweringTest, CrossEntropyOnePassNeedsNarrowLogitsAndItsOption) {
   onePass = true;
   ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "tiny", 32, /*vectorAccess=*/false));
   EXPECT_EQ(launches["gpt.cross_entropy_grad"], 1);
+}
+
+// bf16 mini (T = 64, head dimension 16: the flash kernels): the qkv bias
+// gradient comes with the attention gradient. Both backward kernels take a
+// seventh argument, the (B T / 16, 3C) f32 tile sums, which one column
+// reduction folds into the bias gradient; dqkv is never read back.
+TEST_F(FusionLoweringTest, AttentionGradSumFoldsTheFlashKernelsTileSums) {
+  flash = true;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32, /*vectorAccess=*/true));
+  EXPECT_EQ(launches.count("gpt.causal_attention_grad"), 0u);
+  ASSERT_EQ(launches["gpt.causal_attention_grad_sum"], 2 * 4) << "2 layers";
+  const std::vector<std::string> &names = kernels["gpt.causal_attention_grad_sum"];
+  for (size_t layer = 0; layer < 2; ++layer) {
+    const codegen::Command *q = &attentionGrad[4 * layer], *kv = q + 1, *fold = q + 2;
+    EXPECT_EQ(names[4 * layer].rfind("flash_attention_backward_q", 0), 0u);
+    EXPECT_EQ(names[4 * layer + 1].rfind("flash_attention_backward_kv", 0), 0u);
+    EXPECT_EQ(names[4 * layer + 2].rfind("attention_backward_sum", 0), 0u);
+    EXPECT_EQ(names[4 * layer + 3].rfind("attention_backward_sum_sum", 0), 0u);
+    ASSERT_EQ(q->args.size(), 7u);
+    ASSERT_EQ(kv->args.size(), 7u);
+    const codegen::Operand &sums = q->args[6];
+    ASSERT_EQ(sums.kind, codegen::Operand::Scratch);
+    EXPECT_EQ(sums.bytes, 4 * 64 / 16 * 3 * 64 * 4) << "B T / 16 rows of 3C floats";
+    EXPECT_EQ(kv->args[6].scratch, sums.scratch);
+    ASSERT_FALSE(fold->args.empty());
+    EXPECT_EQ(fold->args[0].kind, codegen::Operand::Scratch);
+    EXPECT_EQ(fold->args[0].scratch, sums.scratch);
+  }
+}
+
+// Without the flash kernels (fp32) the fused op's sum is a column
+// reduction of dqkv as stored, after the scalar kernels.
+TEST_F(FusionLoweringTest, AttentionGradSumOnTheScalarKernelsReadsDqkv) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "fp32", true, "mini", 32, /*vectorAccess=*/true));
+  ASSERT_EQ(launches["gpt.causal_attention_grad_sum"], 2 * 5) << "2 layers";
+  const codegen::Command &v = attentionGrad[2], &fold = attentionGrad[3];
+  EXPECT_EQ(kernels["gpt.causal_attention_grad_sum"][2].rfind("attention_backward_v", 0), 0u);
+  ASSERT_EQ(fold.args.size(), 2u);
+  EXPECT_EQ(fold.args[0].kind, codegen::Operand::Tensor);
+  EXPECT_EQ(fold.args[0].tensor, v.args[3].tensor) << "the column reduction reads dqkv";
 }
 
 // mini: C = 64, 2 columns per lane of a warp. The forward reads its sum
