@@ -441,34 +441,59 @@ void storeForwardOutput(Warp &w, const Online &on, ValueRange a, const Heads &hs
 }
 
 /// The column sums of C tiles (16 rows from r0, d/8 tiles, times rowScale
-/// as storeTiles stores them, before rounding) to `sums` at sumRow(r0): each
-/// lane adds its two rows, a butterfly over the 8 row groups adds the
-/// warp's, and the lanes of group 0 store two adjacent columns each. A
-/// fixed order: the sums are deterministic.
+/// as storeTiles stores them, before rounding) to `sums` at sumRow(r0).
+/// Each lane first adds its two rows; then the 8 row groups (lane bits 2-4)
+/// are folded by recursive halving: at each level a lane keeps half of its
+/// columns, sends the other half to its partner and adds what it gets, so
+/// 2 d/8 columns take d/8 + d/16 + d/32 shuffles and end spread over the
+/// groups, each lane storing its own few. A level with an odd count adds
+/// every column on both sides instead (only the lanes with that bit clear
+/// store). A fixed order: the sums are deterministic.
 void storeColumnSums(Warp &w, ArrayRef<Frag> tiles, Value sums, const RowFn &sumRow, Value r0,
                      ArrayRef<Value> rowScale) {
   KB &k = w.k;
-  SmallVector<Value> cols;
+  SmallVector<Value> x; // column i: tile i / 2, element i % 2
   for (const Frag &tile : tiles)
     for (int64_t e = 0; e < 2; ++e) {
-      Value x = k.add(tile[e], tile[e + 2]); // rows g and g + 8
-      if (!rowScale.empty())
-        x = k.mul(x, rowScale[0]);
-      for (int32_t mask : {4, 8, 16})
-        x = k.add(x, w.shuffle(x, mask));
-      cols.push_back(x);
+      Value v = k.add(tile[e], tile[e + 2]); // rows g and g + 8
+      x.push_back(rowScale.empty() ? v : k.mul(v, rowScale[0]));
     }
-  auto first = scf::IfOp::create(k.b, k.loc, k.cmpEq(w.g, k.idx(0)), /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(k.b);
-  k.b.setInsertionPointToStart(&first.getThenRegion().front());
-  auto pairT = VectorType::get({2}, w.f32);
-  Value base = k.add(sumRow(r0), k.mul(w.t, k.idx(2)));
-  for (size_t dt = 0; dt < tiles.size(); ++dt) {
-    Value pair = vector::FromElementsOp::create(k.b, k.loc, pairT,
-                                                ValueRange{cols[2 * dt], cols[2 * dt + 1]});
-    vector::StoreOp::create(k.b, k.loc, pair, sums, ValueRange{k.add(base, k.idx(8 * dt))},
-                            /*nontemporal=*/false, llvm::MaybeAlign(8));
+  Value first = k.idx(0);  // this lane's first column (of x's original order)
+  Value stores = nullptr;  // i1: whether this lane stores (null: every lane)
+  for (int32_t mask : {16, 8, 4}) {
+    Value bit = k.urem(k.udiv(w.lane, k.idx(mask)), k.idx(2));
+    Value upper = k.cmpEq(bit, k.idx(1));
+    size_t half = x.size() / 2;
+    if (x.size() % 2 == 0) {
+      SmallVector<Value> kept;
+      for (size_t i = 0; i < half; ++i) {
+        Value lo = x[i], hi = x[half + i];
+        Value keep = k.select(upper, hi, lo), send = k.select(upper, lo, hi);
+        kept.push_back(k.add(keep, w.shuffle(send, mask)));
+      }
+      x = kept;
+      first = k.add(first, k.select(upper, k.idx(static_cast<int64_t>(half)), k.idx(0)));
+    } else {
+      for (Value &v : x)
+        v = k.add(v, w.shuffle(v, mask));
+      Value lower = k.cmpEq(bit, k.idx(0));
+      stores = stores ? arith::AndIOp::create(k.b, k.loc, stores, lower).getResult() : lower;
+    }
   }
+  auto put = [&]() {
+    Value row = sumRow(r0), t2 = k.mul(w.t, k.idx(2));
+    for (size_t i = 0; i < x.size(); ++i) {
+      Value col = k.add(first, k.idx(static_cast<int64_t>(i)));
+      Value at = k.add(k.mul(k.udiv(col, k.idx(2)), k.idx(8)), k.urem(col, k.idx(2)));
+      k.st(x[i], sums, k.add(row, k.add(at, t2)));
+    }
+  };
+  if (!stores)
+    return put();
+  auto guard = scf::IfOp::create(k.b, k.loc, stores, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard ig(k.b);
+  k.b.setInsertionPointToStart(&guard.getThenRegion().front());
+  put();
 }
 
 /// The backward kernels accumulate dS / scale (scoreGrad): every dq and dk

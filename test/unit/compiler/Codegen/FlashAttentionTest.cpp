@@ -201,6 +201,31 @@ TEST_F(FlashAttentionTest, BackwardKernelsScaleDqAndDk) {
   }
 }
 
+// gpt.causal_attention_grad_sum on CUDA: the unblocked and the blocked
+// (mma.sync and wgmma) backward kernels all fold their 16-row tiles by
+// recursive halving over the lanes' row bits (xor 16, 8, 4: the other
+// flash shuffles are xor 1 and 2), and no column reduction reads dqkv.
+TEST_F(FlashAttentionTest, AttentionGradSumStoresTileSumsInEveryBackwardKernel) {
+  for (auto [seq, warpgroup] : {std::pair{kT, false}, {256, false}, {256, true}}) {
+    codegen::EmitOptions emit;
+    emit.warpgroupMma = warpgroup;
+    std::vector<uint8_t> bytes = compile("bf16", emit, seq, /*sums=*/true);
+    ASSERT_FALSE(bytes.empty());
+    std::string ptx(bytes.begin(), bytes.end());
+    EXPECT_TRUE(contains(bytes, "attention_backward_sum"));
+    EXPECT_FALSE(contains(bytes, "reduce_leading"));
+    for (const char *entry : {".entry flash_attention_backward_q", ".entry flash_attention_backward_kv"}) {
+      size_t at = ptx.find(entry);
+      ASSERT_NE(at, std::string::npos) << entry;
+      std::string body = ptx.substr(at, ptx.find(".entry", at + 1) - at);
+      // Recursive halving over lane bits 4, 3, 2.
+      for (const char *mask : {", 16, 31,", ", 8, 31,", ", 4, 31,"})
+        EXPECT_NE(body.find(mask), std::string::npos)
+            << entry << " has no xor shuffle" << mask << " at T = " << seq;
+    }
+  }
+}
+
 // Other chips keep mma.sync whatever the flag says.
 TEST_F(FlashAttentionTest, WarpgroupNeedsSm90) {
   codegen::EmitOptions emit;
