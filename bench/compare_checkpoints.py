@@ -27,7 +27,8 @@ def values(raw, dtype):
         halves = array.array("H", raw)
         if sys.byteorder != "little":
             halves.byteswap()
-        return array.array("f", struct.pack(f"<{len(halves)}I", *(h << 16 for h in halves)))
+        # Native order both ways: the widened words reread as floats.
+        return array.array("f", array.array("I", (h << 16 for h in halves)).tobytes())
     fmt = FORMATS.get(dtype)
     return None if fmt is None else struct.unpack(f"<{len(raw) // struct.calcsize(fmt)}{fmt}", raw)
 

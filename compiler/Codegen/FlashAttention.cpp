@@ -455,8 +455,10 @@ void storeColumnSums(Warp &w, ArrayRef<Frag> tiles, Value sums, const RowFn &sum
   SmallVector<Value> x; // column i: tile i / 2, element i % 2
   for (const Frag &tile : tiles)
     for (int64_t e = 0; e < 2; ++e) {
-      Value v = k.add(tile[e], tile[e + 2]); // rows g and g + 8
-      x.push_back(rowScale.empty() ? v : k.mul(v, rowScale[0]));
+      // Rows g and g + 8, each as storeTiles stores it.
+      x.push_back(rowScale.empty()
+                      ? k.add(tile[e], tile[e + 2])
+                      : k.add(k.mul(tile[e], rowScale[0]), k.mul(tile[e + 2], rowScale[1])));
     }
   Value first = k.idx(0);  // this lane's first column (of x's original order)
   Value stores = nullptr;  // i1: whether this lane stores (null: every lane)

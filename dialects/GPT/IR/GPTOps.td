@@ -494,7 +494,8 @@ def GPT_CausalAttentionGradSumOp : GPT_Op<"causal_attention_grad_sum", [Pure]> {
     `result` is rounded to its element type: the bias gradient of the qkv
     projection. The flash backward kernels add up the rows of each 16-row
     tile they store, so the (B, T, 3C) gradient is not read back by a
-    column reduction.
+    column reduction. (The scalar kernels, on the Host target or without
+    flash attention, sum `result` as stored.)
 
     ```mlir
     %dqkv, %db = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64}
