@@ -202,9 +202,9 @@ TEST_F(FlashAttentionTest, BackwardKernelsScaleDqAndDk) {
 }
 
 // gpt.causal_attention_grad_sum on CUDA: the unblocked and the blocked
-// (mma.sync and wgmma) backward kernels all fold their 16-row tiles by
-// recursive halving over the lanes' row bits (xor 16, 8, 4: the other
-// flash shuffles are xor 1 and 2), and no column reduction reads dqkv.
+// (mma.sync and wgmma) backward kernels all fold their 16-row tiles over
+// the lanes' row bits (xor 16, 8, 4: the other flash shuffles are xor 1
+// and 2), and no column reduction reads dqkv.
 TEST_F(FlashAttentionTest, AttentionGradSumStoresTileSumsInEveryBackwardKernel) {
   for (auto [seq, warpgroup] : {std::pair{kT, false}, {256, false}, {256, true}}) {
     codegen::EmitOptions emit;
