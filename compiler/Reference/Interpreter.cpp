@@ -468,12 +468,14 @@ private:
   LogicalResult matmulBiasGrad(MatmulBiasGradOp op) {
     matmulInto(op.getLhs(), op.getRhs(), true, false, op.getWeightGrad(),
                out(op.getWeightGrad()));
-    const Buffer &dy = in(op.getLhs());
-    Buffer &db = out(op.getBiasGrad());
-    int64_t cols = db.size();
-    for (size_t i = 0; i < dy.size(); ++i)
-      db[i % cols] += dy[i];
+    addColumnSums(in(op.getLhs()), out(op.getBiasGrad()));
     return success();
+  }
+
+  /// sums[c] += x[..., c] over every leading index (sums.size() columns).
+  static void addColumnSums(const Buffer &x, Buffer &sums) {
+    for (size_t i = 0; i < x.size(); ++i)
+      sums[i % sums.size()] += x[i];
   }
 
   LogicalResult biasAdd(BiasAddOp op) {
@@ -785,11 +787,7 @@ private:
   LogicalResult attentionGradSum(CausalAttentionGradSumOp op) {
     if (failed(attentionGrad(op)))
       return failure();
-    const Buffer &dqkv = in(op.getResult());
-    Buffer &db = out(op.getSum());
-    int64_t cols = db.size();
-    for (size_t i = 0; i < dqkv.size(); ++i)
-      db[i % cols] += dqkv[i];
+    addColumnSums(in(op.getResult()), out(op.getSum()));
     return success();
   }
 

@@ -103,47 +103,24 @@ int64_t narrowLayerNormGradInputs(Block &block) {
   return n;
 }
 
-/// reduce sum (gelu_grad dy, x) dims [all but last] -> gpt.gelu_grad_sum,
-/// at the gelu_grad (the reduce follows it, so its readers do too).
-int64_t fuseGeluGradSum(Block &block) {
+/// reduce sum (GradOp ...) dims [all but last], in the gradient's element
+/// type -> SumOp (GradOp's operands and attributes; results: the gradient,
+/// the sums), at the gradient (the reduce follows it, so its readers do
+/// too).
+template <typename GradOp, typename SumOp>
+int64_t fuseColumnSum(Block &block) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto reduce = llvm::dyn_cast<ReduceOp>(op);
-    auto grad = reduce ? reduce.getInput().getDefiningOp<GeluGradOp>() : GeluGradOp();
+    auto grad = reduce ? reduce.getInput().template getDefiningOp<GradOp>() : GradOp();
     if (!grad || grad->getBlock() != &block)
       continue;
     auto type = llvm::cast<RankedTensorType>(grad.getType());
     if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
       continue;
     OpBuilder b(grad);
-    auto fused = GeluGradSumOp::create(b, grad.getLoc(), TypeRange{type, reduce.getType()},
-                                       grad.getGrad(), grad.getInput());
-    grad.getResult().replaceAllUsesWith(fused.getResult());
-    reduce.getResult().replaceAllUsesWith(fused.getSum());
-    reduce.erase();
-    grad.erase();
-    ++n;
-  }
-  return n;
-}
-
-/// reduce sum (causal_attention_grad ...) dims [0, 1] (the qkv bias
-/// gradient) -> gpt.causal_attention_grad_sum, at the attention gradient.
-int64_t fuseAttentionGradSum(Block &block) {
-  int64_t n = 0;
-  for (Operation &op : llvm::make_early_inc_range(block)) {
-    auto reduce = llvm::dyn_cast<ReduceOp>(op);
-    auto grad = reduce ? reduce.getInput().getDefiningOp<CausalAttentionGradOp>()
-                       : CausalAttentionGradOp();
-    if (!grad || grad->getBlock() != &block)
-      continue;
-    auto type = llvm::cast<RankedTensorType>(grad.getType());
-    if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
-      continue;
-    OpBuilder b(grad);
-    auto fused = CausalAttentionGradSumOp::create(
-        b, grad.getLoc(), TypeRange{type, reduce.getType()}, grad.getGrad(), grad.getQkv(),
-        grad.getOutput(), grad.getLse(), grad.getNumHeadsAttr());
+    auto fused = SumOp::create(b, grad.getLoc(), TypeRange{type, reduce.getType()},
+                               grad->getOperands(), grad->getAttrs());
     grad.getResult().replaceAllUsesWith(fused.getResult());
     reduce.getResult().replaceAllUsesWith(fused.getSum());
     reduce.erase();
@@ -436,10 +413,12 @@ struct FuseElementwisePass
         numNarrowed += narrowLayerNormOutputs(block) + narrowLayerNormGradInputs(block);
       if (addLayerNorm)
         numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
+      // The GELU layer's bias gradient; the qkv projection's.
       if (geluGradSum)
-        numGeluGradSums += fuseGeluGradSum(block);
+        numGeluGradSums += fuseColumnSum<GeluGradOp, GeluGradSumOp>(block);
       if (attentionGradSum)
-        numAttentionGradSums += fuseAttentionGradSum(block);
+        numAttentionGradSums +=
+            fuseColumnSum<CausalAttentionGradOp, CausalAttentionGradSumOp>(block);
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);
