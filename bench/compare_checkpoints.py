@@ -72,14 +72,9 @@ def read(path, match=""):
     return tensors
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("a")
-    ap.add_argument("b")
-    ap.add_argument("--top", type=int, default=20)
-    ap.add_argument("--match", default="", help="only tensors whose name contains this")
-    args = ap.parse_args()
-    a, b = read(args.a, args.match), read(args.b, args.match)
+def compare(a, b):
+    """(relative L2, max |a - b| / max |a|, name) per tensor both hold,
+    largest first."""
     rows = []
     for name in sorted(set(a) & set(b)):
         x, y = a[name], b[name]
@@ -94,6 +89,17 @@ def main():
         l2 = dist / norm if norm > 0 else float(dist > 0)
         rows.append((l2, maxrel, name))
     rows.sort(reverse=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--top", type=int, default=20)
+    ap.add_argument("--match", default="", help="only tensors whose name contains this")
+    args = ap.parse_args()
+    rows = compare(read(args.a, args.match), read(args.b, args.match))
     print(f"{len(rows)} tensors; largest relative L2 differences first")
     for l2, maxrel, name in rows[:args.top]:
         print(f"  {l2:10.3e}  max {maxrel:10.3e}  {name}")
