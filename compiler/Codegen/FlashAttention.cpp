@@ -457,6 +457,12 @@ void storeForwardOutput(Warp &w, const Online &on, ValueRange a, const Heads &hs
 void storeColumnSums(Warp &w, ArrayRef<Frag> tiles, Value sums, const RowFn &sumRow, Value r0,
                      ArrayRef<Value> rowScale, bool halve) {
   KB &k = w.k;
+  auto storeIf = [&](Value cond, function_ref<void()> body) {
+    auto guard = scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard ig(k.b);
+    k.b.setInsertionPointToStart(&guard.getThenRegion().front());
+    body();
+  };
   SmallVector<Value> x; // column i: tile i / 2, element i % 2
   for (const Frag &tile : tiles)
     for (int64_t e = 0; e < 2; ++e) {
@@ -471,11 +477,24 @@ void storeColumnSums(Warp &w, ArrayRef<Frag> tiles, Value sums, const RowFn &sum
           v = k.add(v, w.shuffle(v, mask));
       x.push_back(v);
     }
+
+  if (!halve) { // group 0: columns 2dt, 2dt + 1 of tile dt in one 8-byte store
+    return storeIf(k.cmpEq(w.g, k.idx(0)), [&] {
+      Value row = sumRow(r0), t2 = k.mul(w.t, k.idx(2));
+      auto pairT = VectorType::get({2}, w.f32);
+      for (size_t dt = 0; dt < tiles.size(); ++dt) {
+        Value pair = vector::FromElementsOp::create(k.b, k.loc, pairT,
+                                                    ValueRange{x[2 * dt], x[2 * dt + 1]});
+        vector::StoreOp::create(k.b, k.loc, pair, sums,
+                                ValueRange{k.add(row, k.add(t2, k.idx(8 * dt)))},
+                                /*nontemporal=*/false, llvm::MaybeAlign(8));
+      }
+    });
+  }
+
   Value first = k.idx(0);  // this lane's first column (of x's original order)
-  Value stores = halve ? nullptr : k.cmpEq(w.g, k.idx(0)); // i1 (null: every lane)
+  Value stores = nullptr;  // i1: whether this lane stores (null: every lane)
   for (int32_t mask : {16, 8, 4}) {
-    if (!halve)
-      break;
     Value bit = k.urem(k.udiv(w.lane, k.idx(mask)), k.idx(2));
     Value upper = k.cmpEq(bit, k.idx(1));
     size_t half = x.size() / 2;
@@ -495,30 +514,16 @@ void storeColumnSums(Warp &w, ArrayRef<Frag> tiles, Value sums, const RowFn &sum
       stores = stores ? arith::AndIOp::create(k.b, k.loc, stores, lower).getResult() : lower;
     }
   }
-  auto put = [&]() {
+  auto put = [&] {
     Value row = sumRow(r0), t2 = k.mul(w.t, k.idx(2));
-    if (!halve) { // columns 2dt, 2dt + 1 of tile dt: one 8-byte store
-      auto pairT = VectorType::get({2}, w.f32);
-      for (size_t dt = 0; dt < tiles.size(); ++dt) {
-        Value pair = vector::FromElementsOp::create(k.b, k.loc, pairT,
-                                                    ValueRange{x[2 * dt], x[2 * dt + 1]});
-        vector::StoreOp::create(k.b, k.loc, pair, sums,
-                                ValueRange{k.add(row, k.add(t2, k.idx(8 * dt)))},
-                                /*nontemporal=*/false, llvm::MaybeAlign(8));
-      }
-      return;
-    }
     for (size_t i = 0; i < x.size(); ++i) {
       Value col = k.add(first, k.idx(static_cast<int64_t>(i)));
       Value at = k.add(k.mul(k.udiv(col, k.idx(2)), k.idx(8)), k.urem(col, k.idx(2)));
       k.st(x[i], sums, k.add(row, k.add(at, t2)));
     }
   };
-  if (!stores)
-    return put();
-  auto guard = scf::IfOp::create(k.b, k.loc, stores, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard ig(k.b);
-  k.b.setInsertionPointToStart(&guard.getThenRegion().front());
+  if (stores)
+    return storeIf(stores, put);
   put();
 }
 

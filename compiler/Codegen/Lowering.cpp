@@ -422,6 +422,17 @@ private:
                      std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
                      int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
                      bool pairs = false);
+  /// reduceColumns of a row-major (rows, cols) matrix `in` into `out`.
+  void reduceMatrix(Operation *op, const std::string &key, const std::string &base, Type inType,
+                    Operand in, Type outType, Operand out, int64_t rows, int64_t cols, Type ft,
+                    ReduceKind kind) {
+    reduceColumns(op, key, base, {inType}, {in}, {outType}, {out}, rows, cols, ft, kind,
+                  [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
+                      SmallVector<KB::Store> &) {
+                    return k.ldConsecutive(a[0], k.add(k.mul(r, k.idx(cols)), col), width);
+                  },
+                  /*pairs=*/true);
+  }
   void lowerGlobalNorm(GlobalNormOp gn);
   void lowerAdamWMulti(AdamWMultiOp multi);
   std::pair<Operand, int64_t> foldPartials(Operation *op, Operand values, int64_t count,
@@ -1244,9 +1255,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                 list = scratch(rows * 4), listIds = scratch(rows * 4);
         Type countsT = flatOf(chunks * buckets, i32), offsetsT = flatOf(buckets + 1, i32),
              listT = flatOf(rows, i32);
-        auto bucketOf = [=](KB &k, Value ids, Value r) {
-          return k.urem(k.toIndex(k.ld(ids, r)), k.idx(buckets));
-        };
+        auto bucketOf = [=](KB &k, Value id) { return k.urem(id, k.idx(buckets)); };
         // mem[at(0)], .., mem[at(n - 1)] (i32) replaced by their exclusive
         // prefix sums, in place; returns the total.
         auto scanInPlace = [](KB &k, Value mem, int64_t n, function_ref<Value(Value)> at) {
@@ -1270,7 +1279,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  Value bucket = k.urem(idx, k.idx(buckets));
                  auto [first, end] = chunkRows(k, idx);
                  Value n = k.loop(first, end, {k.idx(0)}, [&](Value r, ValueRange cur) {
-                   Value one = k.select(k.cmpEq(bucketOf(k, a[0], r), bucket), k.idx(1), k.idx(0));
+                   Value id = k.toIndex(k.ld(a[0], r));
+                   Value one = k.select(k.cmpEq(bucketOf(k, id), bucket), k.idx(1), k.idx(0));
                    return SmallVector<Value>{k.add(cur[0], one)};
                  })[0];
                  k.st(k.toI32(n), a[1], idx);
@@ -1302,7 +1312,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  Value slot = k.add(k.toIndex(k.ld(a[2], bucket)), k.toIndex(k.ld(a[1], idx)));
                  k.loop(first, end, {slot}, [&](Value r, ValueRange cur) {
                    Value id = k.toIndex(k.ld(a[0], r));
-                   Value mine = k.cmpEq(k.urem(id, k.idx(buckets)), bucket);
+                   Value mine = k.cmpEq(bucketOf(k, id), bucket);
                    auto put = scf::IfOp::create(b, loc, mine, /*withElseRegion=*/false);
                    {
                      OpBuilder::InsertionGuard g(b);
@@ -1520,14 +1530,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                                      t(at.getOutput()), t(at.getLse())};
         // sums[col] of a (rows, 3C) f32 or dqkv-typed matrix `in`.
         auto sumColumns = [&](Type inType, Operand in, int64_t rows, Type ft) {
-          int64_t cols = 3 * c;
-          reduceColumns(op, key + "sum", "attention_backward_sum", {inType}, {in},
-                        {flat(sum)}, {t(sum)}, rows, cols, ft, ReduceKind::Sum,
-                        [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
-                            SmallVector<KB::Store> &) {
-                          return k.ldConsecutive(a[0], k.add(k.mul(r, k.idx(cols)), col), width);
-                        },
-                        /*pairs=*/true);
+          reduceMatrix(op, key + "sum", "attention_backward_sum", inType, in, flat(sum), t(sum),
+                       rows, 3 * c, ft, ReduceKind::Sum);
         };
         if (options.flashAttention && flashAttentionApplies(shape, eltOf(at.getQkv())) &&
             eltOf(at.getGrad()).isBF16() && eltOf(at.getOutput()).isBF16()) {
@@ -1775,13 +1779,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t cols = numel(red.getResult()), rows = numel(red.getInput()) / cols;
         ReduceKind kind = red.getKind();
         Type ft = computeOf(eltOf(red.getInput()));
-        reduceColumns(op, key, "reduce_leading", {flat(red.getInput())}, {t(red.getInput())},
-                      {flat(red.getResult())}, {t(red.getResult())}, rows, cols, ft, kind,
-                      [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
-                          SmallVector<KB::Store> &) {
-                        return k.ldConsecutive(a[0], k.add(k.mul(r, k.idx(cols)), col), width);
-                      },
-                      /*pairs=*/true);
+        reduceMatrix(op, key, "reduce_leading", flat(red.getInput()), t(red.getInput()),
+                     flat(red.getResult()), t(red.getResult()), rows, cols, ft, kind);
         return success();
       })
       .Case<GeluGradSumOp>([&](GeluGradSumOp gs) -> LogicalResult {

@@ -434,12 +434,17 @@ private:
   }
 
   /// y[i] *= gelu'(pre[i]); with `sums`, sums[c] += y[i] for y's column c.
+  /// sums[c] += x[..., c] over every leading index (sums.size() columns).
+  static void addColumnSums(const Buffer &x, Buffer &sums) {
+    for (size_t i = 0; i < x.size(); ++i)
+      sums[i % sums.size()] += x[i];
+  }
+
   static void scaleByGeluGrad(Buffer &y, const Buffer &pre, Buffer *sums) {
-    for (size_t i = 0; i < y.size(); ++i) {
+    for (size_t i = 0; i < y.size(); ++i)
       y[i] *= geluDerivative(pre[i]);
-      if (sums)
-        (*sums)[i % sums->size()] += y[i];
-    }
+    if (sums)
+      addColumnSums(y, *sums);
   }
 
   LogicalResult matmulGeluGrad(MatmulGeluGradOp op) {
@@ -470,12 +475,6 @@ private:
                out(op.getWeightGrad()));
     addColumnSums(in(op.getLhs()), out(op.getBiasGrad()));
     return success();
-  }
-
-  /// sums[c] += x[..., c] over every leading index (sums.size() columns).
-  static void addColumnSums(const Buffer &x, Buffer &sums) {
-    for (size_t i = 0; i < x.size(); ++i)
-      sums[i % sums.size()] += x[i];
   }
 
   LogicalResult biasAdd(BiasAddOp op) {
