@@ -43,6 +43,7 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -72,6 +73,30 @@ void registerCodegenDialects(DialectRegistry &registry) {
   registerNVVMDialectTranslation(registry);
 }
 
+llvm::Expected<std::string> cudaPtxFeature(llvm::StringRef chip) {
+  // The least PTX ISA version that knows each chip gptc compiles for.
+  static constexpr std::pair<llvm::StringLiteral, llvm::StringLiteral> kChips[] = {
+      {"sm_80", "+ptx80"},  {"sm_86", "+ptx80"},   {"sm_87", "+ptx80"},
+      {"sm_89", "+ptx80"},  {"sm_90", "+ptx80"},   {"sm_90a", "+ptx80"},
+      {"sm_100", "+ptx86"}, {"sm_100a", "+ptx86"}, {"sm_103", "+ptx88"},
+      {"sm_103a", "+ptx88"}, {"sm_120", "+ptx87"}, {"sm_120a", "+ptx87"},
+      {"sm_121", "+ptx88"}, {"sm_121a", "+ptx88"},
+  };
+  for (const auto &[name, feature] : kChips)
+    if (chip == name)
+      return feature.str();
+  std::string known;
+  for (const auto &[name, feature] : kChips)
+    known += (known.empty() ? "" : ", ") + name.str();
+  // sm_MN with M < 8: a real chip, too old for the kernels.
+  bool older = chip.size() == 5 && chip.starts_with("sm_") && llvm::isDigit(chip[3]) &&
+               chip[3] < '8' && llvm::isDigit(chip[4]);
+  return llvm::createStringError(
+      "unsupported CUDA chip '" + chip.str() + "'" +
+      (older ? " (the kernels need sm_80 or newer: bf16 tensor cores, cp.async)" : "") +
+      "; expected one of " + known);
+}
+
 namespace {
 
 void dump(const EmitOptions &options, const std::string &name,
@@ -98,7 +123,10 @@ OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
   auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda",
-                                          kernelChip(options, lowered), options.features);
+                                          kernelChip(options, lowered),
+                                          options.features.empty()
+                                              ? llvm::cantFail(cudaPtxFeature(options.chip))
+                                              : options.features);
   auto gpuModule = gpu::GPUModuleOp::create(b, loc, "gptc_kernels", b.getArrayAttr({target}));
   b.setInsertionPointToStart(gpuModule.getBody());
   for (const KernelDef &k : lowered.kernels) {
@@ -225,6 +253,9 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   MLIRContext *ctx = module.getContext();
   LoweringOptions lowering;
   bool cuda = options.target == EmitOptions::Target::CUDA;
+  if (cuda && options.features.empty())
+    if (llvm::Expected<std::string> feature = cudaPtxFeature(options.chip); !feature)
+      return module.emitError(llvm::toString(feature.takeError()));
   lowering.flashAttention = options.flashAttention && cuda;
   lowering.warpgroupMma =
       options.warpgroupMma && cuda && (options.chip == "sm_90" || options.chip == "sm_90a");

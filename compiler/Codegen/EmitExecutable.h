@@ -5,6 +5,7 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <functional>
@@ -16,7 +17,9 @@ namespace gptc::codegen {
 struct EmitOptions {
   enum class Target { CUDA, Host } target = Target::CUDA;
   std::string chip = "sm_90";
-  std::string features = "+ptx80";
+  /// LLVM's PTX feature for the kernels ("+ptx80"); empty: the least PTX
+  /// ISA version that `chip` needs (cudaPtxFeature).
+  std::string features;
   std::string toolkit = "/usr/local/cuda"; // ptxas and libdevice
   std::string dumpDir;                     // kernels' IR and PTX, if set
   int blockSize = 256;
@@ -30,6 +33,12 @@ struct EmitOptions {
   /// a compile's progress display.
   std::function<void(llvm::StringRef stage)> onStage;
 };
+
+/// The PTX ISA version (LLVM's feature, e.g. "+ptx80") gptc writes the
+/// kernels of CUDA chip `chip` in, or why gptc cannot compile for it: the
+/// kernels need sm_80's bf16 tensor cores and cp.async, and LLVM a PTX
+/// version that knows the chip.
+llvm::Expected<std::string> cudaPtxFeature(llvm::StringRef chip);
 
 /// Stages emitExecutable reports through EmitOptions::onStage.
 inline constexpr unsigned kEmitStages = 3;

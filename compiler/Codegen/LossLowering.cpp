@@ -102,7 +102,8 @@ int64_t crossEntropyOnePassSharedBytes(const CrossEntropyShape &s, int64_t block
 }
 
 bool crossEntropyOnePassApplies(const CrossEntropyShape &s, Type logits, int64_t blockThreads) {
-  // 99 KiB: the least a block may opt in to from sm_80 on (sm_86, sm_89);
+  // 99 KiB: the least a block may opt in to on the chips gptc compiles for
+  // (sm_86, sm_89, sm_120, sm_121; cudaPtxFeature);
   // GPT-2's row takes 98.3 KiB.
   return logits.getIntOrFloatBitWidth() == 16 && s.paddedVocab % 8 == 0 &&
          blockThreads % 32 == 0 && crossEntropyOnePassSharedBytes(s, blockThreads) <= 99 * 1024;

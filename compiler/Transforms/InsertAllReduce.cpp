@@ -17,6 +17,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace gptc {
 #define GEN_PASS_DEF_INSERTALLREDUCEPASS
@@ -63,8 +64,9 @@ struct InsertAllReducePass
     if (worldSize < 1)
       return module.emitError("gpt-insert-all-reduce: world-size must be >= 1, got ")
              << worldSize;
-    if (bucketMb < 0)
-      return module.emitError("gpt-insert-all-reduce: bucket-mb must be >= 0");
+    if (!(bucketMb >= 0) || !std::isfinite(bucketMb))
+      return module.emitError("gpt-insert-all-reduce: bucket-mb must be a finite number >= 0, got ")
+             << static_cast<double>(bucketMb);
     Block &body = fn.getBody().front();
     llvm::DenseMap<Operation *, int64_t> index;
     int64_t n = 0;

@@ -62,10 +62,30 @@ struct InsertOptimizerPass
     if (*kind != ScheduleKind::Constant && totalSteps <= warmupSteps)
       return module.emitError("gpt-insert-optimizer: a ")
              << schedule << " schedule needs total-steps > warmup-steps";
-    if (lr <= 0 || gradClip < 0 || weightDecay < 0 || beta1 < 0 || beta1 >= 1 ||
-        beta2 < 0 || beta2 >= 1 || epsilon <= 0)
-      return module.emitError("gpt-insert-optimizer: need lr > 0, 0 <= beta < 1, "
-                              "epsilon > 0, weight-decay >= 0, grad-clip >= 0");
+    if (warmupSteps < 0 || totalSteps < 0)
+      return module.emitError("gpt-insert-optimizer: warmup-steps and total-steps must be "
+                              ">= 0, got ")
+             << static_cast<int64_t>(warmupSteps) << " and " << static_cast<int64_t>(totalSteps);
+    // Each range is written so that NaN fails it.
+    struct Range {
+      StringRef name;
+      double value;
+      bool ok;
+      StringRef want;
+    };
+    for (const Range &r :
+         {Range{"lr", lr, std::isfinite(lr) && lr > 0, "a finite number > 0"},
+          Range{"min-lr", minLr, minLr >= 0 && minLr <= lr, "in [0, lr]"},
+          Range{"beta1", beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
+          Range{"beta2", beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
+          Range{"epsilon", epsilon, std::isfinite(epsilon) && epsilon > 0, "a finite number > 0"},
+          Range{"weight-decay", weightDecay, std::isfinite(weightDecay) && weightDecay >= 0,
+                "a finite number >= 0"},
+          Range{"grad-clip", gradClip, std::isfinite(gradClip) && gradClip >= 0,
+                "a finite number >= 0 (0: off)"}})
+      if (!r.ok)
+        return module.emitError("gpt-insert-optimizer: ")
+               << r.name << " must be " << r.want << ", got " << r.value;
 
     // The gradient function's arguments: data inputs and parameters.
     MLIRContext *ctx = module.getContext();

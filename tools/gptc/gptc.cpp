@@ -324,9 +324,24 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   std::optional<double> budget = parseMemoryBudget();
   if (!budget || !parseMatmulEpilogues(options))
     return failure();
+  if (worldSize < 0) {
+    fail("--world-size: expected a number of ranks >= 0 (0: single-device), got " +
+         std::to_string(worldSize));
+    return failure();
+  }
   options.memoryBudget = *budget;
   buildPipeline(pm, options, phase);
   return success();
+}
+
+/// The CUDA toolkit codegen uses: --cuda-toolkit, else $CUDA_HOME, else
+/// /usr/local/cuda.
+std::string toolkitDir() {
+  if (!cudaToolkit.empty())
+    return cudaToolkit;
+  if (const char *home = std::getenv("CUDA_HOME"))
+    return home;
+  return codegen::EmitOptions().toolkit;
 }
 
 int runCompile(MLIRContext &context) {
@@ -343,6 +358,24 @@ int runCompile(MLIRContext &context) {
                   llvm::join(names, ", ") + ")");
     }
     target = *parsed;
+  }
+  // Flags of the executable, checked before the passes run.
+  if (target == Phase::Executable) {
+    if (::target != "cuda" && ::target != "host")
+      return fail("--target: expected cuda or host, got '" + ::target + "'");
+    if (::target == "cuda") {
+      if (llvm::Expected<std::string> feature = codegen::cudaPtxFeature(cudaArch); !feature)
+        return fail("--cuda-arch: " + llvm::toString(feature.takeError()));
+      // What codegen runs and links from the toolkit.
+      std::string dir = toolkitDir();
+      const char *from = !cudaToolkit.empty()              ? "--cuda-toolkit"
+                         : std::getenv("CUDA_HOME") != nullptr ? "$CUDA_HOME"
+                                                             : "the default toolkit";
+      for (const char *file : {"bin/ptxas", "nvvm/libdevice/libdevice.10.bc"})
+        if (!llvm::sys::fs::exists(dir + "/" + file))
+          return fail(llvm::Twine(from) + ": no " + file + " in '" + dir +
+                      "' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)");
+    }
   }
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -392,8 +425,6 @@ int runCompile(MLIRContext &context) {
     if (outputFile == "-")
       return fail("the executable is binary: give -o FILE.fb");
     codegen::EmitOptions emit;
-    if (::target != "cuda" && ::target != "host")
-      return fail("--target: expected cuda or host, got '" + ::target + "'");
     emit.target = ::target == "host" ? codegen::EmitOptions::Target::Host
                                      : codegen::EmitOptions::Target::CUDA;
     emit.chip = cudaArch;
@@ -401,10 +432,7 @@ int runCompile(MLIRContext &context) {
     emit.warpgroupMma = warpgroupMma;
     emit.fuseCrossEntropy = fuseCrossEntropy;
     emit.crossEntropyOnePass = crossEntropyOnePass;
-    if (!cudaToolkit.empty())
-      emit.toolkit = cudaToolkit;
-    else if (const char *home = std::getenv("CUDA_HOME"))
-      emit.toolkit = home;
+    emit.toolkit = toolkitDir();
     emit.dumpDir = dumpDir;
     if (mode != CompileProgress::Mode::Off)
       emit.onStage = [&](llvm::StringRef stage) { progress.step(stage); };

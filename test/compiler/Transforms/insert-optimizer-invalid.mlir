@@ -9,6 +9,9 @@
 // RUN: gpt-opt %t/lr.mlir --verify-diagnostics --gpt-insert-optimizer="lr=0"
 // RUN: gpt-opt %t/beta.mlir --verify-diagnostics --gpt-insert-optimizer="beta1=1.0"
 // RUN: gpt-opt %t/clip.mlir --verify-diagnostics --gpt-insert-optimizer="grad-clip=-1.0"
+// RUN: gpt-opt %t/nan.mlir --verify-diagnostics --gpt-insert-optimizer="lr=nan"
+// RUN: gpt-opt %t/min-lr.mlir --verify-diagnostics --gpt-insert-optimizer="lr=1.0e-4 min-lr=1.0e-3"
+// RUN: gpt-opt %t/warmup.mlir --verify-diagnostics --gpt-insert-optimizer="warmup-steps=-1"
 
 //--- structure.mlir
 
@@ -156,7 +159,7 @@ module {
 
 // Tests that the learning rate must be positive.
 
-// expected-error @+1 {{gpt-insert-optimizer: need lr > 0, 0 <= beta < 1, epsilon > 0, weight-decay >= 0, grad-clip >= 0}}
+// expected-error @+1 {{gpt-insert-optimizer: lr must be a finite number > 0, got 0}}
 module {
   func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
                           %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {
@@ -169,7 +172,7 @@ module {
 
 // Tests that a beta of 1 is rejected.
 
-// expected-error @+1 {{gpt-insert-optimizer: need lr > 0, 0 <= beta < 1, epsilon > 0, weight-decay >= 0, grad-clip >= 0}}
+// expected-error @+1 {{gpt-insert-optimizer: beta1 must be in [0, 1), got 1}}
 module {
   func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
                           %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {
@@ -182,7 +185,46 @@ module {
 
 // Tests that a negative grad-clip is rejected.
 
-// expected-error @+1 {{gpt-insert-optimizer: need lr > 0, 0 <= beta < 1, epsilon > 0, weight-decay >= 0, grad-clip >= 0}}
+// expected-error @+1 {{gpt-insert-optimizer: grad-clip must be a finite number >= 0 (0: off), got -1}}
+module {
+  func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
+                          %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {
+    %zero = gpt.constant 0.0 : tensor<f32>
+    return %zero, %w : tensor<f32>, tensor<4xf32>
+  }
+}
+
+//--- nan.mlir
+
+// Tests that a NaN learning rate is rejected (it fails no `<=` test).
+
+// expected-error @+1 {{gpt-insert-optimizer: lr must be a finite number > 0, got nan}}
+module {
+  func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
+                          %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {
+    %zero = gpt.constant 0.0 : tensor<f32>
+    return %zero, %w : tensor<f32>, tensor<4xf32>
+  }
+}
+
+//--- min-lr.mlir
+
+// Tests that the final learning rate may not exceed the peak.
+
+// expected-error @+1 {{gpt-insert-optimizer: min-lr must be in [0, lr], got 1.000000e-03}}
+module {
+  func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
+                          %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {
+    %zero = gpt.constant 0.0 : tensor<f32>
+    return %zero, %w : tensor<f32>, tensor<4xf32>
+  }
+}
+
+//--- warmup.mlir
+
+// Tests that negative warm-up steps are rejected.
+
+// expected-error @+1 {{gpt-insert-optimizer: warmup-steps and total-steps must be >= 0, got -1 and 0}}
 module {
   func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
                           %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {

@@ -115,3 +115,14 @@
 // WORLD: gpt.all_reduce mean {{.*}}bucket = 0 : i64
 // WORLD: gpt.all_reduce mean {{.*}}bucket = 1 : i64
 // WORLD: gpt.global_norm
+
+// A negative world size is an error naming the flag; a bucket size that is
+// not a number reaches the pass, which names its option.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=-2 2>&1 | FileCheck %s --check-prefix=BADWORLD
+// BADWORLD: gptc: error: --world-size: expected a number of ranks >= 0 (0: single-device), got -2
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
+// BADBUCKET: error: gpt-insert-all-reduce: bucket-mb must be a finite number >= 0, got nan
+
+// Optimizer hyperparameters outside their range name the option.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=train-step --lr=nan 2>&1 | FileCheck %s --check-prefix=BADLR
+// BADLR: error: gpt-insert-optimizer: lr must be a finite number > 0, got nan

@@ -1,0 +1,36 @@
+// Tests that --cuda-arch picks the PTX version the chip needs, and that a
+// chip or toolkit gptc cannot compile with is an error naming the flag before
+// any pass runs, not an LLVM crash in the backend.
+
+// sm_90 (the default) stays on PTX 8.0 (mini's head dimension, 16, is too
+// small for the blocked wgmma kernels that would make it sm_90a).
+// RUN: rm -rf %t.90 && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=bf16 -o %t.90.fb --dump-ir-after-each-pass=%t.90
+// RUN: FileCheck %s --check-prefix=SM90 < %t.90/kernels.ptx
+// SM90: .version 8.0
+// SM90: .target sm_90{{$}}
+// SM90: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+
+// Consumer Blackwell needs PTX 8.7; its flash kernels use mma.sync.
+// RUN: rm -rf %t.120 && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=bf16 --cuda-arch=sm_120 -o %t.120.fb --dump-ir-after-each-pass=%t.120
+// RUN: FileCheck %s --check-prefix=SM120 < %t.120/kernels.ptx
+// SM120: .version 8.7
+// SM120: .target sm_120
+// SM120-NOT: wgmma
+// SM120: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// SM120-NOT: wgmma
+
+// Older chips lack the bf16 tensor cores and cp.async the kernels use.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-arch=sm_75 -o %t.75.fb 2>&1 | FileCheck %s --check-prefix=OLD
+// OLD: gptc: error: --cuda-arch: unsupported CUDA chip 'sm_75' (the kernels need sm_80 or newer: bf16 tensor cores, cp.async); expected one of sm_80,
+// OLD-NOT: gpt-
+
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-arch=hopper -o %t.bad.fb 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD: gptc: error: --cuda-arch: unsupported CUDA chip 'hopper'; expected one of sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a,
+
+// The Host target has no CUDA chip: --cuda-arch does not apply.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --cuda-arch=hopper -o %t.host.fb
+
+// A toolkit without ptxas is named before any pass runs.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-toolkit=%t.missing -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=TOOLKIT
+// TOOLKIT: gptc: error: --cuda-toolkit: no bin/ptxas in '{{.*}}missing' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)
+// TOOLKIT-NOT: gpt-
