@@ -44,6 +44,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -162,6 +163,31 @@ OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
   return module;
 }
 
+/// Gives every branch that reaches one block more than once with arguments
+/// (a switch whose cases the conversion merged) a forwarding block per
+/// repeat, in successor order. LLVM IR needs this for its PHIs; MLIR's own
+/// legalization at translation does the same but creates the blocks in
+/// hash-map order, so the PTX differed from run to run.
+void makeSuccessorsDistinct(Operation *root) {
+  root->walk([](Operation *terminator) {
+    if (terminator->getNumSuccessors() < 2)
+      return;
+    llvm::SmallPtrSet<Block *, 8> seen;
+    OpBuilder b(terminator->getContext());
+    for (unsigned i = 0, e = terminator->getNumSuccessors(); i < e; ++i) {
+      Block *to = terminator->getSuccessor(i);
+      if (to->getNumArguments() == 0 || seen.insert(to).second)
+        continue;
+      // The forwarder's arguments carry this edge's values to `to`.
+      Block *forward = b.createBlock(terminator->getBlock()->getParent());
+      for (BlockArgument arg : to->getArguments())
+        forward->addArgument(arg.getType(), arg.getLoc());
+      LLVM::BrOp::create(b, terminator->getLoc(), forward->getArguments(), to);
+      terminator->setSuccessor(forward, i);
+    }
+  });
+}
+
 struct CompiledKernels {
   std::string ptx;
   std::vector<uint8_t> cubin;
@@ -180,23 +206,23 @@ FailureOr<CompiledKernels> compileGpuKernels(ModuleOp module, const EmitOptions 
   nested.addPass(createReconcileUnrealizedCastsPass());
   if (failed(pm.run(module)))
     return failure();
+  makeSuccessorsDistinct(module);
   dump(options, "kernels.nvvm.mlir", [&](llvm::raw_ostream &os) { module.print(os); });
 
   auto gpuModule = *module.getOps<gpu::GPUModuleOp>().begin();
   auto target = llvm::cast<gpu::TargetAttrInterface>(gpuModule.getTargetsAttr()[0]);
+  // One LLVM compile: the PTX that ptxas turns into the cubin is the
+  // executable's PTX as well.
   CompiledKernels out;
-  for (auto kind : {gpu::CompilationTarget::Assembly, gpu::CompilationTarget::Binary}) {
-    gpu::TargetOptions opts(options.toolkit, {}, "", "", kind);
-    std::optional<SmallVector<char, 0>> object = target.serializeToObject(gpuModule, opts);
-    if (!object)
-      return gpuModule.emitError("codegen: NVVM serialization failed (")
-             << (kind == gpu::CompilationTarget::Assembly ? "PTX" : "cubin")
-             << "); is the CUDA toolkit at " << options.toolkit << "?";
-    if (kind == gpu::CompilationTarget::Assembly)
-      out.ptx.assign(object->begin(), object->end());
-    else
-      out.cubin.assign(object->begin(), object->end());
-  }
+  auto keepPtx = [&](StringRef ptx) { out.ptx = ptx.str(); };
+  gpu::TargetOptions opts(options.toolkit, {}, "", "", gpu::CompilationTarget::Binary,
+                          /*getSymbolTableCallback=*/{}, /*initialLlvmIRCallback=*/{},
+                          /*linkedLlvmIRCallback=*/{}, /*optimizedLlvmIRCallback=*/{}, keepPtx);
+  std::optional<SmallVector<char, 0>> cubin = target.serializeToObject(gpuModule, opts);
+  if (!cubin || out.ptx.empty())
+    return gpuModule.emitError("codegen: NVVM serialization failed; is the CUDA toolkit at ")
+           << options.toolkit << "?";
+  out.cubin.assign(cubin->begin(), cubin->end());
   dump(options, "kernels.ptx", [&](llvm::raw_ostream &os) { os << out.ptx; });
   return out;
 }

@@ -286,6 +286,74 @@ Value splitmix(KB &k, Value x) {
   return xorv(x, shr(x, 31));
 }
 
+/// Batched kernels: threads [starts[i], starts[i + 1]) serve member i of
+/// many tensors. Returns the member of thread p (the number of later
+/// starts <= p).
+Value memberOf(KB &k, Value p, ArrayRef<int64_t> starts) {
+  Value which = k.idx(0);
+  for (size_t i = 1; i < starts.size(); ++i) {
+    Value past =
+        arith::CmpIOp::create(k.b, k.loc, arith::CmpIPredicate::uge, p, k.idx(starts[i]));
+    which = k.add(which, k.select(past, k.idx(1), k.idx(0)));
+  }
+  return which;
+}
+
+/// The dispatch of a batched kernel over members `mems` (kernel arguments)
+/// of element types classes[classOf[i]]: one switch on `which` yields the
+/// member's memref as memref<?xT> (a result per class; the other classes
+/// get a stand-in) and values(i) (of types `valueTypes`, built in member
+/// i's case); a second switch builds body(c, memref, values) once per
+/// class c. So a kernel holds a copy of its loop per class, not per member:
+/// a loop per member made a 128-member kernel ~22K lines of PTX.
+void dispatchMembers(KB &k, Value which, ValueRange mems, ArrayRef<Type> classes,
+                     ArrayRef<int64_t> classOf, TypeRange valueTypes,
+                     function_ref<SmallVector<Value>(int64_t)> values,
+                     function_ref<void(int64_t, Value, ValueRange)> body) {
+  OpBuilder &b = k.b;
+  int64_t n = static_cast<int64_t>(mems.size()), nc = static_cast<int64_t>(classes.size());
+  SmallVector<Type> yields;
+  for (Type elt : classes)
+    yields.push_back(MemRefType::get({ShapedType::kDynamic}, elt));
+  yields.push_back(b.getIndexType()); // the class
+  llvm::append_range(yields, valueTypes);
+  // The last member is the default: `which` is always a member, and a case
+  // that repeated the default let LLVM's block placement differ from run
+  // to run.
+  auto cases = llvm::to_vector(llvm::seq<int64_t>(0, n - 1));
+  auto pick = scf::IndexSwitchOp::create(b, k.loc, yields, which, cases, n - 1);
+  auto yieldFor = [&](Block &block, int64_t i) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&block);
+    SmallVector<Value> vs;
+    for (int64_t c = 0; c < nc; ++c) {
+      int64_t from = classOf[i] == c ? i : llvm::find(classOf, c) - classOf.begin();
+      vs.push_back(memref::CastOp::create(b, k.loc, yields[c], mems[from]));
+    }
+    vs.push_back(k.idx(classOf[i]));
+    llvm::append_range(vs, values(i));
+    scf::YieldOp::create(b, k.loc, vs);
+  };
+  yieldFor(pick.getDefaultRegion().emplaceBlock(), n - 1);
+  for (int64_t i = 0; i + 1 < n; ++i)
+    yieldFor(pick.getCaseRegions()[i].emplaceBlock(), i);
+  Value cls = pick.getResult(nc);
+  ValueRange vals = pick.getResults().drop_front(nc + 1);
+  auto classCases = llvm::to_vector(llvm::seq<int64_t>(0, nc));
+  auto run = scf::IndexSwitchOp::create(b, k.loc, TypeRange{}, cls, classCases, nc);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&run.getDefaultRegion().emplaceBlock());
+    scf::YieldOp::create(b, k.loc);
+  }
+  for (int64_t c = 0; c < nc; ++c) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&run.getCaseRegions()[c].emplaceBlock());
+    body(c, pick.getResult(c), vals);
+    scf::YieldOp::create(b, k.loc);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // The lowering
 //===----------------------------------------------------------------------===//
@@ -434,6 +502,7 @@ private:
                   /*pairs=*/true);
   }
   void lowerGlobalNorm(GlobalNormOp gn);
+  void lowerRandomNormals(ArrayRef<RandomNormalOp> ops);
   void lowerAdamWMulti(AdamWMultiOp multi);
   std::pair<Operand, int64_t> foldPartials(Operation *op, Operand values, int64_t count,
                                            const std::string &name);
@@ -628,13 +697,16 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
          });
 }
 
+/// Members of a batched kernel (their pointers are its parameters: 128 x 8
+/// bytes stays far below CUDA's 4 KiB).
+constexpr int64_t kMembersPerKernel = 128;
 /// Elements one thread squares and sums in the first stage of a global
-/// norm, elements per load group and groups it loads at once, inputs per
-/// first-stage kernel (their pointers are its parameters: 128 x 8 bytes
-/// stays far below CUDA's 4 KiB), partials each folding thread sums, and
-/// the most the last thread sums.
-constexpr int64_t kNormChunk = 1024, kNormGroup = 8, kNormUnroll = 4,
-                  kNormInputsPerKernel = 128, kNormFoldWidth = 64, kNormFolders = 256;
+/// norm, elements per load group and groups it loads at once, partials each
+/// folding thread sums, and the most the last thread sums.
+constexpr int64_t kNormChunk = 1024, kNormGroup = 8, kNormUnroll = 4, kNormFoldWidth = 64,
+                  kNormFolders = 256;
+/// Elements one thread of the batched random-normal kernels draws.
+constexpr int64_t kRandomChunk = 16;
 
 /// Sums `count` f32 values at `values` down to at most kNormFolders, in a
 /// fixed order: kernels `name` whose threads each sum kNormFoldWidth of
@@ -691,8 +763,8 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
   }
   Operand partials = scratch(total * 4);
   int64_t done = 0;
-  for (size_t g0 = 0; g0 < inputs.size(); g0 += kNormInputsPerKernel) {
-    size_t g1 = std::min(inputs.size(), g0 + kNormInputsPerKernel);
+  for (size_t g0 = 0; g0 < inputs.size(); g0 += kMembersPerKernel) {
+    size_t g1 = std::min(inputs.size(), g0 + kMembersPerKernel);
     std::vector<Type> types;
     std::vector<Operand> args;
     std::vector<int64_t> starts;
@@ -711,54 +783,56 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
     types.push_back(flatOf(threads, ft));
     args.push_back(slice);
     int64_t count = static_cast<int64_t>(g1 - g0);
-    SmallVector<int64_t> w(widths.begin() + g0, widths.begin() + g1);
     SmallVector<int64_t> nv(vectors.begin() + g0, vectors.begin() + g1);
     SmallVector<int64_t> np(pieces.begin() + g0, pieces.begin() + g1);
+    // Inputs of one (element type, group width) share one loop.
+    SmallVector<std::pair<Type, int64_t>> classes;
+    SmallVector<int64_t> classOf;
+    for (size_t i = g0; i < g1; ++i) {
+      std::pair<Type, int64_t> c = {getElementTypeOrSelf(inputs[i].getType()), widths[i]};
+      auto *it = llvm::find(classes, c);
+      classOf.push_back(it - classes.begin());
+      if (it == classes.end())
+        classes.push_back(c);
+    }
+    SmallVector<Type> classTypes = llvm::map_to_vector(classes, [](auto c) { return c.first; });
     launch(op, key, "sum_of_squares", types, args, threads,
            [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
              KB k{b, loc};
-             // Which input p belongs to: the number of later starts <= p.
-             Value which = k.idx(0);
-             for (int64_t i = 1; i < count; ++i) {
-               Value past = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, p,
-                                                  k.idx(starts[i]));
-               which = k.add(which, k.select(past, k.idx(1), k.idx(0)));
-             }
-             SmallVector<int64_t> cases;
-             for (int64_t i = 0; i < count; ++i)
-               cases.push_back(i);
-             auto sw = scf::IndexSwitchOp::create(b, loc, TypeRange{}, which, cases, count);
-             {
-               OpBuilder::InsertionGuard guard(b);
-               b.setInsertionPointToStart(&sw.getDefaultRegion().emplaceBlock());
-               scf::YieldOp::create(b, loc);
-             }
-             for (int64_t i = 0; i < count; ++i) {
-               OpBuilder::InsertionGuard guard(b);
-               b.setInsertionPointToStart(&sw.getCaseRegions()[i].emplaceBlock());
-               Value j = k.sub(p, k.idx(starts[i]));
-               // kNormUnroll loads per iteration, all issued before the sums;
-               // one past the end reads the last vector and counts zero.
-               Value s = k.loop(j, k.idx(nv[i]), k.idx(np[i] * kNormUnroll), {k.f(0, ft)},
-                                [&](Value v, ValueRange acc) {
-                                  SmallVector<SmallVector<Value>> xs;
-                                  SmallVector<Value> in;
-                                  for (int64_t u = 0; u < kNormUnroll; ++u) {
-                                    Value at = k.add(v, k.idx(u * np[i]));
-                                    Value ok = k.cmpUlt(at, k.idx(nv[i]));
-                                    in.push_back(ok);
-                                    at = k.select(ok, at, k.idx(nv[i] - 1));
-                                    xs.push_back(k.ldConsecutive(a[i], k.mul(at, k.idx(w[i])), w[i]));
-                                  }
-                                  Value sum = acc[0];
-                                  for (int64_t u = 0; u < kNormUnroll; ++u)
-                                    for (Value x : xs[u])
-                                      sum = k.add(sum, k.select(in[u], k.mul(x, x), k.f(0, ft)));
-                                  return SmallVector<Value>{sum};
-                                })[0];
-               k.st(s, a[count], p);
-               scf::YieldOp::create(b, loc);
-             }
+             Value which = memberOf(k, p, starts);
+             // Per input: its first partial, vectors and pieces.
+             Type index = b.getIndexType();
+             dispatchMembers(
+                 k, which, a.take_front(count), classTypes, classOf, {index, index, index},
+                 [&](int64_t i) {
+                   return SmallVector<Value>{k.idx(starts[i]), k.idx(nv[i]), k.idx(np[i])};
+                 },
+                 [&](int64_t c, Value mem, ValueRange v) {
+                   Value j = k.sub(p, v[0]), vectors = v[1], stride = v[2];
+                   Value last = k.sub(vectors, k.idx(1));
+                   int64_t w = classes[c].second;
+                   // kNormUnroll loads per iteration, all issued before the
+                   // sums; one past the end reads the last vector and
+                   // counts zero.
+                   Value s = k.loop(j, vectors, k.mul(stride, k.idx(kNormUnroll)), {k.f(0, ft)},
+                                    [&](Value at0, ValueRange acc) {
+                     SmallVector<SmallVector<Value>> xs;
+                     SmallVector<Value> in;
+                     for (int64_t u = 0; u < kNormUnroll; ++u) {
+                       Value at = u == 0 ? at0 : k.add(at0, k.mul(stride, k.idx(u)));
+                       Value ok = k.cmpUlt(at, vectors);
+                       in.push_back(ok);
+                       at = k.select(ok, at, last);
+                       xs.push_back(k.ldConsecutive(mem, k.mul(at, k.idx(w)), w));
+                     }
+                     Value sum = acc[0];
+                     for (int64_t u = 0; u < kNormUnroll; ++u)
+                       for (Value x : xs[u])
+                         sum = k.add(sum, k.select(in[u], k.mul(x, x), k.f(0, ft)));
+                     return SmallVector<Value>{sum};
+                   })[0];
+                   k.st(s, a[count], p);
+                 });
            });
     done += threads;
   }
@@ -772,6 +846,82 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
            })[0];
            k.st(k.sqrt(s), a[1], k.idx(0));
          });
+}
+
+/// A run of gpt.random_normal ops of one seed (@init's parameters) in
+/// batched launches of up to kMembersPerKernel outputs: thread j of output
+/// i draws its elements j, j + pieces_i, ... (coalesced, kRandomChunk of
+/// them). Element e of stream s is Box-Muller of two SplitMix64 draws keyed
+/// by (seed, s) at 2e and 2e + 1, so the values do not depend on the
+/// batching. (A kernel per op made @init 194 kernels at 1.5B, 58% of the
+/// PTX.)
+void Lowerer::lowerRandomNormals(ArrayRef<RandomNormalOp> ops) {
+  Type i64 = IntegerType::get(ctx, 64), dt = Float64Type::get(ctx);
+  Value seedV = RandomNormalOp(ops.front()).getSeed();
+  for (size_t g0 = 0; g0 < ops.size(); g0 += kMembersPerKernel) {
+    size_t g1 = std::min(ops.size(), g0 + kMembersPerKernel);
+    std::vector<Type> types = {flat(seedV)};
+    std::vector<Operand> args = {t(seedV)};
+    std::string key = "random_normal";
+    SmallVector<int64_t> starts, sizes, pieces, keys;
+    SmallVector<double> stds;
+    SmallVector<Type> classes;
+    SmallVector<int64_t> classOf;
+    int64_t threads = 0;
+    for (size_t i = g0; i < g1; ++i) {
+      RandomNormalOp rn = ops[i];
+      Value out = rn.getResult();
+      types.push_back(flat(out));
+      args.push_back(t(out));
+      starts.push_back(threads);
+      sizes.push_back(numel(out));
+      pieces.push_back((numel(out) + kRandomChunk - 1) / kRandomChunk);
+      threads += pieces.back();
+      keys.push_back(static_cast<int64_t>(static_cast<uint64_t>(rn.getStream()) *
+                                          0xD1B54A32D192ED03ull));
+      stds.push_back(rn.getStd().convertToDouble());
+      Type elt = eltOf(out);
+      auto *it = llvm::find(classes, elt);
+      classOf.push_back(it - classes.begin());
+      if (it == classes.end())
+        classes.push_back(elt);
+      llvm::raw_string_ostream(key) << "," << rn.getStream() << ":" << stds.back();
+    }
+    int64_t count = static_cast<int64_t>(g1 - g0);
+    launch(RandomNormalOp(ops[g0]), key, "random_normal", types, args, threads,
+           [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+             KB k{b, loc};
+             Value seed = arith::ExtSIOp::create(b, loc, i64, k.ld(a[0], k.idx(0)));
+             Value seedKey = splitmix(k, seed);
+             Type index = b.getIndexType();
+             dispatchMembers(
+                 k, memberOf(k, p, starts), a.drop_front().take_front(count), classes, classOf,
+                 {index, index, index, i64, dt},
+                 [&](int64_t i) {
+                   return SmallVector<Value>{k.idx(starts[i]), k.idx(sizes[i]), k.idx(pieces[i]),
+                                             k.i64(keys[i]), k.f(stds[i], dt)};
+                 },
+                 [&](int64_t c, Value mem, ValueRange v) {
+                   Value key = arith::XOrIOp::create(b, loc, seedKey, splitmix(k, v[3]));
+                   k.loop(k.sub(p, v[0]), v[1], v[2], {}, [&](Value e, ValueRange) {
+                     Value ii = arith::IndexCastUIOp::create(b, loc, i64, e);
+                     Value two = k.mul(ii, k.i64(2));
+                     Value x = splitmix(k, k.add(key, two));
+                     Value y = splitmix(k, k.add(key, k.add(two, k.i64(1))));
+                     auto unit = [&](Value r) {
+                       Value top = arith::ShRUIOp::create(b, loc, r, k.i64(11));
+                       return arith::UIToFPOp::create(b, loc, dt, top).getResult();
+                     };
+                     Value u1 = k.mul(k.add(unit(x), k.f(1, dt)), k.f(0x1.0p-53, dt));
+                     Value u2 = k.mul(unit(y), k.f(0x1.0p-53, dt));
+                     Value z = k.mul(k.sqrt(k.mul(k.f(-2, dt), k.log(u1))),
+                                     k.cos(k.mul(k.f(2 * M_PI, dt), u2)));
+                     k.st(k.convert(k.mul(z, v[4]), classes[c]), mem, e);
+                     return SmallVector<Value>{};
+                   });
+                 });
+           });
+  }
 }
 
 /// One launch per gradient element type (a span has one), over all its
@@ -978,6 +1128,7 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
     tensorOf[arg] = index;
     program->inputs.push_back(index);
   }
+  SmallVector<RandomNormalOp> normals;
   for (Operation &op : fn.getBody().front()) {
     scratchTop = scratchBase;
     if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
@@ -1018,6 +1169,17 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
     if (auto ar = llvm::dyn_cast<AllReduceOp>(op)) {
       if (failed(lowerAllReduce(ar)))
         return failure();
+      continue;
+    }
+    // A run of random_normal ops of one seed: batched launches at its end.
+    if (auto rn = llvm::dyn_cast<RandomNormalOp>(op)) {
+      waitFor(op.getOperands());
+      normals.push_back(rn);
+      auto next = llvm::dyn_cast_or_null<RandomNormalOp>(op.getNextNode());
+      if (!next || next.getSeed() != rn.getSeed()) {
+        lowerRandomNormals(normals);
+        normals.clear();
+      }
       continue;
     }
     // Views read nothing; the op that reads through them waits.
@@ -1873,36 +2035,6 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  k.st(np, a[7], i);
                  k.st(m, a[8], i);
                  k.st(v, a[9], i);
-               });
-        return success();
-      })
-      .Case<RandomNormalOp>([&](RandomNormalOp rn) {
-        int64_t stream = rn.getStream();
-        double stdev = rn.getStd().convertToDouble();
-        Type outT = eltOf(rn.getResult());
-        launch(op, key, "random_normal", {flat(rn.getSeed()), flat(rn.getResult())},
-               {t(rn.getSeed()), t(rn.getResult())}, numel(rn.getResult()),
-               [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
-                 KB k{b, loc};
-                 Type i64 = b.getI64Type(), dt = b.getF64Type();
-                 Value seed = arith::ExtSIOp::create(b, loc, i64, k.ld(a[0], k.idx(0)));
-                 Value key = arith::XOrIOp::create(
-                     b, loc, splitmix(k, seed),
-                     splitmix(k, k.i64(static_cast<int64_t>(static_cast<uint64_t>(stream) *
-                                                            0xD1B54A32D192ED03ull))));
-                 Value ii = arith::IndexCastUIOp::create(b, loc, i64, i);
-                 Value two = k.mul(ii, k.i64(2));
-                 Value x = splitmix(k, k.add(key, two));
-                 Value y = splitmix(k, k.add(key, k.add(two, k.i64(1))));
-                 auto unit = [&](Value v) {
-                   Value top = arith::ShRUIOp::create(b, loc, v, k.i64(11));
-                   return arith::UIToFPOp::create(b, loc, dt, top).getResult();
-                 };
-                 Value u1 = k.mul(k.add(unit(x), k.f(1, dt)), k.f(0x1.0p-53, dt));
-                 Value u2 = k.mul(unit(y), k.f(0x1.0p-53, dt));
-                 Value z = k.mul(k.sqrt(k.mul(k.f(-2, dt), k.log(u1))),
-                                 k.cos(k.mul(k.f(2 * M_PI, dt), u2)));
-                 k.st(k.convert(k.mul(z, k.f(stdev, dt)), outT), a[1], i);
                });
         return success();
       })

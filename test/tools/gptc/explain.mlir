@@ -26,7 +26,8 @@
 // CHECK:         OptimizerState: 56 tensors, 62,976 B
 // CHECK-LABEL: program init:
 // CHECK:         launches by kernel:
-// CHECK-NEXT:      10  random_normal
+// CHECK-NEXT:       4  fill
+// CHECK-NEXT:       1  random_normal
 // CHECK-LABEL: program train_step:
 // CHECK-NEXT:    kernel launches: {{[0-9]+}} ({{[0-9]+}} distinct kernels)
 // CHECK-NEXT:    gemms: {{[1-9][0-9]*}}

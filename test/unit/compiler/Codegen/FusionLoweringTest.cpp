@@ -8,7 +8,9 @@
 // vector access one launch for both (the one-pass kernel). Also
 // builds kernel bodies to check that a warp keeps a layernorm row that fits
 // in registers (each element loaded once, no loop), and that elementwise
-// kernels use vector loads and stores where the target has them.
+// kernels use vector loads and stores where the target has them, and that
+// the batched kernels (gradient norm, @init's draws) hold one loop per
+// element type rather than one per tensor.
 //
 //===----------------------------------------------------------------------===//
 
@@ -327,6 +329,38 @@ TEST_F(FusionLoweringTest, ElementwiseKernelsUseVectorsWithVectorAccess) {
   EXPECT_EQ(s.vectorLoads + s.vectorStores, 0);
   EXPECT_GT(s.scalarLoads, 0);
   EXPECT_GT(s.scalarStores, 0);
+}
+
+// The gradient norm's batched first stage: one loop per (element type,
+// vector width) of its inputs, reached through a switch on the input, not
+// one per input (a kernel of 128 inputs was ~22K lines of PTX).
+TEST_F(FusionLoweringTest, SumOfSquaresHasALoopPerInputClass) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32, /*vectorAccess=*/true));
+  int inputs = 0;
+  module->walk([&](mlir::gpt::GlobalNormOp n) { inputs += n.getInputs().size(); });
+  int loops = 0, switches = 0;
+  ASSERT_TRUE(walkKernel(context, *lowered, "sum_of_squares", [&](mlir::Operation *op, mlir::Block *) {
+    loops += llvm::isa<mlir::scf::ForOp>(op);
+    switches += llvm::isa<mlir::scf::IndexSwitchOp>(op);
+  }));
+  EXPECT_GT(inputs, 8);
+  EXPECT_GE(loops, 1);
+  EXPECT_LE(loops, 4); // bf16 and f32, each vectorized or not
+  EXPECT_EQ(switches, 2);
+}
+
+// @init draws every parameter in one batched launch: the kernel's code does
+// not depend on the parameter's stream or scale.
+TEST_F(FusionLoweringTest, InitDrawsEveryParameterInOneLaunch) {
+  ASSERT_TRUE(compile("tiny", Phase::MemoryPlan));
+  auto result = codegen::lowerPrograms(*module, {"init"}, codegen::LoweringOptions());
+  ASSERT_TRUE(mlir::succeeded(result)) << diagnostics;
+  int draws = 0, launches = 0;
+  module->walk([&](mlir::gpt::RandomNormalOp) { ++draws; });
+  for (const codegen::Command &c : result->programs.front().commands)
+    launches += c.kind == codegen::Command::Launch && c.op == "gpt.random_normal";
+  EXPECT_GT(draws, 1);
+  EXPECT_EQ(launches, 1);
 }
 
 } // namespace
