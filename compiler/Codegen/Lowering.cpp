@@ -25,6 +25,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/ADT/bit.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -885,7 +887,9 @@ void Lowerer::lowerRandomNormals(ArrayRef<RandomNormalOp> ops) {
       classOf.push_back(it - classes.begin());
       if (it == classes.end())
         classes.push_back(elt);
-      llvm::raw_string_ostream(key) << "," << rn.getStream() << ":" << stds.back();
+      // The scale's bits: the kernel bakes in the exact double.
+      llvm::raw_string_ostream(key) << "," << rn.getStream() << ":"
+                                    << llvm::format_hex(llvm::bit_cast<uint64_t>(stds.back()), 18);
     }
     int64_t count = static_cast<int64_t>(g1 - g0);
     launch(RandomNormalOp(ops[g0]), key, "random_normal", types, args, threads,
@@ -1172,8 +1176,20 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
       continue;
     }
     // A run of random_normal ops of one seed: batched launches at its end.
+    // One launch writes its outputs concurrently, so a result placed over
+    // an earlier one of the run (possible for a draw nobody reads) starts
+    // a new run, keeping the later draw last.
     if (auto rn = llvm::dyn_cast<RandomNormalOp>(op)) {
       waitFor(op.getOperands());
+      const TensorInfo &out = result.tensors[tensorOf.lookup(rn.getResult())];
+      if (llvm::any_of(normals, [&](RandomNormalOp other) {
+            const TensorInfo &o = result.tensors[tensorOf.lookup(other.getResult())];
+            return o.pool == out.pool && o.offset < out.offset + out.bytes &&
+                   out.offset < o.offset + o.bytes;
+          })) {
+        lowerRandomNormals(normals);
+        normals.clear();
+      }
       normals.push_back(rn);
       auto next = llvm::dyn_cast_or_null<RandomNormalOp>(op.getNextNode());
       if (!next || next.getSeed() != rn.getSeed()) {

@@ -17,7 +17,6 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace gptc {
 #define GEN_PASS_DEF_INSERTALLREDUCEPASS
@@ -64,8 +63,9 @@ struct InsertAllReducePass
     if (worldSize < 1)
       return module.emitError("gpt-insert-all-reduce: world-size must be >= 1, got ")
              << worldSize;
-    if (!(bucketMb >= 0) || !std::isfinite(bucketMb))
-      return module.emitError("gpt-insert-all-reduce: bucket-mb must be a finite number >= 0, got ")
+    // At most 2^40 MiB: the cap in bytes fits an int64_t.
+    if (!(bucketMb >= 0 && bucketMb <= 0x1p40))
+      return module.emitError("gpt-insert-all-reduce: bucket-mb must be in [0, 2^40] MiB, got ")
              << static_cast<double>(bucketMb);
     Block &body = fn.getBody().front();
     llvm::DenseMap<Operation *, int64_t> index;

@@ -75,7 +75,10 @@ struct InsertOptimizerPass
     };
     for (const Range &r :
          {Range{"lr", lr, std::isfinite(lr) && lr > 0, "a finite number > 0"},
-          Range{"min-lr", minLr, minLr >= 0 && minLr <= lr, "in [0, lr]"},
+          // A constant schedule never reaches min-lr.
+          Range{"min-lr", minLr,
+                minLr >= 0 && (*kind == ScheduleKind::Constant || minLr <= lr),
+                "in [0, lr] for a decaying schedule"},
           Range{"beta1", beta1, beta1 >= 0 && beta1 < 1, "in [0, 1)"},
           Range{"beta2", beta2, beta2 >= 0 && beta2 < 1, "in [0, 1)"},
           Range{"epsilon", epsilon, std::isfinite(epsilon) && epsilon > 0, "a finite number > 0"},

@@ -30,6 +30,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -334,12 +335,12 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   return success();
 }
 
-/// The CUDA toolkit codegen uses: --cuda-toolkit, else $CUDA_HOME, else
-/// /usr/local/cuda.
+/// The CUDA toolkit codegen uses: --cuda-toolkit, else $CUDA_HOME (if not
+/// empty), else /usr/local/cuda.
 std::string toolkitDir() {
   if (!cudaToolkit.empty())
     return cudaToolkit;
-  if (const char *home = std::getenv("CUDA_HOME"))
+  if (const char *home = std::getenv("CUDA_HOME"); home && *home)
     return home;
   return codegen::EmitOptions().toolkit;
 }
@@ -366,15 +367,19 @@ int runCompile(MLIRContext &context) {
     if (::target == "cuda") {
       if (llvm::Expected<std::string> feature = codegen::cudaPtxFeature(cudaArch); !feature)
         return fail("--cuda-arch: " + llvm::toString(feature.takeError()));
-      // What codegen runs and links from the toolkit.
+      // What codegen links from the toolkit, and runs from it or $PATH.
       std::string dir = toolkitDir();
-      const char *from = !cudaToolkit.empty()              ? "--cuda-toolkit"
-                         : std::getenv("CUDA_HOME") != nullptr ? "$CUDA_HOME"
-                                                             : "the default toolkit";
-      for (const char *file : {"bin/ptxas", "nvvm/libdevice/libdevice.10.bc"})
-        if (!llvm::sys::fs::exists(dir + "/" + file))
-          return fail(llvm::Twine(from) + ": no " + file + " in '" + dir +
-                      "' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)");
+      const char *from = !cudaToolkit.empty() ? "--cuda-toolkit"
+                         : dir != codegen::EmitOptions().toolkit ? "$CUDA_HOME"
+                                                                 : "the default toolkit";
+      auto missing = [&](const char *file) {
+        return fail(llvm::Twine(from) + ": no " + file + " in '" + dir +
+                    "' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)");
+      };
+      if (!llvm::sys::fs::exists(dir + "/nvvm/libdevice/libdevice.10.bc"))
+        return missing("nvvm/libdevice/libdevice.10.bc");
+      if (!llvm::sys::fs::can_execute(dir + "/bin/ptxas") && !llvm::sys::findProgramByName("ptxas"))
+        return missing("bin/ptxas (nor ptxas on $PATH)");
     }
   }
   llvm::SourceMgr sourceMgr;

@@ -10,7 +10,7 @@
 // RUN: gpt-opt %t/beta.mlir --verify-diagnostics --gpt-insert-optimizer="beta1=1.0"
 // RUN: gpt-opt %t/clip.mlir --verify-diagnostics --gpt-insert-optimizer="grad-clip=-1.0"
 // RUN: gpt-opt %t/nan.mlir --verify-diagnostics --gpt-insert-optimizer="lr=nan"
-// RUN: gpt-opt %t/min-lr.mlir --verify-diagnostics --gpt-insert-optimizer="lr=1.0e-4 min-lr=1.0e-3"
+// RUN: gpt-opt %t/min-lr.mlir --verify-diagnostics --gpt-insert-optimizer="schedule=cosine total-steps=10 lr=1.0e-4 min-lr=1.0e-3"
 // RUN: gpt-opt %t/warmup.mlir --verify-diagnostics --gpt-insert-optimizer="warmup-steps=-1"
 
 //--- structure.mlir
@@ -209,9 +209,10 @@ module {
 
 //--- min-lr.mlir
 
-// Tests that the final learning rate may not exceed the peak.
+// Tests that a decaying schedule's final learning rate may not exceed the
+// peak.
 
-// expected-error @+1 {{gpt-insert-optimizer: min-lr must be in [0, lr], got 1.000000e-03}}
+// expected-error @+1 {{gpt-insert-optimizer: min-lr must be in [0, lr] for a decaying schedule, got 1.000000e-03}}
 module {
   func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
                           %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {

@@ -121,7 +121,7 @@
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=-2 2>&1 | FileCheck %s --check-prefix=BADWORLD
 // BADWORLD: gptc: error: --world-size: expected a number of ranks >= 0 (0: single-device), got -2
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
-// BADBUCKET: error: gpt-insert-all-reduce: bucket-mb must be a finite number >= 0, got nan
+// BADBUCKET: error: gpt-insert-all-reduce: bucket-mb must be in [0, 2^40] MiB, got nan
 
 // Optimizer hyperparameters outside their range name the option.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=train-step --lr=nan 2>&1 | FileCheck %s --check-prefix=BADLR

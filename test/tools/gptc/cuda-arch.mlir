@@ -21,8 +21,8 @@
 
 // Older chips lack the bf16 tensor cores and cp.async the kernels use.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-arch=sm_75 -o %t.75.fb 2>&1 | FileCheck %s --check-prefix=OLD
+// OLD-NOT: gpt-instantiate-model
 // OLD: gptc: error: --cuda-arch: unsupported CUDA chip 'sm_75' (the kernels need sm_80 or newer: bf16 tensor cores, cp.async); expected one of sm_80,
-// OLD-NOT: gpt-
 
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-arch=hopper -o %t.bad.fb 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: gptc: error: --cuda-arch: unsupported CUDA chip 'hopper'; expected one of sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a,
@@ -30,7 +30,7 @@
 // The Host target has no CUDA chip: --cuda-arch does not apply.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --cuda-arch=hopper -o %t.host.fb
 
-// A toolkit without ptxas is named before any pass runs.
+// A toolkit without libdevice is named before any pass runs.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-toolkit=%t.missing -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=TOOLKIT
-// TOOLKIT: gptc: error: --cuda-toolkit: no bin/ptxas in '{{.*}}missing' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)
-// TOOLKIT-NOT: gpt-
+// TOOLKIT-NOT: gpt-instantiate-model
+// TOOLKIT: gptc: error: --cuda-toolkit: no nvvm/libdevice/libdevice.10.bc in '{{.*}}missing' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)
