@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Compares the kernels of two gptc PTX dumps (DIR/kernels.ptx of
 `gptc compile --dump-ir-after-each-pass=DIR`) up to naming: a kernel's
-numeric suffix, basic-block labels, local depots, switch tables and
-`callseq` comments
+numeric suffix, basic-block labels, local depots, switch tables,
+`callseq` comments and where a module-scope declaration (dynamic shared
+memory) is printed
 follow the order in which kernels were created, so a change that adds or
 removes one kernel renames all later ones. Prints the kernels (by base
 name, with counts) that only one side has; exit 0 when the two sides hold
@@ -23,6 +24,7 @@ def kernels(text):
         text = re.sub(r"\b" + name + r"(?=\b|_param)", base, text)
         # LLVM's switch lookup tables: the kernel's name, then a number.
         text = text.replace("switch_$_table_$_" + name, "switch_$_table_$_" + base)
+    text = re.sub(r"(switch_\$_table_\$_[A-Za-z_]+?)_?\d*\b", r"\1", text)
     text = re.sub(r"\$L__BB\d+_", "$L__BB_", text)
     text = re.sub(r"__local_depot\d+", "__local_depot", text)
     text = re.sub(r"callseq \d+", "callseq", text)
@@ -30,6 +32,14 @@ def kernels(text):
     out = collections.Counter()
     for i, start in enumerate(starts):
         body = text[start:starts[i + 1] if i + 1 < len(starts) else len(text)]
+        # Up to the entry's closing brace: what follows (another module's
+        # header, device functions) is not the kernel's.
+        end = body.find("\n}\n")
+        body = body[:end + 3] if end >= 0 else body
+        # Module-scope declarations that LLVM places in the first kernel
+        # using them (dynamic shared memory), and blank lines.
+        body = re.sub(r"\n\s*// demoted variable\n\s*\.shared [^\n]*__dynamic_shmem__\d+;", "", body)
+        body = re.sub(r"\n\s*\n", "\n", body)
         out[(re.match(r"\.visible \.entry (\w+)\(", body).group(1), body)] += 1
     return out
 

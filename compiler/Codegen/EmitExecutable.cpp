@@ -36,6 +36,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Threading.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVM/NVVM/Target.h"
@@ -116,7 +117,15 @@ std::string kernelChip(const EmitOptions &options, const Lowered &lowered) {
   return lowered.sm90a && options.chip == "sm_90" ? "sm_90a" : options.chip;
 }
 
-/// The kernel module: one gpu.func per kernel, thread idx = global x id.
+/// Kernel modules compiled (LLVM, then ptxas) in parallel, each to its own
+/// cubin: a fixed count, so that the executable does not depend on the
+/// machine that compiled it.
+constexpr int64_t kKernelParts = 4;
+/// Kernel i's module: round robin, which spreads the large kernels (flash
+/// attention's three are created one after another).
+size_t partOf(size_t kernel) { return kernel % kKernelParts; }
+
+/// The kernel modules: one gpu.func per kernel, thread idx = global x id.
 OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
                                       const EmitOptions &options) {
   OpBuilder b(ctx);
@@ -128,9 +137,14 @@ OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
                                           options.features.empty()
                                               ? llvm::cantFail(cudaPtxFeature(options.chip))
                                               : options.features);
-  auto gpuModule = gpu::GPUModuleOp::create(b, loc, "gptc_kernels", b.getArrayAttr({target}));
-  b.setInsertionPointToStart(gpuModule.getBody());
-  for (const KernelDef &k : lowered.kernels) {
+  SmallVector<gpu::GPUModuleOp> parts;
+  for (int64_t p = 0; p < std::min<int64_t>(kKernelParts, lowered.kernels.size()); ++p) {
+    b.setInsertionPointToEnd(module->getBody());
+    parts.push_back(gpu::GPUModuleOp::create(b, loc, "gptc_kernels_" + std::to_string(p),
+                                             b.getArrayAttr({target})));
+  }
+  for (auto [index, k] : llvm::enumerate(lowered.kernels)) {
+    b.setInsertionPointToEnd(parts[partOf(index)].getBody());
     auto fn = gpu::GPUFuncOp::create(b, loc, k.name, b.getFunctionType(k.argTypes, {}));
     fn->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
     if (k.minBlocksPerSM > 0) {
@@ -188,10 +202,12 @@ void makeSuccessorsDistinct(Operation *root) {
   });
 }
 
-struct CompiledKernels {
+/// A kernel module's PTX and cubin.
+struct CompiledPart {
   std::string ptx;
   std::vector<uint8_t> cubin;
 };
+using CompiledKernels = std::vector<CompiledPart>;
 
 FailureOr<CompiledKernels> compileGpuKernels(ModuleOp module, const EmitOptions &options) {
   dump(options, "kernels.gpu.mlir", [&](llvm::raw_ostream &os) { module.print(os); });
@@ -209,21 +225,30 @@ FailureOr<CompiledKernels> compileGpuKernels(ModuleOp module, const EmitOptions 
   makeSuccessorsDistinct(module);
   dump(options, "kernels.nvvm.mlir", [&](llvm::raw_ostream &os) { module.print(os); });
 
-  auto gpuModule = *module.getOps<gpu::GPUModuleOp>().begin();
-  auto target = llvm::cast<gpu::TargetAttrInterface>(gpuModule.getTargetsAttr()[0]);
-  // One LLVM compile: the PTX that ptxas turns into the cubin is the
-  // executable's PTX as well.
-  CompiledKernels out;
-  auto keepPtx = [&](StringRef ptx) { out.ptx = ptx.str(); };
-  gpu::TargetOptions opts(options.toolkit, {}, "", "", gpu::CompilationTarget::Binary,
-                          /*getSymbolTableCallback=*/{}, /*initialLlvmIRCallback=*/{},
-                          /*linkedLlvmIRCallback=*/{}, /*optimizedLlvmIRCallback=*/{}, keepPtx);
-  std::optional<SmallVector<char, 0>> cubin = target.serializeToObject(gpuModule, opts);
-  if (!cubin || out.ptx.empty())
-    return gpuModule.emitError("codegen: NVVM serialization failed; is the CUDA toolkit at ")
-           << options.toolkit << "?";
-  out.cubin.assign(cubin->begin(), cubin->end());
-  dump(options, "kernels.ptx", [&](llvm::raw_ostream &os) { os << out.ptx; });
+  // One LLVM compile per module: the PTX that ptxas turns into the cubin
+  // is the executable's PTX as well.
+  auto gpuModules = llvm::to_vector(module.getOps<gpu::GPUModuleOp>());
+  CompiledKernels out(gpuModules.size());
+  if (failed(failableParallelForEachN(module.getContext(), 0, gpuModules.size(), [&](size_t i) -> LogicalResult {
+        gpu::GPUModuleOp gpuModule = gpuModules[i];
+        auto target = llvm::cast<gpu::TargetAttrInterface>(gpuModule.getTargetsAttr()[0]);
+        auto keepPtx = [&](StringRef ptx) { out[i].ptx = ptx.str(); };
+        gpu::TargetOptions opts(options.toolkit, {}, "", "", gpu::CompilationTarget::Binary,
+                                /*getSymbolTableCallback=*/{}, /*initialLlvmIRCallback=*/{},
+                                /*linkedLlvmIRCallback=*/{}, /*optimizedLlvmIRCallback=*/{},
+                                keepPtx);
+        std::optional<SmallVector<char, 0>> cubin = target.serializeToObject(gpuModule, opts);
+        if (!cubin || out[i].ptx.empty())
+          return gpuModule.emitError("codegen: NVVM serialization failed; is the CUDA toolkit at ")
+                 << options.toolkit << "?";
+        out[i].cubin.assign(cubin->begin(), cubin->end());
+        return success();
+      })))
+    return failure();
+  dump(options, "kernels.ptx", [&](llvm::raw_ostream &os) {
+    for (const CompiledPart &part : out)
+      os << part.ptx;
+  });
   return out;
 }
 
@@ -402,16 +427,19 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     return addTensor("scratch", s::TensorRole::Workspace, s::DType::F32, {o.bytes / 4},
                      "workspace", o.scratch, o.bytes / 4 * 4, 0, ~0u);
   };
-  // Kernels share one cubin: each Kernel entry names its function.
+  // The kernels of one module share its cubin (stored once): each Kernel
+  // entry names its function.
   std::vector<fb::Offset<s::Kernel>> kernelDefs;
-  fb::Offset<fb::Vector<uint8_t>> cubin;
-  fb::Offset<fb::String> ptx;
-  if (!host) {
-    cubin = b.CreateVector(compiled.cubin);
-    ptx = b.CreateString(compiled.ptx);
+  std::vector<fb::Offset<fb::Vector<uint8_t>>> cubins;
+  std::vector<fb::Offset<fb::String>> ptxs;
+  for (const CompiledPart &part : compiled) {
+    cubins.push_back(b.CreateVector(part.cubin));
+    ptxs.push_back(b.CreateString(part.ptx));
   }
-  for (const KernelDef &k : lowered->kernels)
-    kernelDefs.push_back(s::CreateKernel(b, b.CreateString(k.name), cubin, ptx,
+  for (auto [index, k] : llvm::enumerate(lowered->kernels))
+    kernelDefs.push_back(s::CreateKernel(b, b.CreateString(k.name),
+                                         host ? 0 : cubins[partOf(index)],
+                                         host ? 0 : ptxs[partOf(index)],
                                          host ? b.CreateString(k.name) : 0,
                                          static_cast<uint32_t>(k.argTypes.size())));
   auto hostBytes = host ? b.CreateVector(hostObject) : fb::Offset<fb::Vector<uint8_t>>();

@@ -2,14 +2,19 @@
 // kernels' IR and PTX in the dump directory.
 
 // RUN: rm -rf %t.cuda && gptc compile %models/gpt2.mlir --model=tiny -o %t.cuda.fb --dump-ir-after-each-pass=%t.cuda
+// The kernels in 4 modules, compiled in parallel, kernel i in module i % 4.
+// RUN: FileCheck %s --check-prefix=MODULES < %t.cuda/kernels.gpu.mlir
+// MODULES-COUNT-4: gpu.module @gptc_kernels_{{[0-3]}} [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
+// MODULES-NOT: gpu.module
 // RUN: FileCheck %s --check-prefix=GPU < %t.cuda/kernels.gpu.mlir
-// GPU: gpu.module @gptc_kernels [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
-// GPU: gpu.func @embed_forward_{{[0-9]+}}({{.*}}) kernel
-// GPU: gpu.func @attention_forward_{{[0-9]+}}
-// GPU: gpu.func @crossentropy_forward_online_{{[0-9]+}}
-// GPU: gpu.shuffle xor
-// GPU: gpu.func @crossentropy_backward_fused_{{[0-9]+}}
-// GPU: gpu.func @adamw_multi_{{[0-9]+}}
+// GPU-DAG: gpu.func @embed_forward_{{[0-9]+}}({{.*}}) kernel
+// GPU-DAG: gpu.func @attention_forward_{{[0-9]+}}
+// GPU-DAG: gpu.func @crossentropy_backward_fused_{{[0-9]+}}
+// GPU-DAG: gpu.func @adamw_multi_{{[0-9]+}}
+// RUN: FileCheck %s --check-prefix=ONLINE < %t.cuda/kernels.gpu.mlir
+// ONLINE: gpu.func @crossentropy_forward_online_{{[0-9]+}}
+// ONLINE-NOT: gpu.func
+// ONLINE: gpu.shuffle xor
 // RUN: FileCheck %s --check-prefix=PTX < %t.cuda/kernels.ptx
 // PTX: .target sm_90
 // PTX: .visible .entry layernorm_forward_{{[0-9]+}}(
