@@ -209,8 +209,9 @@ Status CudaBackend::loadKernels() {
   std::string device = "sm_" + std::to_string(info_.major) + std::to_string(info_.minor);
   std::string target = exe.target()->arch() ? exe.target()->arch()->str() : "?";
   // Kernels that carry the same image share one module (the compiler puts
-  // all kernels in one cubin); a failed load is remembered as well. Looking
-  // up by address first saves comparing megabytes of identical bytes.
+  // the kernels in a few cubins, each shared by many); a failed load is
+  // remembered as well. Looking up by address first saves comparing
+  // megabytes of identical bytes.
   struct Loaded {
     Status status;
     CUmodule module;
