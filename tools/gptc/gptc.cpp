@@ -73,8 +73,10 @@ cl::opt<std::string> dumpDir("dump-ir-after-each-pass",
                              cl::value_desc("dir"), cl::cat(compileCat));
 cl::opt<std::string> target("target", cl::desc("Executable target: cuda or host"),
                            cl::init("cuda"), cl::cat(compileCat));
-cl::opt<std::string> cudaArch("cuda-arch", cl::desc("CUDA target chip (e.g. sm_90)"),
-                             cl::init("sm_90"), cl::cat(compileCat));
+cl::opt<std::string> cudaArch("cuda-arch",
+                              cl::desc("CUDA target chip: sm_80, sm_86, sm_87, sm_89, sm_90(a), "
+                                       "sm_100(a), sm_103(a), sm_120(a) or sm_121(a)"),
+                              cl::init("sm_90"), cl::cat(compileCat));
 cl::opt<bool> flashAttention(
     "flash-attention",
     cl::desc("CUDA: tensor-core flash attention for bf16 attention whose head dimension "
