@@ -858,7 +858,7 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
 /// batching. (A kernel per op made @init 194 kernels at 1.5B, 58% of the
 /// PTX.)
 void Lowerer::lowerRandomNormals(ArrayRef<RandomNormalOp> ops) {
-  Type i64 = IntegerType::get(ctx, 64), dt = Float64Type::get(ctx);
+  Type i64 = IntegerType::get(ctx, 64), dt = Float64Type::get(ctx), f32 = Float32Type::get(ctx);
   Value seedV = RandomNormalOp(ops.front()).getSeed();
   for (size_t g0 = 0; g0 < ops.size(); g0 += kMembersPerKernel) {
     size_t g1 = std::min(ops.size(), g0 + kMembersPerKernel);
@@ -911,16 +911,22 @@ void Lowerer::lowerRandomNormals(ArrayRef<RandomNormalOp> ops) {
                      Value ii = arith::IndexCastUIOp::create(b, loc, i64, e);
                      Value two = k.mul(ii, k.i64(2));
                      Value x = splitmix(k, k.add(key, two));
-                     Value y = splitmix(k, k.add(key, k.add(two, k.i64(1))));
+                     Value x2 = splitmix(k, k.add(key, k.add(two, k.i64(1))));
                      auto unit = [&](Value r) {
                        Value top = arith::ShRUIOp::create(b, loc, r, k.i64(11));
                        return arith::UIToFPOp::create(b, loc, dt, top).getResult();
                      };
                      Value u1 = k.mul(k.add(unit(x), k.f(1, dt)), k.f(0x1.0p-53, dt));
-                     Value u2 = k.mul(unit(y), k.f(0x1.0p-53, dt));
+                     Value u2 = k.mul(unit(x2), k.f(0x1.0p-53, dt));
                      Value z = k.mul(k.sqrt(k.mul(k.f(-2, dt), k.log(u1))),
                                      k.cos(k.mul(k.f(2 * M_PI, dt), u2)));
-                     k.st(k.convert(k.mul(z, v[4]), classes[c]), mem, e);
+                     // 16-bit outputs through f32: the Host target has no
+                     // f64 -> bf16 conversion (LLVM calls a libgcc helper
+                     // that is not there).
+                     Value y = k.mul(z, v[4]);
+                     if (classes[c].getIntOrFloatBitWidth() < 32)
+                       y = k.convert(y, f32);
+                     k.st(k.convert(y, classes[c]), mem, e);
                      return SmallVector<Value>{};
                    });
                  });
