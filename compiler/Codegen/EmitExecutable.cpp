@@ -44,8 +44,8 @@
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/NVVM/NVVMToLLVMIRTranslation.h"
-#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -127,16 +127,13 @@ size_t partOf(size_t kernel) { return kernel % kKernelParts; }
 
 /// The kernel modules: one gpu.func per kernel, thread idx = global x id.
 OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
-                                      const EmitOptions &options) {
+                                      const EmitOptions &options, StringRef features) {
   OpBuilder b(ctx);
   Location loc = b.getUnknownLoc();
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   b.setInsertionPointToEnd(module->getBody());
   auto target = NVVM::NVVMTargetAttr::get(ctx, /*optLevel=*/3, "nvptx64-nvidia-cuda",
-                                          kernelChip(options, lowered),
-                                          options.features.empty()
-                                              ? llvm::cantFail(cudaPtxFeature(options.chip))
-                                              : options.features);
+                                          kernelChip(options, lowered), features);
   SmallVector<gpu::GPUModuleOp> parts;
   for (int64_t p = 0; p < std::min<int64_t>(kKernelParts, lowered.kernels.size()); ++p) {
     b.setInsertionPointToEnd(module->getBody());
@@ -229,21 +226,21 @@ FailureOr<CompiledKernels> compileGpuKernels(ModuleOp module, const EmitOptions 
   // is the executable's PTX as well.
   auto gpuModules = llvm::to_vector(module.getOps<gpu::GPUModuleOp>());
   CompiledKernels out(gpuModules.size());
-  if (failed(failableParallelForEachN(module.getContext(), 0, gpuModules.size(), [&](size_t i) -> LogicalResult {
-        gpu::GPUModuleOp gpuModule = gpuModules[i];
-        auto target = llvm::cast<gpu::TargetAttrInterface>(gpuModule.getTargetsAttr()[0]);
-        auto keepPtx = [&](StringRef ptx) { out[i].ptx = ptx.str(); };
-        gpu::TargetOptions opts(options.toolkit, {}, "", "", gpu::CompilationTarget::Binary,
-                                /*getSymbolTableCallback=*/{}, /*initialLlvmIRCallback=*/{},
-                                /*linkedLlvmIRCallback=*/{}, /*optimizedLlvmIRCallback=*/{},
-                                keepPtx);
-        std::optional<SmallVector<char, 0>> cubin = target.serializeToObject(gpuModule, opts);
-        if (!cubin || out[i].ptx.empty())
-          return gpuModule.emitError("codegen: NVVM serialization failed; is the CUDA toolkit at ")
-                 << options.toolkit << "?";
-        out[i].cubin.assign(cubin->begin(), cubin->end());
-        return success();
-      })))
+  auto compile = [&](size_t i) -> LogicalResult {
+    gpu::GPUModuleOp gpuModule = gpuModules[i];
+    auto target = llvm::cast<gpu::TargetAttrInterface>(gpuModule.getTargetsAttr()[0]);
+    auto keepPtx = [&](StringRef ptx) { out[i].ptx = ptx.str(); };
+    gpu::TargetOptions opts(options.toolkit, {}, "", "", gpu::CompilationTarget::Binary,
+                            /*getSymbolTableCallback=*/{}, /*initialLlvmIRCallback=*/{},
+                            /*linkedLlvmIRCallback=*/{}, /*optimizedLlvmIRCallback=*/{}, keepPtx);
+    std::optional<SmallVector<char, 0>> cubin = target.serializeToObject(gpuModule, opts);
+    if (!cubin || out[i].ptx.empty())
+      return gpuModule.emitError("codegen: NVVM serialization failed; is the CUDA toolkit at ")
+             << options.toolkit << "?";
+    out[i].cubin.assign(cubin->begin(), cubin->end());
+    return success();
+  };
+  if (failed(failableParallelForEachN(module.getContext(), 0, gpuModules.size(), compile)))
     return failure();
   dump(options, "kernels.ptx", [&](llvm::raw_ostream &os) {
     for (const CompiledPart &part : out)
@@ -304,9 +301,14 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   MLIRContext *ctx = module.getContext();
   LoweringOptions lowering;
   bool cuda = options.target == EmitOptions::Target::CUDA;
-  if (cuda && options.features.empty())
-    if (llvm::Expected<std::string> feature = cudaPtxFeature(options.chip); !feature)
+  // The kernels' PTX version, checked before any lowering.
+  std::string features = options.features;
+  if (cuda && features.empty()) {
+    llvm::Expected<std::string> feature = cudaPtxFeature(options.chip);
+    if (!feature)
       return module.emitError(llvm::toString(feature.takeError()));
+    features = *feature;
+  }
   lowering.flashAttention = options.flashAttention && cuda;
   lowering.warpgroupMma =
       options.warpgroupMma && cuda && (options.chip == "sm_90" || options.chip == "sm_90a");
@@ -375,7 +377,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       return failure();
     hostObject = std::move(*so);
   } else {
-    OwningOpRef<ModuleOp> kernels = buildGpuKernels(ctx, *lowered, options);
+    OwningOpRef<ModuleOp> kernels = buildGpuKernels(ctx, *lowered, options, features);
     FailureOr<CompiledKernels> cuda = compileGpuKernels(*kernels, options);
     if (failed(cuda))
       return failure();

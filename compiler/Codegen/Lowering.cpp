@@ -288,6 +288,17 @@ Value splitmix(KB &k, Value x) {
   return xorv(x, shr(x, 31));
 }
 
+/// The index of `v` in `set`, appended first if it is not there: the class
+/// of a batched kernel's member.
+template <typename T>
+int64_t classIndex(SmallVectorImpl<T> &set, const T &v) {
+  auto *it = llvm::find(set, v);
+  if (it != set.end())
+    return it - set.begin();
+  set.push_back(v);
+  return static_cast<int64_t>(set.size()) - 1;
+}
+
 /// Batched kernels: threads [starts[i], starts[i + 1]) serve member i of
 /// many tensors. Returns the member of thread p (the number of later
 /// starts <= p).
@@ -790,13 +801,9 @@ void Lowerer::lowerGlobalNorm(GlobalNormOp gn) {
     // Inputs of one (element type, group width) share one loop.
     SmallVector<std::pair<Type, int64_t>> classes;
     SmallVector<int64_t> classOf;
-    for (size_t i = g0; i < g1; ++i) {
-      std::pair<Type, int64_t> c = {getElementTypeOrSelf(inputs[i].getType()), widths[i]};
-      auto *it = llvm::find(classes, c);
-      classOf.push_back(it - classes.begin());
-      if (it == classes.end())
-        classes.push_back(c);
-    }
+    for (size_t i = g0; i < g1; ++i)
+      classOf.push_back(classIndex(
+          classes, std::make_pair(getElementTypeOrSelf(inputs[i].getType()), widths[i])));
     SmallVector<Type> classTypes = llvm::map_to_vector(classes, [](auto c) { return c.first; });
     launch(op, key, "sum_of_squares", types, args, threads,
            [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
@@ -882,11 +889,7 @@ void Lowerer::lowerRandomNormals(ArrayRef<RandomNormalOp> ops) {
       keys.push_back(static_cast<int64_t>(static_cast<uint64_t>(rn.getStream()) *
                                           0xD1B54A32D192ED03ull));
       stds.push_back(rn.getStd().convertToDouble());
-      Type elt = eltOf(out);
-      auto *it = llvm::find(classes, elt);
-      classOf.push_back(it - classes.begin());
-      if (it == classes.end())
-        classes.push_back(elt);
+      classOf.push_back(classIndex(classes, eltOf(out)));
       // The scale's bits: the kernel bakes in the exact double.
       llvm::raw_string_ostream(key) << "," << rn.getStream() << ":"
                                     << llvm::format_hex(llvm::bit_cast<uint64_t>(stds.back()), 18);
@@ -1187,21 +1190,21 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
     // a new run, keeping the later draw last.
     if (auto rn = llvm::dyn_cast<RandomNormalOp>(op)) {
       waitFor(op.getOperands());
+      auto flush = [&] {
+        lowerRandomNormals(normals);
+        normals.clear();
+      };
       const TensorInfo &out = result.tensors[tensorOf.lookup(rn.getResult())];
       if (llvm::any_of(normals, [&](RandomNormalOp other) {
             const TensorInfo &o = result.tensors[tensorOf.lookup(other.getResult())];
             return o.pool == out.pool && o.offset < out.offset + out.bytes &&
                    out.offset < o.offset + o.bytes;
-          })) {
-        lowerRandomNormals(normals);
-        normals.clear();
-      }
+          }))
+        flush();
       normals.push_back(rn);
       auto next = llvm::dyn_cast_or_null<RandomNormalOp>(op.getNextNode());
-      if (!next || next.getSeed() != rn.getSeed()) {
-        lowerRandomNormals(normals);
-        normals.clear();
-      }
+      if (!next || next.getSeed() != rn.getSeed())
+        flush();
       continue;
     }
     // Views read nothing; the op that reads through them waits.
