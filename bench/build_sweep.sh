@@ -3,11 +3,13 @@
 # four sizes in bf16 at its batch sizes (T=1024) into
 # bench/artifacts/sweep-<model>.fb and records each compile time in
 # bench/artifacts/sweep.tsv (model, B, file, gptc seconds, tag, command).
-# An entry model:B:GiB compiles with --memory-budget=GiB into
-# sweep-<model>-remat<GiB>.fb (tag remat<GiB>; run_sweep.sh runs no torch
-# for it, the plain entry of the same model has that).
+# An entry model:B:V compiles a variant, V a comma-separated list of
+#   <GiB>  --memory-budget=GiB (tag remat<GiB>)
+#   nr     --narrow-residual, the bf16 residual stream (tag nr)
+# into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
+# plain entry of the same model has that.
 #   bash bench/build_sweep.sh                 # all four
-#   SWEEP="124M:64 350M:32 1558M:16:40" bash bench/build_sweep.sh
+#   SWEEP="124M:64 124M:64:nr 350M:32 1558M:16:40 1558M:16:40,nr" bash bench/build_sweep.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=bench/configs.sh
@@ -20,14 +22,19 @@ tsv=$ARTIFACTS/sweep.tsv
 : > "$tsv"
 status=0
 for entry in $SWEEP; do
-  IFS=: read -r model b budget <<< "$entry"
+  IFS=: read -r model b variant <<< "$entry"
   tag="" extra=()
-  if [ -n "$budget" ]; then
-    tag=remat$budget extra=(--memory-budget="$budget")
-  fi
+  IFS=, read -ra parts <<< "$variant"
+  for part in "${parts[@]}"; do
+    case $part in
+      nr) tag=${tag:+$tag-}nr extra+=(--narrow-residual) ;;
+      *[!0-9.]*|"") echo "build_sweep: unknown variant '$part' in '$entry'"; exit 1 ;;
+      *) tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part") ;;
+    esac
+  done
   file=$ARTIFACTS/sweep-$model${tag:+-$tag}.fb
   # shellcheck disable=SC2206
-  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq=1024 $TRAIN_OPT --precision=bf16 "${extra[@]}" -o "$file")
+  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq="${SWEEP_SEQ:-1024}" $TRAIN_OPT --precision=bf16 "${extra[@]}" -o "$file")
   echo "+ ${cmd[*]}"
   t0=$(date +%s.%N)
   if "${cmd[@]}"; then

@@ -1293,9 +1293,13 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
   // Per row: statistics, then dx.
   std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), statsType, flat(dxV)};
   std::vector<Operand> args = {t(dyV), t(xV), t(wV), stats, t(dxV)};
-  if (joins) { // a[5] residual, a[6] the narrow copy
-    types.insert(types.end(), {flat(residual), flat(narrow)});
-    args.insert(args.end(), {t(residual), t(narrow)});
+  if (joins) { // a[5] residual, a[6] the narrow copy (if any)
+    types.push_back(flat(residual));
+    args.push_back(t(residual));
+  }
+  if (narrow) {
+    types.push_back(flat(narrow));
+    args.push_back(t(narrow));
   }
   launch(op, key + "rows", joins ? "layernorm_backward_rows_add" : "layernorm_backward_rows", types,
          args, rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
@@ -1326,6 +1330,8 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
                return {{dx, a[4], at}};
              // The residual joins in the input's type, as the add did.
              Value sum = k.asStored(k.add(k.ld(a[5], at), dx), getElementTypeOrSelf(dxV.getType()));
+             if (!narrow)
+               return {{sum, a[4], at}};
              return {{sum, a[4], at}, {sum, a[6], at}};
            });
          });

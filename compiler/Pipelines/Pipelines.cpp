@@ -80,12 +80,13 @@ void buildImportPassPipeline(OpPassManager &pm, const PipelineOptions &options) 
 
 void buildPrecisionPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // fp32 is the model as written: no pass, so fp32 dumps keep their numbers.
-  if (options.precision == "fp32")
+  if (options.precision == "fp32" && !options.narrowResidual)
     return;
   // NOTE: before gpt-autodiff, so the backward inherits the casts through
   // their gradient rule (bf16 GEMM gradients, fp32 parameter gradients).
   MixedPrecisionPassOptions mp;
   mp.policy = options.precision;
+  mp.narrowResidual = options.narrowResidual;
   pm.addPass(createMixedPrecisionPass(mp));
 }
 

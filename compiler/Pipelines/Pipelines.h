@@ -56,6 +56,9 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("Precision policy: fp32 or bf16"),
                                 llvm::cl::init("fp32")};
+  Option<bool> narrowResidual{*this, "narrow-residual",
+                              llvm::cl::desc("gpt-mixed-precision's narrow-residual option"),
+                              llvm::cl::init(false)};
 
   // Train step (see gpt-insert-optimizer for the meaning of each).
   Option<int64_t> accumSteps{*this, "accum-steps",

@@ -666,7 +666,8 @@ private:
     const Buffer &acc = in(op.getResidual());
     for (size_t i = 0; i < dx.size(); ++i)
       dx[i] += acc[i];
-    out(op.getInputGradNarrow()) = dx; // roundResults rounds it
+    if (op.getInputGradNarrow())
+      out(op.getInputGradNarrow()) = dx; // roundResults rounds it
     return success();
   }
 

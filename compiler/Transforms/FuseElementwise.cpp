@@ -2,11 +2,12 @@
 //
 /// Per function body (after inlining, before memory planning):
 ///   0) Row kernels: a narrowing cast that is the only reader of a
-///      layernorm becomes the layernorm's own result type, and a widening
-///      cast feeding a layernorm_grad's gradient is read narrow instead;
+///      layernorm or an embedding becomes the op's own result type, and a widening
+///      cast feeding a layernorm_grad's or an embed_grad's gradient is read
+///      narrow instead;
 ///      a layernorm of an add becomes one gpt.add_layernorm, and a
-///      layernorm_grad whose dx joins the residual gradient (add + narrowing
-///      cast) one gpt.layernorm_grad_add; a sum over all but the last
+///      layernorm_grad whose dx joins the residual gradient (an add, and
+///      its narrowing cast if any) one gpt.layernorm_grad_add; a sum over all but the last
 ///      dimension of a gelu_grad (the bias gradient before the MLP's GELU)
 ///      becomes one gpt.gelu_grad_sum.
 ///   1) Chains: in block order, each fusible elementwise op joins the groups
@@ -67,16 +68,18 @@ bool widens(CastOp cast) { return castsFloat(cast, /*narrower=*/false); }
 /// `%y = gpt.layernorm ... -> f32; %z = gpt.cast %y to bf16` with the cast
 /// as %y's only reader becomes `%z = gpt.layernorm ... -> bf16`: the row
 /// kernel computes in f32 and rounds once when it stores, as the cast did,
-/// and the f32 tensor is never written.
-int64_t narrowLayerNormOutputs(Block &block) {
+/// and the f32 tensor is never written. The same for gpt.embed (the start
+/// of a narrow residual stream).
+int64_t narrowOutputs(Block &block) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto cast = llvm::dyn_cast<CastOp>(op);
-    auto ln = cast ? cast.getInput().getDefiningOp<LayerNormOp>() : LayerNormOp();
-    if (!ln || !ln.getResult().hasOneUse() || !narrows(cast))
+    Operation *def = cast ? cast.getInput().getDefiningOp() : nullptr;
+    if (!def || !llvm::isa<LayerNormOp, EmbedOp>(def) || !def->getResult(0).hasOneUse() ||
+        !narrows(cast))
       continue;
-    ln.getResult().setType(cast.getType());
-    cast.replaceAllUsesWith(ln.getResult());
+    def->getResult(0).setType(cast.getType());
+    cast.replaceAllUsesWith(def->getResult(0));
     cast.erase();
     ++n;
   }
@@ -86,16 +89,21 @@ int64_t narrowLayerNormOutputs(Block &block) {
 /// `%g = gpt.cast %h : bf16 to f32; gpt.layernorm_grad %g, %x, %w` reads %h
 /// instead: the row kernels widen it as they load, which is exact, and the
 /// wide copy is never written (mixed precision's GEMMs give bf16
-/// gradients, the layernorm's statistics and dx stay f32). The cast goes
-/// when nothing else reads it.
-int64_t narrowLayerNormGradInputs(Block &block) {
+/// gradients, the layernorm's statistics and dx stay f32). The same for
+/// gpt.embed_grad (a narrow residual stream's gradient reaching the fp32
+/// tables). The cast goes when nothing else reads it.
+int64_t narrowGradInputs(Block &block) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {
-    auto ln = llvm::dyn_cast<LayerNormGradOp>(op);
-    auto cast = ln ? ln.getGrad().getDefiningOp<CastOp>() : CastOp();
+    OpOperand *grad = nullptr;
+    if (auto ln = llvm::dyn_cast<LayerNormGradOp>(op))
+      grad = &ln.getGradMutable();
+    else if (auto eg = llvm::dyn_cast<EmbedGradOp>(op))
+      grad = &eg.getGradMutable();
+    auto cast = grad ? grad->get().getDefiningOp<CastOp>() : CastOp();
     if (!cast || !widens(cast))
       continue;
-    ln.getGradMutable().assign(cast.getInput());
+    grad->set(cast.getInput());
     if (cast->use_empty())
       cast.erase();
     ++n;
@@ -170,7 +178,9 @@ int64_t fuseAddLayerNorm(Block &block) {
 /// `%g, %dw, %db = gpt.layernorm_grad %dy, %x, %w; %s = gpt.add %acc, %g;
 /// %h = gpt.cast %s` (narrowing) becomes one gpt.layernorm_grad_add at the
 /// layernorm_grad, whose row kernel stores %s and %h: dx never goes to
-/// memory. Bit-identical (the same f32 sum, rounded once).
+/// memory. Bit-identical for an f32 %x (the same f32 sum, rounded once).
+/// Without a narrowing reader of %s (a narrow residual stream, or fp32)
+/// only %s is stored; for a narrow %x, dx joins unrounded.
 int64_t fuseLayerNormGradAdd(Block &block) {
   int64_t n = 0;
   // Collected first: the rewrite erases ops after the layernorm_grad.
@@ -188,19 +198,20 @@ int64_t fuseLayerNormGradAdd(Block &block) {
     for (Operation *user : add->getUsers())
       if (auto cast = llvm::dyn_cast<CastOp>(user); cast && narrows(cast))
         narrow = cast;
-    if (!narrow)
-      continue;
     OpBuilder b(ln);
-    auto fused = LayerNormGradAddOp::create(
-        b, ln.getLoc(),
-        TypeRange{add.getType(), narrow.getType(), ln.getWeightGrad().getType(),
-                  ln.getBiasGrad().getType()},
-        ln.getGrad(), ln.getInput(), ln.getWeight(), acc, ln.getEpsilonAttr());
-    narrow.getResult().replaceAllUsesWith(fused.getInputGradNarrow());
+    SmallVector<Type> types = {add.getType()};
+    if (narrow)
+      types.push_back(narrow.getType());
+    types.append({ln.getWeightGrad().getType(), ln.getBiasGrad().getType()});
+    auto fused = LayerNormGradAddOp::create(b, ln.getLoc(), types, ln.getGrad(), ln.getInput(),
+                                            ln.getWeight(), acc, ln.getEpsilonAttr());
     add.getResult().replaceAllUsesWith(fused.getInputGrad());
     ln.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
     ln.getBiasGrad().replaceAllUsesWith(fused.getBiasGrad());
-    narrow.erase();
+    if (narrow) {
+      narrow.getResult().replaceAllUsesWith(fused.getInputGradNarrow());
+      narrow.erase();
+    }
     add.erase();
     ln.erase();
     ++n;
@@ -410,7 +421,7 @@ struct FuseElementwisePass
         continue;
       Block &block = fn.getBody().front();
       if (narrowRowOutputs)
-        numNarrowed += narrowLayerNormOutputs(block) + narrowLayerNormGradInputs(block);
+        numNarrowed += narrowOutputs(block) + narrowGradInputs(block);
       if (addLayerNorm)
         numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
       // The GELU layer's bias gradient; the qkv projection's.

@@ -1,10 +1,10 @@
 //===- MixedPrecision.cpp - bf16 compute with fp32 masters and statistics -===//
 //
-// One forward walk over the function: each op is put in one of three
-// classes (GEMM: bf16 operands; statistics: fp32 operands; the rest: the
-// widest operand type), its operands are cast to that type, and its result
-// types are re-derived from the new operands. See Passes.td for the policy
-// and why the pass runs before gpt-autodiff.
+// One forward walk over the function: each op is put in a class (GEMM:
+// bf16 operands; statistics: fp32 operands; readers: operands as they are;
+// the rest: the widest operand type), its operands are cast to that type,
+// and its result types are re-derived from the new operands. See Passes.td
+// for the policy and why the pass runs before gpt-autodiff.
 //
 //===----------------------------------------------------------------------===//
 
@@ -31,9 +31,13 @@ enum class OpClass {
   Reader,     // operands as they are: the op widens on load
 };
 
-OpClass classify(Operation *op) {
+OpClass classify(Operation *op, bool narrowResidual) {
   if (llvm::isa<LinearOp, MatmulOp>(op))
     return OpClass::Gemm;
+  // A narrow residual stream is normalised as stored: the row kernel widens
+  // it as it loads, and the statistics are taken in the fp32 weight's type.
+  if (narrowResidual && llvm::isa<LayerNormOp>(op))
+    return OpClass::Reader;
   // Row statistics, losses and anything summing many terms: fp32, since a
   // bf16 accumulator loses the small terms (8 bits of mantissa).
   if (llvm::isa<LayerNormOp, LayerNormGradOp, SoftmaxOp, SoftmaxGradOp, ReduceOp, GlobalNormOp,
@@ -60,6 +64,11 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
     auto fn = module.lookupSymbol<func::FuncOp>(function);
     if (!fn) {
       module.emitError("gpt-mixed-precision: no function @") << function;
+      return signalPassFailure();
+    }
+    if (policy == "fp32" && narrowResidual) {
+      module.emitError("gpt-mixed-precision: narrow-residual needs a narrow policy (bf16 or "
+                       "fp16), got fp32");
       return signalPassFailure();
     }
     if (policy == "fp32")
@@ -141,7 +150,7 @@ private:
         }
         continue;
       }
-      OpClass cls = classify(&op);
+      OpClass cls = classify(&op, narrowResidual);
       FloatType widest;
       for (Value v : op.getOperands())
         if (FloatType e = floatElementOf(v); e && (!widest || e.getWidth() > widest.getWidth()))
@@ -161,6 +170,13 @@ private:
       }
       if (failed(updateResultTypes(&op, changed)))
         return failure();
+      // The stream starts narrow: the embedding's sum (of fp32 tables, whose
+      // gradients stay fp32) is cast once, and everything downstream follows.
+      if (narrowResidual && llvm::isa<EmbedOp>(op)) {
+        Value sum = op.getResult(0);
+        Value narrow = castTo(sum, compute);
+        sum.replaceAllUsesExcept(narrow, narrow.getDefiningOp());
+      }
     }
     return success();
   }

@@ -31,6 +31,16 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         `loss-scale`). The flash attention kernels are bf16 only, so fp16
         attention runs on the scalar kernels.
 
+    Option `narrow-residual` (with bf16 or fp16): the residual stream is in the
+    compute type too, as in llm.c, where by default it stays fp32 as
+    under torch.autocast. The embedding's sum is cast to bf16 (the
+    tables stay fp32, so their gradients are fp32 sums), every
+    `gpt.layernorm` reads its bf16 input as it is with fp32 statistics
+    and fp32 weight and bias, and the adds of the stream, like their
+    gradients in the backward, run in bf16. It halves the bytes of the
+    add + layernorm row kernels and of the activations saved for the
+    backward; the stream loses 16 bits of mantissa.
+
     Each value is cast to a given type once, right after its definition, so
     repeated uses (the tied `wte`) share one cast. Parameters stay fp32
     arguments: they are the master weights that AdamW updates.
@@ -60,6 +70,8 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
            "Function to rewrite">,
     Option<"policy", "policy", "std::string", /*default=*/"\"bf16\"",
            "Precision policy: fp32 (identity), bf16 or fp16">,
+    Option<"narrowResidual", "narrow-residual", "bool", /*default=*/"false",
+           "Keep the residual stream in the compute type as well (bf16 or fp16 only)">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "gpt.cast ops inserted">,
@@ -351,21 +363,23 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     the next sibling starts a new group.
 
     Before grouping (`narrow-row-outputs`), a narrowing `gpt.cast` that is
-    the only reader of a `gpt.layernorm` is folded into the layernorm's
-    result type: the row kernel rounds once when it stores, as the cast did,
-    and the wide tensor is never written (mixed precision casts every
-    layernorm output to bf16 for the next GEMM). Likewise a widening cast
-    that feeds a `gpt.layernorm_grad`'s gradient is skipped: the row
-    kernels widen the bf16 gradient as they load it (exact), and the f32
-    copy is never written.
+    the only reader of a `gpt.layernorm` or a `gpt.embed` is folded into
+    the op's result type: the kernel rounds once when it stores, as the
+    cast did, and the wide tensor is never written (mixed precision casts
+    every layernorm output to bf16 for the next GEMM, and with
+    narrow-residual the embedding's sum). Likewise a widening cast
+    that feeds a `gpt.layernorm_grad`'s or a `gpt.embed_grad`'s gradient
+    is skipped: the kernels widen the bf16 gradient as they load it
+    (exact), and the f32 copy is never written.
 
     Then (`add-layernorm`) a `gpt.layernorm` of a `gpt.add` (the residual
     stream: x + a block's output) becomes one `gpt.add_layernorm`, whose
     row kernel stores the sum and normalises it without reading it back;
     a widening cast read only by the add is folded in. In the backward, a
     `gpt.layernorm_grad` whose input gradient is added to the residual
-    gradient and cast narrower becomes one `gpt.layernorm_grad_add`, whose
-    row kernel stores the sum and its narrow copy.
+    gradient becomes one `gpt.layernorm_grad_add`, whose row kernel stores
+    the sum and, when a narrowing cast of it feeds the GEMMs, its narrow
+    copy.
 
     And (`gelu-grad-sum`) a `gpt.reduce sum` over all but the last
     dimension of a `gpt.gelu_grad` (the bias gradient of the linear layer
@@ -402,7 +416,8 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     Option<"maxArguments", "max-arguments", "unsigned", /*default=*/"256",
            "Most operands plus results of one fusion (its kernel's pointer arguments)">,
     Option<"narrowRowOutputs", "narrow-row-outputs", "bool", /*default=*/"true",
-           "Fold a narrowing cast that is a layernorm's only reader into its result type, "
+           "Fold a narrowing cast that is a layernorm's or an embedding's only reader into "
+           "its result type, "
            "and read a layernorm_grad's gradient before a widening cast">,
     Option<"addLayerNorm", "add-layernorm", "bool", /*default=*/"true",
            "Fuse the residual adds into the layernorms and their gradients">,

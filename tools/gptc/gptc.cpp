@@ -122,6 +122,12 @@ cl::opt<std::string> precision("precision",
                                         "(bf16 GEMMs, fp32 master weights and statistics), or "
                                         "fp16 (the same in fp16; pair it with --loss-scale)"),
                                cl::init("fp32"), cl::cat(compileCat));
+cl::opt<bool> narrowResidual(
+    "narrow-residual",
+    cl::desc("With --precision=bf16 or fp16: the residual stream (the embedding, the residual "
+             "adds, the layernorms' inputs and their gradients) in that type too, as in llm.c "
+             "(default: fp32, as under torch.autocast)"),
+    cl::init(false), cl::cat(compileCat));
 cl::opt<std::string> memoryBudget(
     "memory-budget",
     cl::desc("Recompute activations in the backward so the train step needs at most this "
@@ -270,6 +276,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fuseElementwise = fuseElementwise;
   options.fuseAdamW = fuseAdamW;
   options.narrowGrads = narrowGrads;
+  options.narrowResidual = narrowResidual;
 }
 
 /// --matmul-epilogues into the pipeline's four switches, or an error naming
@@ -312,6 +319,10 @@ std::optional<double> parseMemoryBudget() {
 LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   if (precision != "fp32" && precision != "bf16" && precision != "fp16") {
     fail("--precision: expected fp32, bf16 or fp16, got '" + precision + "'");
+    return failure();
+  }
+  if (narrowResidual && precision == "fp32") {
+    fail("--narrow-residual: needs --precision=bf16 or fp16 (the stream is fp32 already)");
     return failure();
   }
   if (!(lossScale > 0) || !std::isfinite(lossScale)) {

@@ -72,6 +72,24 @@ LogicalResult EmbedOp::inferReturnTypes(MLIRContext *, std::optional<Location> l
   return success();
 }
 
+/// The inferred type, or its shape in a narrower float type: the value is
+/// computed in the inferred type and rounded once when stored.
+static bool sameOrNarrower(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 1 || actual.size() != 1)
+    return false;
+  auto want = llvm::dyn_cast<RankedTensorType>(inferred[0]);
+  auto got = llvm::dyn_cast<RankedTensorType>(actual[0]);
+  if (!want || !got || failed(verifyCompatibleShape(want.getShape(), got.getShape())))
+    return false;
+  auto wantElt = llvm::dyn_cast<FloatType>(want.getElementType());
+  auto gotElt = llvm::dyn_cast<FloatType>(got.getElementType());
+  return wantElt && gotElt && (gotElt == wantElt || gotElt.getWidth() < wantElt.getWidth());
+}
+
+bool EmbedOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  return sameOrNarrower(inferred, actual);
+}
+
 //===----------------------------------------------------------------------===//
 // LayerNormOp
 //===----------------------------------------------------------------------===//
@@ -90,25 +108,19 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
     return shapeError(loc, "layernorm", "normalises ", dimStr(c),
                       " channels but weight has ", dimStr(w.getDimSize(0)),
                       " and bias ", dimStr(b.getDimSize(0)));
-  if (w.getElementType() != x.getElementType() ||
-      b.getElementType() != x.getElementType())
+  auto xElt = llvm::dyn_cast<FloatType>(x.getElementType());
+  auto wElt = llvm::dyn_cast<FloatType>(w.getElementType());
+  if (!xElt || !wElt || b.getElementType() != wElt ||
+      (xElt != wElt && xElt.getWidth() >= wElt.getWidth()))
     return shapeError(loc, "layernorm",
-                      "input, weight and bias must have one element type");
+                      "weight and bias must have one float type, the input it or a narrower one");
   results.push_back(x);
   return success();
 }
 
 /// The inferred type (the input's), or its shape in a narrower float type.
 bool LayerNormOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
-  if (inferred.size() != 1 || actual.size() != 1)
-    return false;
-  auto want = llvm::dyn_cast<RankedTensorType>(inferred[0]);
-  auto got = llvm::dyn_cast<RankedTensorType>(actual[0]);
-  if (!want || !got || failed(verifyCompatibleShape(want.getShape(), got.getShape())))
-    return false;
-  auto wantElt = llvm::dyn_cast<FloatType>(want.getElementType());
-  auto gotElt = llvm::dyn_cast<FloatType>(got.getElementType());
-  return wantElt && gotElt && (gotElt == wantElt || gotElt.getWidth() < wantElt.getWidth());
+  return sameOrNarrower(inferred, actual);
 }
 
 //===----------------------------------------------------------------------===//
@@ -470,6 +482,27 @@ LogicalResult EmbedGradOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return success();
 }
 
+/// dy's element type (inferred), or one wider float type for both tables.
+bool EmbedGradOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
+  if (inferred.size() != 2 || actual.size() != 2)
+    return false;
+  auto wide = llvm::dyn_cast<RankedTensorType>(actual[0]);
+  auto narrow = llvm::dyn_cast<RankedTensorType>(inferred[0]);
+  if (!wide || !narrow)
+    return false;
+  auto wideElt = llvm::dyn_cast<FloatType>(wide.getElementType());
+  auto narrowElt = llvm::dyn_cast<FloatType>(narrow.getElementType());
+  if (!wideElt || !narrowElt || (wideElt != narrowElt && wideElt.getWidth() <= narrowElt.getWidth()))
+    return false;
+  for (auto [want, got] : llvm::zip(inferred, actual)) {
+    auto w = llvm::dyn_cast<RankedTensorType>(want), g = llvm::dyn_cast<RankedTensorType>(got);
+    if (!w || !g || g.getElementType() != wideElt ||
+        failed(verifyCompatibleShape(w.getShape(), g.getShape())))
+      return false;
+  }
+  return true;
+}
+
 LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
                                                 std::optional<Location> loc,
                                                 Adaptor adaptor,
@@ -739,9 +772,9 @@ LogicalResult AddLayerNormOp::verify() {
            << a << " + " << b << " -> " << sum << ", " << y;
   int64_t c = sum.getShape().back();
   if (w.getRank() != 1 || bias.getRank() != 1 || !compatible(w.getDimSize(0), c) ||
-      !compatible(bias.getDimSize(0), c) || w.getElementType() != sum.getElementType() ||
-      bias.getElementType() != sum.getElementType())
-    return emitOpError("weight and bias must be (C) in the sum's element type");
+      !compatible(bias.getDimSize(0), c) || w.getElementType() != bias.getElementType() ||
+      width(w) < width(sum))
+    return emitOpError("weight and bias must be (C) in one type no narrower than the sum's");
   return success();
 }
 
@@ -783,7 +816,9 @@ LogicalResult GeluGradSumOp::verify() {
 
 LogicalResult LayerNormGradAddOp::verify() {
   auto dy = rtt(getGrad()), x = rtt(getInput()), w = rtt(getWeight()), acc = rtt(getResidual());
-  auto dx = rtt(getInputGrad()), dxn = rtt(getInputGradNarrow());
+  auto dx = rtt(getInputGrad());
+  // Without a narrow copy, check the input's type in its place.
+  auto dxn = getInputGradNarrow() ? rtt(getInputGradNarrow()) : x;
   auto width = [](RankedTensorType t) { return t.getElementType().getIntOrFloatBitWidth(); };
   if (dy.getShape() != x.getShape() || acc.getShape() != x.getShape() || dx != x ||
       dxn.getShape() != x.getShape() || x.getRank() < 1)
@@ -791,6 +826,9 @@ LogicalResult LayerNormGradAddOp::verify() {
                        "input_grad its type");
   if (width(dy) > width(x) || width(acc) > width(x) || width(dxn) > width(x))
     return emitOpError("grad, residual and input_grad_narrow must be no wider than the input");
+  if (getInputGradNarrow() && width(dxn) == width(x))
+    return emitOpError("input_grad_narrow must be narrower than the input (leave it out "
+                       "when the input is narrow)");
   if (w.getRank() != 1 || !compatible(w.getDimSize(0), x.getShape().back()) ||
       getWeightGrad().getType() != w || getBiasGrad().getType() != w)
     return emitOpError("weight must be (C); weight_grad and bias_grad have its type");

@@ -29,16 +29,24 @@ def GPT_Differentiable : DeclareOpInterfaceMethods<GPT_DifferentiableOpInterface
 // Model-level ops
 //===----------------------------------------------------------------------===//
 
-def GPT_EmbedOp : GPT_InferredOp<"embed", [GPT_Differentiable]> {
+def GPT_EmbedOp : GPT_Op<"embed",
+    [Pure, InferTypeOpAdaptorWithIsCompatible, GPT_Differentiable]> {
   let summary = "Token embedding plus position embedding";
   let description = [{
     `out[b, t, :] = wte[ids[b, t], :] + wpe[t, :]`. `wte` is (V, C), `wpe` is
     (maxT, C) with T <= maxT, `ids` is (B, T) and the result is (B, T, C).
     An id outside [0, V) is a run-time error.
 
+    The result has the tables' element type, or a narrower float type: the
+    sum is taken in the tables' type and rounded once when stored (what
+    `gpt-fuse-elementwise` makes of an embedding whose only reader is a
+    narrowing `gpt.cast`, as in a bf16 residual stream).
+
     ```mlir
     %x = gpt.embed %wte, %wpe, %ids
         : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+    %h = gpt.embed %wte, %wpe, %ids
+        : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xbf16>
     ```
   }];
   let arguments = (ins GPT_FloatTensor:$wte, GPT_FloatTensor:$wpe,
@@ -56,6 +64,11 @@ def GPT_LayerNormOp : GPT_Op<"layernorm",
     `y = (x - mean(x)) / sqrt(var(x) + epsilon) * weight + bias`, with the
     biased variance taken over the last dimension (C), as in PyTorch.
 
+    `weight` and `bias` have one element type; the input has it too, or is
+    narrower (a bf16 residual stream normalised with fp32 parameters): the
+    statistics and the affine map are computed in the parameters' type,
+    widening the input as it is read.
+
     The result has the input's type, or the same shape in a narrower float
     type: computed in the input's type and rounded once when stored (what
     `gpt-fuse-elementwise` makes of a layernorm whose only reader is a
@@ -66,6 +79,8 @@ def GPT_LayerNormOp : GPT_Op<"layernorm",
         : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
     %z = gpt.layernorm %x, %w, %b {epsilon = 1.0e-05 : f64}
         : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
+    %n = gpt.layernorm %h, %w, %b {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
     ```
   }];
   let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$weight,
@@ -388,12 +403,17 @@ def GPT_SliceOp : GPT_InferredOp<"slice"> {
 // Gradient ops (produced by gpt-autodiff)
 //===----------------------------------------------------------------------===//
 
-def GPT_EmbedGradOp : GPT_InferredOp<"embed_grad"> {
+def GPT_EmbedGradOp : GPT_Op<"embed_grad", [Pure, InferTypeOpAdaptorWithIsCompatible]> {
   let summary = "Gradients of gpt.embed: scatter-add into wte rows, sum into wpe rows";
   let description = [{
     `dwte[ids[b, t]] += dy[b, t]` and `dwpe[t] += dy[b, t]`; rows that no
     token reaches stay zero. `dy` is (B, T, C), `ids` (B, T); `dwte` is
     (vocab_rows, C) and `dwpe` (position_rows, C).
+
+    The gradients have dy's element type, or one wider float type for both:
+    a narrow dy is then widened as it is read, exactly (what
+    `gpt-fuse-elementwise` makes of a widening `gpt.cast` feeding dy, the
+    gradient of a narrow residual stream reaching fp32 tables).
 
     ```mlir
     %dwte, %dwpe = gpt.embed_grad %dy, %ids {vocab_rows = 64 : i64, position_rows = 16 : i64}
@@ -713,7 +733,9 @@ def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
     its element type, which may be narrower. Both are stored: the residual
     stream continues with `sum`, the next GEMM reads `result`. One kernel
     instead of an elementwise add and a layernorm, which would read the sum
-    back from memory.
+    back from memory. The layernorm reads the sum as stored (rounded, when
+    narrow), so the fusion changes no bits; `weight` and `bias` share a
+    float type no narrower than the sum's.
 
     ```mlir
     %sum, %y = gpt.add_layernorm %h, %x, %w, %b {epsilon = 1.0e-05 : f64}
@@ -764,16 +786,24 @@ def GPT_LayerNormGradAddOp : GPT_Op<"layernorm_grad_add", [Pure]> {
     kernel stores both, where the unfused step stores dx and reads it back
     in an elementwise add and cast.
 
+    `input_grad_narrow` is absent when the input is itself narrow (a bf16
+    residual stream): the GEMMs read `input_grad`. dx joins the residual
+    unrounded, so a narrow `input_grad` is rounded once where the unfused
+    step rounds dx and then the sum.
+
     ```mlir
     %dx, %dxh, %dw, %db = gpt.layernorm_grad_add %dy, %x, %w, %acc {epsilon = 1.0e-05 : f64}
         : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
         -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+    %gx, %gw, %gb = gpt.layernorm_grad_add %dy, %h, %w, %gacc {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>)
+        -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
     ```
   }];
   let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input,
                        GPT_FloatTensor:$weight, GPT_FloatTensor:$residual,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
-  let results = (outs GPT_FloatTensor:$input_grad, GPT_FloatTensor:$input_grad_narrow,
+  let results = (outs GPT_FloatTensor:$input_grad, Optional<GPT_FloatTensor>:$input_grad_narrow,
                       GPT_FloatTensor:$weight_grad, GPT_FloatTensor:$bias_grad);
   let assemblyFormat = [{
     $grad `,` $input `,` $weight `,` $residual attr-dict `:` functional-type(operands, results)

@@ -344,17 +344,91 @@ func.func @layernorm_grad_residual(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %
 
 // -----
 
-// Tests that without a narrowing copy of the sum the layernorm_grad and
-// its add stay apart.
+// Tests that without a narrowing copy of the sum (fp32) the layernorm_grad
+// and its add still become one gpt.layernorm_grad_add, with no narrow
+// result.
 // CHECK-LABEL: func.func @layernorm_grad_residual_no_copy
-// CHECK-NOT: gpt.layernorm_grad_add
-// CHECK: gpt.layernorm_grad
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xf32>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8xf32>, %[[ACC:[^:]*]]: tensor<4x8xf32>)
+// CHECK-NEXT: %[[DX:.*]], %{{.*}}, %{{.*}} = gpt.layernorm_grad_add %[[DY]], %[[X]], %[[W]], %[[ACC]] : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: return %[[DX]]
+// NOADDLN-LABEL: func.func @layernorm_grad_residual_no_copy
+// NOADDLN: gpt.layernorm_grad
+// NOADDLN: gpt.add
 func.func @layernorm_grad_residual_no_copy(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %acc: tensor<4x8xf32>)
     -> tensor<4x8xf32> {
   %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w
       : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   %0 = gpt.add %acc, %dx : tensor<4x8xf32>
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that in a bf16 residual stream (bf16 input, f32 weight) the
+// layernorm_grad and the bf16 add of its dx become one
+// gpt.layernorm_grad_add whose bf16 sum the GEMMs read directly.
+// CHECK-LABEL: func.func @layernorm_grad_residual_narrow_stream
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xbf16>, %[[W:[^:]*]]: tensor<8xf32>, %[[ACC:[^:]*]]: tensor<4x8xbf16>)
+// CHECK-NEXT: %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = gpt.layernorm_grad_add %[[DY]], %[[X]], %[[W]], %[[ACC]] : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: return %[[DX]], %[[DW]], %[[DB]]
+func.func @layernorm_grad_residual_narrow_stream(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>, %acc: tensor<4x8xbf16>)
+    -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w
+      : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+  %0 = gpt.add %acc, %dx : tensor<4x8xbf16>
+  return %0, %dw, %db : tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that in a bf16 residual stream the add of two bf16 values and the
+// layernorm of the bf16 sum with f32 parameters become one
+// gpt.add_layernorm with a bf16 sum.
+// CHECK-LABEL: func.func @residual_layernorm_narrow_stream
+// CHECK-SAME: (%[[H:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xbf16>, %[[W:[^:]*]]: tensor<8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
+// CHECK-NEXT: %[[SUM:.*]], %[[Y:.*]] = gpt.add_layernorm %[[X]], %[[H]], %[[W]], %[[B]] : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>)
+// CHECK-NEXT: return %[[SUM]], %[[Y]]
+func.func @residual_layernorm_narrow_stream(%h: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>, %b: tensor<8xf32>)
+    -> (tensor<4x8xbf16>, tensor<4x8xbf16>) {
+  %0 = gpt.add %x, %h : tensor<4x8xbf16>
+  %1 = gpt.layernorm %0, %w, %b : (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xbf16>
+  return %0, %1 : tensor<4x8xbf16>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests that a narrowing cast that is an embedding's only reader becomes
+// the embedding's result type (the start of a bf16 residual stream); without
+// narrow-row-outputs the cast stays.
+// CHECK-LABEL: func.func @embed_output_cast
+// CHECK-NEXT: %[[X:.*]] = gpt.embed %{{.*}} : (tensor<64x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xbf16>
+// CHECK-NEXT: return %[[X]] : tensor<2x4x8xbf16>
+// WIDE-LABEL: func.func @embed_output_cast
+// WIDE: gpt.embed %{{.*}} -> tensor<2x4x8xf32>
+// WIDE-NEXT: gpt.cast
+func.func @embed_output_cast(%wte: tensor<64x8xf32>, %wpe: tensor<16x8xf32>, %ids: tensor<2x4xi32>) -> tensor<2x4x8xbf16> {
+  %0 = gpt.embed %wte, %wpe, %ids : (tensor<64x8xf32>, tensor<16x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %1 = gpt.cast %0 : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+  return %1 : tensor<2x4x8xbf16>
+}
+
+// -----
+
+// Tests that an embed_grad reads its bf16 gradient before a widening cast
+// and keeps its f32 tables; without narrow-row-outputs the cast stays.
+// CHECK-LABEL: func.func @embed_grad_input_cast
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<2x4x8xbf16>, %[[IDS:[^:]*]]: tensor<2x4xi32>)
+// CHECK-NEXT: gpt.embed_grad %[[DY]], %[[IDS]] {{.*}} : (tensor<2x4x8xbf16>, tensor<2x4xi32>) -> (tensor<64x8xf32>, tensor<16x8xf32>)
+// CHECK-NOT: gpt.cast
+// WIDE-LABEL: func.func @embed_grad_input_cast
+// WIDE: gpt.cast
+// WIDE: gpt.embed_grad %{{.*}} : (tensor<2x4x8xf32>, tensor<2x4xi32>)
+func.func @embed_grad_input_cast(%dy: tensor<2x4x8xbf16>, %ids: tensor<2x4xi32>)
+    -> (tensor<64x8xf32>, tensor<16x8xf32>) {
+  %0 = gpt.cast %dy : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+  %dwte, %dwpe = gpt.embed_grad %0, %ids {vocab_rows = 64 : i64, position_rows = 16 : i64}
+      : (tensor<2x4x8xf32>, tensor<2x4xi32>) -> (tensor<64x8xf32>, tensor<16x8xf32>)
+  return %dwte, %dwpe : tensor<64x8xf32>, tensor<16x8xf32>
 }
 
 // -----

@@ -2,6 +2,10 @@
 // RUN: not gpt-opt %s --gpt-mixed-precision=policy=fp8 2>&1 | FileCheck %s --check-prefix=POLICY
 // POLICY: error: gpt-mixed-precision: unknown policy 'fp8' (expected fp32, bf16 or fp16)
 
+// Tests that narrow-residual under the fp32 policy is an error naming both.
+// RUN: not gpt-opt %s --gpt-mixed-precision="policy=fp32 narrow-residual" 2>&1 | FileCheck %s --check-prefix=NARROW
+// NARROW: error: gpt-mixed-precision: narrow-residual needs a narrow policy (bf16 or fp16), got fp32
+
 // Tests that a missing function is an error naming it.
 // RUN: not gpt-opt %s --gpt-mixed-precision=function=nope 2>&1 | FileCheck %s --check-prefix=NOFN
 // NOFN: error: gpt-mixed-precision: no function @nope

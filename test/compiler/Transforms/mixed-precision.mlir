@@ -1,6 +1,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp32 | FileCheck %s --check-prefix=FP32
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp16 | FileCheck %s --check-prefix=FP16
+// RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=narrow-residual | FileCheck %s --check-prefix=NARROW
 
 // Tests that a linear layer gets bf16 operands (casts of the fp32 input,
 // weight and bias) and a bf16 result, while the parameters stay fp32
@@ -173,4 +174,43 @@ func.func @forward(%x: tensor<4x8xf32> {gpt.input = "x"},
   %wh = gpt.cast %w : tensor<8x8xf32> to tensor<8x8xbf16>
   %h = gpt.matmul %xh, %wh : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
   return %h : tensor<4x8xbf16>
+}
+
+// -----
+
+// Tests the residual stream: by default the embedding's fp32 sum and the
+// residual add stay fp32 (the block's bf16 output is cast up) and the
+// layernorm runs on fp32; with narrow-residual the embedding's sum is cast
+// to bf16 once, the add runs in bf16, and the layernorm reads the bf16 sum
+// with its fp32 weight and bias, giving the bf16 the next GEMM reads.
+
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[E:.*]] = gpt.embed {{.*}} -> tensor<2x4x8xf32>
+// CHECK: %[[H:.*]] = gpt.matmul {{.*}} -> tensor<2x4x8xbf16>
+// CHECK: %[[HF:.*]] = gpt.cast %[[H]] : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+// CHECK: %[[S:.*]] = gpt.add %[[E]], %[[HF]] : tensor<2x4x8xf32>
+// CHECK: gpt.layernorm %[[S]], {{.*}} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+
+// NARROW-LABEL: func.func @forward(%{{[^:]*}}: tensor<2x4xi32> {gpt.input = "tokens"}
+// NARROW-SAME: %[[WTE:[^:]*]]: tensor<16x8xf32> {gpt.param = "wte"}
+// NARROW: %[[E:.*]] = gpt.embed %[[WTE]], {{.*}} -> tensor<2x4x8xf32>
+// NARROW-NEXT: %[[EH:.*]] = gpt.cast %[[E]] : tensor<2x4x8xf32> to tensor<2x4x8xbf16>
+// NARROW-NOT: gpt.cast %[[E]]
+// NARROW: %[[H:.*]] = gpt.matmul %[[EH]], {{.*}} -> tensor<2x4x8xbf16>
+// NARROW-NEXT: %[[S:.*]] = gpt.add %[[EH]], %[[H]] : tensor<2x4x8xbf16>
+// NARROW-NEXT: %[[Y:.*]] = gpt.layernorm %[[S]], %{{.*}}, %{{.*}} : (tensor<2x4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xbf16>
+// NARROW-NEXT: %[[YF:.*]] = gpt.cast %[[Y]] : tensor<2x4x8xbf16> to tensor<2x4x8xf32>
+// NARROW-NEXT: return %[[YF]] : tensor<2x4x8xf32>
+func.func @forward(%ids: tensor<2x4xi32> {gpt.input = "tokens"},
+                   %wte: tensor<16x8xf32> {gpt.param = "wte"},
+                   %wpe: tensor<4x8xf32> {gpt.param = "wpe"},
+                   %w: tensor<8x8xf32> {gpt.param = "w"},
+                   %g: tensor<8xf32> {gpt.param = "ln.weight"},
+                   %b: tensor<8xf32> {gpt.param = "ln.bias"}) -> tensor<2x4x8xf32> {
+  %e = gpt.embed %wte, %wpe, %ids : (tensor<16x8xf32>, tensor<4x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %h = gpt.matmul %e, %w : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
+  %s = gpt.add %e, %h : tensor<2x4x8xf32>
+  %y = gpt.layernorm %s, %g, %b {epsilon = 1.0e-05 : f64}
+      : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
 }

@@ -74,6 +74,19 @@
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --loss-scale=0 2>&1 | FileCheck %s --check-prefix=BADSCALE
 // BADSCALE: gptc: error: --loss-scale: expected a finite number > 0, got 0
 
+// --narrow-residual: the residual stream in bf16 through the whole step:
+// the embedding stores bf16, the adds and layernorms fuse over bf16 sums,
+// and the backward's residual gradient joins in bf16 with no narrow copy;
+// the layernorm and embedding tables keep fp32 gradients.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --narrow-residual --compile-to=memory-plan | FileCheck %s --check-prefix=NARROW
+// NARROW-LABEL: func.func @train_step
+// NARROW: gpt.embed {{.*}} : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xbf16>
+// NARROW: gpt.add_layernorm {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+// NARROW: gpt.layernorm_grad_add {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+// NARROW: gpt.embed_grad {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8xi32>) -> (tensor<64x16xf32>, tensor<16x16xf32>)
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --narrow-residual 2>&1 | FileCheck %s --check-prefix=NARROWFP32
+// NARROWFP32: gptc: error: --narrow-residual: needs --precision=bf16 or fp16 (the stream is fp32 already)
+
 // An unknown precision policy is an error naming the flag.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 2>&1 | FileCheck %s --check-prefix=BADPREC
 // BADPREC: gptc: error: --precision: expected fp32, bf16 or fp16, got 'fp8'

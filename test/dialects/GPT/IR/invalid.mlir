@@ -98,6 +98,39 @@ func.func @embed_result(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xf32>, %ids: 
 
 // -----
 
+// Tests that gpt.embed rejects a result wider than its tables.
+func.func @embed_wide_result(%wte: tensor<64x16xbf16>, %wpe: tensor<16x16xbf16>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<2x8x16xbf16>' are incompatible with return type(s) of operation 'tensor<2x8x16xf32>'}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xbf16>, tensor<16x16xbf16>, tensor<2x8xi32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.embed_grad rejects tables narrower than its gradient.
+func.func @embed_grad_narrow_tables(%dy: tensor<2x8x16xf32>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{are incompatible with return type(s) of operation}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = gpt.embed_grad %dy, %ids {vocab_rows = 64 : i64, position_rows = 16 : i64}
+      : (tensor<2x8x16xf32>, tensor<2x8xi32>) -> (tensor<64x16xbf16>, tensor<16x16xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.embed_grad rejects tables of two element types.
+func.func @embed_grad_mixed_tables(%dy: tensor<2x8x16xbf16>, %ids: tensor<2x8xi32>) {
+  // expected-error @+2 {{are incompatible with return type(s) of operation}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:2 = gpt.embed_grad %dy, %ids {vocab_rows = 64 : i64, position_rows = 16 : i64}
+      : (tensor<2x8x16xbf16>, tensor<2x8xi32>) -> (tensor<64x16xf32>, tensor<16x16xbf16>)
+  return
+}
+
+// -----
+
 // Tests that gpt.layernorm rejects a rank-2 weight.
 func.func @layernorm_weight_rank(%x: tensor<2x8x16xf32>, %w: tensor<1x16xf32>, %b: tensor<16xf32>) {
   // expected-error @+2 {{expects input (..., C), weight (C) and bias (C)}}
@@ -141,12 +174,23 @@ func.func @layernorm_bias_size(%x: tensor<2x8x16xf32>, %w: tensor<?xf32>, %b: te
 
 // -----
 
-// Tests that gpt.layernorm rejects mixed element types.
+// Tests that gpt.layernorm rejects a weight and a bias of different types.
 func.func @layernorm_elt(%x: tensor<2x8x16xf32>, %w: tensor<16xbf16>, %b: tensor<16xf32>) {
-  // expected-error @+2 {{input, weight and bias must have one element type}}
+  // expected-error @+2 {{weight and bias must have one float type, the input it or a narrower one}}
   // expected-error @+1 {{failed to infer returned types}}
   %0 = gpt.layernorm %x, %w, %b
       : (tensor<2x8x16xf32>, tensor<16xbf16>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm rejects an input wider than its weight and bias.
+func.func @layernorm_wide_input(%x: tensor<2x8x16xf32>, %w: tensor<16xbf16>, %b: tensor<16xbf16>) {
+  // expected-error @+2 {{weight and bias must have one float type, the input it or a narrower one}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.layernorm %x, %w, %b
+      : (tensor<2x8x16xf32>, tensor<16xbf16>, tensor<16xbf16>) -> tensor<2x8x16xf32>
   return
 }
 
@@ -1190,6 +1234,24 @@ func.func @layernorm_grad_wide_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xbf16>, 
 func.func @add_layernorm_narrow_sum(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
   // expected-error @+1 {{sum must have the widest element type}}
   %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.add_layernorm rejects a weight narrower than the sum.
+func.func @add_layernorm_narrow_weight(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
+  // expected-error @+1 {{weight and bias must be (C) in one type no narrower than the sum's}}
+  %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm_grad_add rejects a "narrow" copy as wide as the input.
+func.func @layernorm_grad_add_same_width(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>, %acc: tensor<4x8xbf16>) {
+  // expected-error @+1 {{input_grad_narrow must be narrower than the input}}
+  %0:4 = gpt.layernorm_grad_add %dy, %x, %w, %acc : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xf16>, tensor<8xf32>, tensor<8xf32>)
   return
 }
 

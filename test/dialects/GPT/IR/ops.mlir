@@ -959,3 +959,67 @@ func.func @causal_attention_grad_sum(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x
       -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
   return %d, %db : tensor<2x8x48xbf16>, tensor<48xbf16>
 }
+
+// -----
+
+// Tests that gpt.embed round-trips with a result narrower than its tables.
+// CHECK-LABEL: func.func @embed_narrow_result
+func.func @embed_narrow_result(%wte: tensor<64x16xf32>, %wpe: tensor<16x16xf32>,
+                               %ids: tensor<2x8xi32>) -> tensor<2x8x16xbf16> {
+  // CHECK: gpt.embed %{{.*}}, %{{.*}}, %{{.*}} : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xbf16>
+  %x = gpt.embed %wte, %wpe, %ids
+      : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xbf16>
+  return %x : tensor<2x8x16xbf16>
+}
+
+// -----
+
+// Tests that gpt.embed_grad round-trips with tables wider than its gradient.
+// CHECK-LABEL: func.func @embed_grad_wide_tables
+func.func @embed_grad_wide_tables(%dy: tensor<2x8x16xbf16>, %ids: tensor<2x8xi32>)
+    -> (tensor<64x16xf32>, tensor<16x16xf32>) {
+  // CHECK: gpt.embed_grad %{{.*}}, %{{.*}} {position_rows = 16 : i64, vocab_rows = 64 : i64} : (tensor<2x8x16xbf16>, tensor<2x8xi32>) -> (tensor<64x16xf32>, tensor<16x16xf32>)
+  %dwte, %dwpe = gpt.embed_grad %dy, %ids {vocab_rows = 64 : i64, position_rows = 16 : i64}
+      : (tensor<2x8x16xbf16>, tensor<2x8xi32>) -> (tensor<64x16xf32>, tensor<16x16xf32>)
+  return %dwte, %dwpe : tensor<64x16xf32>, tensor<16x16xf32>
+}
+
+// -----
+
+// Tests that gpt.layernorm round-trips with an input narrower than its parameters.
+// CHECK-LABEL: func.func @layernorm_narrow_input
+func.func @layernorm_narrow_input(%x: tensor<2x8x16xbf16>, %w: tensor<16xf32>,
+                                  %b: tensor<16xf32>) -> tensor<2x8x16xbf16> {
+  // CHECK: gpt.layernorm %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
+  %y = gpt.layernorm %x, %w, %b
+      : (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
+  return %y : tensor<2x8x16xbf16>
+}
+
+// -----
+
+// Tests that gpt.add_layernorm round-trips with a narrow sum and f32 parameters.
+// CHECK-LABEL: func.func @add_layernorm_narrow_sum
+func.func @add_layernorm_narrow_sum(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xbf16>,
+                                    %w: tensor<16xf32>, %b: tensor<16xf32>)
+    -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) {
+  // CHECK: gpt.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+  %s, %y = gpt.add_layernorm %h, %x, %w, %b
+      : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+      -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+  return %s, %y : tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+}
+
+// -----
+
+// Tests that gpt.layernorm_grad_add round-trips without a narrow copy.
+// CHECK-LABEL: func.func @layernorm_grad_add_no_narrow
+func.func @layernorm_grad_add_no_narrow(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xbf16>,
+                                        %w: tensor<16xf32>, %acc: tensor<2x8x16xbf16>)
+    -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) {
+  // CHECK: gpt.layernorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+  %dx, %dw, %db = gpt.layernorm_grad_add %dy, %x, %w, %acc
+      : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>)
+      -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+  return %dx, %dw, %db : tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+}
