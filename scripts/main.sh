@@ -16,7 +16,12 @@ else
   model=(--model=mini --batch=4 --seq=64 --target=host)
   steps=${2:-50}
 fi
-build/bin/gptc compile models/gpt2.mlir "${model[@]}" --lr=1e-3 --warmup-steps=10 \
+case $steps in
+  ''|*[!0-9]*|0) echo "main: STEPS must be a whole number > 0, got '$steps'" >&2; exit 1 ;;
+esac
+# A tenth of the run warms up, at most 10 steps: the cosine needs the rest.
+warmup=$(( steps / 10 < 10 ? steps / 10 : 10 ))
+build/bin/gptc compile models/gpt2.mlir "${model[@]}" --lr=1e-3 --warmup-steps="$warmup" \
   --total-steps="$steps" --schedule=cosine --min-lr=1e-4 \
   --dump-ir-after-each-pass="$out/ir" -o "$out/step.fb"
 echo "main: IR after each pass, kernels and commands in $out/ir/"

@@ -4,7 +4,8 @@
 // dbias of gpt.layernorm_grad, gpt.gelu_grad_sum's sums) and
 // gpt.global_norm are split into several kernels (partials in the
 // workspace, then folds), and gpt.random_normal ops are batched into
-// shared launches. These tests compile them for the Host target, run them
+// shared launches; the row kernels of a bf16 residual stream mix bf16 and
+// f32 operands. These tests compile them for the Host target, run them
 // through the runtime's Host backend and compare every output with the
 // fp64 reference interpreter, on shapes that give several row chunks with a
 // ragged last one, several pieces per norm input and more norm inputs (and
@@ -287,6 +288,128 @@ TEST_F(LoweringTest, BatchedRandomNormalsMatchTheReference) {
   }
   EXPECT_EQ(far, 0) << "elements more than an ulp off; the first: " << first;
   EXPECT_GT(exact, elements * 99 / 100);
+}
+
+// The row kernels of a bf16 residual stream (--narrow-residual) on the Host
+// target: gpt.add_layernorm over bf16 operands with a bf16 sum and f32
+// weight and bias, gpt.layernorm of that bf16 sum, gpt.layernorm_grad_add
+// without a narrow copy (bf16 gradient, input and residual), gpt.embed of
+// f32 tables stored as bf16, and gpt.embed_grad reading a bf16 gradient
+// into f32 tables. Every output against the fp64 reference rounded to its
+// type: bf16 outputs within one bf16 ulp (the kernels compute in f32), f32
+// ones within 1e-4 relative. 3 x 40 rows of 24 channels, 37 tokens.
+TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
+  constexpr int64_t b = 3, t = 40, c = 24, vocab = 37, n = b * t * c;
+  auto ty = [](std::initializer_list<int64_t> dims, const char *elt) {
+    std::string s = "tensor<";
+    for (int64_t d : dims)
+      s += std::to_string(d) + "x";
+    return s + elt + ">";
+  };
+  std::string x = ty({b, t, c}, "f32"), xh = ty({b, t, c}, "bf16"), v = ty({c}, "f32");
+  std::string wte = ty({vocab, c}, "f32"), wpe = ty({t, c}, "f32"), ids = ty({b, t}, "i32");
+  auto in = [](const std::string &name, const std::string &type) {
+    return "%" + name + ": " + type + " {gpt.input = \"" + name + "\"}";
+  };
+  auto out = [](const std::string &type, const std::string &name) {
+    return type + " {gpt.output = \"" + name + "\"}";
+  };
+  module = parse(
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(" + in("h", x) + ", " + in("r", x) + ", " + in("w", v) + ", " +
+      in("bias", v) + ", " + in("dy", x) + ", " + in("acc", x) + ", " + in("wte", wte) + ", " +
+      in("wpe", wpe) + ", " + in("ids", ids) + ") -> (" + out(xh, "sum") + ", " + out(xh, "y") +
+      ", " + out(xh, "z") + ", " + out(xh, "dx") + ", " + out(v, "dw") + ", " + out(v, "db") + ", " +
+      out(xh, "e") + ", " + out(wte, "dwte") + ", " + out(wpe, "dwpe") + ") {\n"
+      "  %hh = gpt.cast %h : " + x + " to " + xh + "\n"
+      "  %rh = gpt.cast %r : " + x + " to " + xh + "\n"
+      "  %dyh = gpt.cast %dy : " + x + " to " + xh + "\n"
+      "  %acch = gpt.cast %acc : " + x + " to " + xh + "\n"
+      "  %s, %y = gpt.add_layernorm %rh, %hh, %w, %bias : (" + xh + ", " + xh + ", " + v + ", " + v +
+      ") -> (" + xh + ", " + xh + ")\n"
+      "  %z = gpt.layernorm %s, %w, %bias : (" + xh + ", " + v + ", " + v + ") -> " + xh + "\n"
+      "  %dx, %dw, %db = gpt.layernorm_grad_add %dyh, %s, %w, %acch : (" + xh + ", " + xh + ", " +
+      v + ", " + xh + ") -> (" + xh + ", " + v + ", " + v + ")\n"
+      "  %e = gpt.embed %wte, %wpe, %ids : (" + wte + ", " + wpe + ", " + ids + ") -> " + xh + "\n"
+      "  %dwte, %dwpe = gpt.embed_grad %dyh, %ids {vocab_rows = " + std::to_string(vocab) +
+      " : i64, position_rows = " + std::to_string(t) + " : i64} : (" + xh + ", " + ids + ") -> (" +
+      wte + ", " + wpe + ")\n"
+      "  return %s, %y, %z, %dx, %dw, %db, %e, %dwte, %dwpe : " + xh + ", " + xh + ", " + xh + ", " +
+      xh + ", " + v + ", " + v + ", " + xh + ", " + wte + ", " + wpe + "\n}\n");
+  ASSERT_TRUE(module);
+
+  // A stream with a mean and a spread per row, so the statistics matter.
+  std::vector<float> h(n), r(n), dy(n), acc(n), w(c), bias(c), tok(vocab * c), pos(t * c);
+  std::vector<int32_t> id(b * t);
+  for (int64_t i = 0; i < n; ++i) {
+    h[i] = static_cast<float>(std::sin(0.37 * i) + 0.01 * (i % 97));
+    r[i] = static_cast<float>(3.0 * std::cos(0.05 * i) + 0.5);
+    dy[i] = static_cast<float>(std::cos(0.11 * i) * 0.5 + 0.2);
+    acc[i] = static_cast<float>(std::sin(0.07 * i) * 0.3);
+  }
+  for (int64_t i = 0; i < c; ++i) {
+    w[i] = 0.5f + 0.25f * static_cast<float>(i % 7);
+    bias[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
+  }
+  for (size_t i = 0; i < tok.size(); ++i)
+    tok[i] = static_cast<float>(std::sin(0.13 * static_cast<double>(i)) * 0.02);
+  for (size_t i = 0; i < pos.size(); ++i)
+    pos[i] = static_cast<float>(std::cos(0.17 * static_cast<double>(i)) * 0.01);
+  for (size_t i = 0; i < id.size(); ++i)
+    id[i] = static_cast<int32_t>((i * 7 + i / 13) % vocab);
+
+  auto asTensor = [](std::vector<int64_t> dims, const auto &data) {
+    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
+  };
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(fn);
+  auto ref = reference::evaluate(fn,
+                                 {asTensor({b, t, c}, h), asTensor({b, t, c}, r), asTensor({c}, w),
+                                  asTensor({c}, bias), asTensor({b, t, c}, dy),
+                                  asTensor({b, t, c}, acc), asTensor({vocab, c}, tok),
+                                  asTensor({t, c}, pos), asTensor({b, t}, id)},
+                                 reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
+
+  auto session = hostSession("narrow-residual-host.fb");
+  ASSERT_TRUE(session);
+  for (auto [name, data] : {std::pair<const char *, const std::vector<float> *>{"h", &h},
+                            {"r", &r}, {"w", &w}, {"bias", &bias}, {"dy", &dy}, {"acc", &acc},
+                            {"wte", &tok}, {"wpe", &pos}})
+    ASSERT_TRUE(session->setInput("train_step", name, *data)) << name;
+  ASSERT_TRUE(session->setInput("train_step", "ids", id));
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+
+  const char *names[] = {"sum", "y", "z", "dx", "dw", "db", "e", "dwte", "dwpe"};
+  const bool narrow[] = {true, true, true, true, false, false, true, false, false};
+  for (size_t o = 0; o < std::size(names); ++o) {
+    auto got = session->getOutput("train_step", names[o]);
+    ASSERT_TRUE(got) << names[o] << ": " << got.status().message();
+    const Tensor &want = (*ref)[o];
+    ASSERT_EQ(got->size(), want.data.size() * (narrow[o] ? 2 : 4)) << names[o];
+    int far = 0;
+    std::string first;
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      float g;
+      if (narrow[o]) {
+        uint32_t bits = (uint32_t((*got)[2 * i]) | uint32_t((*got)[2 * i + 1]) << 8) << 16;
+        std::memcpy(&g, &bits, 4);
+      } else {
+        std::memcpy(&g, got->data() + 4 * i, 4);
+      }
+      double wv = want.data[i];
+      double tol = narrow[o] ? std::ldexp(1.0, std::ilogb(wv) - 7) + 1e-6
+                             : 1e-4 * (1.0 + std::abs(wv));
+      if (!(std::fabs(g - wv) <= tol) && far++ == 0)
+        first = std::string(names[o]) + "[" + std::to_string(i) + "]: " + std::to_string(g) +
+                " against " + std::to_string(wv);
+    }
+    EXPECT_EQ(far, 0) << names[o] << ": elements off; the first: " << first;
+  }
 }
 
 } // namespace
