@@ -28,8 +28,13 @@ for entry in $SWEEP; do
   for part in "${parts[@]}"; do
     case $part in
       nr) tag=${tag:+$tag-}nr extra+=(--narrow-residual) ;;
-      *[!0-9.]*|"") echo "build_sweep: unknown variant '$part' in '$entry'"; exit 1 ;;
-      *) tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part") ;;
+      *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+           tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
+         else
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget or nr)"
+           status=1
+           continue 2
+         fi ;;
     esac
   done
   file=$ARTIFACTS/sweep-$model${tag:+-$tag}.fb

@@ -20,6 +20,7 @@ case $steps in
   ''|*[!0-9]*|0) echo "main: STEPS must be a whole number > 0, got '$steps'" >&2; exit 1 ;;
 esac
 # A tenth of the run warms up, at most 10 steps: the cosine needs the rest.
+steps=$((10#$steps)) # "08" is eight, not an octal error
 warmup=$(( steps / 10 < 10 ? steps / 10 : 10 ))
 build/bin/gptc compile models/gpt2.mlir "${model[@]}" --lr=1e-3 --warmup-steps="$warmup" \
   --total-steps="$steps" --schedule=cosine --min-lr=1e-4 \

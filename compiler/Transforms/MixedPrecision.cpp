@@ -174,6 +174,11 @@ private:
       // gradients stay fp32) is cast once, and everything downstream follows.
       if (narrowResidual && llvm::isa<EmbedOp>(op)) {
         Value sum = op.getResult(0);
+        // A cast already there (an earlier run) is the one: the walk has not
+        // reached it yet to share it.
+        for (Operation *user : sum.getUsers())
+          if (auto c = llvm::dyn_cast<CastOp>(user); c && c.getType().getElementType() == compute)
+            casts.try_emplace({sum, compute}, c);
         Value narrow = castTo(sum, compute);
         sum.replaceAllUsesExcept(narrow, narrow.getDefiningOp());
       }

@@ -436,7 +436,8 @@ int runCompile(MLIRContext &context) {
     return 1;
   // For the executable's Model.precision (after the passes: the IR dumps
   // show the module as the passes left it).
-  (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, precision));
+  std::string policy = precision + (narrowResidual ? ", narrow residual" : "");
+  (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, policy));
 
   std::string error;
   if (target == Phase::Executable) {

@@ -55,8 +55,10 @@ Value matmul(OpBuilder &b, Location loc, Value lhs, Value rhs, bool ta, bool tb)
 
 LogicalResult EmbedOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
                                       SmallVectorImpl<Value> &grads) {
-  auto op = EmbedGradOp::create(b, getLoc(), dys[0], getIds(),
-                                getWte().getType().getDimSize(0),
+  // The tables' types: a narrower result (a bf16 residual stream) has a
+  // narrower dy, widened as embed_grad reads it.
+  auto op = EmbedGradOp::create(b, getLoc(), TypeRange{getWte().getType(), getWpe().getType()},
+                                dys[0], getIds(), getWte().getType().getDimSize(0),
                                 getWpe().getType().getDimSize(0));
   grads.assign({op.getWteGrad(), op.getWpeGrad(), Value()});
   return success();

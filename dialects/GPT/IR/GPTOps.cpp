@@ -771,10 +771,11 @@ LogicalResult AddLayerNormOp::verify() {
     return emitOpError("sum must have the widest element type, got ")
            << a << " + " << b << " -> " << sum << ", " << y;
   int64_t c = sum.getShape().back();
+  // As gpt.layernorm: the sum in the parameters' type or a narrower one.
   if (w.getRank() != 1 || bias.getRank() != 1 || !compatible(w.getDimSize(0), c) ||
       !compatible(bias.getDimSize(0), c) || w.getElementType() != bias.getElementType() ||
-      width(w) < width(sum))
-    return emitOpError("weight and bias must be (C) in one type no narrower than the sum's");
+      (w.getElementType() != sum.getElementType() && width(w) <= width(sum)))
+    return emitOpError("weight and bias must be (C) in the sum's type or a wider one");
   return success();
 }
 

@@ -734,8 +734,8 @@ def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
     stream continues with `sum`, the next GEMM reads `result`. One kernel
     instead of an elementwise add and a layernorm, which would read the sum
     back from memory. The layernorm reads the sum as stored (rounded, when
-    narrow), so the fusion changes no bits; `weight` and `bias` share a
-    float type no narrower than the sum's.
+    narrow), so the fusion changes no bits; `weight` and `bias` share the
+    sum's float type or a wider one.
 
     ```mlir
     %sum, %y = gpt.add_layernorm %h, %x, %w, %b {epsilon = 1.0e-05 : f64}

@@ -25,6 +25,21 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %wpe: tensor<6x4xf
 
 // -----
 
+// Tests that an embedding with a bf16 result (fp32 tables) gets fp32 table
+// gradients from its bf16 incoming gradient.
+
+// CHECK-LABEL: func.func @forward_grad
+// CHECK: %[[DX:.*]] = gpt.cross_entropy_grad
+// CHECK-NEXT: gpt.embed_grad %[[DX]], %{{.*}} {position_rows = 6 : i64, vocab_rows = 8 : i64} : (tensor<2x3x4xbf16>, tensor<2x3xi32>) -> (tensor<8x4xf32>, tensor<6x4xf32>)
+func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %wpe: tensor<6x4xf32> {gpt.param = "wpe"},
+                   %ids: tensor<2x3xi32> {gpt.input = "tokens"}, %t: tensor<2x3xi32> {gpt.input = "targets"}) -> tensor<f32> {
+  %x = gpt.embed %wte, %wpe, %ids : (tensor<8x4xf32>, tensor<6x4xf32>, tensor<2x3xi32>) -> tensor<2x3x4xbf16>
+  %loss = gpt.cross_entropy %x, %t {vocab_size = 4 : i64} : (tensor<2x3x4xbf16>, tensor<2x3xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Tests that the layernorm rule is one gpt.layernorm_grad from the saved
 // input and weight, keeping epsilon, whose weight and bias results are the
 // parameter gradients.

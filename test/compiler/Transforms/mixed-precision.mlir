@@ -2,6 +2,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp32 | FileCheck %s --check-prefix=FP32
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp16 | FileCheck %s --check-prefix=FP16
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=narrow-residual | FileCheck %s --check-prefix=NARROW
+// RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=narrow-residual --gpt-mixed-precision=narrow-residual | FileCheck %s --check-prefix=NARROW
 
 // Tests that a linear layer gets bf16 operands (casts of the fp32 input,
 // weight and bias) and a bf16 result, while the parameters stay fp32

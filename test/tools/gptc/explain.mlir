@@ -7,6 +7,9 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --precision=fp16 --loss-scale=1024 -o %t.fp16.fb > /dev/null
 // RUN: gptc explain %t.fp16.fb | FileCheck %s --check-prefix=FP16
 // FP16: precision: fp16, loss scale 1024; GEMM A operands: F16 x{{[0-9]+}}
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --precision=bf16 --narrow-residual -o %t.nr.fb > /dev/null
+// RUN: gptc explain %t.nr.fb | FileCheck %s --check-prefix=NARROW
+// NARROW: precision: bf16, narrow residual; GEMM A operands: BF16 x{{[0-9]+}}
 // CHECK-LABEL: executable: {{.*}}.fb
 // CHECK-NEXT:    format version 1, written by gptc {{[0-9]+\.[0-9]+\.[0-9]+}}
 // CHECK-NEXT:    target: host x86_64

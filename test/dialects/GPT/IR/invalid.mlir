@@ -1241,7 +1241,7 @@ func.func @add_layernorm_narrow_sum(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w
 
 // Tests that gpt.add_layernorm rejects a weight narrower than the sum.
 func.func @add_layernorm_narrow_weight(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
-  // expected-error @+1 {{weight and bias must be (C) in one type no narrower than the sum's}}
+  // expected-error @+1 {{weight and bias must be (C) in the sum's type or a wider one}}
   %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
   return
 }
