@@ -34,6 +34,14 @@ int64_t merge(int64_t a, int64_t b) { return isDyn(a) ? b : a; }
 
 std::string dimStr(int64_t d) { return isDyn(d) ? "?" : std::to_string(d); }
 
+/// Whether `t` is the float type `of` or a strictly narrower float: a value
+/// computed in `of` and rounded once when stored as `t`, or a `t` widened
+/// exactly as it is read (not bf16 <-> f16).
+bool sameOrNarrowerFloat(Type t, Type of) {
+  auto a = llvm::dyn_cast<FloatType>(t), b = llvm::dyn_cast<FloatType>(of);
+  return a && b && (a == b || a.getWidth() < b.getWidth());
+}
+
 RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elt) {
   return RankedTensorType::get(shape, elt);
 }
@@ -79,11 +87,8 @@ static bool sameOrNarrower(TypeRange inferred, TypeRange actual) {
     return false;
   auto want = llvm::dyn_cast<RankedTensorType>(inferred[0]);
   auto got = llvm::dyn_cast<RankedTensorType>(actual[0]);
-  if (!want || !got || failed(verifyCompatibleShape(want.getShape(), got.getShape())))
-    return false;
-  auto wantElt = llvm::dyn_cast<FloatType>(want.getElementType());
-  auto gotElt = llvm::dyn_cast<FloatType>(got.getElementType());
-  return wantElt && gotElt && (gotElt == wantElt || gotElt.getWidth() < wantElt.getWidth());
+  return want && got && succeeded(verifyCompatibleShape(want.getShape(), got.getShape())) &&
+         sameOrNarrowerFloat(got.getElementType(), want.getElementType());
 }
 
 bool EmbedOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) {
@@ -108,10 +113,8 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
     return shapeError(loc, "layernorm", "normalises ", dimStr(c),
                       " channels but weight has ", dimStr(w.getDimSize(0)),
                       " and bias ", dimStr(b.getDimSize(0)));
-  auto xElt = llvm::dyn_cast<FloatType>(x.getElementType());
-  auto wElt = llvm::dyn_cast<FloatType>(w.getElementType());
-  if (!xElt || !wElt || b.getElementType() != wElt ||
-      (xElt != wElt && xElt.getWidth() >= wElt.getWidth()))
+  if (b.getElementType() != w.getElementType() ||
+      !sameOrNarrowerFloat(x.getElementType(), w.getElementType()))
     return shapeError(loc, "layernorm",
                       "weight and bias must have one float type, the input it or a narrower one");
   results.push_back(x);
@@ -488,15 +491,11 @@ bool EmbedGradOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) 
     return false;
   auto wide = llvm::dyn_cast<RankedTensorType>(actual[0]);
   auto narrow = llvm::dyn_cast<RankedTensorType>(inferred[0]);
-  if (!wide || !narrow)
-    return false;
-  auto wideElt = llvm::dyn_cast<FloatType>(wide.getElementType());
-  auto narrowElt = llvm::dyn_cast<FloatType>(narrow.getElementType());
-  if (!wideElt || !narrowElt || (wideElt != narrowElt && wideElt.getWidth() <= narrowElt.getWidth()))
+  if (!wide || !narrow || !sameOrNarrowerFloat(narrow.getElementType(), wide.getElementType()))
     return false;
   for (auto [want, got] : llvm::zip(inferred, actual)) {
     auto w = llvm::dyn_cast<RankedTensorType>(want), g = llvm::dyn_cast<RankedTensorType>(got);
-    if (!w || !g || g.getElementType() != wideElt ||
+    if (!w || !g || g.getElementType() != wide.getElementType() ||
         failed(verifyCompatibleShape(w.getShape(), g.getShape())))
       return false;
   }
@@ -509,10 +508,8 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
                                                 SmallVectorImpl<Type> &results) {
   auto dy = rtt(adaptor.getGrad()), x = rtt(adaptor.getInput());
   auto w = rtt(adaptor.getWeight());
-  auto dyElt = llvm::dyn_cast<FloatType>(dy.getElementType());
-  auto xElt = llvm::dyn_cast<FloatType>(x.getElementType());
-  if (dy.getShape() != x.getShape() || !dyElt || !xElt ||
-      (dyElt != xElt && dyElt.getWidth() >= xElt.getWidth()))
+  if (dy.getShape() != x.getShape() ||
+      !sameOrNarrowerFloat(dy.getElementType(), x.getElementType()))
     return shapeError(loc, "layernorm_grad", "grad ", dy, " must have input ", x,
                       "'s shape, in its element type or a narrower float type");
   if (x.getRank() < 1 || w.getRank() != 1 ||
@@ -665,14 +662,11 @@ LogicalResult AdamWMultiOp::verify() {
       if (v.getType() != t)
         return emitOpError("parameter ") << i << " has type " << t
                                          << " but its moment has " << v.getType();
-    // A gradient may be narrower: the update widens it as it loads, which
-    // is exact from a strictly narrower float (not bf16 <-> f16).
+    // A gradient may be narrower: the update widens it as it loads.
     auto pt = llvm::cast<RankedTensorType>(t);
     auto gt = llvm::cast<RankedTensorType>(getGrads()[i].getType());
     if (gt.getShape() != pt.getShape() ||
-        (gt.getElementType() != pt.getElementType() &&
-         gt.getElementType().getIntOrFloatBitWidth() >=
-             pt.getElementType().getIntOrFloatBitWidth()))
+        !sameOrNarrowerFloat(gt.getElementType(), pt.getElementType()))
       return emitOpError("parameter ") << i << " has type " << t << " but its gradient has "
                                        << gt << " (the parameter's type, or its shape in a "
                                        << "narrower float type)";
@@ -774,7 +768,7 @@ LogicalResult AddLayerNormOp::verify() {
   // As gpt.layernorm: the sum in the parameters' type or a narrower one.
   if (w.getRank() != 1 || bias.getRank() != 1 || !compatible(w.getDimSize(0), c) ||
       !compatible(bias.getDimSize(0), c) || w.getElementType() != bias.getElementType() ||
-      (w.getElementType() != sum.getElementType() && width(w) <= width(sum)))
+      !sameOrNarrowerFloat(sum.getElementType(), w.getElementType()))
     return emitOpError("weight and bias must be (C) in the sum's type or a wider one");
   return success();
 }
