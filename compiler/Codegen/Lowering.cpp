@@ -1093,6 +1093,58 @@ LogicalResult Lowerer::mapResults(Operation *op) {
   return success();
 }
 
+/// The kernels load and store f32, bf16 and f16 (computing in f32) and i32
+/// token ids. The dialect accepts more (the reference interpreter runs any
+/// float, and f64 parameters over an f32 input); refuse those here, at the
+/// op that holds one, before they become ill-typed kernel code.
+static LogicalResult checkElementTypes(func::FuncOp fn) {
+  auto supported = [](Type t) {
+    auto tensor = llvm::dyn_cast<RankedTensorType>(t);
+    if (!tensor)
+      return true;
+    Type e = tensor.getElementType();
+    return e.isF32() || e.isBF16() || e.isF16() || e.isInteger(32);
+  };
+  auto refuse = [](Operation *at, Type t, llvm::StringRef what) {
+    return at->emitError("codegen: ")
+           << what << " is " << t
+           << "; kernels take f32, bf16 and f16 tensors and i32 token ids";
+  };
+  // The signature first: it names the parameter (folded constants in @init
+  // have lost their locations).
+  auto named = [&](llvm::StringRef kind, unsigned i, DictionaryAttr attrs) {
+    std::string what = ("@" + fn.getName() + " " + kind + " #" + llvm::Twine(i)).str();
+    for (llvm::StringRef key : {llvm::StringRef(kParamAttrName), llvm::StringRef("gpt.state"),
+                                llvm::StringRef(kInputAttrName), llvm::StringRef("gpt.output")})
+      if (auto name = attrs ? attrs.getAs<StringAttr>(key) : StringAttr())
+        return what + " ('" + name.str() + "')";
+    return what;
+  };
+  for (auto [i, t] : llvm::enumerate(fn.getArgumentTypes()))
+    if (!supported(t))
+      return refuse(fn, t, named("argument", i, fn.getArgAttrDict(i)));
+  for (auto [i, t] : llvm::enumerate(fn.getResultTypes()))
+    if (!supported(t))
+      return refuse(fn, t, named("result", i, fn.getResultAttrDict(i)));
+  WalkResult walk = fn.walk([&](Operation *op) {
+    for (OpOperand &use : op->getOpOperands())
+      if (!supported(use.get().getType())) {
+        (void)refuse(op, use.get().getType(),
+                     ("'" + op->getName().getStringRef() + "' operand #" +
+                      llvm::Twine(use.getOperandNumber())).str());
+        return WalkResult::interrupt();
+      }
+    for (OpResult r : op->getResults())
+      if (!supported(r.getType())) {
+        (void)refuse(op, r.getType(), ("'" + op->getName().getStringRef() + "' result #" +
+                                       llvm::Twine(r.getResultNumber())).str());
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
+}
+
 LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
   result.programs.push_back(ProgramInfo{fn.getName().str(), {}, {}, {}});
   program = &result.programs.back();
@@ -1102,6 +1154,8 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
   auto plan = fn->getAttrOfType<DictionaryAttr>("gpt.memory_plan");
   if (!plan)
     return fn.emitError("codegen: @") << fn.getName() << " has no memory plan";
+  if (failed(checkElementTypes(fn)))
+    return failure();
   for (NamedAttribute entry : plan) {
     int64_t &pool = result.poolBytes[entry.getName().str()];
     pool = std::max(pool, llvm::cast<IntegerAttr>(entry.getValue()).getInt());

@@ -66,12 +66,14 @@ struct InsertInitPass : public gptc::impl::InsertInitPassBase<InsertInitPass> {
     for (unsigned i : indices) {
       StringRef name = fn.getArgAttrOfType<StringAttr>(i, kParamAttrName).getValue();
       auto type = llvm::cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+      // At the parameter's declaration, so diagnostics name it.
+      Location at = fn.getArgument(i).getLoc();
       if (name.ends_with(".bias") || (name.contains("ln_") && name.ends_with(".weight")))
-        values.push_back(ConstantOp::create(b, loc, type,
+        values.push_back(ConstantOp::create(b, at, type,
                                             b.getF64FloatAttr(name.ends_with(".bias") ? 0.0 : 1.0)));
       else
         values.push_back(RandomNormalOp::create(
-            b, loc, type, entry->getArgument(0), b.getI64IntegerAttr(i),
+            b, at, type, entry->getArgument(0), b.getI64IntegerAttr(i),
             b.getF64FloatAttr(name.ends_with("c_proj.weight") ? residualStd : 0.02)));
     }
     func::ReturnOp::create(b, loc, values);

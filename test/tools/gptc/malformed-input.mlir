@@ -14,3 +14,10 @@
 // DTYPE: bad-dtype.mlir:3:8: error: 'gpt.gelu' op operand #0 must be ranked tensor of 16-bit float or bfloat16 type or 32-bit float or 64-bit float values, but got 'tensor<4xi32>'
 
 // RUN: not gptc run-reference %S/Inputs/bad-shape.mlir --model=tiny 2>&1 | FileCheck %s --check-prefix=SHAPE
+
+// f64 parameters over an f32 input verify (the reference interpreter runs
+// them) but have no kernels: codegen names the parameter, no ill-typed code.
+// RUN: not gptc compile %S/Inputs/f64-params.mlir --model=toy --target=host -o %t.fb 2>&1 | FileCheck %s --check-prefix=F64
+// RUN: not gptc compile %S/Inputs/f64-params.mlir --model=toy --precision=bf16 -o %t.fb 2>&1 | FileCheck %s --check-prefix=F64
+// F64: f64-params.mlir:6:3: error: codegen: @init result #2 ('ln_f.weight') is 'tensor<16xf64>'; kernels take f32, bf16 and f16 tensors and i32 token ids
+// F64-NOT: error
