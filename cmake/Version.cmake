@@ -1,27 +1,19 @@
 #===- Version.cmake - one version string for every tool ------------------===#
 #
-# The project version plus `git describe` at configure time (absent outside
-# a git checkout), written to runtime/support/Version.h in the build tree so
-# that both halves, MLIR-free runtime included, print the same string.
-set(GPTC_GIT_DESCRIBE "")
+# Library gptc_version: gptc::versionString(), the project version plus
+# `git describe`. Both halves link it, the MLIR-free runtime included, so
+# every tool prints the same string. The describe is taken at build time,
+# not configure time, so a commit after configuring shows up.
 find_package(Git QUIET)
-if(GIT_FOUND)
-  execute_process(
-    COMMAND ${GIT_EXECUTABLE} describe --always --dirty --abbrev=12
-    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
-    OUTPUT_VARIABLE GPTC_GIT_DESCRIBE
-    OUTPUT_STRIP_TRAILING_WHITESPACE
-    ERROR_QUIET
-    RESULT_VARIABLE git_result)
-  if(NOT git_result EQUAL 0)
-    set(GPTC_GIT_DESCRIBE "")
-  endif()
-endif()
-if(GPTC_GIT_DESCRIBE)
-  set(GPTC_VERSION_STRING "${PROJECT_VERSION} (git ${GPTC_GIT_DESCRIBE})")
-else()
-  set(GPTC_VERSION_STRING "${PROJECT_VERSION}")
-endif()
-configure_file(${PROJECT_SOURCE_DIR}/runtime/support/Version.h.in
-               ${PROJECT_BINARY_DIR}/runtime/support/Version.h @ONLY)
-message(STATUS "gptc version: ${GPTC_VERSION_STRING}")
+set(GPTC_VERSION_CPP ${PROJECT_BINARY_DIR}/runtime/support/Version.cpp)
+set(write_version ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+    -DOUTPUT=${GPTC_VERSION_CPP} -DVERSION=${PROJECT_VERSION} -DGIT=${GIT_EXECUTABLE}
+    -P ${PROJECT_SOURCE_DIR}/cmake/WriteVersion.cmake)
+execute_process(COMMAND ${write_version}) # so the file exists at configure time
+add_custom_target(gptc_version_file
+  COMMAND ${write_version}
+  BYPRODUCTS ${GPTC_VERSION_CPP}
+  VERBATIM)
+add_library(gptc_version STATIC ${GPTC_VERSION_CPP})
+target_include_directories(gptc_version PUBLIC ${PROJECT_SOURCE_DIR})
+add_dependencies(gptc_version gptc_version_file)

@@ -561,7 +561,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       b, static_cast<uint32_t>(s::FormatVersion::Current), target, model, b.CreateVector(pools),
       b.CreateVector(tensors), b.CreateVector(kernelDefs), b.CreateVector(gemms),
       b.CreateVector(programs), lowered->numStreams, lowered->numEvents, hostBytes,
-      b.CreateString("gptc " GPTC_VERSION_STRING), remat);
+      b.CreateString(std::string("gptc ") + gptc::versionString()), remat);
   s::FinishExecutableBuffer(b, exe);
   stage("codegen: serialize");
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());

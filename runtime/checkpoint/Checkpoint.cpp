@@ -276,6 +276,11 @@ StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
       ::close(fd);
       return Status::error(path + ": cannot stat: " + errnoText());
     }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not a checkpoint file"
+                                                       : ": not a regular file"));
+    }
     data.resize(size_t(st.st_size));
     size_t got = 0;
     while (got < data.size()) {
@@ -315,6 +320,8 @@ StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
       !r.pod(c.dataPosition) || !r.pod(c.seed) || !r.pod(c.dataSeed) || !r.str(c.model) ||
       !r.pod(count))
     return bad("truncated header");
+  if (c.step < 0)
+    return bad("negative step " + std::to_string(c.step));
   for (uint32_t i = 0; i < count; ++i) {
     Tensor t;
     uint8_t role, dtype;
@@ -434,10 +441,14 @@ StatusOr<std::string> latest(const std::string &dir) {
   return all->back().path;
 }
 
-Status prune(const std::string &dir, int64_t keep) {
+Status prune(const std::string &dir, int64_t keep, int64_t upTo) {
   StatusOr<std::vector<Entry>> all = list(dir);
   if (!all)
     return all.status();
+  // Later steps belong to another run or branch: never ours to delete, and
+  // never a reason to delete the checkpoint just written.
+  all->erase(std::find_if(all->begin(), all->end(), [&](const Entry &e) { return e.step > upTo; }),
+             all->end());
   for (size_t i = 0; i + size_t(std::max<int64_t>(keep, 1)) < all->size(); ++i)
     if (::unlink((*all)[i].path.c_str()) != 0 && errno != ENOENT)
       return Status::error((*all)[i].path + ": cannot delete: " + errnoText());

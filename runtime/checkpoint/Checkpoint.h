@@ -87,8 +87,9 @@ StatusOr<std::vector<Entry>> list(const std::string &dir);
 /// The path of the highest-step checkpoint in `dir`; an error names the
 /// directory when there is none.
 StatusOr<std::string> latest(const std::string &dir);
-/// Deletes all but the `keep` highest-step checkpoints of `dir` (keep >= 1).
-Status prune(const std::string &dir, int64_t keep);
+/// Of the checkpoints of `dir` at steps <= `upTo` (the step just written),
+/// deletes all but the `keep` highest (keep >= 1). Later ones are left.
+Status prune(const std::string &dir, int64_t keep, int64_t upTo);
 
 } // namespace checkpoint
 } // namespace gptc

@@ -490,7 +490,7 @@ int main(int argc, char **argv) {
   if (command == "-h" || command == "--help" || command == "help")
     return printHelp(kUsage);
   if (command == "--version") {
-    std::printf("gpt-data %s\n", GPTC_VERSION_STRING);
+    std::printf("gpt-data %s\n", gptc::versionString());
     return 0;
   }
   int rest = argc - 2;

@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
   gptc::registerPasses();
   // --version prints LLVM's version; ours goes after it.
   llvm::cl::AddExtraVersionPrinter([](llvm::raw_ostream &os) {
-    os << "gpt-opt (gptc " << GPTC_VERSION_STRING << ")\n";
+    os << "gpt-opt (gptc " << gptc::versionString() << ")\n";
   });
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, kOverview, registry));
 }

@@ -631,7 +631,7 @@ int main(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   cl::SetVersionPrinter([](llvm::raw_ostream &os) {
-    os << "gptc " << GPTC_VERSION_STRING << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n"
+    os << "gptc " << gptc::versionString() << " (MLIR/LLVM " << LLVM_VERSION_STRING << ")\n"
        << "executable format " << static_cast<uint32_t>(gptc::schema::FormatVersion::Current)
        << " (step.fb, runtime/schemas/executable.fbs)\n";
   });

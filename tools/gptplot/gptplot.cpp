@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     if (arg == "--version") {
-      std::printf("gptplot %s\n", GPTC_VERSION_STRING);
+      std::printf("gptplot %s\n", gptc::versionString());
       return 0;
     }
     if (arg.empty() || arg[0] != '-') {

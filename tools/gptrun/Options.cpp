@@ -58,9 +58,11 @@ logs:
 
 checkpoints:
   --checkpoint-dir DIR   write DIR/step-N.ckpt after the last step (and every
-                         --checkpoint-every steps); created if missing
+                         --checkpoint-every steps); created if missing. A run
+                         without --resume refuses a DIR holding checkpoints
   --checkpoint-every N   also checkpoint every N steps (needs a directory)
-  --keep-checkpoints K   keep only the newest K checkpoints (default: all)
+  --keep-checkpoints K   keep only the newest K checkpoints up to the step
+                         written (default: all; later steps are left alone)
   --resume PATH|latest   continue from a checkpoint (latest: the newest in
                          --checkpoint-dir) up to --steps; the losses are
                          bit-identical to an uninterrupted run on the same

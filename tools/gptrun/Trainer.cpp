@@ -329,8 +329,20 @@ Status Trainer::Impl::setUpCheckpoints() {
     ::close(fd);
     ::unlink(probe.c_str());
   }
-  if (o.resume.empty())
+  if (o.resume.empty()) {
+    // A fresh run would overwrite another run's step-N.ckpt files and mix
+    // the two in `--resume latest`.
+    if (o.checkpointDir.empty())
+      return Status::ok();
+    StatusOr<std::vector<checkpoint::Entry>> earlier = checkpoint::list(o.checkpointDir);
+    if (!earlier)
+      return earlier.status();
+    if (!earlier->empty())
+      return Status::error("--checkpoint-dir " + o.checkpointDir + " already holds " +
+                           std::to_string(earlier->size()) + " checkpoint(s) of an earlier run (newest: " +
+                           earlier->back().path + "): continue it with --resume latest, or give a new or empty directory");
     return Status::ok();
+  }
   StatusOr<std::string> path = gptrun::resumePath(o);
   if (!path)
     return path.status();
@@ -399,7 +411,7 @@ StatusOr<std::string> Trainer::Impl::checkpointNow() {
     return s;
   lastCheckpoint = path;
   if (o.keepCheckpoints > 0)
-    if (Status s = checkpoint::prune(o.checkpointDir, o.keepCheckpoints); !s)
+    if (Status s = checkpoint::prune(o.checkpointDir, o.keepCheckpoints, stepsDone); !s)
       return s;
   char ms[32];
   std::snprintf(ms, sizeof(ms), "%.1f", secondsSince(start) * 1e3);

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
   }
   if (options->version) {
     std::printf("gptrun %s\nexecutable format %u (step.fb, runtime/schemas/executable.fbs)\n",
-                GPTC_VERSION_STRING,
+                gptc::versionString(),
                 static_cast<unsigned>(gptc::schema::FormatVersion::Current));
     return 0;
   }

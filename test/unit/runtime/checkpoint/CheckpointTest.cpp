@@ -96,8 +96,9 @@ TEST_F(CheckpointTest, RoundTrips) {
   EXPECT_EQ(files(), std::vector<std::string>{"a.ckpt"}) << "no temporary left behind";
 }
 
-// Verify that a flipped byte anywhere, a truncation, a foreign file and a
-// missing file are refused with a message naming the file.
+// Verify that a flipped byte anywhere, a truncation, a foreign file, a
+// missing file, a directory and a negative step are refused with a message
+// naming the file.
 TEST_F(CheckpointTest, RefusesCorruptTruncatedAndForeignFiles) {
   ASSERT_TRUE(checkpoint::writeCheckpoint(path("a.ckpt"), sample()));
   std::string bytes;
@@ -133,6 +134,17 @@ TEST_F(CheckpointTest, RefusesCorruptTruncatedAndForeignFiles) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().message(),
             path("missing.ckpt") + ": cannot open: No such file or directory");
+  r = checkpoint::readCheckpoint(dir.string());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(), dir.string() + ": is a directory, not a checkpoint file");
+  // Well-formed, checksum and all, but a step no run reaches (the trainer
+  // would index its per-step buffers with it).
+  checkpoint::Checkpoint negative = sample();
+  negative.step = -5;
+  ASSERT_TRUE(checkpoint::writeCheckpoint(path("negative.ckpt"), negative));
+  r = checkpoint::readCheckpoint(path("negative.ckpt"));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(), path("negative.ckpt") + ": negative step -5");
 }
 
 // Verify atomicity: a write that fails halfway (the file-size limit stops
@@ -189,7 +201,13 @@ TEST_F(CheckpointTest, ListsFindsLatestAndPrunes) {
   ASSERT_TRUE(last);
   EXPECT_EQ(*last, path("step-00000100.ckpt"));
 
-  ASSERT_TRUE(checkpoint::prune(dir.string(), 2));
+  // Just wrote step 30: step 100 (another run's, or a branch's) is not
+  // counted against the 2 kept, nor deleted.
+  ASSERT_TRUE(checkpoint::prune(dir.string(), 2, 30));
+  EXPECT_EQ(files(), (std::vector<std::string>{"notes.txt", "step-00000020.ckpt",
+                                               "step-00000030.ckpt", "step-00000100.ckpt",
+                                               "step-00000200.ckpt.tmp-abc123"}));
+  ASSERT_TRUE(checkpoint::prune(dir.string(), 2, 100));
   EXPECT_EQ(files(),
             (std::vector<std::string>{"notes.txt", "step-00000030.ckpt", "step-00000100.ckpt",
                                       "step-00000200.ckpt.tmp-abc123"}));

@@ -278,6 +278,43 @@ TEST_F(GptrunTest, CheckpointsAndResumes) {
   EXPECT_EQ(rest.front(), "step 4 | loss 1344.5000 | norm 4.0000 | lr 4.00e-04");
 }
 
+// Verify that checkpoints of an earlier run are never lost: a fresh run
+// into their directory is refused (it would overwrite step-N.ckpt files),
+// and pruning after resuming from an earlier step keeps the checkpoint just
+// written, leaving the later ones alone.
+TEST_F(GptrunTest, CheckpointsOfAnEarlierRunSurvive) {
+  std::string ckpt = path("ckpt-earlier"), common = path("fake.fb") + " --data " + path("train.bin");
+  fs::remove_all(ckpt);
+  ToolResult first = gptrun(common + " --steps 4 --checkpoint-dir " + ckpt + " --checkpoint-every 2");
+  ASSERT_EQ(first.status, 0) << first.output;
+  auto listing = [&] {
+    std::vector<std::string> names;
+    for (const auto &e : fs::directory_iterator(ckpt))
+      names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  std::vector<std::string> written = {"step-00000002.ckpt", "step-00000004.ckpt"};
+  ASSERT_EQ(listing(), written);
+  auto before = fs::last_write_time(ckpt + "/step-00000002.ckpt");
+
+  ToolResult fresh = gptrun(common + " --steps 2 --checkpoint-dir " + ckpt + " --keep-checkpoints 1");
+  EXPECT_EQ(fresh.status, 1) << fresh.output;
+  EXPECT_NE(fresh.output.find("gptrun: error: --checkpoint-dir " + ckpt +
+                              " already holds 2 checkpoint(s) of an earlier run (newest: " + ckpt +
+                              "/step-00000004.ckpt): continue it with --resume latest"),
+            std::string::npos)
+      << fresh.output;
+  EXPECT_EQ(listing(), written);
+  EXPECT_EQ(fs::last_write_time(ckpt + "/step-00000002.ckpt"), before);
+
+  // From step 2 again, to step 3, keeping 1: step 3 is kept, step 4 left.
+  ToolResult branch = gptrun(common + " --steps 3 --checkpoint-dir " + ckpt + " --resume " + ckpt +
+                             "/step-00000002.ckpt --keep-checkpoints 1");
+  ASSERT_EQ(branch.status, 0) << branch.output;
+  EXPECT_EQ(listing(), (std::vector<std::string>{"step-00000003.ckpt", "step-00000004.ckpt"}));
+}
+
 // Verify the refusals: another model's checkpoint (naming both), a corrupt
 // file, nothing to resume, a checkpoint already at --steps.
 TEST_F(GptrunTest, ResumeRefusesBadCheckpoints) {
