@@ -137,7 +137,12 @@ StatusOr<Curves> parseLog(std::string_view text, const std::string &origin) {
       return bad("record without \"kind\"");
     if (!numbers.count("step") || !numbers.count("loss"))
       return bad("record without \"step\" and \"loss\"");
-    int64_t step = int64_t(numbers["step"]);
+    // A whole number a double holds exactly (casting anything else is
+    // undefined, and a negative step would be drawn outside the axes).
+    double stepValue = numbers["step"];
+    if (!(stepValue >= 0 && stepValue <= 9007199254740992.0) || stepValue != std::floor(stepValue))
+      return bad("\"step\" must be a whole number from 0 to 2^53");
+    int64_t step = int64_t(stepValue);
     double loss = numbers["loss"];
     if (kind->second == "train")
       c.train[step] = loss;
@@ -168,15 +173,23 @@ StatusOr<std::string> renderSvg(const Curves &curves, const PlotOptions &o) {
     }
   if (!std::isfinite(lo))
     return Status::error("every loss is NaN or infinite");
-  if (hi - lo < 1e-6) {
-    lo -= 0.5;
-    hi += 0.5;
+  if (!std::isfinite(hi - lo) || std::fabs(lo) > 1e300 || std::fabs(hi) > 1e300)
+    return Status::error("losses from " + fmt("%g", lo) + " to " + fmt("%g", hi) +
+                         " are beyond what the axis can scale");
+  // A flat curve gets a band around it, wider than the losses' rounding.
+  if (hi - lo < 1e-6 * std::max({1.0, std::fabs(lo), std::fabs(hi)})) {
+    double pad = std::max(0.5, 1e-3 * std::fabs(hi));
+    lo -= pad;
+    hi += pad;
   }
   double yStep = niceStep(hi - lo, 5);
   lo = std::floor(lo / yStep) * yStep;
   hi = std::ceil(hi / yStep) * yStep;
   double xStep = niceStep(double(maxStep), 6);
   double xMax = std::ceil(double(maxStep) / xStep) * xStep;
+  // Ticks by index, not by adding the step: at 1e20 a step below the
+  // doubles' spacing would never move a running sum.
+  int yTicks = int(std::lround((hi - lo) / yStep)), xTicks = int(std::lround(xMax / xStep));
 
   const double left = 70, right = 20, top = 40, bottom = 50;
   const double pw = o.width - left - right, ph = o.height - top - bottom;
@@ -192,14 +205,16 @@ StatusOr<std::string> renderSvg(const Curves &curves, const PlotOptions &o) {
   svg += "<text x=\"" + fmt("%.1f", left + pw / 2) + "\" y=\"24\" text-anchor=\"middle\" "
          "font-size=\"16\">" + escape(o.title) + "</text>\n";
   // Grid, ticks and labels.
-  for (double y = lo; y <= hi + yStep / 2; y += yStep) {
+  for (int k = 0; k <= yTicks; ++k) {
+    double y = lo + k * yStep;
     std::string py = fmt("%.1f", Y(y));
     svg += "<line x1=\"" + fmt("%.1f", left) + "\" y1=\"" + py + "\" x2=\"" +
            fmt("%.1f", left + pw) + "\" y2=\"" + py + "\" stroke=\"#e0e0e0\"/>\n";
     svg += "<text x=\"" + fmt("%.1f", left - 6) + "\" y=\"" + py +
            "\" text-anchor=\"end\" dominant-baseline=\"middle\">" + fmt("%g", y) + "</text>\n";
   }
-  for (double x = 0; x <= xMax + xStep / 2; x += xStep) {
+  for (int k = 0; k <= xTicks; ++k) {
+    double x = k * xStep;
     std::string px = fmt("%.1f", X(x));
     svg += "<line x1=\"" + px + "\" y1=\"" + fmt("%.1f", top) + "\" x2=\"" + px + "\" y2=\"" +
            fmt("%.1f", top + ph) + "\" stroke=\"#e0e0e0\"/>\n";

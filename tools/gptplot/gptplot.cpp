@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,10 @@ int main(int argc, char **argv) {
     return usage("-o OUT.svg is required");
   if (!titled)
     options.title = input;
+  // `gptplot log.jsonl -o log.jsonl` would replace the log with the plot.
+  std::error_code ec;
+  if (std::filesystem::equivalent(input, output, ec))
+    return usage("-o " + output + " is the log itself; give another file");
 
   StatusOr<std::string> text = data::readFile(input);
   if (!text) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -72,6 +73,47 @@ TEST(GptplotTest, ParsesTheLog) {
   bad = parseLog("{\"kind\":\"val\",\"step\":1}", "l");
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.status().message(), "l:1: record without \"step\" and \"loss\"");
+  for (const char *step : {"-1", "2.5", "nan", "1e300"}) {
+    bad = parseLog(std::string("{\"kind\":\"train\",\"step\":") + step + ",\"loss\":2}", "l");
+    ASSERT_FALSE(bad) << step;
+    EXPECT_EQ(bad.status().message(), "l:1: \"step\" must be a whole number from 0 to 2^53");
+  }
+}
+
+/// Every number in the SVG's coordinates and labels is finite.
+void expectFinite(const std::string &svg) {
+  std::regex number("(x|y|x1|x2|y1|y2|cx|cy)=\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), number); it != std::sregex_iterator();
+       ++it)
+    EXPECT_TRUE(std::isfinite(std::strtod((*it)[2].str().c_str(), nullptr))) << (*it)[0];
+  EXPECT_FALSE(std::regex_search(svg, std::regex(">-?(nan|inf)<"))) << "a tick label";
+}
+
+// Verify losses far from 1 (a diverged run): one point at 1e20, two that
+// differ by less than a tick at that scale (this looped forever, adding a
+// step below the doubles' spacing), and a span too wide to scale.
+TEST(GptplotTest, ScalesHugeAndFlatLosses) {
+  Curves one;
+  one.train[1] = 1e20;
+  auto svg = renderSvg(one, PlotOptions{});
+  ASSERT_TRUE(svg) << svg.status().message();
+  expectFinite(*svg);
+  ASSERT_EQ(points(*svg, "train").size(), 1u);
+
+  Curves close;
+  close.train[1] = 1e20;
+  close.train[2] = 100000000000000016384.0;
+  svg = renderSvg(close, PlotOptions{});
+  ASSERT_TRUE(svg) << svg.status().message();
+  expectFinite(*svg);
+  EXPECT_LT(svg->size(), 20000u);
+
+  Curves wide;
+  wide.train[1] = -1e308;
+  wide.train[2] = 1e308;
+  svg = renderSvg(wide, PlotOptions{});
+  ASSERT_FALSE(svg);
+  EXPECT_EQ(svg.status().message(), "losses from -1e+308 to 1e+308 are beyond what the axis can scale");
 }
 
 // Verify the SVG: a polyline per curve with one point per step, going down
@@ -131,6 +173,13 @@ TEST(GptplotTest, ToolWritesTheSvg) {
   r = runTool(GPTC_GPTPLOT, log);
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output, "gptplot: -o OUT.svg is required (see gptplot --help)\n");
+  // -o naming the log (here through another spelling of its path).
+  std::string same = (dir / "." / "log.jsonl").string();
+  r = runTool(GPTC_GPTPLOT, log + " -o " + same);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "gptplot: -o " + same + " is the log itself; give another file (see gptplot --help)\n");
+  std::ifstream again(log);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), sampleLog(12));
   fs::remove_all(dir);
 }
 
