@@ -13,6 +13,10 @@ StatusOr<std::string> readFile(const std::string &path) {
   struct stat st;
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
     return Status::error(path + ": is a directory");
+  // A device never ends (/dev/zero, /dev/urandom): read until memory runs
+  // out. Regular files and pipes (a shell's <(...)) are read whole.
+  if (stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+    return Status::error(path + ": is a device, not a file");
   FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
     return Status::error(path + ": " + std::strerror(errno));

@@ -212,13 +212,19 @@ int printHelp(const char *text) {
   return 0;
 }
 
+/// Errors name the tool, as gptc's and gptrun's do, unless the message
+/// already starts with the command ("gpt-data encode: ...").
+std::string named(const std::string &message, const char *kind) {
+  return message.rfind("gpt-data", 0) == 0 ? message : std::string("gpt-data: ") + kind + message;
+}
+
 int fail(const std::string &message) {
-  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fprintf(stderr, "%s\n", named(message, "error: ").c_str());
   return 1;
 }
 
 int usage(const std::string &message) {
-  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fprintf(stderr, "%s\n", named(message, "").c_str());
   return 2;
 }
 

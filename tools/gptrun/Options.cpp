@@ -167,6 +167,7 @@ bool parseSampleFlag(const std::string &flag, const std::string &value, Options 
 StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   Options o;
   std::vector<std::string> positional;
+  std::string sampleOnly; // the first of --sample-tokens, --top-k, ... given
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     if (arg == "-h" || arg == "--help") {
@@ -246,6 +247,8 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     if (Status s = Status::ok(); parseSampleFlag(flag, value, o, s)) {
       if (!s)
         return s;
+      if (flag != "--sample" && sampleOnly.empty())
+        sampleOnly = flag;
       continue;
     }
     Status s = Status::ok();
@@ -285,12 +288,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     } else if (flag == "--lr") {
       char *end = nullptr;
       o.lr = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end || !(o.lr > 0))
+      if (value.empty() || *end || !(o.lr > 0) || !std::isfinite(o.lr))
         return Status::error("--lr wants a positive number, got '" + value + "'");
     } else if (flag == "--peak-tflops") {
       char *end = nullptr;
       o.peakTflops = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end || !(o.peakTflops > 0))
+      if (value.empty() || *end || !(o.peakTflops > 0) || !std::isfinite(o.peakTflops))
         return Status::error("--peak-tflops wants a positive number, got '" + value + "'");
     }
     if (!s)
@@ -304,12 +307,16 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   o.executable = positional[0];
   if (o.data.empty() && !o.sample)
     return Status::error("--data TRAIN.bin is required");
+  if (!o.sample && !sampleOnly.empty())
+    return Status::error(sampleOnly + " applies to --sample only");
   if (o.checkpointDir.empty() && !o.logDir.empty() &&
       (o.checkpointEvery || o.keepCheckpoints || o.resume == "latest"))
     o.checkpointDir = o.logDir + "/checkpoints";
   if (o.checkpointDir.empty() && (o.checkpointEvery || o.keepCheckpoints))
     return Status::error(std::string(o.checkpointEvery ? "--checkpoint-every" : "--keep-checkpoints") +
                          " needs --checkpoint-dir DIR (or --log-dir DIR)");
+  if (o.checkpointDir.empty() && o.resume == "latest")
+    return Status::error("--resume latest needs --checkpoint-dir DIR (or --log-dir DIR)");
   if (o.graphGiven && o.target && *o.target == "host")
     return Status::error(std::string(o.graph ? "--graph" : "--no-graph") +
                          " applies to the CUDA target only");

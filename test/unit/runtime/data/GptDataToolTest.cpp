@@ -98,23 +98,23 @@ TEST(GptDataToolTest, BadInputsExitOne) {
   ASSERT_TRUE(writeFile(bad, "ok\xFFno"));
   gptc::testing::ToolResult r = run("encode " + kVocab + " " + bad + " -o " + bin);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, bad + ": not UTF-8 text (invalid byte at offset 2)\n");
+  EXPECT_EQ(r.output, "gpt-data: error: " + bad + ": not UTF-8 text (invalid byte at offset 2)\n");
   r = run("encode " + kVocab + " " + tempPath("none.txt") + " -o " + bin);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, tempPath("none.txt") + ": No such file or directory\n");
+  EXPECT_EQ(r.output, "gpt-data: error: " + tempPath("none.txt") + ": No such file or directory\n");
   r = run("info " + bad);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, bad + ": too short for the 1024-byte header (5 bytes)\n");
+  EXPECT_EQ(r.output, "gpt-data: error: " + bad + ": too short for the 1024-byte header (5 bytes)\n");
   ASSERT_TRUE(writeTokenFile(bin, {1, 60000}));
   r = run("decode " + kVocab + " " + bin);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, bin + ": token 60000 at index 1 is outside the vocabulary (size 50257)\n");
+  EXPECT_EQ(r.output, "gpt-data: error: " + bin + ": token 60000 at index 1 is outside the vocabulary (size 50257)\n");
   r = run("encode --vocab-dir /nonexistent " + bad + " -o " + bin);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, "/nonexistent/encoder.json: No such file or directory\n");
+  EXPECT_EQ(r.output, "gpt-data: error: /nonexistent/encoder.json: No such file or directory\n");
   r = run("austen " + kVocab + " --rdb " + bad + " -o " + tempPath("austen"));
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.output, bad + ": record 0 (offset 0): truncated zlib stream (0 of 1869348718 "
+  EXPECT_EQ(r.output, "gpt-data: error: " + bad + ": record 0 (offset 0): truncated zlib stream (0 of 1869348718 "
                             "bytes)\n");
   r = run("austen " + kVocab + " --deb " + bad + " -o " + tempPath("austen"));
   EXPECT_EQ(r.status, 1);

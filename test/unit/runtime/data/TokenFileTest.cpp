@@ -90,6 +90,10 @@ TEST(TokenFileTest, ErrorsNameTheFile) {
   r = readTokenFile(tempPath("missing.bin"));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.status().message(), tempPath("missing.bin") + ": No such file or directory");
+  // Read whole, /dev/zero ended in std::bad_alloc.
+  r = readTokenFile("/dev/zero");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(), "/dev/zero: is a device, not a file");
 }
 
 TEST(TokenFileTest, WriteRejectsIdsOutsideUint16) {

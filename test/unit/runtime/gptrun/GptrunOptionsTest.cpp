@@ -59,6 +59,8 @@ TEST(GptrunOptionsTest, CheckpointUsageErrors) {
   EXPECT_EQ(parseError({"s.fb", "--data", "t", "--checkpoint-dir", "c", "--keep-checkpoints", "0"}),
             "--keep-checkpoints must be at least 1, got 0");
   EXPECT_EQ(parseError({"s.fb", "--data", "t", "--resume="}), "--resume needs a non-empty value");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--resume", "latest"}),
+            "--resume latest needs --checkpoint-dir DIR (or --log-dir DIR)");
 }
 
 // Verify the --sample flags: values, defaults, and that sampling needs no
@@ -98,6 +100,11 @@ TEST(GptrunOptionsTest, SampleUsageErrors) {
             "--temperature wants a non-negative number, got 'hot'");
   EXPECT_EQ(parseError({"s.fb", "--sample", "x", "--vocab-dir="}),
             "--vocab-dir needs a non-empty value");
+  // Training would ignore them without a word.
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--temperature", "0.5", "--top-k", "3"}),
+            "--temperature applies to --sample only");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--vocab-dir", "v"}),
+            "--vocab-dir applies to --sample only");
 }
 
 // Verify that every usage error names the flag.
@@ -121,6 +128,13 @@ TEST(GptrunOptionsTest, UsageErrors) {
   EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gpus", "0"}), "--gpus must be at least 1, got 0");
   EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gpus=two"}),
             "--gpus wants an integer, got 'two'");
+  // Infinite rates trained until the first non-finite loss.
+  for (const char *v : {"inf", "1e400"}) {
+    EXPECT_EQ(parseError({"a.fb", "--data", "t", "--lr", v}),
+              std::string("--lr wants a positive number, got '") + v + "'");
+    EXPECT_EQ(parseError({"a.fb", "--data", "t", "--peak-tflops", v}),
+              std::string("--peak-tflops wants a positive number, got '") + v + "'");
+  }
 }
 
 // Verify the step-loop flags: CUDA graphs and overlap are on by default,
