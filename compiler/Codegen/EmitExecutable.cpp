@@ -11,6 +11,7 @@
 
 #include "compiler/Codegen/HostTarget.h"
 #include "compiler/Codegen/Lowering.h"
+#include "runtime/executable/Executable.h"
 #include "runtime/schemas/executable_generated.h"
 #include "runtime/support/Version.h"
 
@@ -561,10 +562,13 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       b, static_cast<uint32_t>(s::FormatVersion::Current), target, model, b.CreateVector(pools),
       b.CreateVector(tensors), b.CreateVector(kernelDefs), b.CreateVector(gemms),
       b.CreateVector(programs), lowered->numStreams, lowered->numEvents, hostBytes,
-      b.CreateString(std::string("gptc ") + gptc::versionString()), remat);
+      b.CreateString(std::string("gptc ") + gptc::versionString()), remat, kUnsealedChecksum);
   s::FinishExecutableBuffer(b, exe);
+  std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  if (gptc::Status sealed = sealExecutable(bytes); !sealed)
+    return module.emitError("codegen: ") << sealed.message();
   stage("codegen: serialize");
-  return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  return bytes;
 }
 
 } // namespace gptc::codegen

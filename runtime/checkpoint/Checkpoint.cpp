@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/executor/Session.h"
+#include "runtime/support/Hash64.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -20,48 +21,6 @@ namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'C', 'K', 'P', 'T'};
 constexpr uint32_t kVersion = 1;
-
-/// FNV-1a's constants over 64-bit words (8x fewer rounds than bytes, which
-/// matters for GiB-sized optimizer state); the tail is zero-padded.
-class Hash64 {
-public:
-  void update(const void *data, size_t size) {
-    const auto *p = static_cast<const uint8_t *>(data);
-    size_t i = 0;
-    for (; tailBytes && i < size; ++i)
-      push(p[i]);
-    for (; i + 8 <= size; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      mix(w);
-    }
-    for (; i < size; ++i)
-      push(p[i]);
-  }
-  uint64_t value() const {
-    Hash64 h = *this;
-    if (h.tailBytes)
-      h.mix(h.tail);
-    return h.h;
-  }
-
-private:
-  void push(uint8_t byte) {
-    tail |= uint64_t(byte) << (8 * tailBytes);
-    if (++tailBytes == 8) {
-      mix(tail);
-      tail = 0;
-      tailBytes = 0;
-    }
-  }
-  void mix(uint64_t w) {
-    h ^= w;
-    h *= 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  uint64_t h = 0xcbf29ce484222325ull, tail = 0;
-  unsigned tailBytes = 0;
-};
 
 std::string errnoText() { return std::strerror(errno); }
 

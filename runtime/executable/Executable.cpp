@@ -2,7 +2,10 @@
 
 #include "runtime/executable/Executable.h"
 
+#include "runtime/support/Hash64.h"
+
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 
@@ -218,14 +221,62 @@ Status checkExecutable(const schema::Executable &exe) {
   return Status::ok();
 }
 
+namespace {
+
+/// Where the root table stores `checksum` in a verified buffer, or -1.
+int64_t checksumOffset(const std::vector<uint8_t> &bytes) {
+  const auto *table = reinterpret_cast<const flatbuffers::Table *>(schema::GetExecutable(bytes.data()));
+  const uint8_t *field = table->GetAddressOf(schema::Executable::VT_CHECKSUM);
+  return field ? field - bytes.data() : -1;
+}
+
+/// The Hash64 of `bytes` with the 8 at `offset` read as zero.
+uint64_t checksumOf(const std::vector<uint8_t> &bytes, size_t offset) {
+  const uint64_t zero = 0;
+  Hash64 h;
+  h.update(bytes.data(), offset);
+  h.update(&zero, 8);
+  h.update(bytes.data() + offset + 8, bytes.size() - offset - 8);
+  return h.value();
+}
+
+bool verifies(const std::vector<uint8_t> &bytes) {
+  if (bytes.size() < 8 || !schema::ExecutableBufferHasIdentifier(bytes.data()))
+    return false;
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  return schema::VerifyExecutableBuffer(verifier);
+}
+
+} // namespace
+
+Status sealExecutable(std::vector<uint8_t> &bytes) {
+  if (!verifies(bytes))
+    return Status::error("sealExecutable: not a verified executable buffer");
+  int64_t offset = checksumOffset(bytes);
+  if (offset < 0)
+    return Status::error("sealExecutable: the executable has no checksum field (create it with "
+                         "checksum = kUnsealedChecksum)");
+  uint64_t sum = checksumOf(bytes, size_t(offset));
+  std::memcpy(bytes.data() + offset, &sum, 8);
+  return Status::ok();
+}
+
 StatusOr<Executable> Executable::loadBytes(std::vector<uint8_t> bytes,
                                            const std::string &origin) {
   if (bytes.size() < 8 || !schema::ExecutableBufferHasIdentifier(bytes.data()))
     return Status::error(origin + ": not a gptc executable (no 'GPTX' identifier)");
-  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
-  if (!schema::VerifyExecutableBuffer(verifier))
+  if (!verifies(bytes))
     return Status::error(origin + ": corrupt or truncated executable (FlatBuffers "
                                   "verification failed)");
+  // Before the semantic checks: a flipped byte in a kernel or an offset
+  // passes them and crashes later.
+  if (int64_t offset = checksumOffset(bytes); offset >= 0) {
+    uint64_t stored;
+    std::memcpy(&stored, bytes.data() + offset, 8);
+    if (stored != checksumOf(bytes, size_t(offset)))
+      return Status::error(origin + ": checksum mismatch: the executable is corrupt (" +
+                           std::to_string(bytes.size()) + " bytes); compile it again");
+  }
   if (Status s = checkExecutable(*schema::GetExecutable(bytes.data())); !s)
     return Status::error(origin + ": " + s.message());
   return Executable(std::move(bytes));

@@ -39,6 +39,15 @@ private:
   std::vector<uint8_t> bytes_;
 };
 
+/// What writers pass as CreateExecutable's `checksum` so that the field is
+/// stored (FlatBuffers leaves out fields at their default, 0);
+/// sealExecutable then overwrites it.
+inline constexpr uint64_t kUnsealedChecksum = ~uint64_t(0);
+
+/// Stores the checksum of a finished executable buffer in place. The
+/// buffer must verify and hold the `checksum` field.
+Status sealExecutable(std::vector<uint8_t> &bytes);
+
 /// The semantic checks beyond the FlatBuffers verifier.
 Status checkExecutable(const schema::Executable &exe);
 

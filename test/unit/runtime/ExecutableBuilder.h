@@ -277,9 +277,14 @@ struct ExecutableSpec {
         b, static_cast<uint32_t>(s::FormatVersion::Current), tgt, model, b.CreateVector(poolOffs),
         b.CreateVector(tensorOffs), b.CreateVector(kernelOffs), b.CreateVector(gemmOffs),
         b.CreateVector(programOffs), numStreams, numEvents,
-        hostObject.empty() ? 0 : b.CreateVector(hostObject), b.CreateString("test"));
+        hostObject.empty() ? 0 : b.CreateVector(hostObject), b.CreateString("test"), 0,
+        kUnsealedChecksum);
     s::FinishExecutableBuffer(b, exe);
-    return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+    std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+    // Sealed like gptc's; a builder that breaks the structure on purpose
+    // gets the verifier's refusal at load instead.
+    (void)sealExecutable(bytes);
+    return bytes;
   }
 };
 

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -32,6 +33,7 @@ struct Spec {
   uint32_t argTensor = 0;
   uint32_t numArgs = 1;
   std::vector<int64_t> shape = {16};
+  bool sealed = false; // with a checksum, as gptc writes them
 };
 
 std::vector<uint8_t> build(const Spec &spec) {
@@ -66,9 +68,13 @@ std::vector<uint8_t> build(const Spec &spec) {
   std::vector<fb::Offset<s::Program>> programs = {program};
   auto exe = s::CreateExecutable(b, spec.version, target, model, b.CreateVector(pools),
                                  b.CreateVector(tensors), b.CreateVector(kernels),
-                                 b.CreateVector(gemms), b.CreateVector(programs), 1, 0);
+                                 b.CreateVector(gemms), b.CreateVector(programs), 1, 0, 0, 0,
+                                 0, spec.sealed ? kUnsealedChecksum : 0);
   s::FinishExecutableBuffer(b, exe);
-  return {b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize()};
+  std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+  if (spec.sealed)
+    EXPECT_TRUE(sealExecutable(bytes));
+  return bytes;
 }
 
 std::string loadError(std::vector<uint8_t> bytes) {
@@ -83,6 +89,40 @@ TEST(ExecutableTest, LoadsAWellFormedExecutable) {
   EXPECT_NE(exe->findProgram("train_step"), nullptr);
   EXPECT_EQ(exe->findProgram("forward"), nullptr);
   EXPECT_EQ((*exe)->model()->num_parameters(), 7872);
+}
+
+// Verify the checksum: a sealed executable loads; any flipped byte the
+// verifier and the semantic checks let through (the kernel's PTX, its name,
+// a tensor's offset inside its pool) is refused; one without the field
+// (gptc before the checksum) still loads; and sealing needs the field.
+TEST(ExecutableTest, ChecksumCatchesCorruption) {
+  Spec spec;
+  spec.sealed = true;
+  std::vector<uint8_t> bytes = build(spec);
+  ASSERT_EQ(loadError(bytes), "");
+  size_t changed = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::vector<uint8_t> flipped = bytes;
+    flipped[i] ^= 0x01;
+    std::string error = loadError(flipped);
+    EXPECT_NE(error, "") << "byte " << i << " flipped loads";
+    changed += error.find("checksum mismatch") != std::string::npos;
+  }
+  EXPECT_GT(changed, bytes.size() / 4) << "most flips reach the checksum";
+  const char ptx[] = ".version 8.0";
+  auto at = std::search(bytes.begin(), bytes.end(), ptx, ptx + sizeof(ptx) - 1);
+  ASSERT_NE(at, bytes.end());
+  at[1] = 'w';
+  EXPECT_EQ(loadError(bytes), "step.fb: checksum mismatch: the executable is corrupt (" +
+                                  std::to_string(bytes.size()) + " bytes); compile it again");
+
+  std::vector<uint8_t> unsealed = build({});
+  EXPECT_EQ(loadError(unsealed), "");
+  Status s = sealExecutable(unsealed);
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("no checksum field"), std::string::npos) << s.message();
+  std::vector<uint8_t> junk = {1, 2, 3};
+  EXPECT_FALSE(sealExecutable(junk));
 }
 
 // Verify that every truncation of the file is rejected, never read past.
