@@ -20,7 +20,8 @@ namespace gptc::checkpoint {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'C', 'K', 'P', 'T'};
-constexpr uint32_t kVersion = 1;
+// 2 adds the training data's token count and hash; 1 is still read.
+constexpr uint32_t kVersion = 2;
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -116,6 +117,8 @@ Status writeBody(Writer &w, const Checkpoint &c, bool stall) {
   w.pod(c.dataPosition);
   w.pod(c.seed);
   w.pod(c.dataSeed);
+  w.pod(c.dataTokens);
+  w.pod(c.dataHash);
   w.str(c.model);
   w.pod(uint32_t(c.tensors.size()));
   for (const Tensor &t : c.tensors) {
@@ -260,8 +263,8 @@ StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
     return bad("truncated checkpoint (" + std::to_string(data.size()) + " bytes)");
   uint32_t version;
   std::memcpy(&version, data.data() + sizeof(kMagic), 4);
-  if (version != kVersion)
-    return bad("checkpoint format version " + std::to_string(version) + ", this gptrun reads " +
+  if (version != kVersion && version != 1)
+    return bad("checkpoint format version " + std::to_string(version) + ", this gptrun reads 1 to " +
                std::to_string(kVersion));
   uint64_t stored;
   std::memcpy(&stored, data.data() + data.size() - 8, 8);
@@ -276,7 +279,8 @@ StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
   char magic[8];
   uint32_t count = 0;
   if (!r.bytes(magic, 8) || !r.pod(version) || !r.pod(c.identity) || !r.pod(c.step) ||
-      !r.pod(c.dataPosition) || !r.pod(c.seed) || !r.pod(c.dataSeed) || !r.str(c.model) ||
+      !r.pod(c.dataPosition) || !r.pod(c.seed) || !r.pod(c.dataSeed) ||
+      (version >= 2 && (!r.pod(c.dataTokens) || !r.pod(c.dataHash))) || !r.str(c.model) ||
       !r.pod(count))
     return bad("truncated header");
   if (c.step < 0)

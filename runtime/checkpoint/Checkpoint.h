@@ -49,6 +49,11 @@ struct Checkpoint {
   /// has no other randomness; train_step is deterministic).
   uint64_t seed = 0;
   uint64_t dataSeed = 0;
+  /// The training data: its token count and Hash64 of its tokens (0, 0 in
+  /// format 1 files: unknown). Resuming on other data cannot repeat the
+  /// uninterrupted run; gptrun says so.
+  uint64_t dataTokens = 0;
+  uint64_t dataHash = 0;
   std::vector<Tensor> tensors;
 };
 

@@ -7,6 +7,7 @@
 #include "runtime/data/DataLoader.h"
 #include "runtime/device/Device.h"
 #include "runtime/executor/OpenSession.h"
+#include "runtime/support/Hash64.h"
 #include "tools/gptrun/Signals.h"
 #include "tools/gptrun/RunLog.h"
 #include "tools/gptrun/Throughput.h"
@@ -123,6 +124,7 @@ struct Trainer::Impl {
   bool hasLr = false;
   int64_t stepsDone = 0; // restored ones included
   uint64_t dataPosition = 0; // the loader's position after step stepsDone
+  uint64_t dataHash = 0;     // Hash64 of the training tokens, kept in checkpoints
   std::vector<StepRecord> history;
   std::optional<checkpoint::Checkpoint> resumeFrom;
   std::string resumePath;
@@ -251,6 +253,11 @@ Status Trainer::Impl::setUp() {
   if (!loader)
     return loader.status();
   trainData.emplace(std::move(*loader));
+  {
+    Hash64 h;
+    h.update(trainData->tokens().data(), trainData->tokens().size() * sizeof(uint16_t));
+    dataHash = h.value();
+  }
   if (!o.val.empty() && lead()) {
     if (StatusOr<const schema::Program *> prog = session->program("forward"); !prog)
       return Status::error(o.executable +
@@ -368,6 +375,12 @@ Status Trainer::Impl::startState() {
     stepsDone = c.step;
     trainData->seek(c.dataPosition);
     dataPosition = c.dataPosition;
+    // Format 1 checkpoints (0 tokens) did not record their data.
+    if (c.dataTokens && (c.dataTokens != trainData->tokens().size() || c.dataHash != dataHash))
+      print("gptrun: warning: --data %s (%s tokens) is not the data %s was trained on (%s "
+            "tokens): training goes on, but not as the uninterrupted run would\n",
+            o.data.c_str(), withCommas(int64_t(trainData->tokens().size())).c_str(),
+            resumePath.c_str(), withCommas(int64_t(c.dataTokens)).c_str());
     if (c.seed != o.seed)
       print("gptrun: --seed %llu ignored: the checkpoint's init seed was %llu\n",
             (unsigned long long)o.seed, (unsigned long long)c.seed);
@@ -399,6 +412,8 @@ Status Trainer::Impl::writeCheckpoint(const std::string &path) {
   c->dataPosition = dataPosition;
   c->seed = o.seed;
   c->dataSeed = trainData->options().seed;
+  c->dataTokens = trainData->tokens().size();
+  c->dataHash = dataHash;
   return checkpoint::writeCheckpoint(path, *c);
 }
 

@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/executor/HostBackend.h"
 #include "runtime/executor/Session.h"
+#include "runtime/support/Hash64.h"
 #include "test/unit/ScratchDir.h"
 #include "test/unit/runtime/ExecutableBuilder.h"
 
@@ -50,6 +51,8 @@ checkpoint::Checkpoint sample(size_t bytes = 64) {
   c.dataPosition = 14;
   c.seed = 1337;
   c.dataSeed = 9;
+  c.dataTokens = 1000;
+  c.dataHash = 0xfeedbeef;
   checkpoint::Tensor t;
   t.name = "w";
   t.shape = {int64_t(bytes / 4)};
@@ -88,12 +91,52 @@ TEST_F(CheckpointTest, RoundTrips) {
   EXPECT_EQ(r->dataPosition, 14u);
   EXPECT_EQ(r->seed, 1337u);
   EXPECT_EQ(r->dataSeed, 9u);
+  EXPECT_EQ(r->dataTokens, 1000u);
+  EXPECT_EQ(r->dataHash, 0xfeedbeefu);
   ASSERT_EQ(r->tensors.size(), 2u);
   EXPECT_EQ(r->tensors[1].name, "w.adam_m");
   EXPECT_EQ(r->tensors[1].role, s::TensorRole::OptimizerState);
   EXPECT_EQ(r->tensors[1].shape, std::vector<int64_t>{16});
   EXPECT_EQ(r->tensors[1].bytes, c.tensors[1].bytes);
   EXPECT_EQ(files(), std::vector<std::string>{"a.ckpt"}) << "no temporary left behind";
+}
+
+// Verify that format 1 (before the data's token count and hash) still
+// reads, with the data unknown (0, 0).
+TEST_F(CheckpointTest, ReadsFormatOne) {
+  std::string bytes = "GPTCCKPT";
+  auto pod = [&](auto v) { bytes.append(reinterpret_cast<const char *>(&v), sizeof(v)); };
+  auto str = [&](const std::string &v) {
+    pod(uint32_t(v.size()));
+    bytes += v;
+  };
+  pod(uint32_t(1));           // version
+  pod(uint64_t(0x1234));      // identity
+  pod(int64_t(7));            // step
+  pod(uint64_t(14));          // data position
+  pod(uint64_t(1337));        // init seed
+  pod(uint64_t(9));           // data seed
+  str("model 'x'");
+  pod(uint32_t(1));           // tensors
+  str("w");
+  pod(uint8_t(s::TensorRole::Parameter));
+  pod(uint8_t(s::DType::F32));
+  pod(uint32_t(1));
+  pod(int64_t(1));
+  pod(uint64_t(4));
+  pod(1.5f);
+  Hash64 h;
+  h.update(bytes.data(), bytes.size());
+  pod(h.value());
+  std::ofstream(path("v1.ckpt"), std::ios::binary) << bytes;
+  auto r = checkpoint::readCheckpoint(path("v1.ckpt"));
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->step, 7);
+  EXPECT_EQ(r->dataSeed, 9u);
+  EXPECT_EQ(r->dataTokens, 0u);
+  EXPECT_EQ(r->dataHash, 0u);
+  ASSERT_EQ(r->tensors.size(), 1u);
+  EXPECT_EQ(r->tensors[0].bytes.size(), 4u);
 }
 
 // Verify that a flipped byte anywhere, a truncation, a foreign file, a

@@ -276,6 +276,26 @@ TEST_F(GptrunTest, CheckpointsAndResumes) {
   ASSERT_EQ(all.size(), 5u) << first.output << resumed.output;
   EXPECT_EQ(all, stepLines(straight.output)) << resumed.output;
   EXPECT_EQ(rest.front(), "step 4 | loss 1344.5000 | norm 4.0000 | lr 4.00e-04");
+  EXPECT_EQ(resumed.output.find("warning"), std::string::npos) << resumed.output;
+
+  // Other data: it goes on, saying it cannot repeat the uninterrupted run.
+  std::string other = path("train-other.bin");
+  {
+    std::vector<int32_t> tokens(200);
+    for (size_t i = 0; i < tokens.size(); ++i)
+      tokens[i] = int32_t(i % 16);
+    tokens.back() = 0; // was 7
+    ASSERT_TRUE(data::writeTokenFile(other, tokens));
+  }
+  ToolResult moved = gptrun(path("fake.fb") + " --data " + other + " --steps 5 --resume " + ckpt +
+                            "/step-00000003.ckpt");
+  ASSERT_EQ(moved.status, 0) << moved.output;
+  EXPECT_NE(moved.output.find("gptrun: warning: --data " + other + " ("),
+            std::string::npos)
+      << moved.output;
+  EXPECT_NE(moved.output.find("is not the data " + ckpt + "/step-00000003.ckpt was trained on"),
+            std::string::npos)
+      << moved.output;
 }
 
 // Verify that checkpoints of an earlier run are never lost: a fresh run
