@@ -325,6 +325,15 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   FailureOr<Lowered> lowered = lowerPrograms(module, names, lowering);
   if (failed(lowered))
     return failure();
+  // The grid's x dimension is 32-bit (and CUDA's limit 2^31-1): a larger
+  // launch would be stored truncated.
+  for (const ProgramInfo &p : lowered->programs)
+    for (const Command &c : p.commands)
+      if (c.kind == Command::Launch &&
+          (c.threads + options.blockSize - 1) / options.blockSize > (int64_t(1) << 31) - 1)
+        return module.emitError("codegen: @")
+               << p.name << " launches " << lowered->kernels[c.kernel].name << " over "
+               << c.threads << " threads, more than 2^31-1 blocks of " << options.blockSize;
   auto stage = [&](llvm::StringRef name) {
     if (options.onStage)
       options.onStage(name);

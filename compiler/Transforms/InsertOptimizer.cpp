@@ -30,6 +30,10 @@ using namespace mlir::gpt;
 
 namespace {
 
+/// Micro-batches per step at most: @train_step holds one copy of the forward
+/// and backward graph per micro-batch (10^6 took minutes before failing).
+constexpr int64_t kMaxAccumSteps = 1024;
+
 struct InsertOptimizerPass
     : public gptc::impl::InsertOptimizerPassBase<InsertOptimizerPass> {
   using Base::Base;
@@ -54,8 +58,11 @@ struct InsertOptimizerPass
       return module.emitError("gpt-insert-optimizer: schedule must be constant, "
                               "cosine or linear, got '")
              << schedule << "'";
-    if (accumSteps < 1)
-      return module.emitError("gpt-insert-optimizer: accum-steps must be >= 1");
+    // Each micro-batch is a copy of the forward and backward graph.
+    if (accumSteps < 1 || accumSteps > kMaxAccumSteps)
+      return module.emitError("gpt-insert-optimizer: accum-steps must be in 1..")
+             << kMaxAccumSteps << " (the step is unrolled per micro-batch), got "
+             << static_cast<int64_t>(accumSteps);
     if (!(lossScale > 0) || !std::isfinite(lossScale))
       return module.emitError("gpt-insert-optimizer: loss-scale must be a finite number > 0, got ")
              << lossScale;

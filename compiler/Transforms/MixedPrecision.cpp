@@ -82,6 +82,12 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
       fn.emitError("gpt-mixed-precision: @") << function << " must be a single block";
       return signalPassFailure();
     }
+    for (Type t : llvm::concat<const Type>(fn.getArgumentTypes(), fn.getResultTypes()))
+      if (!llvm::isa<RankedTensorType>(t)) {
+        fn.emitError("gpt-mixed-precision: @")
+            << function << " takes and returns ranked tensors only, got " << t;
+        return signalPassFailure();
+      }
     casts.clear(); // values of an earlier module are gone
     compute = policy == "fp16" ? FloatType(Float16Type::get(&getContext()))
                                : FloatType(BFloat16Type::get(&getContext()));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -283,6 +284,10 @@ StatusOr<Executable> Executable::loadBytes(std::vector<uint8_t> bytes,
 }
 
 StatusOr<Executable> Executable::loadFile(const std::string &path) {
+  // Reading a directory through ifstream throws (std::ios_base::failure).
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::error(path + ": is a directory, not an executable");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error(path + ": cannot open");

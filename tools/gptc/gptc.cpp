@@ -372,6 +372,10 @@ int runCompile(MLIRContext &context) {
                   llvm::join(names, ", ") + ")");
     }
     target = *parsed;
+    // gptrun and `gptc explain` would find MLIR text where step.fb belongs.
+    if (target != Phase::Executable && llvm::StringRef(outputFile).ends_with(".fb"))
+      return fail("--compile-to=" + compileTo + " writes MLIR text, but -o " + outputFile +
+                  " names an executable (.fb): use --compile-to=executable or another name");
   }
   // Flags of the executable, checked before the passes run.
   if (target == Phase::Executable) {

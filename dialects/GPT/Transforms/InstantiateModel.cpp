@@ -16,6 +16,9 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringExtras.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace mlir::gpt {
 #define GEN_PASS_DEF_INSTANTIATEMODELPASS
 #include "dialects/GPT/Transforms/Passes.h.inc"
@@ -78,6 +81,8 @@ FailureOr<Config> resolveConfig(ModuleOp module, StringRef model, int64_t batch,
       return module.emitError("preset '")
              << cfg.name << "' key '" << key << "' must be positive";
   }
+  if (auto it = cfg.values.find("vocab_multiple"); it != cfg.values.end() && it->second < 1)
+    return module.emitError("preset '") << cfg.name << "' key 'vocab_multiple' must be positive";
   if (batch < 0 || seq < 0)
     return module.emitError("batch and seq must be positive");
   if (batch > 0)
@@ -96,12 +101,26 @@ FailureOr<Config> resolveConfig(ModuleOp module, StringRef model, int64_t batch,
     return module.emitError("n_embd ") << cfg.values["n_embd"]
                                        << " is not a multiple of n_head "
                                        << cfg.values["n_head"];
+  // Token ids and kernel indices are 32-bit; a size past that overflowed
+  // the padded vocabulary or the launch grid further on.
+  for (const auto &entry : cfg.values)
+    if (entry.second > std::numeric_limits<int32_t>::max())
+      return module.emitError("'") << entry.getKey() << "' = " << entry.second << " of '"
+                                   << cfg.name << "' exceeds 2^31-1";
   int64_t multiple = cfg.values.lookup("vocab_multiple");
   if (multiple == 0)
     multiple = 128;
   int64_t v = cfg.values["vocab_size"];
   cfg.values["vocab_multiple"] = multiple;
   cfg.values["padded_vocab_size"] = (v + multiple - 1) / multiple * multiple;
+  // The largest activations, the (B, T, Vp) logits and the (B, T, 4C) MLP,
+  // within 2^40 elements (no GPU holds more; past 2^63 the sizes wrap).
+  __int128 rows = __int128(cfg.values["batch"]) * cfg.values["seq"];
+  __int128 widest = std::max<int64_t>(cfg.values["padded_vocab_size"], 4 * cfg.values["n_embd"]);
+  if (rows * widest > (__int128(1) << 40))
+    return module.emitError("batch ")
+           << cfg.values["batch"] << " x seq " << cfg.values["seq"] << " x "
+           << int64_t(widest) << " activations exceed 2^40 elements: lower --batch or --seq";
 
   cfg.symbols = {{"B", cfg.values["batch"]},
                  {"T", cfg.values["seq"]},
@@ -150,7 +169,11 @@ FailureOr<SmallVector<int64_t>> parseShape(StringRef text, const Config &cfg,
 /// The static type of argument `i` of `fn` from its gpt.shape attribute.
 FailureOr<Type> staticArgType(FunctionOpInterface fn, unsigned i,
                               const Config &cfg) {
-  auto type = llvm::cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+  auto type = llvm::dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+  if (!type)
+    return fn.emitError("argument ") << i << " of @" << fn.getName()
+                                     << " must be a ranked tensor, got "
+                                     << fn.getArgumentTypes()[i];
   auto shapeAttr = fn.getArgAttrOfType<StringAttr>(i, kShapeAttrName);
   if (!shapeAttr) {
     if (type.hasStaticShape())

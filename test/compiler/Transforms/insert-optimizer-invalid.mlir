@@ -6,6 +6,8 @@
 // RUN: gpt-opt %t/cosine.mlir --verify-diagnostics --gpt-insert-optimizer="schedule=cosine warmup-steps=10 total-steps=10"
 // RUN: gpt-opt %t/linear.mlir --verify-diagnostics --gpt-insert-optimizer="schedule=linear"
 // RUN: gpt-opt %t/accum.mlir --verify-diagnostics --gpt-insert-optimizer="accum-steps=0"
+// RUN: not gpt-opt %t/accum.mlir --gpt-insert-optimizer="accum-steps=1025" 2>&1 | FileCheck %s --check-prefix=ACCUM
+// ACCUM: gpt-insert-optimizer: accum-steps must be in 1..1024 (the step is unrolled per micro-batch), got 1025
 // RUN: gpt-opt %t/lr.mlir --verify-diagnostics --gpt-insert-optimizer="lr=0"
 // RUN: gpt-opt %t/beta.mlir --verify-diagnostics --gpt-insert-optimizer="beta1=1.0"
 // RUN: gpt-opt %t/clip.mlir --verify-diagnostics --gpt-insert-optimizer="grad-clip=-1.0"
@@ -144,9 +146,9 @@ module {
 
 //--- accum.mlir
 
-// Tests that accum-steps must be at least 1.
+// Tests that accum-steps must be at least 1 (and at most 1024, RUN above).
 
-// expected-error @+1 {{gpt-insert-optimizer: accum-steps must be >= 1}}
+// expected-error @+1 {{gpt-insert-optimizer: accum-steps must be in 1..1024 (the step is unrolled per micro-batch), got 0}}
 module {
   func.func @forward_grad(%w: tensor<4xf32> {gpt.param = "w"}, %tokens: tensor<1x2xi32> {gpt.input = "tokens"},
                           %targets: tensor<1x2xi32> {gpt.input = "targets"}) -> (tensor<f32>, tensor<4xf32>) {

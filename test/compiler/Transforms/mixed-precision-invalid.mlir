@@ -13,3 +13,11 @@
 func.func @forward(%x: tensor<4xf32> {gpt.input = "x"}) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// Tests that a scalar (non-tensor) argument is refused, not dereferenced.
+// RUN: not gpt-opt %s --gpt-mixed-precision="policy=bf16 function=scalar" 2>&1 | FileCheck %s --check-prefix=SCALAR
+// SCALAR: error: gpt-mixed-precision: @scalar takes and returns ranked tensors only, got 'f32'
+
+func.func @scalar(%w: f32 {gpt.param = "w"}) -> f32 {
+  return %w : f32
+}

@@ -21,3 +21,11 @@
 // RUN: not gptc compile %S/Inputs/f64-params.mlir --model=toy --precision=bf16 -o %t.fb 2>&1 | FileCheck %s --check-prefix=F64
 // F64: f64-params.mlir:6:3: error: codegen: @init result #2 ('ln_f.weight') is 'tensor<16xf64>'; kernels take f32, bf16 and f16 tensors and i32 token ids
 // F64-NOT: error
+
+// An IR phase written to a .fb name is refused before any pass.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan -o %t.fb 2>&1 | FileCheck %s --check-prefix=PHASE
+// PHASE: gptc: error: --compile-to=memory-plan writes MLIR text, but -o {{.*}}.fb names an executable (.fb): use --compile-to=executable or another name
+
+// gptc explain on a directory names it (ifstream threw and aborted).
+// RUN: not gptc explain %S 2>&1 | FileCheck %s --check-prefix=EXPLAINDIR
+// EXPLAINDIR: gptc: error: {{.*}}gptc: is a directory, not an executable

@@ -95,3 +95,49 @@ module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, v
     return %y : tensor<?x?xf32>
   }
 }
+
+// -----
+
+// Tests that a non-tensor argument is an error naming it, not a crash.
+
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  // expected-error @+1 {{argument 0 of @f must be a ranked tensor, got 'f32'}}
+  func.func @f(%w: f32 {gpt.param = "w"}) -> f32 {
+    return %w : f32
+  }
+}
+
+// -----
+
+// Tests that a preset value past 32 bits is refused (the padded vocabulary
+// wrapped to 0 and autodiff aborted).
+
+// expected-error @+1 {{'vocab_size' = 9223372036854775000 of 'small' exceeds 2^31-1}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 9223372036854775000, block_size = 4}}} {
+  func.func @f(%x: tensor<?x?xf32> {gpt.input = "x", gpt.shape = "(B, C)"}) -> tensor<?x?xf32> {
+    return %x : tensor<?x?xf32>
+  }
+}
+
+// -----
+
+// Tests that a non-positive vocab_multiple is refused, not read as the default.
+
+// expected-error @+1 {{preset 'small' key 'vocab_multiple' must be positive}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4, vocab_multiple = -16}}} {
+  func.func @f(%x: tensor<?x?xf32> {gpt.input = "x", gpt.shape = "(B, C)"}) -> tensor<?x?xf32> {
+    return %x : tensor<?x?xf32>
+  }
+}
+
+// -----
+
+// Tests that activations past 2^40 elements are refused before any pass
+// sizes them (launch grids wrapped, tensor sizes overflowed).
+
+// expected-error @+1 {{batch 1000000 x seq 1024 x 2048 activations exceed 2^40 elements: lower --batch or --seq}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 2000, block_size = 1024, batch = 1000000}}} {
+  func.func @f(%x: tensor<?x?xf32> {gpt.input = "x", gpt.shape = "(B, C)"}) -> tensor<?x?xf32> {
+    return %x : tensor<?x?xf32>
+  }
+}

@@ -200,11 +200,15 @@ TEST(ExecutableTest, RejectsFuzzerFindings) {
             std::string::npos);
 }
 
-// Verify file loading: a missing file is named.
+// Verify file loading: a missing file and a directory (which used to
+// throw out of ifstream and abort) are named.
 TEST(ExecutableTest, LoadFileNamesMissingFile) {
   auto exe = Executable::loadFile("/nonexistent/step.fb");
   ASSERT_FALSE(exe);
   EXPECT_EQ(exe.status().message(), "/nonexistent/step.fb: cannot open");
+  exe = Executable::loadFile("/tmp");
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.status().message(), "/tmp: is a directory, not an executable");
 }
 
 } // namespace
