@@ -57,4 +57,11 @@ def GPT_IndexTensor : RankedTensorOf<[I32]>;
 def GPT_AnyTensor : RankedTensorOf<[F16, BF16, F32, F64, I32]>;
 def GPT_Scalar : 0DTensorOf<[F16, BF16, F32, F64]>;
 
+// Layernorm's epsilon: 0, a negative or a NaN one divides by zero or takes
+// the square root of a negative variance.
+def GPT_EpsilonAttr : ConfinedAttr<F64Attr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() > 0 && "
+          "::std::isfinite(::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble())">,
+    "whose value is a finite number > 0">]>;
+
 #endif // GPT_BASE_TD

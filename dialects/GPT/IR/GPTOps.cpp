@@ -14,6 +14,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::gpt;
 

@@ -85,7 +85,7 @@ def GPT_LayerNormOp : GPT_Op<"layernorm",
   }];
   let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$weight,
                        GPT_FloatTensor:$bias,
-                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+                       DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
   let results = (outs GPT_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
@@ -446,7 +446,7 @@ def GPT_LayerNormGradOp : GPT_InferredOp<"layernorm_grad"> {
   }];
   let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input,
                        GPT_FloatTensor:$weight,
-                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+                       DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
   let results = (outs GPT_FloatTensor:$input_grad, GPT_FloatTensor:$weight_grad,
                       GPT_FloatTensor:$bias_grad);
   let assemblyFormat = [{
@@ -745,7 +745,7 @@ def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
   }];
   let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs,
                        GPT_FloatTensor:$weight, GPT_FloatTensor:$bias,
-                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+                       DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
   let results = (outs GPT_FloatTensor:$sum, GPT_FloatTensor:$result);
   let assemblyFormat = [{
     $lhs `,` $rhs `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
@@ -802,7 +802,7 @@ def GPT_LayerNormGradAddOp : GPT_Op<"layernorm_grad_add", [Pure]> {
   }];
   let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input,
                        GPT_FloatTensor:$weight, GPT_FloatTensor:$residual,
-                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+                       DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
   let results = (outs GPT_FloatTensor:$input_grad, Optional<GPT_FloatTensor>:$input_grad_narrow,
                       GPT_FloatTensor:$weight_grad, GPT_FloatTensor:$bias_grad);
   let assemblyFormat = [{

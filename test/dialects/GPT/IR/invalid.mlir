@@ -206,6 +206,27 @@ func.func @layernorm_eps_type(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: te
 
 // -----
 
+// Tests that gpt.layernorm rejects a negative epsilon (a NaN loss that
+// run-reference reported with exit 0).
+func.func @layernorm_eps_negative(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is a finite number > 0}}
+  %0 = gpt.layernorm %x, %w, %b {epsilon = -1.0 : f64}
+      : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.layernorm_grad rejects a zero epsilon.
+func.func @layernorm_grad_eps_zero(%dy: tensor<2x8x16xf32>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{attribute 'epsilon' failed to satisfy constraint: 64-bit float attribute whose value is a finite number > 0}}
+  %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w {epsilon = 0.0 : f64}
+      : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+  return
+}
+
+// -----
+
 // Tests that gpt.linear rejects a rank-1 weight.
 func.func @linear_weight_rank(%x: tensor<2x8x16xf32>, %w: tensor<16xf32>) {
   // expected-error @+2 {{expects input (..., K) and weight (N, K)}}
