@@ -200,7 +200,11 @@ struct InsertOptimizerPass
         callArgs[params[i].gradArg] = paramArg(i);
       auto call = func::CallOp::create(ob, loc, grad, callArgs);
       auto add = [&](Value acc, Value v) -> Value {
-        return acc ? AddOp::create(ob, loc, acc, v).getResult() : v;
+        if (!acc)
+          return v;
+        auto sum = AddOp::create(ob, loc, acc, v);
+        sum->setAttr(kMicroBatchAttrName, ob.getI64IntegerAttr(a));
+        return sum.getResult();
       };
       lossSum = add(lossSum, call.getResult(0));
       for (size_t i = 0; i < n; ++i)

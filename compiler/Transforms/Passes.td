@@ -357,6 +357,12 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
       3) A member's value becomes a fusion result only when an op outside
          the group reads it; constants are cloned into the bodies.
 
+    Gradient accumulation's adds (marked `gpt.micro_batch` by
+    gpt-insert-optimizer) join neither chains nor siblings of another
+    micro-batch: a group runs at its last member, so one spanning
+    micro-batches would keep every earlier micro-batch's gradients alive
+    until the last one ends.
+
     A group's kernel takes a pointer per operand and result, and CUDA caps a
     kernel's parameters (4 KiB before PTX 8.1): a merge that would give a
     group more than `max-arguments` operands plus results is not made, and

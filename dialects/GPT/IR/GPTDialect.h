@@ -21,6 +21,10 @@ inline constexpr llvm::StringLiteral kParamAttrName = "gpt.param";
 inline constexpr llvm::StringLiteral kInputAttrName = "gpt.input";
 /// Argument attribute giving a symbolic shape, e.g. "(3*C, C)".
 inline constexpr llvm::StringLiteral kShapeAttrName = "gpt.shape";
+/// On gradient accumulation's adds (gpt-insert-optimizer): the micro-batch
+/// whose gradients they add. gpt-fuse-elementwise keeps micro-batches apart,
+/// so each one's gradients die after its own adds.
+inline constexpr llvm::StringLiteral kMicroBatchAttrName = "gpt.micro_batch";
 
 /// The integer value of an attribute that may still be a `#gpt.cfg`
 /// reference; std::nullopt while it is a reference.

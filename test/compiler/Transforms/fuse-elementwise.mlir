@@ -506,3 +506,26 @@ func.func @attention_grad_sum_other_type(%dy: tensor<2x8x16xbf16>, %qkv: tensor<
   %db = gpt.reduce sum %w dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
   return %db : tensor<48xf32>
 }
+
+// -----
+
+// Tests that gradient accumulation's adds fuse within a micro-batch only:
+// micro-batch 1's adds run before micro-batch 2's GEMMs, so its gradients
+// die there; one group with micro-batch 2's adds would run at the end.
+// CHECK-LABEL: func.func @micro_batches
+// CHECK-NEXT: %[[M1:.*]]:2 = gpt.fusion(
+// CHECK: gpt.matmul
+// CHECK: gpt.matmul
+// CHECK: %[[M2:.*]]:2 = gpt.fusion(%[[M1]]#0, %{{.*}}, %[[M1]]#1, %{{.*}})
+// CHECK: return %[[M2]]#0, %[[M2]]#1
+func.func @micro_batches(%g0: tensor<4x8xf32>, %g1: tensor<4x8xf32>, %h0: tensor<4x8xf32>,
+                         %h1: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8x8xf32>)
+    -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %a1 = gpt.add %g0, %g1 {gpt.micro_batch = 1 : i64} : tensor<4x8xf32>
+  %b1 = gpt.add %h0, %h1 {gpt.micro_batch = 1 : i64} : tensor<4x8xf32>
+  %g2 = gpt.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %h2 = gpt.matmul %g2, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %a2 = gpt.add %a1, %g2 {gpt.micro_batch = 2 : i64} : tensor<4x8xf32>
+  %b2 = gpt.add %b1, %h2 {gpt.micro_batch = 2 : i64} : tensor<4x8xf32>
+  return %a2, %b2 : tensor<4x8xf32>, tensor<4x8xf32>
+}

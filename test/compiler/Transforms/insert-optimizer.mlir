@@ -44,7 +44,8 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %tokens: tensor<2x
 // Tests that with accum-steps=2 each micro-batch's tokens and targets are
 // sliced out of dimension 0 and reshaped to (B, T), @forward_grad is called
 // once per micro-batch with its arguments in @forward's order, and losses
-// and gradients are summed, the loss being divided by the step count.
+// and gradients are summed (each add marked with its micro-batch), the loss
+// being divided by the step count.
 
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%[[WTE:[^:]*]]: tensor<8x4xf32> {gpt.param = "wte"}, %[[WPE:[^:]*]]: tensor<3x4xf32> {gpt.param = "wpe"}, %[[B:[^:]*]]: tensor<8xf32> {gpt.param = "b"},
@@ -59,10 +60,10 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %tokens: tensor<2x
 // CHECK-NEXT: %[[TGT1:.*]] = gpt.slice %[[TGT]] {dim = 0 : i64, size = 1 : i64, start = 1 : i64}
 // CHECK-NEXT: %[[TGT1R:.*]] = gpt.reshape %[[TGT1]]
 // CHECK-NEXT: %[[G1:.*]]:4 = call @forward_grad(%[[WTE]], %[[TOK1R]], %[[WPE]], %[[B]], %[[TGT1R]])
-// CHECK-NEXT: %[[LSUM:.*]] = gpt.add %[[G0]]#0, %[[G1]]#0 : tensor<f32>
-// CHECK-NEXT: gpt.add %[[G0]]#1, %[[G1]]#1 : tensor<8x4xf32>
-// CHECK-NEXT: gpt.add %[[G0]]#2, %[[G1]]#2 : tensor<3x4xf32>
-// CHECK-NEXT: gpt.add %[[G0]]#3, %[[G1]]#3 : tensor<8xf32>
+// CHECK-NEXT: %[[LSUM:.*]] = gpt.add %[[G0]]#0, %[[G1]]#0 {gpt.micro_batch = 1 : i64} : tensor<f32>
+// CHECK-NEXT: gpt.add %[[G0]]#1, %[[G1]]#1 {gpt.micro_batch = 1 : i64} : tensor<8x4xf32>
+// CHECK-NEXT: gpt.add %[[G0]]#2, %[[G1]]#2 {gpt.micro_batch = 1 : i64} : tensor<3x4xf32>
+// CHECK-NEXT: gpt.add %[[G0]]#3, %[[G1]]#3 {gpt.micro_batch = 1 : i64} : tensor<8xf32>
 // CHECK-NEXT: %[[LOSS:.*]] = gpt.scale %[[LSUM]] {factor = 5.000000e-01 : f64} : tensor<f32>
 // CHECK-NOT: call @forward_grad
 // CHECK: return {{.*}}, %[[LOSS]], %{{[^,]*}}, %{{[^,]*}} : tensor<8x4xf32>
@@ -82,9 +83,9 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %tokens: tensor<2x
 // the number of micro-batches, i.e. the norm of the mean gradient.
 
 // CHECK-LABEL: func.func @train_step
-// CHECK: %[[GW:.*]] = gpt.add %{{.*}}#1, %{{.*}}#1 : tensor<8x4xf32>
-// CHECK-NEXT: %[[GP:.*]] = gpt.add %{{.*}}#2, %{{.*}}#2 : tensor<3x4xf32>
-// CHECK-NEXT: %[[GB:.*]] = gpt.add %{{.*}}#3, %{{.*}}#3 : tensor<8xf32>
+// CHECK: %[[GW:.*]] = gpt.add %{{.*}}#1, %{{.*}}#1 {gpt.micro_batch = 1 : i64} : tensor<8x4xf32>
+// CHECK-NEXT: %[[GP:.*]] = gpt.add %{{.*}}#2, %{{.*}}#2 {gpt.micro_batch = 1 : i64} : tensor<3x4xf32>
+// CHECK-NEXT: %[[GB:.*]] = gpt.add %{{.*}}#3, %{{.*}}#3 {gpt.micro_batch = 1 : i64} : tensor<8xf32>
 // CHECK: %[[SUMNORM:.*]] = gpt.global_norm %[[GW]], %[[GP]], %[[GB]] : (tensor<8x4xf32>, tensor<3x4xf32>, tensor<8xf32>) -> tensor<f32>
 // CHECK-NEXT: %[[NORM:.*]] = gpt.scale %[[SUMNORM]] {factor = 5.000000e-01 : f64} : tensor<f32>
 // CHECK: return {{.*}}, %[[NORM]], %{{[^,]*}} : tensor<8x4xf32>
@@ -159,9 +160,9 @@ func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %tokens: tensor<2x
 // CHECK-SAME: (%[[WTE:[^:]*]]: tensor<8x4xf32> {gpt.param = "wte"}, %[[WPE:[^:]*]]: tensor<3x4xf32> {gpt.param = "wpe"}, %[[B:[^:]*]]: tensor<8xf32> {gpt.param = "b"},
 // CHECK-SAME: %[[MW:[^:]*]]: tensor<8x4xf32> {gpt.state = "wte.adam_m"}, %[[MP:[^:]*]]: tensor<3x4xf32> {gpt.state = "wpe.adam_m"}, %[[MB:[^:]*]]: tensor<8xf32> {gpt.state = "b.adam_m"},
 // CHECK-SAME: %[[VW:[^:]*]]: tensor<8x4xf32> {gpt.state = "wte.adam_v"}, %[[VP:[^:]*]]: tensor<3x4xf32> {gpt.state = "wpe.adam_v"}, %[[VB:[^:]*]]: tensor<8xf32> {gpt.state = "b.adam_v"},
-// CHECK: %[[GW:.*]] = gpt.add %{{.*}}#1, %{{.*}}#1 : tensor<8x4xf32>
-// CHECK-NEXT: %[[GP:.*]] = gpt.add %{{.*}}#2, %{{.*}}#2 : tensor<3x4xf32>
-// CHECK-NEXT: %[[GB:.*]] = gpt.add %{{.*}}#3, %{{.*}}#3 : tensor<8xf32>
+// CHECK: %[[GW:.*]] = gpt.add %{{.*}}#1, %{{.*}}#1 {gpt.micro_batch = 1 : i64} : tensor<8x4xf32>
+// CHECK-NEXT: %[[GP:.*]] = gpt.add %{{.*}}#2, %{{.*}}#2 {gpt.micro_batch = 1 : i64} : tensor<3x4xf32>
+// CHECK-NEXT: %[[GB:.*]] = gpt.add %{{.*}}#3, %{{.*}}#3 {gpt.micro_batch = 1 : i64} : tensor<8xf32>
 // CHECK: %[[PW:.*]], %[[MW1:.*]], %[[VW1:.*]] = gpt.adamw %[[WTE]], %[[GW]], %[[MW]], %[[VW]], %{{.*}} {beta1 = 8.750000e-01 : f64, beta2 = 9.375000e-01 : f64, epsilon = 0.001953125 : f64, weight_decay = 6.250000e-02 : f64} : tensor<8x4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
 // CHECK-NEXT: %[[PP:.*]], %[[MP1:.*]], %[[VP1:.*]] = gpt.adamw %[[WPE]], %[[GP]], %[[MP]], %[[VP]], %{{.*}} {beta1 = 8.750000e-01 : f64, beta2 = 9.375000e-01 : f64, epsilon = 0.001953125 : f64, weight_decay = 0.000000e+00 : f64} : tensor<3x4xf32>, tensor<f32>, tensor<i32>, tensor<f32>
 // CHECK-NEXT: %[[PB:.*]], %[[MB1:.*]], %[[VB1:.*]] = gpt.adamw %[[B]], %[[GB]], %[[MB]], %[[VB]], %{{.*}} {beta1 = 8.750000e-01 : f64, beta2 = 9.375000e-01 : f64, epsilon = 0.001953125 : f64, weight_decay = 0.000000e+00 : f64} : tensor<8xf32>, tensor<f32>, tensor<i32>, tensor<f32>
