@@ -248,6 +248,14 @@ OwningOpRef<ModuleOp> parseInput(MLIRContext &context, llvm::SourceMgr &sourceMg
     llvm::errs() << "gptc: error: cannot open '" << inputFile << "': " << error << "\n";
     return nullptr;
   }
+  // An executable given as the model: say so, not a parse error quoting
+  // its bytes.
+  llvm::StringRef head = file->getBuffer().take_front(8);
+  if (head.size() == 8 && head.substr(4) == "GPTX") {
+    llvm::errs() << "gptc: error: '" << inputFile
+                 << "' is a gptc executable (step.fb), not a model: gptc explain reads it\n";
+    return nullptr;
+  }
   sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
@@ -466,6 +474,12 @@ int runCompile(MLIRContext &context) {
     if (!output)
       return fail("-o: " + error);
     output->os().write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
+    // A failed write (-o /dev/full) would end in LLVM's fatal "IO failure".
+    output->os().flush();
+    if (std::error_code ec = output->os().error()) {
+      output->os().clear_error();
+      return fail("-o " + outputFile + ": cannot write: " + ec.message());
+    }
     output->keep();
     if (!report)
       return 0;
@@ -479,6 +493,11 @@ int runCompile(MLIRContext &context) {
     return fail("-o: " + error);
   module->print(output->os());
   output->os() << "\n";
+  output->os().flush();
+  if (std::error_code ec = output->os().error()) {
+    output->os().clear_error();
+    return fail("-o " + outputFile + ": cannot write: " + ec.message());
+  }
   output->keep();
   return 0;
 }
@@ -640,6 +659,11 @@ int main(int argc, char **argv) {
        << " (step.fb, runtime/schemas/executable.fbs)\n";
   });
 
+  // A mistyped command would reach llvm::cl as a second positional
+  // ("Too many positional arguments"): name it first.
+  if (!isCommand && !command.empty() && !command.starts_with("-"))
+    return fail("unknown command '" + command.str() +
+                "': expected compile, run-reference or explain");
   // The command word is not an option: drop it before llvm::cl parses.
   std::vector<char *> args(argv, argv + argc);
   std::string program = std::string(argv[0]) + " " + command.str();

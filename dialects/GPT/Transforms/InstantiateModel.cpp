@@ -73,6 +73,13 @@ FailureOr<Config> resolveConfig(ModuleOp module, StringRef model, int64_t batch,
              << cfg.name << "' key '" << entry.getName() << "' must be an integer";
     cfg.values[entry.getName()] = value.getInt();
   }
+  static const char *const kKnown[] = {"n_layer",    "n_head", "n_embd", "vocab_size",
+                                       "block_size", "batch",  "seq",    "vocab_multiple"};
+  for (NamedAttribute entry : preset)
+    if (!llvm::is_contained(kKnown, entry.getName().getValue()))
+      return module.emitError("preset '")
+             << cfg.name << "' has unknown key '" << entry.getName().getValue()
+             << "' (known: " << llvm::join(std::begin(kKnown), std::end(kKnown), ", ") << ")";
   for (StringRef key : {"n_layer", "n_head", "n_embd", "vocab_size", "block_size"}) {
     auto it = cfg.values.find(key);
     if (it == cfg.values.end())
@@ -321,10 +328,24 @@ struct InstantiateModelPass
       if (failed(reinferTypes(fn)))
         return signalPassFailure();
 
+      // Parameters and inputs are bound by name (optimizer state,
+      // checkpoints, the runtime's tensors): two of one name would alias.
       int64_t params = 0;
-      for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+      llvm::StringMap<unsigned> names;
+      for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+        for (StringRef kind : {StringRef(kParamAttrName), StringRef(kInputAttrName)})
+          if (auto name = fn.getArgAttrOfType<StringAttr>(i, kind)) {
+            auto [it, inserted] = names.try_emplace(name.getValue(), i);
+            if (!inserted) {
+              fn.emitError("arguments ") << it->second << " and " << i << " of @"
+                                         << fn.getName() << " are both named '"
+                                         << name.getValue() << "'";
+              return signalPassFailure();
+            }
+          }
         if (fn.getArgAttr(i, kParamAttrName))
           params += llvm::cast<ShapedType>(fn.getArgument(i).getType()).getNumElements();
+      }
       fn->setAttr(kNumParamsAttr, b.getI64IntegerAttr(params));
     }
     for (Operation *block : blocks)

@@ -29,3 +29,16 @@
 // gptc explain on a directory names it (ifstream threw and aborted).
 // RUN: not gptc explain %S 2>&1 | FileCheck %s --check-prefix=EXPLAINDIR
 // EXPLAINDIR: gptc: error: {{.*}}gptc: is a directory, not an executable
+
+// A mistyped command is named (llvm::cl said "Too many positional arguments").
+// RUN: not gptc frobnicate %models/gpt2.mlir 2>&1 | FileCheck %s --check-prefix=COMMAND
+// COMMAND: gptc: error: unknown command 'frobnicate': expected compile, run-reference or explain
+
+// An executable given as the model is named as one, its bytes not quoted.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.exe.fb
+// RUN: not gptc compile %t.exe.fb 2>&1 | FileCheck %s --check-prefix=EXEASMODEL
+// EXEASMODEL: gptc: error: '{{.*}}.exe.fb' is a gptc executable (step.fb), not a model: gptc explain reads it
+
+// A failed write names -o (LLVM's fatal "IO failure on output stream" did not).
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=import -o /dev/full 2>&1 | FileCheck %s --check-prefix=FULL
+// FULL: gptc: error: -o /dev/full: cannot write: No space left on device

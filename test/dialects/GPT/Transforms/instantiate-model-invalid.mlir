@@ -141,3 +141,27 @@ module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, v
     return %x : tensor<?x?xf32>
   }
 }
+
+// -----
+
+// Tests that a preset key no pass reads is refused (a typo would be ignored).
+
+// expected-error @+1 {{preset 'small' has unknown key 'n_embed' (known: n_layer, n_head, n_embd, vocab_size, block_size, batch, seq, vocab_multiple)}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, n_embed = 8, vocab_size = 4, block_size = 4}}} {
+  func.func @f(%x: tensor<?x?xf32> {gpt.input = "x", gpt.shape = "(B, C)"}) -> tensor<?x?xf32> {
+    return %x : tensor<?x?xf32>
+  }
+}
+
+// -----
+
+// Tests that two parameters of one name are refused: optimizer state and
+// checkpoints bind them by name.
+
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  // expected-error @+1 {{arguments 0 and 1 of @f are both named 'w'}}
+  func.func @f(%a: tensor<?xf32> {gpt.param = "w", gpt.shape = "(C)"},
+               %b: tensor<?xf32> {gpt.param = "w", gpt.shape = "(C)"}) -> tensor<?xf32> {
+    return %a : tensor<?xf32>
+  }
+}
