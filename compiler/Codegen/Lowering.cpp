@@ -1094,9 +1094,12 @@ LogicalResult Lowerer::mapResults(Operation *op) {
 }
 
 /// The kernels load and store f32, bf16 and f16 (computing in f32) and i32
-/// token ids. The dialect accepts more (the reference interpreter runs any
+/// token ids, and unroll attention's head dimension (at most kMaxHeadDim). The dialect accepts more (the reference interpreter runs any
 /// float, and f64 parameters over an f32 input); refuse those here, at the
 /// op that holds one, before they become ill-typed kernel code.
+/// The largest head dimension the attention kernels take (GPT-2's is 64).
+constexpr int64_t kMaxHeadDim = 256;
+
 static LogicalResult checkElementTypes(func::FuncOp fn) {
   auto supported = [](Type t) {
     auto tensor = llvm::dyn_cast<RankedTensorType>(t);
@@ -1127,6 +1130,25 @@ static LogicalResult checkElementTypes(func::FuncOp fn) {
     if (!supported(t))
       return refuse(fn, t, named("result", i, fn.getResultAttrDict(i)));
   WalkResult walk = fn.walk([&](Operation *op) {
+    // The attention kernels unroll the head dimension into registers.
+    Value qkv;
+    Attribute heads;
+    if (auto a = llvm::dyn_cast<CausalAttentionOp>(op))
+      qkv = a.getQkv(), heads = a.getNumHeads();
+    else if (auto a = llvm::dyn_cast<CausalAttentionGradOp>(op))
+      qkv = a.getQkv(), heads = a.getNumHeads();
+    else if (auto a = llvm::dyn_cast<CausalAttentionGradSumOp>(op))
+      qkv = a.getQkv(), heads = a.getNumHeads();
+    if (qkv) {
+      std::optional<int64_t> h = getConfigInt(heads);
+      int64_t d = h && *h > 0 ? rtt(qkv).getShape().back() / 3 / *h : 0;
+      if (d > kMaxHeadDim) {
+        op->emitError("codegen: head dimension ")
+            << d << " is over " << kMaxHeadDim
+            << ", the most the attention kernels keep in registers";
+        return WalkResult::interrupt();
+      }
+    }
     for (OpOperand &use : op->getOpOperands())
       if (!supported(use.get().getType())) {
         (void)refuse(op, use.get().getType(),

@@ -16,6 +16,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include <cmath>
+#include <limits>
 
 namespace gptc {
 #define GEN_PASS_DEF_AUTODIFFPASS
@@ -144,8 +145,11 @@ struct AutodiffPass : public gptc::impl::AutodiffPassBase<AutodiffPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (!(lossScale > 0) || !std::isfinite(lossScale)) {
-      module.emitError("gpt-autodiff: loss-scale must be a finite number > 0, got ") << lossScale;
+    // The seed gradient is an fp32 constant: past 3.4e38 it is infinite.
+    if (!(lossScale > 0) || !(lossScale <= double(std::numeric_limits<float>::max()))) {
+      module.emitError("gpt-autodiff: loss-scale must be a number in (0, 3.4e38] (fp32's "
+                       "range), got ")
+          << lossScale;
       return signalPassFailure();
     }
     SymbolTable symbols(module);

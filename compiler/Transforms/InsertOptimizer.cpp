@@ -19,6 +19,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include <cmath>
+#include <limits>
 
 namespace gptc {
 #define GEN_PASS_DEF_INSERTOPTIMIZERPASS
@@ -63,8 +64,10 @@ struct InsertOptimizerPass
       return module.emitError("gpt-insert-optimizer: accum-steps must be in 1..")
              << kMaxAccumSteps << " (the step is unrolled per micro-batch), got "
              << static_cast<int64_t>(accumSteps);
-    if (!(lossScale > 0) || !std::isfinite(lossScale))
-      return module.emitError("gpt-insert-optimizer: loss-scale must be a finite number > 0, got ")
+    // Scaled fp32 gradients past 3.4e38 are infinite before any step.
+    if (!(lossScale > 0) || !(lossScale <= double(std::numeric_limits<float>::max())))
+      return module.emitError("gpt-insert-optimizer: loss-scale must be a number in (0, 3.4e38] "
+                              "(fp32's range), got ")
              << lossScale;
     if (*kind != ScheduleKind::Constant && totalSteps <= warmupSteps)
       return module.emitError("gpt-insert-optimizer: a ")

@@ -633,8 +633,14 @@ int runReference(MLIRContext &context) {
     if (failed(results))
       return 1;
     size_t n = results->size();
+    double loss = (*results)[n - 3].data[0], norm = (*results)[n - 2].data[0];
     llvm::outs() << llvm::formatv("step {0,4}/{1}: loss {2:f6}  grad_norm {3:f6}\n", s + 1,
-                                  steps, (*results)[n - 3].data[0], (*results)[n - 2].data[0]);
+                                  steps, loss, norm);
+    // As gptrun: a diverged run is a failure, not a result.
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      llvm::outs().flush();
+      return fail("step " + llvm::Twine(s + 1) + ": the loss or the grad norm is not finite");
+    }
     results->resize(n - 3); // drop loss, grad_norm, lr
     state = std::move(*results);
   }

@@ -1,6 +1,8 @@
 // RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-autodiff
 // RUN: not gpt-opt %s --split-input-file --gpt-autodiff=loss-scale=0 2>&1 | FileCheck %s --check-prefix=SCALE
-// SCALE: error: gpt-autodiff: loss-scale must be a finite number > 0, got 0
+// SCALE: error: gpt-autodiff: loss-scale must be a number in (0, 3.4e38] (fp32's range), got 0
+// RUN: not gpt-opt %s --split-input-file --gpt-autodiff=loss-scale=1e39 2>&1 | FileCheck %s --check-prefix=SCALEBIG
+// SCALEBIG: error: gpt-autodiff: loss-scale must be a number in (0, 3.4e38] (fp32's range), got 1.000000e+39
 
 // Tests that a module without @forward is rejected.
 

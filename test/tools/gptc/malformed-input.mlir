@@ -42,3 +42,13 @@
 // A failed write names -o (LLVM's fatal "IO failure on output stream" did not).
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=import -o /dev/full 2>&1 | FileCheck %s --check-prefix=FULL
 // FULL: gptc: error: -o /dev/full: cannot write: No space left on device
+
+// A head dimension past the attention kernels' 256 is refused at the op
+// (codegen unrolled it, taking minutes and then memory without bound).
+// RUN: sed 's/n_head = 2,  n_embd = 16,/n_head = 1,  n_embd = 512,/' %models/gpt2.mlir > %t.heads.mlir
+// RUN: not gptc compile %t.heads.mlir --model=tiny --target=host -o %t.heads.fb 2>&1 | FileCheck %s --check-prefix=HEADDIM
+// HEADDIM: error: codegen: head dimension 512 is over 256, the most the attention kernels keep in registers
+
+// run-reference fails on a diverged run, as gptrun does.
+// RUN: not gptc run-reference %models/gpt2.mlir --model=tiny --steps=3 --lr=1e38 2>&1 | FileCheck %s --check-prefix=DIVERGED
+// DIVERGED: gptc: error: step 2: the loss or the grad norm is not finite
