@@ -53,8 +53,12 @@ def read(path, match=""):
         pos += n
         return s
 
-    take("I")                # version
+    (version,) = take("I")
+    if version not in (1, 2):
+        raise ValueError(f"{path}: checkpoint format {version}, this script reads 1 and 2")
     take("QqQQQ")            # identity, step, data position, seeds
+    if version >= 2:
+        take("QQ")           # training data: token count, hash
     string()                 # model description
     (count,) = take("I")
     tensors = {}

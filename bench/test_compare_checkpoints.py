@@ -14,9 +14,11 @@ def string(s):
     return struct.pack("<I", len(b)) + b
 
 
-def checkpoint(tensors):
+def checkpoint(tensors, version=2):
     """README.md's layout; tensors: (name, dtype, dims, raw bytes)."""
-    out = b"GPTCCKPT" + struct.pack("<I", 1) + struct.pack("<QqQQQ", 7, 1, 0, 1337, 1337)
+    out = b"GPTCCKPT" + struct.pack("<I", version) + struct.pack("<QqQQQ", 7, 1, 0, 1337, 1337)
+    if version >= 2:
+        out += struct.pack("<QQ", 1000, 0xFEED)  # training data: tokens, hash
     out += string("tiny") + struct.pack("<I", len(tensors))
     for name, dtype, dims, raw in tensors:
         out += string(name) + struct.pack("<BBI", 0, dtype, len(dims))
@@ -53,6 +55,10 @@ def main():
         assert abs(l2 - 0.5 / 30 ** 0.5) < 1e-12, l2
         assert all(r[0] == 0 for r in rows[1:]), rows
         assert len(compare_checkpoints.read(pa, "w")) == 1  # --match
+        p1 = os.path.join(d, "v1.ckpt")  # format 1: no training data fields
+        with open(p1, "wb") as f:
+            f.write(checkpoint(a, version=1))
+        assert list(compare_checkpoints.read(p1)["w"]) == [1, 2, 3, 4]
         try:
             with open(pa, "r+b") as f:
                 f.write(b"NOTACKPT")
