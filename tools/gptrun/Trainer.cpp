@@ -303,6 +303,9 @@ Status Trainer::Impl::setUp() {
     print("gptrun: %s: %s tokens, %s batches of B=%lld T=%lld\n", o.val.c_str(),
           withCommas(int64_t(valData->tokens().size())).c_str(),
           withCommas(valData->stepsPerEpoch()).c_str(), (long long)val.rows, (long long)val.seq);
+  if (valData && o.valBatches > valData->stepsPerEpoch())
+    print("gptrun: --val-batches %lld: %s has %lld, each validation uses them all\n",
+          (long long)o.valBatches, o.val.c_str(), (long long)valData->stepsPerEpoch());
   if (session->backend().kind() == schema::TargetKind::CUDA && peak == 0)
     print("gptrun: no peak FLOP/s known for %s; give --peak-tflops for MFU\n",
           session->backend().deviceName().c_str());

@@ -153,6 +153,16 @@ TEST_F(GptrunTest, TrainsAndValidatesTheFakeModel) {
       << r.output;
   EXPECT_NE(r.output.find("val after step 3 | loss 7.5000"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("gptrun: steps 2-3: "), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("each validation uses them all"), std::string::npos) << r.output;
+
+  // More validation batches than the file has: said, not silently fewer.
+  r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --val " + path("val.bin") +
+             " --steps 1 --val-batches 1000");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(std::regex_search(
+      r.output, std::regex("gptrun: --val-batches 1000: .*val\\.bin has [0-9]+, each validation "
+                           "uses them all\n")))
+      << r.output;
 }
 
 // Verify the errors that are the inputs' fault: exit 1 and a message
