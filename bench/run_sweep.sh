@@ -8,7 +8,7 @@
 #   run(command="bash bench/run_sweep.sh", timeout_s=600,
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 #
-# For each size of bench/artifacts/sweep.tsv, smallest first: gptrun
+# For each size of $ARTIFACTS/sweep.tsv (default bench/artifacts), smallest first: gptrun
 # SWEEP_STEPS steps, then train_torch.py --mode compile (same model, batch,
 # init, batches, schedule), each under a time limit taken from what is left
 # of BUDGET_S. The table has ms/step, tok/s, MFU, peak GiB and the compile
@@ -75,7 +75,7 @@ PYEOF
     cp "${runs[@]}" "$OUT/" 2> /dev/null
     "$PY" bench/compare.py table "${runs[@]}" --reference none > "$OUT/sweep_table.md"
   fi
-done < bench/artifacts/sweep.tsv
+done < "$ARTIFACTS/sweep.tsv"
 
 echo; echo "=== table ($(($(date +%s) - START)) s) ==="
 cp "${runs[@]}" "$OUT/" 2> /dev/null

@@ -1093,14 +1093,16 @@ LogicalResult Lowerer::mapResults(Operation *op) {
   return success();
 }
 
-/// The kernels load and store f32, bf16 and f16 (computing in f32) and i32
-/// token ids, and unroll attention's head dimension (at most kMaxHeadDim). The dialect accepts more (the reference interpreter runs any
-/// float, and f64 parameters over an f32 input); refuse those here, at the
-/// op that holds one, before they become ill-typed kernel code.
 /// The largest head dimension the attention kernels take (GPT-2's is 64).
 constexpr int64_t kMaxHeadDim = 256;
 
-static LogicalResult checkElementTypes(func::FuncOp fn) {
+/// The kernels load and store f32, bf16 and f16 (computing in f32) and i32
+/// token ids, and unroll attention's head dimension (at most kMaxHeadDim).
+/// The dialect accepts more (the reference interpreter runs any float, f64
+/// parameters over an f32 input, any head dimension); refuse those here, at
+/// the op that holds one, before they become ill-typed or unbounded kernel
+/// code.
+static LogicalResult checkCodegenSupports(func::FuncOp fn) {
   auto supported = [](Type t) {
     auto tensor = llvm::dyn_cast<RankedTensorType>(t);
     if (!tensor)
@@ -1176,7 +1178,7 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
   auto plan = fn->getAttrOfType<DictionaryAttr>("gpt.memory_plan");
   if (!plan)
     return fn.emitError("codegen: @") << fn.getName() << " has no memory plan";
-  if (failed(checkElementTypes(fn)))
+  if (failed(checkCodegenSupports(fn)))
     return failure();
   for (NamedAttribute entry : plan) {
     int64_t &pool = result.poolBytes[entry.getName().str()];

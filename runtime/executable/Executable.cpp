@@ -241,9 +241,12 @@ uint64_t checksumOf(const std::vector<uint8_t> &bytes, size_t offset) {
   return h.value();
 }
 
-bool verifies(const std::vector<uint8_t> &bytes) {
-  if (bytes.size() < 8 || !schema::ExecutableBufferHasIdentifier(bytes.data()))
-    return false;
+bool hasIdentifier(const std::vector<uint8_t> &bytes) {
+  return bytes.size() >= 8 && schema::ExecutableBufferHasIdentifier(bytes.data());
+}
+
+/// FlatBuffers' verifier; call it after hasIdentifier (it reads the root offset).
+bool verifiesSchema(const std::vector<uint8_t> &bytes) {
   flatbuffers::Verifier verifier(bytes.data(), bytes.size());
   return schema::VerifyExecutableBuffer(verifier);
 }
@@ -251,7 +254,7 @@ bool verifies(const std::vector<uint8_t> &bytes) {
 } // namespace
 
 Status sealExecutable(std::vector<uint8_t> &bytes) {
-  if (!verifies(bytes))
+  if (!hasIdentifier(bytes) || !verifiesSchema(bytes))
     return Status::error("sealExecutable: not a verified executable buffer");
   int64_t offset = checksumOffset(bytes);
   if (offset < 0)
@@ -264,9 +267,9 @@ Status sealExecutable(std::vector<uint8_t> &bytes) {
 
 StatusOr<Executable> Executable::loadBytes(std::vector<uint8_t> bytes,
                                            const std::string &origin) {
-  if (bytes.size() < 8 || !schema::ExecutableBufferHasIdentifier(bytes.data()))
+  if (!hasIdentifier(bytes))
     return Status::error(origin + ": not a gptc executable (no 'GPTX' identifier)");
-  if (!verifies(bytes))
+  if (!verifiesSchema(bytes))
     return Status::error(origin + ": corrupt or truncated executable (FlatBuffers "
                                   "verification failed)");
   // Before the semantic checks: a flipped byte in a kernel or an offset

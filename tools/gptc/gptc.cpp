@@ -181,6 +181,9 @@ cl::opt<double> gradClip("grad-clip", cl::desc("Clip the global gradient norm (0
                          cl::init(1.0), cl::cat(trainCat));
 
 cl::OptionCategory distributeCat("gptc data-parallel options (phase memory-plan)");
+/// NCCL's communicators are int-ranked; past 2^16 GPUs the per-rank batch
+/// bookkeeping is not what anyone means.
+constexpr int64_t kMaxWorldSize = 1 << 16;
 cl::opt<int64_t> worldSize("world-size",
                            cl::desc("Data-parallel ranks, each with --batch sequences "
                                     "(0: single-device, no collectives)"),
@@ -346,9 +349,15 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   std::optional<double> budget = parseMemoryBudget();
   if (!budget || !parseMatmulEpilogues(options))
     return failure();
-  if (worldSize < 0) {
-    fail("--world-size: expected a number of ranks >= 0 (0: single-device), got " +
-         std::to_string(worldSize));
+  // Checked here, not only in gpt-insert-all-reduce: that pass runs only
+  // with --world-size >= 1, and a bad value should not wait for that flag.
+  if (worldSize < 0 || worldSize > kMaxWorldSize) {
+    fail("--world-size: expected a number of ranks from 0 (single-device) to " +
+         std::to_string(kMaxWorldSize) + ", got " + std::to_string(worldSize));
+    return failure();
+  }
+  if (!(bucketMb >= 0 && bucketMb <= 0x1p40)) {
+    fail("--bucket-mb: expected a number of MiB from 0 to 2^40, got " + std::to_string(bucketMb));
     return failure();
   }
   options.memoryBudget = *budget;
@@ -364,6 +373,24 @@ std::string toolkitDir() {
   if (const char *home = std::getenv("CUDA_HOME"); home && *home)
     return home;
   return codegen::EmitOptions().toolkit;
+}
+
+/// Writes -o through `write`, keeps the file only if every byte got there
+/// (a failed write, -o /dev/full, would end in LLVM's fatal "IO failure"),
+/// and closes it, so that a report can read it back.
+int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error;
+  auto output = openOutputFile(outputFile, &error);
+  if (!output)
+    return fail("-o: " + error);
+  write(output->os());
+  output->os().flush();
+  if (std::error_code ec = output->os().error()) {
+    output->os().clear_error();
+    return fail("-o " + outputFile + ": cannot write: " + ec.message());
+  }
+  output->keep();
+  return 0;
 }
 
 int runCompile(MLIRContext &context) {
@@ -451,7 +478,6 @@ int runCompile(MLIRContext &context) {
   std::string policy = precision + (narrowResidual ? ", narrow residual" : "");
   (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, policy));
 
-  std::string error;
   if (target == Phase::Executable) {
     if (outputFile == "-")
       return fail("the executable is binary: give -o FILE.fb");
@@ -470,36 +496,15 @@ int runCompile(MLIRContext &context) {
     FailureOr<std::vector<uint8_t>> bytes = codegen::emitExecutable(*module, emit);
     if (failed(bytes))
       return 1;
-    auto output = openOutputFile(outputFile, &error);
-    if (!output)
-      return fail("-o: " + error);
-    output->os().write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
-    // A failed write (-o /dev/full) would end in LLVM's fatal "IO failure".
-    output->os().flush();
-    if (std::error_code ec = output->os().error()) {
-      output->os().clear_error();
-      return fail("-o " + outputFile + ": cannot write: " + ec.message());
-    }
-    output->keep();
-    if (!report)
-      return 0;
-    output.reset(); // flushed and closed: the report reads the file back
-    return printReport(outputFile);
+    if (int rc = writeOutput([&](llvm::raw_ostream &os) {
+          os.write(reinterpret_cast<const char *>(bytes->data()), bytes->size());
+        }))
+      return rc;
+    return report ? printReport(outputFile) : 0;
   }
   if (report)
     return fail("--report describes an executable: give -o FILE.fb");
-  auto output = openOutputFile(outputFile, &error);
-  if (!output)
-    return fail("-o: " + error);
-  module->print(output->os());
-  output->os() << "\n";
-  output->os().flush();
-  if (std::error_code ec = output->os().error()) {
-    output->os().clear_error();
-    return fail("-o " + outputFile + ": cannot write: " + ec.message());
-  }
-  output->keep();
-  return 0;
+  return writeOutput([&](llvm::raw_ostream &os) { module->print(os), os << "\n"; });
 }
 
 /// Reads the first B*T+1 tokens of an llm.c token file (header of 256

@@ -1,5 +1,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-insert-all-reduce="world-size=4 bucket-mb=0" | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-insert-all-reduce="world-size=2 bucket-mb=0.0001" | FileCheck %s --check-prefix=BUCKET
+// RUN: not gpt-opt %s --split-input-file --gpt-insert-all-reduce="world-size=2 bucket-mb=-1" 2>&1 | FileCheck %s --check-prefix=BADBUCKET
+// BADBUCKET: error: gpt-insert-all-reduce: bucket-mb must be in [0, 2^40] MiB, got -1
 
 // A train step reduced to what the pass reads: two gradients finalised in
 // backward order (%gb before %gw), the global norm, AdamW, and the loss.

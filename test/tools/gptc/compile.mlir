@@ -134,12 +134,15 @@
 // WORLD: gpt.all_reduce mean {{.*}}bucket = 1 : i64
 // WORLD: gpt.global_norm
 
-// A negative world size is an error naming the flag; a bucket size that is
-// not a number reaches the pass, which names its option.
+// A negative or huge world size and a bucket size that is not a number of
+// MiB are errors naming the flag, with or without distribution.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=-2 2>&1 | FileCheck %s --check-prefix=BADWORLD
-// BADWORLD: gptc: error: --world-size: expected a number of ranks >= 0 (0: single-device), got -2
+// BADWORLD: gptc: error: --world-size: expected a number of ranks from 0 (single-device) to 65536, got -2
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=100000 2>&1 | FileCheck %s --check-prefix=HUGEWORLD
+// HUGEWORLD: gptc: error: --world-size: expected a number of ranks from 0 (single-device) to 65536, got 100000
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
-// BADBUCKET: error: gpt-insert-all-reduce: bucket-mb must be in [0, 2^40] MiB, got nan
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
+// BADBUCKET: gptc: error: --bucket-mb: expected a number of MiB from 0 to 2^40, got nan
 
 // Optimizer hyperparameters outside their range name the option.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=train-step --lr=nan 2>&1 | FileCheck %s --check-prefix=BADLR
