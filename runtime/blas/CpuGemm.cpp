@@ -5,7 +5,9 @@
 #include "runtime/blas/GemmCheck.h"
 #include "runtime/executable/Executable.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <vector>
 
@@ -35,6 +37,10 @@ double load(schema::DType t, const void *base, uint64_t i) {
     return bf16ToFloat(static_cast<const uint16_t *>(base)[i]);
   case schema::DType::F16:
     return f16ToFloat(static_cast<const uint16_t *>(base)[i]);
+  case schema::DType::F8E4M3:
+    return f8e4m3ToFloat(static_cast<const uint8_t *>(base)[i]);
+  case schema::DType::F8E5M2:
+    return f8e5m2ToFloat(static_cast<const uint8_t *>(base)[i]);
   case schema::DType::I32:
     break; // rejected by checkGemm
   }
@@ -55,9 +61,44 @@ void store(schema::DType t, void *base, uint64_t i, double v) {
   case schema::DType::F16:
     static_cast<uint16_t *>(base)[i] = floatToF16(static_cast<float>(v));
     return;
+  case schema::DType::F8E4M3:
+  case schema::DType::F8E5M2:
   case schema::DType::I32:
-    return;
+    return; // never D (checkGemm)
   }
+}
+
+/// An FP8 format: `mantissa` bits, exponent `bias`, the smallest normal
+/// exponent, and the largest finite value.
+struct Fp8Format {
+  int mantissa, bias, minExponent;
+  float maxFinite;
+};
+constexpr Fp8Format kE4M3{3, 7, -6, 448.0f};
+constexpr Fp8Format kE5M2{2, 15, -14, 57344.0f};
+
+/// |f| (not NaN) rounded to nearest-even and saturated, as the format's 7
+/// magnitude bits.
+uint8_t encodeMagnitude(const Fp8Format &fmt, float a) {
+  if (!(a < fmt.maxFinite)) // saturate (infinity included)
+    a = fmt.maxFinite;
+  int e = a == 0 ? fmt.minExponent : std::max(std::ilogb(a), fmt.minExponent);
+  // The spacing of representable values at a's exponent; the division and
+  // the product below are exact (powers of two), nearbyint ties to even.
+  float quantum = std::ldexp(1.0f, e - fmt.mantissa);
+  float q = std::min(std::nearbyint(a / quantum) * quantum, fmt.maxFinite);
+  if (q < std::ldexp(1.0f, fmt.minExponent)) // subnormal (or zero)
+    return uint8_t(q / std::ldexp(1.0f, fmt.minExponent - fmt.mantissa));
+  int qe = std::ilogb(q); // rounding may have carried into the next binade
+  int mant = int(q / std::ldexp(1.0f, qe - fmt.mantissa)) - (1 << fmt.mantissa);
+  return uint8_t(((qe + fmt.bias) << fmt.mantissa) | mant);
+}
+
+float decodeMagnitude(const Fp8Format &fmt, uint8_t bits) {
+  int exp = bits >> fmt.mantissa, mant = bits & ((1 << fmt.mantissa) - 1);
+  if (exp == 0)
+    return std::ldexp(float(mant), fmt.minExponent - fmt.mantissa);
+  return std::ldexp(float(mant + (1 << fmt.mantissa)), exp - fmt.bias - fmt.mantissa);
 }
 
 const void *offset(const void *base, schema::DType t, uint64_t elements) {
@@ -93,7 +134,13 @@ void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c,
     for (int64_t p = 0; p < k; ++p)
       opB[p + j * k] =
           static_cast<Acc>(load(g.b_type(), b, g.transb() ? j + p * ldb : p + j * ldb));
-  const Acc alpha = static_cast<Acc>(g.alpha()), beta = static_cast<Acc>(g.beta());
+  // FP8: the operands' dequantization scales fold into alpha (in f32, as
+  // cuBLASLt's scale type is).
+  const float abScale = ops.aScale ? *static_cast<const float *>(ops.aScale) *
+                                         *static_cast<const float *>(ops.bScale)
+                                   : 1.0f;
+  const Acc alpha = static_cast<Acc>(g.alpha()) * static_cast<Acc>(abScale),
+            beta = static_cast<Acc>(g.beta());
   // DGeluBGrad: D's row sums, over j in ascending order.
   std::vector<Acc> rowSums(e == schema::Epilogue::DGeluBGrad ? m : 0, Acc(0));
   for (int64_t j = 0; j < n; ++j) {
@@ -189,6 +236,35 @@ uint16_t floatToF16(float f) {
   return sign | uint16_t(x >> 13);
 }
 
+float f8e4m3ToFloat(uint8_t v) {
+  float sign = v & 0x80 ? -1.0f : 1.0f;
+  if ((v & 0x7f) == 0x7f) // E4M3FN's only NaN; it has no infinities
+    return std::numeric_limits<float>::quiet_NaN();
+  return sign * decodeMagnitude(kE4M3, v & 0x7f);
+}
+
+uint8_t floatToF8e4m3(float f) {
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f))
+    return sign | 0x7f;
+  return sign | encodeMagnitude(kE4M3, std::fabs(f));
+}
+
+float f8e5m2ToFloat(uint8_t v) {
+  float sign = v & 0x80 ? -1.0f : 1.0f;
+  if ((v & 0x7c) == 0x7c) // exponent all ones: infinity or NaN, as in IEEE
+    return (v & 3) ? std::numeric_limits<float>::quiet_NaN()
+                   : sign * std::numeric_limits<float>::infinity();
+  return sign * decodeMagnitude(kE5M2, v & 0x7f);
+}
+
+uint8_t floatToF8e5m2(float f) {
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f))
+    return sign | 0x7e;
+  return sign | encodeMagnitude(kE5M2, std::fabs(f));
+}
+
 Status cpuGemm(const schema::Gemm &g, uint32_t index, const GemmOperands &ops) {
   if (Status s = checkGemm(g, index); !s)
     return s;
@@ -198,6 +274,11 @@ Status cpuGemm(const schema::Gemm &g, uint32_t index, const GemmOperands &ops) {
     return Status::error(where + (ops.bias ? " takes no bias" : " needs a bias"));
   if (epilogueHasAux(g.epilogue()) != (ops.aux != nullptr))
     return Status::error(where + (ops.aux ? " takes no aux matrix" : " needs an aux matrix"));
+  bool scaled = ops.aScale && ops.bScale;
+  if (isFp8Gemm(g) != scaled || (!ops.aScale != !ops.bScale))
+    return Status::error("GEMM " + std::to_string(index) +
+                         (isFp8Gemm(g) ? ": FP8 operands need both scales"
+                                       : ": only FP8 operands take scales"));
   if (g.compute() == schema::ComputeType::F64)
     gemm<double>(g, ops);
   else

@@ -14,7 +14,8 @@
 // Accumulation is in the compute type, over k in ascending order: float
 // for F32 (and the fast F32 kinds: the CPU has no TF32/BF16 inputs to
 // round to), double for F64. Element types F32, F64, BF16 and F16 are
-// converted on load and rounded to nearest-even on store.
+// converted on load and rounded to nearest-even on store; FP8 operands
+// (F8E4M3, F8E5M2) are decoded on load and scaled by their RunGemm scales.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,6 +39,14 @@ float bf16ToFloat(uint16_t h);
 uint16_t floatToBf16(float f);
 float f16ToFloat(uint16_t h);
 uint16_t floatToF16(float f);
+/// FP8 (the schema's F8E4M3 and F8E5M2). Encoding rounds to nearest-even
+/// and saturates: magnitudes past the largest finite value (448, 57344),
+/// infinities included, become it, as CUDA's __NV_SATFINITE conversions
+/// do; NaN stays NaN (0x7f / 0x7e with the sign).
+float f8e4m3ToFloat(uint8_t v);
+uint8_t floatToF8e4m3(float f);
+float f8e5m2ToFloat(uint8_t v);
+uint8_t floatToF8e5m2(float f);
 
 } // namespace gptc::blas
 

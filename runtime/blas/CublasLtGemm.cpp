@@ -49,6 +49,10 @@ StatusOr<cudaDataType_t> dataType(schema::DType t) {
     return CUDA_R_16F;
   case schema::DType::F64:
     return CUDA_R_64F;
+  case schema::DType::F8E4M3:
+    return CUDA_R_8F_E4M3;
+  case schema::DType::F8E5M2:
+    return CUDA_R_8F_E5M2;
   case schema::DType::I32:
     break;
   }
@@ -119,7 +123,8 @@ std::string tuningKey(const schema::Gemm &g, uint32_t align) {
   for (int64_t v : {g.m(), g.n(), g.k(), g.batch(), int64_t(g.transa()), int64_t(g.transb()),
                     g.lda(), g.ldb(), g.ldc(), g.stride_a(), g.stride_b(), g.stride_c(),
                     int64_t(g.a_type()), int64_t(g.b_type()), int64_t(g.c_type()),
-                    int64_t(g.compute()), int64_t(g.epilogue()), int64_t(align)})
+                    int64_t(g.compute()), int64_t(g.epilogue()), int64_t(g.fast_accum()),
+                    int64_t(align)})
     key += std::to_string(v) + ",";
   return key + std::to_string(g.alpha());
 }
@@ -221,6 +226,15 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ldc()); !s)
       return s;
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, int32_t(*ct)); !s)
+      return s;
+  }
+  if (isFp8Gemm(g)) {
+    // Device pointers to one f32 each; run() sets them per call.
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.aScale); !s)
+      return s;
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.bScale); !s)
+      return s;
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(g.fast_accum())); !s)
       return s;
   }
   if (Status s = makeLayout(&p->a, *at, storedA(g), g.batch()); !s)
@@ -363,6 +377,14 @@ Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperan
   if (ops.aux)
     if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux); !s)
       return s;
+  if (isFp8Gemm(g)) {
+    if (!ops.aScale || !ops.bScale)
+      return Status::error("GEMM " + std::to_string(index) + ": FP8 operands need both scales");
+    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.aScale); !s)
+      return s;
+    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.bScale); !s)
+      return s;
+  }
   return launch(**p, (*p)->algo, g, ops, stream, streamIndex);
 }
 

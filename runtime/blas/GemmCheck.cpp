@@ -28,6 +28,10 @@ uint64_t spanElements(const StoredMatrix &s, int64_t batch) {
          uint64_t(s.rows);
 }
 
+bool isFp8(schema::DType t) { return t == schema::DType::F8E4M3 || t == schema::DType::F8E5M2; }
+
+bool isFp8Gemm(const schema::Gemm &g) { return isFp8(g.a_type()) || isFp8(g.b_type()); }
+
 bool isSupportedEpilogue(schema::Epilogue e) {
   return e >= schema::Epilogue::MIN && e <= schema::Epilogue::MAX;
 }
@@ -116,6 +120,31 @@ Status checkGemm(const schema::Gemm &g, uint32_t index) {
   if (!plain && (g.batch() != 1 || g.beta() != 0))
     return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
                          " needs batch 1 and beta 0");
+  if (isFp8(g.c_type()))
+    return Status::error(where + "FP8 is an operand type only; D must be F32, BF16 or F16");
+  if (isFp8Gemm(g)) {
+    auto refuse = [&](const std::string &why) {
+      return Status::error(where + "FP8 GEMM (" + schema::EnumNameDType(g.a_type()) + " x " +
+                           schema::EnumNameDType(g.b_type()) + "): " + why);
+    };
+    if (!isFp8(g.a_type()) || !isFp8(g.b_type()))
+      return refuse("both operands must be FP8");
+    if (g.a_type() == schema::DType::F8E5M2 && g.b_type() == schema::DType::F8E5M2)
+      return refuse("at most one operand may be F8E5M2");
+    if (!g.transa() || g.transb())
+      return refuse("A must be transposed and B not (cuBLASLt's only FP8 layout on sm_90)");
+    if (g.m() % 16 || g.k() % 16 || g.lda() % 16 || g.ldb() % 16 ||
+        (g.ldc() * elementSize(g.c_type())) % 16)
+      return refuse("m, k, lda and ldb must be multiples of 16, ldc of 16 bytes");
+    if (g.compute() != schema::ComputeType::F32)
+      return refuse(std::string("compute must be F32, got ") +
+                    schema::EnumNameComputeType(g.compute()));
+    if (!plain)
+      return refuse(std::string("epilogue ") + schema::EnumNameEpilogue(g.epilogue()) +
+                    " (None and Bias only)");
+  } else if (g.fast_accum()) {
+    return Status::error(where + "fast_accum is for FP8 operands");
+  }
   if (epilogueHasAux(g.epilogue()) && g.ldc() % 8 != 0)
     return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
                          " needs ldc divisible by 8 (the aux matrix's leading dimension), got " +
@@ -164,6 +193,15 @@ Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd) {
                            spanElements(storedC(g), g.batch()));
         !s)
       return s;
+  bool fp8 = isFp8Gemm(g);
+  for (auto [name, scale] : {std::pair{"a_scale", cmd.a_scale()}, std::pair{"b_scale", cmd.b_scale()}}) {
+    if (fp8 != (scale >= 0))
+      return Status::error(where + (fp8 ? std::string("FP8 operands need ") + name + ", a scale tensor"
+                                        : std::string(name) + " is for FP8 operands only"));
+    if (fp8)
+      if (Status s = operand(name, uint64_t(scale), schema::DType::F32, 1); !s)
+        return s;
+  }
   return Status::ok();
 }
 

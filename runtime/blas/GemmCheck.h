@@ -42,6 +42,8 @@ struct GemmOperands {
   void *c = nullptr;    // D, read as C when beta != 0
   void *bias = nullptr; // bias (read) or bias gradient (written), epilogueBiasLength entries
   void *aux = nullptr;  // GELU pre-activation, D's layout: written by *GeluAux, read by DGelu
+  const void *aScale = nullptr; // FP8: one f32 each, else null
+  const void *bScale = nullptr;
 };
 
 /// The pointers of `cmd`, `address(tensor index)` giving each tensor's.
@@ -53,8 +55,16 @@ GemmOperands gemmOperands(const schema::RunGemm &cmd, AddressFn address) {
   ops.c = address(cmd.c());
   ops.bias = cmd.bias() >= 0 ? address(uint32_t(cmd.bias())) : nullptr;
   ops.aux = cmd.aux() >= 0 ? address(uint32_t(cmd.aux())) : nullptr;
+  ops.aScale = cmd.a_scale() >= 0 ? address(uint32_t(cmd.a_scale())) : nullptr;
+  ops.bScale = cmd.b_scale() >= 0 ? address(uint32_t(cmd.b_scale())) : nullptr;
   return ops;
 }
+
+/// True for the FP8 element types (F8E4M3, F8E5M2).
+bool isFp8(schema::DType t);
+/// True when A or B is FP8 (checkGemm then requires both, and the rest of
+/// the FP8 rules in executable.fbs).
+bool isFp8Gemm(const schema::Gemm &g);
 
 /// True for the epilogues this runtime implements: all of the schema's.
 bool isSupportedEpilogue(schema::Epilogue e);
@@ -75,14 +85,15 @@ bool epilogueAppliesGelu(schema::Epilogue e);
 
 /// Checks the GEMM alone: sizes, leading dimensions, strides, types and
 /// epilogue (those beyond Bias need batch 1 and beta 0, and an aux matrix
-/// needs ldc divisible by 8, as cuBLASLt does). Errors start with
-/// "GEMM <index>: ".
+/// needs ldc divisible by 8, as cuBLASLt does), and FP8's rules (see
+/// executable.fbs). Errors start with "GEMM <index>: ".
 Status checkGemm(const schema::Gemm &g, uint32_t index);
 
 /// Checks one RunGemm of `exe`: its GEMM (checkGemm), the operand tensors'
 /// dtypes and that each operand's span fits inside its tensor, a bias
 /// tensor exactly when the epilogue takes one (epilogueBiasLength entries
-/// of c_type) and an aux tensor exactly when it has one (D's span, c_type).
+/// of c_type) and an aux tensor exactly when it has one (D's span, c_type),
+/// and F32 scale tensors exactly when the operands are FP8.
 Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd);
 
 } // namespace gptc::blas

@@ -83,7 +83,7 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
     for (uint64_t t : {uint64_t(gemm->a()), uint64_t(gemm->b()), uint64_t(gemm->c())})
       if (Status s = tensor(t); !s)
         return s;
-    for (int64_t t : {gemm->bias(), gemm->aux()})
+    for (int64_t t : {gemm->bias(), gemm->aux(), gemm->a_scale(), gemm->b_scale()})
       if (t >= 0)
         if (Status s = tensor(static_cast<uint64_t>(t)); !s)
           return s;
@@ -146,6 +146,9 @@ uint32_t elementSize(schema::DType dtype) {
   case schema::DType::BF16:
   case schema::DType::F16:
     return 2;
+  case schema::DType::F8E4M3:
+  case schema::DType::F8E5M2:
+    return 1;
   }
   return 0;
 }

@@ -44,6 +44,7 @@ struct GemmSpec {
   s::ComputeType compute = s::ComputeType::F32;
   s::Epilogue epilogue = s::Epilogue::None;
   double alpha = 1, beta = 0;
+  bool fastAccum = false; // FP8 only
 };
 
 struct CommandSpec {
@@ -57,6 +58,7 @@ struct CommandSpec {
   // RunGemm: gemm, a, b, c, bias, aux; Memset: a, byte; Copy: a -> b; events: event
   uint32_t gemm = 0, a = 0, b = 0, c = 0;
   int64_t bias = -1, aux = -1;
+  int64_t aScale = -1, bScale = -1; // FP8 RunGemm
   uint8_t byte = 0;
   uint32_t event = 0;
   std::vector<uint32_t> tensors; // AllReduce
@@ -90,6 +92,12 @@ struct ProgramSpec {
     cmd.bias = bias;
     cmd.stream = stream;
     commands.push_back(std::move(cmd));
+    return *this;
+  }
+  /// The last command, a RunGemm, takes FP8 scale tensors.
+  ProgramSpec &scales(uint32_t aScale, uint32_t bScale) {
+    commands.back().aScale = aScale;
+    commands.back().bScale = bScale;
     return *this;
   }
   ProgramSpec &memset(uint32_t tensor, uint8_t byte, uint32_t stream = 0) {
@@ -218,7 +226,8 @@ struct ExecutableSpec {
     for (const GemmSpec &g : gemms)
       gemmOffs.push_back(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb,
                                        g.ldc, g.strideA, g.strideB, g.strideC, g.aType, g.bType,
-                                       g.cType, g.compute, g.epilogue, g.alpha, g.beta));
+                                       g.cType, g.compute, g.epilogue, g.alpha, g.beta,
+                                       g.fastAccum));
     std::vector<flatbuffers::Offset<s::Program>> programOffs;
     for (const ProgramSpec &p : programs) {
       std::vector<flatbuffers::Offset<s::Command>> cmds;
@@ -239,7 +248,8 @@ struct ExecutableSpec {
           break;
         }
         case s::Op::RunGemm:
-          op = s::CreateRunGemm(b, c.gemm, c.a, c.b, c.c, c.bias, c.aux).Union();
+          op = s::CreateRunGemm(b, c.gemm, c.a, c.b, c.c, c.bias, c.aux, c.aScale, c.bScale)
+                   .Union();
           break;
         case s::Op::Memset:
           op = s::CreateMemset(b, c.a, c.byte).Union();

@@ -21,7 +21,7 @@ struct GemmTable {
   explicit GemmTable(const GemmSpec &g) {
     b.Finish(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb, g.ldc,
                            g.strideA, g.strideB, g.strideC, g.aType, g.bType, g.cType, g.compute,
-                           g.epilogue, g.alpha, g.beta));
+                           g.epilogue, g.alpha, g.beta, g.fastAccum));
     gemm = flatbuffers::GetRoot<s::Gemm>(b.GetBufferPointer());
   }
 };
@@ -182,6 +182,169 @@ TEST(CpuGemmTest, HalfConversionsRoundToNearestEven) {
   EXPECT_EQ(blas::floatToF16(-2.0f), 0xc000);
   for (uint32_t h = 0; h < 0x7c00; ++h) // every finite positive half round-trips
     ASSERT_EQ(blas::floatToF16(blas::f16ToFloat(uint16_t(h))), h) << h;
+}
+
+// Verify every FP8 code: E4M3's 0x7f and E5M2's 0x7d-0x7f are NaN, E5M2's
+// 0x7c infinity; every other code decodes to the value its fields give,
+// encodes back to itself, and decoding is monotone over the magnitudes.
+TEST(CpuGemmTest, Fp8CodesRoundTrip) {
+  struct Format {
+    const char *name;
+    float (*decode)(uint8_t);
+    uint8_t (*encode)(float);
+    int mantissa, bias;
+  };
+  for (const Format &f : {Format{"E4M3", blas::f8e4m3ToFloat, blas::floatToF8e4m3, 3, 7},
+                          Format{"E5M2", blas::f8e5m2ToFloat, blas::floatToF8e5m2, 2, 15}}) {
+    SCOPED_TRACE(f.name);
+    float previous = -1;
+    for (int code = 0; code < 256; ++code) {
+      float v = f.decode(uint8_t(code));
+      int mag = code & 0x7f, exp = mag >> f.mantissa, mant = mag & ((1 << f.mantissa) - 1);
+      bool e5m2 = f.mantissa == 2;
+      if (e5m2 ? exp == 31 : mag == 0x7f) {
+        if (e5m2 && mant == 0)
+          EXPECT_EQ(v, code & 0x80 ? -INFINITY : INFINITY) << code;
+        else
+          EXPECT_TRUE(std::isnan(v)) << code;
+        continue;
+      }
+      // The value from its fields, in double.
+      double want = exp == 0 ? std::ldexp(double(mant), 1 - f.bias - f.mantissa)
+                             : std::ldexp(double(mant + (1 << f.mantissa)), exp - f.bias - f.mantissa);
+      EXPECT_EQ(double(v), code & 0x80 ? -want : want) << code;
+      EXPECT_EQ(f.encode(v), code) << code << " decodes to " << v;
+      if (code < 0x80) {
+        EXPECT_GT(v, previous) << code;
+        previous = v;
+      }
+    }
+  }
+}
+
+// Verify FP8 encoding: nearest, ties to even (including into the next
+// binade and at the subnormals), saturation of large values and
+// infinities, NaN kept.
+TEST(CpuGemmTest, Fp8EncodingRoundsAndSaturates) {
+  EXPECT_EQ(blas::floatToF8e4m3(1.0f), 0x38);
+  EXPECT_EQ(blas::floatToF8e4m3(1.0625f), 0x38); // 1 + 2^-4: a tie, to even (1)
+  EXPECT_EQ(blas::floatToF8e4m3(1.1875f), 0x3a); // 1 + 3*2^-4: a tie, to even (1.25)
+  EXPECT_EQ(blas::floatToF8e4m3(1.07f), 0x39);   // past the tie: up
+  EXPECT_EQ(blas::floatToF8e4m3(1.9375f), 0x40); // 1.875 + 2^-4: a tie, to even: 2
+  EXPECT_EQ(blas::floatToF8e4m3(448.0f), 0x7e);
+  EXPECT_EQ(blas::floatToF8e4m3(1e6f), 0x7e);
+  EXPECT_EQ(blas::floatToF8e4m3(-INFINITY), 0xfe);
+  EXPECT_EQ(blas::floatToF8e4m3(std::ldexp(1.0f, -9)), 0x01); // smallest subnormal
+  EXPECT_EQ(blas::floatToF8e4m3(std::ldexp(1.0f, -10)), 0x00); // half of it: a tie, to 0
+  EXPECT_EQ(blas::floatToF8e4m3(std::ldexp(3.0f, -10)), 0x02); // 1.5 of it: a tie, to 2
+  EXPECT_EQ(blas::floatToF8e4m3(-0.0f), 0x80);
+  EXPECT_TRUE(std::isnan(blas::f8e4m3ToFloat(blas::floatToF8e4m3(NAN))));
+  EXPECT_EQ(blas::floatToF8e5m2(1.0f), 0x3c);
+  EXPECT_EQ(blas::floatToF8e5m2(1.125f), 0x3c); // 1 + 2^-3: a tie, to even
+  EXPECT_EQ(blas::floatToF8e5m2(57344.0f), 0x7b);
+  EXPECT_EQ(blas::floatToF8e5m2(INFINITY), 0x7b); // saturated, not infinity
+  EXPECT_EQ(blas::floatToF8e5m2(std::ldexp(1.0f, -16)), 0x01); // smallest subnormal
+  EXPECT_TRUE(std::isnan(blas::f8e5m2ToFloat(blas::floatToF8e5m2(NAN))));
+}
+
+/// Converts stored doubles to FP8 bytes.
+std::vector<uint8_t> toFp8(const std::vector<double> &v, s::DType t) {
+  return convert<uint8_t>(v, [t](double x) {
+    return t == s::DType::F8E4M3 ? blas::floatToF8e4m3(float(x)) : blas::floatToF8e5m2(float(x));
+  });
+}
+
+// Verify FP8 GEMMs against the exact reference with the scales folded into
+// alpha, for E4M3 x E4M3 and each E5M2 pairing, into F32 and BF16 (the
+// values and the power-of-two scales are exact in FP8, the sums in f32),
+// and that D's gaps stay NaN.
+TEST(CpuGemmTest, Fp8MatchesReference) {
+  const float aScale = 0.5f, bScale = 4.0f;
+  for (auto [at, bt] : {std::pair{s::DType::F8E4M3, s::DType::F8E4M3},
+                        std::pair{s::DType::F8E5M2, s::DType::F8E4M3},
+                        std::pair{s::DType::F8E4M3, s::DType::F8E5M2}})
+    for (s::DType ct : {s::DType::F32, s::DType::BF16})
+      for (GemmCase tc : fp8GemmCases()) {
+        SCOPED_TRACE(tc.name() + " " + s::EnumNameDType(at) + "x" + s::EnumNameDType(bt) + "->" +
+                     s::EnumNameDType(ct));
+        double alpha = tc.alpha;
+        tc.alpha = alpha * aScale * bScale; // what the reference computes
+        GemmData d = makeGemm(tc, 5);
+        d.spec.alpha = alpha;
+        d.spec.aType = at, d.spec.bType = bt, d.spec.cType = ct;
+        GemmTable t(d.spec);
+        ASSERT_TRUE(blas::checkGemm(*t.gemm, 0)) << blas::checkGemm(*t.gemm, 0).message();
+        std::vector<uint8_t> a = toFp8(d.a, at), b = toFp8(d.b, bt);
+        bool wide = ct == s::DType::F32;
+        auto bf = [](double x) { return blas::floatToBf16(float(x)); };
+        std::vector<float> c32 = convert<float>(d.c, [](double x) { return float(x); }),
+                           bias32 = convert<float>(d.bias, [](double x) { return float(x); });
+        std::vector<uint16_t> c16 = convert<uint16_t>(d.c, bf), bias16 = convert<uint16_t>(d.bias, bf);
+        blas::GemmOperands ops{a.data(), b.data(), wide ? static_cast<void *>(c32.data()) : c16.data(),
+                               tc.bias ? (wide ? static_cast<void *>(bias32.data()) : bias16.data())
+                                       : nullptr};
+        ops.aScale = &aScale, ops.bScale = &bScale;
+        Status st = blas::cpuGemm(*t.gemm, 0, ops);
+        ASSERT_TRUE(st) << st.message();
+        for (size_t i = 0; i < d.c.size(); ++i) {
+          double got = wide ? c32[i] : blas::bf16ToFloat(c16[i]);
+          // The f32 sum is exact, so BF16's D is the reference rounded once.
+          double want = wide ? d.expected[i] : blas::bf16ToFloat(bf(d.expected[i]));
+          ASSERT_TRUE(sameOrBothNan(got, want))
+              << "element " << i << ": " << got << " vs " << want;
+        }
+        ops.bScale = nullptr;
+        EXPECT_EQ(blas::cpuGemm(*t.gemm, 0, ops).message(), "GEMM 0: FP8 operands need both scales");
+      }
+}
+
+// Verify that FP8's rules name the fault: both operands FP8, not both
+// E5M2, A transposed and B not, multiples of 16, F32 compute, no epilogue
+// beyond Bias, no FP8 D, and fast_accum only with FP8.
+TEST(CpuGemmTest, CheckRejectsFp8OutsideItsRules) {
+  auto error = [](GemmSpec g) {
+    GemmTable t(g);
+    Status s = blas::checkGemm(*t.gemm, 2);
+    return s ? std::string() : s.message();
+  };
+  GemmSpec ok;
+  ok.m = 32, ok.n = 8, ok.k = 64, ok.transa = true, ok.lda = 64, ok.ldb = 64, ok.ldc = 32;
+  ok.aType = ok.bType = s::DType::F8E4M3, ok.cType = s::DType::BF16, ok.fastAccum = true;
+  EXPECT_EQ(error(ok), "");
+  auto refused = [&](GemmSpec g, const std::string &why) {
+    std::string e = error(g);
+    EXPECT_NE(e.find(why), std::string::npos) << e;
+  };
+  GemmSpec g = ok;
+  g.bType = s::DType::BF16;
+  refused(g, "FP8 GEMM (F8E4M3 x BF16): both operands must be FP8");
+  g = ok;
+  g.aType = g.bType = s::DType::F8E5M2;
+  refused(g, "at most one operand may be F8E5M2");
+  g = ok;
+  g.transa = false, g.lda = 32;
+  refused(g, "A must be transposed and B not");
+  g = ok;
+  g.transb = true, g.ldb = 8;
+  refused(g, "A must be transposed and B not");
+  g = ok;
+  g.m = 24, g.ldc = 24;
+  refused(g, "m, k, lda and ldb must be multiples of 16, ldc of 16 bytes");
+  g = ok;
+  g.ldc = 36; // 72 bytes
+  refused(g, "multiples of 16, ldc of 16 bytes");
+  g = ok;
+  g.compute = s::ComputeType::F32FastTF32;
+  refused(g, "compute must be F32, got F32FastTF32");
+  g = ok;
+  g.epilogue = s::Epilogue::Gelu;
+  refused(g, "epilogue Gelu (None and Bias only)");
+  g = ok;
+  g.cType = s::DType::F8E4M3;
+  refused(g, "FP8 is an operand type only");
+  g = ok;
+  g.aType = g.bType = s::DType::BF16;
+  refused(g, "fast_accum is for FP8 operands");
 }
 
 // Verify that the shape checks name the fault.

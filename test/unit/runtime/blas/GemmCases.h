@@ -229,6 +229,23 @@ inline std::vector<GemmCase> allGemmCases() {
   return cases;
 }
 
+/// Cases within FP8's rules (executable.fbs): A transposed, B not, m, k and
+/// the leading dimensions multiples of 16. The values ([-3, 3]) are exact
+/// in E4M3 and E5M2.
+inline std::vector<GemmCase> fp8GemmCases() {
+  GemmCase plain;
+  plain.m = 16, plain.n = 8, plain.k = 32, plain.transa = true, plain.pad = 16;
+  GemmCase batched = plain;
+  batched.m = 32, batched.n = 5, batched.k = 48, batched.batch = 2;
+  GemmCase bias = plain;
+  bias.m = 48, bias.n = 7, bias.k = 16, bias.bias = true;
+  GemmCase scaled = batched;
+  scaled.alpha = 2, scaled.beta = -0.5, scaled.bias = true;
+  GemmCase large = plain;
+  large.m = 64, large.n = 33, large.k = 256;
+  return {plain, batched, bias, scaled, large};
+}
+
 } // namespace gptc::testing
 
 #endif // GPTC_TEST_UNIT_RUNTIME_BLAS_GEMMCASES_H

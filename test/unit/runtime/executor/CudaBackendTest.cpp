@@ -15,6 +15,7 @@
 #include "runtime/executor/Session.h"
 #include "runtime/blas/GemmCheck.h"
 #include "test/unit/runtime/blas/GemmCases.h"
+#include "test/unit/runtime/executor/Fp8Gemm.h"
 #include "test/unit/runtime/executor/AsyncSteps.h"
 #include "test/unit/runtime/executor/TestPrograms.h"
 
@@ -321,6 +322,22 @@ void checkGemmOnGpu(const GemmCase &tc, s::DType inType, s::ComputeType compute,
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_TRUE((std::isnan(got[i]) && std::isnan(d.expected[i])) || got[i] == d.expected[i])
         << "element " << i << ": " << got[i] << " vs " << d.expected[i];
+}
+
+// Verify cuBLASLt's FP8 GEMMs against the exact reference (the values, the
+// power-of-two scales and the sums are exact): every FP8 pairing, into F32
+// and BF16, with and without fast accumulation, bias and beta included.
+TEST(CudaBackendTest, Fp8GemmMatchesReference) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  auto open = [](const ExecutableSpec &spec) { return cudaSession(spec); };
+  for (auto [at, bt] : {std::pair{s::DType::F8E4M3, s::DType::F8E4M3},
+                        std::pair{s::DType::F8E5M2, s::DType::F8E4M3},
+                        std::pair{s::DType::F8E4M3, s::DType::F8E5M2}})
+    for (s::DType ct : {s::DType::F32, s::DType::BF16})
+      for (bool fast : {false, true})
+        for (const GemmCase &tc : fp8GemmCases())
+          checkFp8Gemm(open, s::TargetKind::CUDA, tc, at, bt, ct, fast);
 }
 
 // Verify cuBLASLt against the exact reference for every case: F32, TF32

@@ -9,6 +9,7 @@
 #include "runtime/executor/HostBackend.h"
 #include "runtime/executor/Session.h"
 #include "test/unit/runtime/executor/AsyncSteps.h"
+#include "test/unit/runtime/executor/Fp8Gemm.h"
 #include "test/unit/runtime/executor/TestPrograms.h"
 
 #include <gtest/gtest.h>
@@ -238,6 +239,46 @@ TEST(HostBackendTest, CreationErrors) {
     EXPECT_EQ(errorOf(hostSession(spec)),
               "program 'main' command 1: GEMM 0: epilogue Bias needs a bias tensor");
   }
+}
+
+// Verify FP8 GEMMs through the Host backend against the exact reference:
+// every FP8 pairing into F32 and BF16, with fast_accum set (the Host
+// target accumulates in f32 either way).
+TEST(HostBackendTest, Fp8GemmMatchesReference) {
+  for (auto [at, bt] : {std::pair{s::DType::F8E4M3, s::DType::F8E4M3},
+                        std::pair{s::DType::F8E5M2, s::DType::F8E4M3},
+                        std::pair{s::DType::F8E4M3, s::DType::F8E5M2}})
+    for (s::DType ct : {s::DType::F32, s::DType::BF16})
+      for (const GemmCase &tc : fp8GemmCases())
+        checkFp8Gemm(hostSession, s::TargetKind::Host, tc, at, bt, ct, ct == s::DType::BF16);
+}
+
+// Verify that the loader names a missing, mistyped, unexpected or
+// out-of-range scale tensor.
+TEST(HostBackendTest, Fp8ScalesAreChecked) {
+  GemmCase tc = fp8GemmCases()[0];
+  auto program = [&] {
+    return fp8GemmProgram(tc, s::TargetKind::Host, s::DType::F8E4M3, s::DType::F8E4M3,
+                          s::DType::F32, false);
+  };
+  Fp8GemmProgram p = program();
+  p.spec.programs[0].commands[0].bScale = -1;
+  EXPECT_EQ(errorOf(hostSession(p.spec)),
+            "program 'gemm' command 0: GEMM 0: FP8 operands need b_scale, a scale tensor");
+  p = program();
+  p.spec.tensors[p.aScale].dtype = s::DType::BF16;
+  EXPECT_EQ(errorOf(hostSession(p.spec)),
+            "program 'gemm' command 0: GEMM 0: a_scale is tensor 'a_scale' of type BF16, the GEMM "
+            "reads F32");
+  p = program();
+  p.spec.programs[0].commands[0].aScale = 99;
+  EXPECT_EQ(errorOf(hostSession(p.spec)),
+            "test.fb: program 'gemm' command 0 refers to tensor 99 but the executable has 6");
+  p = program();
+  p.spec.gemms[0].aType = p.spec.gemms[0].bType = s::DType::BF16;
+  p.spec.tensors[p.a].dtype = p.spec.tensors[p.b].dtype = s::DType::BF16;
+  EXPECT_EQ(errorOf(hostSession(p.spec)),
+            "program 'gemm' command 0: GEMM 0: a_scale is for FP8 operands only");
 }
 
 } // namespace
