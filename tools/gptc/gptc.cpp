@@ -724,6 +724,15 @@ int main(int argc, char **argv) {
       (compileTo.getNumOccurrences() || dumpDir.getNumOccurrences() ||
        outputFile.getNumOccurrences() || report.getNumOccurrences()))
     return fail("--compile-to, --dump-ir-after-each-pass, -o and --report apply to compile");
+  // The interpreter runs the IR, not an executable: codegen's flags would
+  // be silently ignored.
+  if (command == "run-reference")
+    for (cl::Option *opt : std::initializer_list<cl::Option *>{
+             &target, &cudaArch, &cudaToolkit, &flashAttention, &warpgroupMma, &fuseCrossEntropy,
+             &crossEntropyOnePass})
+      if (opt->getNumOccurrences())
+        return fail("--" + opt->ArgStr + " configures the executable's kernels; run-reference "
+                    "interprets the IR (give it to compile)");
 
   DialectRegistry registry;
   gptc::registerDialects(registry);

@@ -124,6 +124,8 @@
 // NOCMD: gptc: error: missing command: compile, run-reference or explain
 // RUN: not gptc compile %models/gpt2.mlir --arithmetic=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
 // WRONGFLAG: gptc: error: --arithmetic, --seed, --decompose-attention, --data and --steps apply to run-reference
+// RUN: not gptc run-reference %models/gpt2.mlir --model=tiny --cuda-arch=sm_80 2>&1 | FileCheck %s --check-prefix=CODEGENFLAG
+// CODEGENFLAG: gptc: error: --cuda-arch configures the executable's kernels; run-reference interprets the IR (give it to compile)
 
 // --world-size distributes the train step: bucketed gradient all-reduces
 // after inlining, and the world size in the module's config.
