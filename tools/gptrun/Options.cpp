@@ -265,7 +265,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     else if (flag == "--seed")
       s = integer(0, o.seed);
     else if (flag == "--device")
-      s = integer(0, o.device);
+      s = integer(0, o.device), o.deviceGiven = true;
     else if (flag == "--gpus")
       s = integer(1, o.gpus);
     else if (flag == "--checkpoint-every")
@@ -320,6 +320,8 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   if (o.graphGiven && o.target && *o.target == "host")
     return Status::error(std::string(o.graph ? "--graph" : "--no-graph") +
                          " applies to the CUDA target only");
+  if (o.deviceGiven && o.target && *o.target == "host")
+    return Status::error("--device applies to the CUDA target only");
   return o;
 }
 

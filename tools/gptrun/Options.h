@@ -26,6 +26,7 @@ struct Options {
   bool gemmAutotune = false;         // --gemm-autotune: time cuBLASLt's candidates
   bool overlap = true;               // --no-overlap: wait for each step before the next
   int device = 0;                    // --device
+  bool deviceGiven = false;          // --device was given (CUDA only)
   int gpus = 0;                      // --gpus (0: not given; one rank)
   double peakTflops = 0;             // --peak-tflops (0: from the GPU table)
   double lr = 0;                     // --lr (0: the compiled schedule's peak)

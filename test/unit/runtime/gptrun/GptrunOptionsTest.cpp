@@ -156,6 +156,8 @@ TEST(GptrunOptionsTest, GraphAndOverlapFlags) {
   ASSERT_TRUE(o) << o.status().message();
   EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-graph", "--target", "host"}),
             "--no-graph applies to the CUDA target only");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--device", "1", "--target", "host"}),
+            "--device applies to the CUDA target only");
   EXPECT_EQ(parseError({"a.fb", "--data", "t", "--graph", "--no-graph"}),
             "--graph and --no-graph contradict each other");
   EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-graph=1"}), "--no-graph takes no value");

@@ -189,6 +189,15 @@ TEST_F(GptrunTest, InputErrorsExitOne) {
   r = gptrun(path("no-forward.fb") + data + " --val " + path("val.bin"));
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("--val needs program 'forward'"), std::string::npos) << r.output;
+  // --device picks a GPU: on a host executable it would be silently ignored.
+  for (const char *sample : {"", " --sample Hello"}) {
+    r = gptrun(path("fake.fb") + data + " --device 1" + sample);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_NE(r.output.find("--device applies to the CUDA target only (" + path("fake.fb") +
+                            " is a host executable)"),
+              std::string::npos)
+        << r.output;
+  }
 }
 
 // Verify --target cuda: without a GPU a clear "no CUDA device"; with one,
