@@ -289,7 +289,7 @@ struct InstantiateModelPass
       return signalPassFailure();
 
     // #gpt.cfg<"key"> -> integer. Unknown keys are reported after the walk.
-    std::string unknown;
+    std::optional<std::string> unknown; // "" is a key too, and unknown
     AttrTypeReplacer replacer;
     Builder b(module.getContext());
     replacer.addReplacement([&](ConfigRefAttr ref) -> std::optional<Attribute> {
@@ -303,8 +303,8 @@ struct InstantiateModelPass
     replacer.recursivelyReplaceElementsIn(module, /*replaceAttrs=*/true,
                                           /*replaceLocs=*/false,
                                           /*replaceTypes=*/false);
-    if (!unknown.empty()) {
-      module.emitError("unknown configuration key '") << unknown << "' in #gpt.cfg";
+    if (unknown) {
+      module.emitError("unknown configuration key '") << *unknown << "' in #gpt.cfg";
       return signalPassFailure();
     }
 

@@ -85,6 +85,19 @@ module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, v
 
 // -----
 
+// Tests that an empty #gpt.cfg key is reported as unknown, not as a shape
+// left dynamic.
+
+// expected-error @+1 {{unknown configuration key '' in #gpt.cfg}}
+module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
+  func.func @f(%qkv: tensor<1x2x12xf32>) -> tensor<1x2x4xf32> {
+    %y, %lse = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"">} : (tensor<1x2x12xf32>) -> (tensor<1x2x4xf32>, tensor<1x?x2xf32>)
+    return %y : tensor<1x2x4xf32>
+  }
+}
+
+// -----
+
 // Tests that a shape error exposed by instantiation points at the op.
 
 module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, vocab_size = 4, block_size = 4}}} {
