@@ -145,21 +145,65 @@ def attention(qkv, n_head, fused=True):
     return y.transpose(1, 2).contiguous().view(B, T, C)
 
 
-def forward(cfg: Config, p, tokens, targets, fused_attention=True):
-    """Mean cross-entropy loss of GPT-2 on (B, T) tokens and targets."""
+def quantize_fp8(t, dtype):
+    """t as FP8 with a per-tensor scale taken from its own amax (current
+    scaling), and the scale that undoes it."""
+    amax = t.abs().amax().float().clamp(min=1e-12)
+    scale = torch.finfo(dtype).max / amax
+    return (t.float() * scale).to(dtype), (1.0 / scale).reshape(())
+
+
+class Fp8Linear(torch.autograd.Function):
+    """y = x W^T + b with FP8 products (torch._scaled_mm, cuBLASLt), the
+    recipe a gptc FP8 policy would compile: forward E4M3 x E4M3 with fast
+    accumulation; dX and dW from the E5M2 gradient and the saved E4M3
+    operands, each tensor scaled by its own amax; bf16 out, the bias
+    gradient from the bf16 gradient. Numerics study only: the casts and
+    transposed copies are separate torch ops, not fused."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        bf, e4m3 = torch.bfloat16, torch.float8_e4m3fn
+        x2 = x.reshape(-1, x.shape[-1]).to(bf)
+        x8, sx = quantize_fp8(x2, e4m3)
+        w8, sw = quantize_fp8(w.to(bf), e4m3)
+        y = torch._scaled_mm(x8, w8.t(), sx, sw, bias=None if b is None else b.to(bf),
+                             out_dtype=bf, use_fast_accum=True)
+        ctx.save_for_backward(x8, sx, w8, sw)
+        ctx.x_shape, ctx.w_dtype, ctx.has_bias = x.shape, w.dtype, b is not None
+        return y.view(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx, dy):
+        x8, sx, w8, sw = ctx.saved_tensors
+        bf = torch.bfloat16
+        dy2 = dy.reshape(-1, dy.shape[-1]).to(bf)
+        dy8, sdy = quantize_fp8(dy2, torch.float8_e5m2)
+        # sm_90 FP8 GEMMs take the first operand row-major, the second
+        # column-major: dX = dY W needs W^T stored, dW = dY^T X needs both.
+        dx = torch._scaled_mm(dy8, w8.t().contiguous().t(), sdy, sw, out_dtype=bf)
+        dw = torch._scaled_mm(dy8.t().contiguous(), x8.t().contiguous().t(), sdy, sx, out_dtype=bf)
+        db = dy2.float().sum(0) if ctx.has_bias else None
+        return dx.view(ctx.x_shape), dw.to(ctx.w_dtype), db
+
+
+def forward(cfg: Config, p, tokens, targets, fused_attention=True, linear=F.linear):
+    """Mean cross-entropy loss of GPT-2 on (B, T) tokens and targets.
+    `linear` computes the blocks' four linear layers (Fp8Linear.apply for
+    the FP8 study); the LM head is x @ wte^T in the autocast type."""
     B, T = tokens.shape
     C = cfg.n_embd
     x = p["wte"][tokens] + p["wpe"][:T]
     for i in range(cfg.n_layer):
         h = f"h.{i}."
         a = F.layer_norm(x, (C,), p[h + "ln_1.weight"], p[h + "ln_1.bias"], 1e-5)
-        a = F.linear(a, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"])
+        a = linear(a, p[h + "attn.c_attn.weight"], p[h + "attn.c_attn.bias"])
         a = attention(a, cfg.n_head, fused_attention)
-        x = x + F.linear(a, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"])
+        x = x + linear(a, p[h + "attn.c_proj.weight"], p[h + "attn.c_proj.bias"])
         m = F.layer_norm(x, (C,), p[h + "ln_2.weight"], p[h + "ln_2.bias"], 1e-5)
-        m = F.gelu(F.linear(m, p[h + "mlp.c_fc.weight"], p[h + "mlp.c_fc.bias"]),
+        m = F.gelu(linear(m, p[h + "mlp.c_fc.weight"], p[h + "mlp.c_fc.bias"]),
                    approximate="tanh")
-        x = x + F.linear(m, p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"])
+        x = x + linear(m, p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"])
     x = F.layer_norm(x, (C,), p["ln_f.weight"], p["ln_f.bias"], 1e-5)
     logits = x @ p["wte"].t()
     V = cfg.vocab_size

@@ -50,6 +50,7 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpt2_torch as g  # noqa: E402
@@ -196,6 +197,9 @@ def parse_args(argv=None):
     a("--dtype", choices=["fp32", "bf16", "fp64"], default="fp32",
       help="fp64: float64 everywhere (a CPU reference, comparable with gptc run-reference)")
     a("--tf32", choices=["off", "on"], default="off")
+    a("--linear", choices=["default", "fp8"], default="default",
+      help="fp8: the blocks' linear layers as FP8 products (gpt2_torch.Fp8Linear; needs "
+           "--dtype bf16 and an sm_89+ GPU), for the FP8 numerics study")
     a("--attention", choices=["sdpa", "math"], default="sdpa",
       help="F.scaled_dot_product_attention or the explicit softmax(QK^T)V")
     a("--init", choices=["counter", "torch"], default="counter",
@@ -232,6 +236,8 @@ def parse_args(argv=None):
     args = ap.parse_args(argv)
     if args.schedule != "constant" and args.total_steps <= args.warmup_steps:
         ap.error(f"a {args.schedule} schedule needs --total-steps > --warmup-steps")
+    if args.linear == "fp8" and args.dtype != "bf16":
+        ap.error("--linear fp8 needs --dtype bf16")
     if args.accum_steps < 1 or args.steps < 1:
         ap.error("--steps and --accum-steps must be >= 1")
     return args
@@ -352,9 +358,10 @@ def main(argv=None):
 
     # Loss function and optimizer.
     fused = args.attention == "sdpa"
+    linear = g.Fp8Linear.apply if args.linear == "fp8" else F.linear
 
     def loss_fn(p, x, y):
-        return g.forward(cfg, p, x, y, fused_attention=fused)
+        return g.forward(cfg, p, x, y, fused_attention=fused, linear=linear)
 
     eval_fn = loss_fn  # uncompiled: a no_grad call would make torch.compile recompile
     if args.mode == "compile":
@@ -375,7 +382,7 @@ def main(argv=None):
     tokens_per_step = A * B * T
     n_params = g.num_parameters(cfg)
     print(f"train_torch: {args.model} ({n_params:,} parameters) B={B} T={T} accum={A} "
-          f"steps={args.steps} mode={args.mode} dtype={args.dtype} tf32={args.tf32} "
+          f"steps={args.steps} mode={args.mode} dtype={args.dtype} linear={args.linear} tf32={args.tf32} "
           f"attention={args.attention} adamw={impl} init={args.init} seed={args.seed} "
           f"device={dev}; data {args.data or 'random'}: {data.count} windows; "
           f"init {init_s:.2f} s", flush=True)
@@ -446,7 +453,7 @@ def main(argv=None):
         "runner": "torch",
         "label": args.label or f"torch {args.mode}",
         "mode": args.mode, "compile_mode": args.compile_mode if args.mode == "compile" else None,
-        "dtype": args.dtype, "tf32": args.tf32, "precision_flags": precision_flags,
+        "dtype": args.dtype, "linear": args.linear, "tf32": args.tf32, "precision_flags": precision_flags,
         "attention": args.attention, "adamw": impl,
         "model": args.model, "batch": B, "seq": T, "accum_steps": A, "steps": len(losses),
         "init": args.init, "seed": args.seed, "data": args.data or "random",
