@@ -1132,6 +1132,11 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
     if (!supported(t))
       return refuse(fn, t, named("result", i, fn.getResultAttrDict(i)));
   WalkResult walk = fn.walk([&](Operation *op) {
+    if (llvm::isa<Fp8MatmulOp>(op)) {
+      op->emitError("codegen: FP8 products have no kernels yet (--precision=fp8 runs in "
+                    "gptc run-reference and compiles to IR phases)");
+      return WalkResult::interrupt();
+    }
     // The attention kernels unroll the head dimension into registers.
     Value qkv;
     Attribute heads;

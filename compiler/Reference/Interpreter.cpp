@@ -216,6 +216,7 @@ private:
         .template Case<AddLayerNormOp>([&](auto o) { return addLayernorm(o); })
         .template Case<LinearOp>([&](auto o) { return linear(o); })
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
+        .template Case<Fp8MatmulOp>([&](auto o) { return fp8Matmul(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
         .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
         .template Case<MatmulGeluBiasGradOp>([&](auto o) { return matmulGeluBiasGrad(o); })
@@ -403,9 +404,13 @@ private:
     return success();
   }
 
-  /// y = op(a) op(b) for the operands of a gpt.matmul (or a fused one).
-  void matmulInto(Value lhs, Value rhs, bool ta, bool tb, Value result, Buffer &y) {
-    const Buffer &a = in(lhs), &bm = in(rhs);
+  /// y = op(a) op(b) for the operands of a gpt.matmul (or a fused one);
+  /// `values` replaces the operands' buffers (gpt.fp8_matmul's quantized
+  /// copies).
+  void matmulInto(Value lhs, Value rhs, bool ta, bool tb, Value result, Buffer &y,
+                  std::pair<const Buffer *, const Buffer *> values = {}) {
+    const Buffer &a = values.first ? *values.first : in(lhs);
+    const Buffer &bm = values.second ? *values.second : in(rhs);
     auto as = shapeOf(lhs), bs = shapeOf(rhs);
     auto ys = shapeOf(result);
     size_t r = ys.size();
@@ -430,6 +435,37 @@ private:
   LogicalResult matmul(MatmulOp op) {
     matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
                op.getResult(), out(op.getResult()));
+    return success();
+  }
+
+  /// `x` as gpt.fp8_matmul reads it: scaled by s = max_finite / amax,
+  /// rounded to the format (nearest even, saturating), and scaled back by
+  /// 1 / s, so that products of these values are the tensor cores' up to
+  /// the order of summation.
+  static Buffer quantized(const Buffer &x, Fp8Format format) {
+    bool e4m3 = format == Fp8Format::E4M3;
+    // Significant bits, smallest normal exponent as frexp gives it, max.
+    int digits = e4m3 ? 4 : 3, minExp = e4m3 ? -5 : -13;
+    double maxFinite = e4m3 ? 448.0 : 57344.0;
+    double amax = 0;
+    for (T v : x)
+      amax = std::max(amax, std::fabs(static_cast<double>(v)));
+    double s = amax > 0 && std::isfinite(amax) ? maxFinite / amax : 1.0;
+    Buffer q(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      double r = roundToFormat(static_cast<double>(x[i]) * s, digits, minExp, maxFinite);
+      if (std::isinf(r)) // saturate, as the kernels' satfinite conversions do
+        r = std::copysign(maxFinite, r);
+      q[i] = static_cast<T>(r / s);
+    }
+    return q;
+  }
+
+  LogicalResult fp8Matmul(Fp8MatmulOp op) {
+    Buffer a = quantized(in(op.getLhs()), op.getLhsFormat());
+    Buffer bm = quantized(in(op.getRhs()), op.getRhsFormat());
+    matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
+               op.getResult(), out(op.getResult()), {&a, &bm});
     return success();
   }
 

@@ -32,7 +32,7 @@ enum class OpClass {
 };
 
 OpClass classify(Operation *op, bool narrowResidual) {
-  if (llvm::isa<LinearOp, MatmulOp>(op))
+  if (llvm::isa<LinearOp, MatmulOp, Fp8MatmulOp>(op))
     return OpClass::Gemm;
   // A narrow residual stream is normalised as stored: the row kernel widens
   // it as it loads, and the statistics are taken in the fp32 weight's type.
@@ -73,9 +73,9 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
     }
     if (policy == "fp32")
       return; // fp32 everywhere: the model as written
-    if (policy != "bf16" && policy != "fp16") {
+    if (policy != "bf16" && policy != "fp16" && policy != "fp8") {
       module.emitError("gpt-mixed-precision: unknown policy '")
-          << policy << "' (expected fp32, bf16 or fp16)";
+          << policy << "' (expected fp32, bf16, fp16 or fp8)";
       return signalPassFailure();
     }
     if (!fn.getBody().hasOneBlock()) {
@@ -89,11 +89,14 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
         return signalPassFailure();
       }
     casts.clear(); // values of an earlier module are gone
+    // fp8: bf16 everywhere but the linear layers' products (fp8Linears).
     compute = policy == "fp16" ? FloatType(Float16Type::get(&getContext()))
                                : FloatType(BFloat16Type::get(&getContext()));
     f32 = Float32Type::get(&getContext());
     if (failed(rewrite(fn)))
       return signalPassFailure();
+    if (policy == "fp8")
+      fp8Linears(fn);
   }
 
 private:
@@ -190,6 +193,23 @@ private:
       }
     }
     return success();
+  }
+
+  /// fp8: every gpt.linear (the blocks' layers; the tied LM head is a
+  /// gpt.matmul and stays bf16) becomes an e4m3 x e4m3 gpt.fp8_matmul plus
+  /// its bias, on the bf16 operands the walk gave it.
+  void fp8Linears(func::FuncOp fn) {
+    for (auto linear : llvm::to_vector(fn.getOps<LinearOp>())) {
+      OpBuilder b(linear);
+      Value y = Fp8MatmulOp::create(b, linear.getLoc(), Fp8Format::E4M3, linear.getInput(),
+                                    Fp8Format::E4M3, linear.getWeight(), /*transpose_lhs=*/false,
+                                    /*transpose_rhs=*/true);
+      if (Value bias = linear.getBias())
+        y = BiasAddOp::create(b, linear.getLoc(), y, bias);
+      linear.replaceAllUsesWith(y);
+      linear.erase();
+      ++numFp8Products;
+    }
   }
 
   /// Re-derives result types after operand types changed here or upstream.

@@ -30,6 +30,14 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         `--loss-scale` (gpt-autodiff and gpt-insert-optimizer's
         `loss-scale`). The flash attention kernels are bf16 only, so fp16
         attention runs on the scalar kernels.
+      * `fp8`: bf16, and then every `gpt.linear` (the blocks' four layers;
+        the tied LM head is a `gpt.matmul` and stays bf16) becomes a
+        `gpt.fp8_matmul e4m3 x e4m3` of its bf16 operands plus a
+        `gpt.bias_add`. Each operand is quantized with a scale from its own
+        amax (current scaling); gpt-autodiff then quantizes the incoming
+        gradients as e5m2, so the backward's dX and dW products are FP8 too.
+        The reference interpreter runs it (`gptc run-reference
+        --precision=fp8`); codegen has no FP8 kernels yet.
 
     Option `narrow-residual` (with bf16 or fp16): the residual stream is in the
     compute type too, as in llm.c, where by default it stays fp32 as
@@ -69,12 +77,13 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
            "Function to rewrite">,
     Option<"policy", "policy", "std::string", /*default=*/"\"bf16\"",
-           "Precision policy: fp32 (identity), bf16 or fp16">,
+           "Precision policy: fp32 (identity), bf16, fp16 or fp8">,
     Option<"narrowResidual", "narrow-residual", "bool", /*default=*/"false",
-           "Keep the residual stream in the compute type as well (bf16 or fp16 only)">,
+           "Keep the residual stream in the compute type as well (bf16, fp16 or fp8)">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "gpt.cast ops inserted">,
+    Statistic<"numFp8Products", "fp8-products", "gpt.linear ops made gpt.fp8_matmul (fp8)">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }

@@ -120,7 +120,9 @@ cl::opt<std::string> cudaToolkit("cuda-toolkit",
 cl::opt<std::string> precision("precision",
                                cl::desc("Precision policy (phase precision): fp32, bf16 "
                                         "(bf16 GEMMs, fp32 master weights and statistics), or "
-                                        "fp16 (the same in fp16; pair it with --loss-scale)"),
+                                        "fp16 (the same in fp16; pair it with --loss-scale), or fp8 "
+                                        "(bf16 with FP8 linear layers: run-reference and IR only, "
+                                        "codegen has no FP8 kernels yet)"),
                                cl::init("fp32"), cl::cat(compileCat));
 cl::opt<bool> narrowResidual(
     "narrow-residual",
@@ -328,12 +330,12 @@ std::optional<double> parseMemoryBudget() {
 
 /// MLIR's pass-manager flags plus every phase up to `phase`.
 LogicalResult buildPassManager(PassManager &pm, Phase phase) {
-  if (precision != "fp32" && precision != "bf16" && precision != "fp16") {
-    fail("--precision: expected fp32, bf16 or fp16, got '" + precision + "'");
+  if (precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "fp8") {
+    fail("--precision: expected fp32, bf16, fp16 or fp8, got '" + precision + "'");
     return failure();
   }
   if (narrowResidual && precision == "fp32") {
-    fail("--narrow-residual: needs --precision=bf16 or fp16 (the stream is fp32 already)");
+    fail("--narrow-residual: needs --precision=bf16, fp16 or fp8 (the stream is fp32 already)");
     return failure();
   }
   if (!(lossScale > 0) || !std::isfinite(lossScale)) {

@@ -86,49 +86,79 @@ LogicalResult LinearOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
-LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
-                                       SmallVectorImpl<Value> &grads) {
-  Location loc = getLoc();
-  Value dc = dys[0], a = getLhs(), bm = getRhs();
-  bool ta = getTransposeLhs(), tb = getTransposeRhs();
+/// The gradients of C = op(A) op(B) (a gpt.matmul or gpt.fp8_matmul):
+/// dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, with the transposes folded
+/// into the product's flags. `product(lhs, rhs, ta, tb, lhsIsGrad)` builds
+/// one product; `lhsIsGrad` says which operand is dC. A shared rhs sums over
+/// the batch: its gradient contracts the flattened rows of A and dC. The
+/// flattened operands are built in separate statements so that the order of
+/// the emitted reshapes does not depend on the compiler's (unspecified)
+/// order of evaluating function arguments.
+template <typename Product>
+static LogicalResult matmulGradients(Operation *op, OpBuilder &b, Value dc, Value a, Value bm,
+                                     bool ta, bool tb, SmallVectorImpl<Value> &grads,
+                                     Product product) {
+  Location loc = op->getLoc();
   bool sharedRhs = rtt(bm).getRank() == 2 && rtt(a).getRank() > 2;
   if (sharedRhs && ta)
-    return emitOpError("gradient rule: a shared rank-2 rhs needs an "
-                       "untransposed lhs");
-  // C = op(A) op(B): dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, with the
-  // transposes folded into the matmul flags. A shared rhs sums over the
-  // batch: its gradient contracts the flattened rows of A and dC. The
-  // flattened operands are built in separate statements so that the order
-  // of the emitted reshapes does not depend on the compiler's (unspecified)
-  // order of evaluating function arguments.
+    return op->emitOpError("gradient rule: a shared rank-2 rhs needs an "
+                           "untransposed lhs");
   Value da, db;
   if (!ta && !tb) {
-    da = matmul(b, loc, dc, bm, false, true);
+    da = product(dc, bm, false, true, true);
     if (sharedRhs) {
       Value a2 = flatten(b, loc, a);
       Value dc2 = flatten(b, loc, dc);
-      db = matmul(b, loc, a2, dc2, true, false);
+      db = product(a2, dc2, true, false, false);
     } else {
-      db = matmul(b, loc, a, dc, true, false);
+      db = product(a, dc, true, false, false);
     }
   } else if (!ta && tb) {
-    da = matmul(b, loc, dc, bm, false, false);
+    da = product(dc, bm, false, false, true);
     if (sharedRhs) {
       Value dc2 = flatten(b, loc, dc);
       Value a2 = flatten(b, loc, a);
-      db = matmul(b, loc, dc2, a2, true, false);
+      db = product(dc2, a2, true, false, true);
     } else {
-      db = matmul(b, loc, dc, a, true, false);
+      db = product(dc, a, true, false, true);
     }
   } else if (ta && !tb) {
-    da = matmul(b, loc, bm, dc, false, true);
-    db = matmul(b, loc, a, dc, false, false);
+    da = product(bm, dc, false, true, false);
+    db = product(a, dc, false, false, false);
   } else {
-    da = matmul(b, loc, bm, dc, true, true);
-    db = matmul(b, loc, dc, a, true, true);
+    da = product(bm, dc, true, true, false);
+    db = product(dc, a, true, true, true);
   }
   grads.assign({da, db});
   return success();
+}
+
+LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
+                                       SmallVectorImpl<Value> &grads) {
+  return matmulGradients(*this, b, dys[0], getLhs(), getRhs(), getTransposeLhs(),
+                         getTransposeRhs(), grads,
+                         [&](Value lhs, Value rhs, bool ta, bool tb, bool) {
+                           return matmul(b, getLoc(), lhs, rhs, ta, tb);
+                         });
+}
+
+LogicalResult Fp8MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
+                                          SmallVectorImpl<Value> &grads) {
+  // The gradient is quantized as e5m2 (range over precision); the forward
+  // operand it meets keeps its own format.
+  Value a = getLhs();
+  return matmulGradients(
+      *this, b, dys[0], a, getRhs(), getTransposeLhs(), getTransposeRhs(), grads,
+      [&](Value lhs, Value rhs, bool ta, bool tb, bool lhsIsGrad) -> Value {
+        Value other = lhsIsGrad ? rhs : lhs;
+        // `other` is A or B, possibly flattened: its format is its own.
+        bool isA = other == a || (other.getDefiningOp<ReshapeOp>() &&
+                                  other.getDefiningOp<ReshapeOp>().getInput() == a);
+        Fp8Format otherFormat = isA ? getLhsFormat() : getRhsFormat();
+        Fp8Format lf = lhsIsGrad ? Fp8Format::E5M2 : otherFormat;
+        Fp8Format rf = lhsIsGrad ? otherFormat : Fp8Format::E5M2;
+        return Fp8MatmulOp::create(b, getLoc(), lf, lhs, rf, rhs, ta, tb);
+      });
 }
 
 LogicalResult BiasAddOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,

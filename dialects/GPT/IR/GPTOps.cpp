@@ -216,6 +216,29 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 }
 
 //===----------------------------------------------------------------------===//
+// Fp8MatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult Fp8MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &results) {
+  FailureOr<RankedTensorType> y =
+      inferMatmul(loc, "fp8_matmul", adaptor.getLhs(), adaptor.getRhs(),
+                  adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
+  if (failed(y))
+    return failure();
+  results.push_back(*y);
+  return success();
+}
+
+LogicalResult Fp8MatmulOp::verify() {
+  if (getLhsFormat() == Fp8Format::E5M2 && getRhsFormat() == Fp8Format::E5M2)
+    return emitOpError("at most one operand may be e5m2 (the tensor cores take e4m3 x e4m3, "
+                       "e5m2 x e4m3 and e4m3 x e5m2)");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // BiasAddOp
 //===----------------------------------------------------------------------===//
 

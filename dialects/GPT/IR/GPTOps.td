@@ -132,6 +132,43 @@ def GPT_MatmulOp : GPT_InferredOp<"matmul", [GPT_Differentiable]> {
   }];
 }
 
+def GPT_Fp8Format : I32EnumAttr<"Fp8Format", "FP8 operand format", [
+    I32EnumAttrCase<"E4M3", 0, "e4m3">,
+    I32EnumAttrCase<"E5M2", 1, "e5m2">]> {
+  let cppNamespace = "::mlir::gpt";
+}
+
+def GPT_Fp8MatmulOp : GPT_InferredOp<"fp8_matmul", [GPT_Differentiable]> {
+  let summary = "gpt.matmul with FP8 operands, each scaled by its own amax";
+  let description = [{
+    The product of `gpt.matmul` (same shapes, transposes and types) with
+    each operand quantized first: per tensor, `s = max_finite / amax`
+    (1 for an all-zero tensor), `q = round_to_format(s x)` (nearest even,
+    saturating at the largest finite value), and the product of the
+    quantized operands multiplied by `1 / (s_lhs s_rhs)`, accumulated in
+    fp32 and rounded once to the result type. Formats: `e4m3` (3 mantissa
+    bits, max 448) for values, `e5m2` (2 bits, max 57344) for gradients;
+    not both `e5m2`, as on the tensor cores.
+
+    `--precision=fp8` makes the blocks' `gpt.linear`s FP8 forward
+    products (`e4m3` x `e4m3`); the gradient rule quantizes the incoming
+    gradient as `e5m2`, so the backward's two products are FP8 as well.
+
+    ```mlir
+    %y = gpt.fp8_matmul e4m3 %x, e4m3 %w {transpose_rhs}
+        : (tensor<8x16xbf16>, tensor<48x16xbf16>) -> tensor<8x48xbf16>
+    ```
+  }];
+  let arguments = (ins GPT_Fp8Format:$lhs_format, GPT_FloatTensor:$lhs,
+                       GPT_Fp8Format:$rhs_format, GPT_FloatTensor:$rhs,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs_format $lhs `,` $rhs_format $rhs attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def GPT_BiasAddOp : GPT_InferredOp<"bias_add", [GPT_Differentiable]> {
   let summary = "Adds a vector along the last dimension";
   let description = [{

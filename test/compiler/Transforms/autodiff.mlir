@@ -738,3 +738,22 @@ func.func @forward(%x: tensor<2x4xf32> {gpt.param = "x"}, %t: tensor<2xi32> {gpt
 func.func @after() {
   return
 }
+
+// -----
+
+// Tests that an FP8 product's gradients are FP8 products with the incoming
+// gradient as e5m2 and the forward operand it meets in its own format:
+// dX = dY W (e5m2 x e4m3) and dW = dY^T X (e5m2 x e4m3).
+
+// CHECK-LABEL: func.func @forward_grad
+// CHECK-SAME: (%[[X:.*]]: tensor<3x4xbf16> {gpt.param = "x"}, %[[W:.*]]: tensor<5x4xbf16> {gpt.param = "w"}
+// CHECK: %[[DY:.*]] = gpt.cross_entropy_grad
+// CHECK-DAG: %[[DX:.*]] = gpt.fp8_matmul e5m2 %[[DY]], e4m3 %[[W]] : (tensor<3x5xbf16>, tensor<5x4xbf16>) -> tensor<3x4xbf16>
+// CHECK-DAG: %[[DW:.*]] = gpt.fp8_matmul e5m2 %[[DY]], e4m3 %[[X]] {transpose_lhs} : (tensor<3x5xbf16>, tensor<3x4xbf16>) -> tensor<5x4xbf16>
+// CHECK: return %{{.*}}, %[[DX]], %[[DW]]
+func.func @forward(%x: tensor<3x4xbf16> {gpt.param = "x"}, %w: tensor<5x4xbf16> {gpt.param = "w"},
+                   %t: tensor<3xi32> {gpt.input = "targets"}) -> tensor<f32> {
+  %y = gpt.fp8_matmul e4m3 %x, e4m3 %w {transpose_rhs} : (tensor<3x4xbf16>, tensor<5x4xbf16>) -> tensor<3x5xbf16>
+  %loss = gpt.cross_entropy %y, %t {vocab_size = 5 : i64} : (tensor<3x5xbf16>, tensor<3xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -1,6 +1,6 @@
 // Tests that an unknown policy is an error naming the pass and the policies.
-// RUN: not gpt-opt %s --gpt-mixed-precision=policy=fp8 2>&1 | FileCheck %s --check-prefix=POLICY
-// POLICY: error: gpt-mixed-precision: unknown policy 'fp8' (expected fp32, bf16 or fp16)
+// RUN: not gpt-opt %s --gpt-mixed-precision=policy=fp4 2>&1 | FileCheck %s --check-prefix=POLICY
+// POLICY: error: gpt-mixed-precision: unknown policy 'fp4' (expected fp32, bf16, fp16 or fp8)
 
 // Tests that narrow-residual under the fp32 policy is an error naming both.
 // RUN: not gpt-opt %s --gpt-mixed-precision="policy=fp32 narrow-residual" 2>&1 | FileCheck %s --check-prefix=NARROW

@@ -1,6 +1,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp32 | FileCheck %s --check-prefix=FP32
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp16 | FileCheck %s --check-prefix=FP16
+// RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=policy=fp8 | FileCheck %s --check-prefix=FP8
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=narrow-residual | FileCheck %s --check-prefix=NARROW
 // RUN: gpt-opt %s --split-input-file --gpt-mixed-precision=narrow-residual --gpt-mixed-precision=narrow-residual | FileCheck %s --check-prefix=NARROW
 
@@ -20,6 +21,13 @@
 // Tests that the fp16 policy does the same in fp16.
 // FP16-LABEL: func.func @forward
 // FP16: gpt.linear %{{.*}} : (tensor<4x8xf16>, tensor<16x8xf16>, tensor<16xf16>) -> tensor<4x16xf16>
+
+// Tests that the fp8 policy makes the linear layer an e4m3 x e4m3 product
+// of the bf16 operands, with the bias added after it.
+// FP8-LABEL: func.func @forward
+// FP8-NOT: gpt.linear
+// FP8: %[[Y:.*]] = gpt.fp8_matmul e4m3 %{{.*}}, e4m3 %{{.*}} {transpose_rhs} : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+// FP8: gpt.bias_add %[[Y]], %{{.*}} : (tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
 
 // Tests that the fp32 policy leaves the function as written.
 // FP32-LABEL: func.func @forward
@@ -43,6 +51,10 @@ func.func @forward(%x: tensor<4x8xf32> {gpt.input = "x"},
 // CHECK-SAME: -> tensor<4x8xbf16>
 // CHECK: %[[HF:.*]] = gpt.cast %[[H]] : tensor<4x8xbf16> to tensor<4x8xf32>
 // CHECK: gpt.layernorm %[[HF]], %{{.*}}, %{{.*}}{{.*}} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// A gpt.matmul (the tied LM head is one) stays a bf16 product under fp8.
+// FP8-LABEL: func.func @forward
+// FP8-NOT: gpt.fp8_matmul
+// FP8: gpt.matmul %{{.*}} -> tensor<4x8xbf16>
 func.func @forward(%x: tensor<4x8xf32> {gpt.input = "x"},
                    %w: tensor<8x8xf32> {gpt.param = "w"},
                    %g: tensor<8xf32> {gpt.param = "ln.weight"},

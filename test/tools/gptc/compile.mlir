@@ -90,11 +90,23 @@
 // NARROW16: gpt.add_layernorm {{.*}} : (tensor<2x8x16xf16>, tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf16>, tensor<2x8x16xf16>)
 // NARROW16: gpt.layernorm_grad_add {{.*}} -> (tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --narrow-residual 2>&1 | FileCheck %s --check-prefix=NARROWFP32
-// NARROWFP32: gptc: error: --narrow-residual: needs --precision=bf16 or fp16 (the stream is fp32 already)
+// NARROWFP32: gptc: error: --narrow-residual: needs --precision=bf16, fp16 or fp8 (the stream is fp32 already)
 
 // An unknown precision policy is an error naming the flag.
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 2>&1 | FileCheck %s --check-prefix=BADPREC
-// BADPREC: gptc: error: --precision: expected fp32, bf16 or fp16, got 'fp8'
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp4 2>&1 | FileCheck %s --check-prefix=BADPREC
+// BADPREC: gptc: error: --precision: expected fp32, bf16, fp16 or fp8, got 'fp4'
+
+// --precision=fp8: the blocks' linear layers are e4m3 x e4m3 products in the
+// forward, and their gradients e5m2 x e4m3 products (dX, then dW).
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --compile-to=train-step | FileCheck %s --check-prefix=FP8
+// FP8-LABEL: func.func @forward_grad
+// FP8: gpt.fp8_matmul e4m3 %{{.*}}, e4m3 %{{.*}} {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<48x16xbf16>) -> tensor<2x8x48xbf16>
+// FP8: gpt.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<64x16xbf16>) -> tensor<2x8x64xbf16>
+// FP8: gpt.fp8_matmul e5m2 %{{.*}}, e4m3 %{{.*}} : (tensor<2x8x16xbf16>, tensor<16x64xbf16>) -> tensor<2x8x64xbf16>
+// FP8: gpt.fp8_matmul e5m2 %{{.*}}, e4m3 %{{.*}} {transpose_lhs} : (tensor<16x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
+// ... and codegen says it has no FP8 kernels, at the model's linear layer.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --progress=off -o %t-fp8.fb 2>&1 | FileCheck %s --check-prefix=FP8CODEGEN
+// FP8CODEGEN: gpt2.mlir:{{[0-9]+}}:{{[0-9]+}}: error: codegen: FP8 products have no kernels yet (--precision=fp8 runs in gptc run-reference and compiles to IR phases)
 
 // --list-phases names every phase.
 // RUN: gptc --list-phases | FileCheck %s --check-prefix=PHASES

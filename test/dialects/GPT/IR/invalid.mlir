@@ -1375,3 +1375,23 @@ func.func @causal_attention_grad_sum_channels(%dy: tensor<2x8x16xbf16>, %qkv: te
   %0:2 = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x32xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x32xbf16>, tensor<32xbf16>)
   return
 }
+
+// -----
+
+// Tests that gpt.fp8_matmul rejects two e5m2 operands (no tensor core
+// takes them).
+func.func @fp8_matmul_two_e5m2(%a: tensor<8x16xbf16>, %b: tensor<16x4xbf16>) {
+  // expected-error @+1 {{at most one operand may be e5m2}}
+  %0 = gpt.fp8_matmul e5m2 %a, e5m2 %b : (tensor<8x16xbf16>, tensor<16x4xbf16>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_matmul checks shapes as gpt.matmul does.
+func.func @fp8_matmul_shapes(%a: tensor<8x16xbf16>, %b: tensor<8x4xbf16>) {
+  // expected-error @+2 {{contraction}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = gpt.fp8_matmul e4m3 %a, e4m3 %b : (tensor<8x16xbf16>, tensor<8x4xbf16>) -> tensor<8x4xbf16>
+  return
+}

@@ -1023,3 +1023,17 @@ func.func @layernorm_grad_add_no_narrow(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8
       -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
   return %dx, %dw, %db : tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
 }
+
+// -----
+
+// Tests that gpt.fp8_matmul round-trips with each operand's format and the
+// matmul flags.
+// CHECK-LABEL: func.func @fp8_matmul
+// CHECK-SAME:    %[[X:.*]]: tensor<8x16xbf16>, %[[W:.*]]: tensor<48x16xbf16>, %[[DY:.*]]: tensor<8x48xbf16>
+func.func @fp8_matmul(%x: tensor<8x16xbf16>, %w: tensor<48x16xbf16>, %dy: tensor<8x48xbf16>) -> (tensor<8x48xbf16>, tensor<48x16xbf16>) {
+  // CHECK: gpt.fp8_matmul e4m3 %[[X]], e4m3 %[[W]] {transpose_rhs} : (tensor<8x16xbf16>, tensor<48x16xbf16>) -> tensor<8x48xbf16>
+  %y = gpt.fp8_matmul e4m3 %x, e4m3 %w {transpose_rhs} : (tensor<8x16xbf16>, tensor<48x16xbf16>) -> tensor<8x48xbf16>
+  // CHECK: gpt.fp8_matmul e5m2 %[[DY]], e4m3 %[[X]] {transpose_lhs} : (tensor<8x48xbf16>, tensor<8x16xbf16>) -> tensor<48x16xbf16>
+  %dw = gpt.fp8_matmul e5m2 %dy, e4m3 %x {transpose_lhs} : (tensor<8x48xbf16>, tensor<8x16xbf16>) -> tensor<48x16xbf16>
+  return %y, %dw : tensor<8x48xbf16>, tensor<48x16xbf16>
+}

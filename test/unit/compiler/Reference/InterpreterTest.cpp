@@ -40,6 +40,33 @@ TEST_F(InterpreterTest, LayerNormMatchesHandComputed) {
              1e-14);
 }
 
+// Verify gpt.fp8_matmul's quantization by hand: lhs [1, 3] has amax 3, so
+// e4m3 scales it by 448/3: 3 -> 448 exactly, 1 -> 149.33 rounds to 144 (16
+// apart in [128, 256)), read back as 144 * 3/448. rhs [2, 0.1]^T: 448/2, and
+// 0.1 -> 22.4 rounds to 22 (2 apart in [16, 32)). As e5m2 (57344/3), 1 ->
+// 19114.7 rounds to 20480 (4096 apart in [16384, 32768)).
+TEST_F(InterpreterTest, Fp8MatmulQuantizesEachOperandByItsAmax) {
+  for (auto [format, lhsOne] : {std::pair{"e4m3", 144.0 * 3 / 448}, std::pair{"e5m2", 20480.0 * 3 / 57344}}) {
+    SCOPED_TRACE(format);
+    Tensor y = run(std::string(R"mlir(
+      func.func @f(%a: tensor<1x2xf64>, %b: tensor<2x1xf64>) -> tensor<1x1xf64> {
+        %y = gpt.fp8_matmul )mlir") + format + R"mlir( %a, e4m3 %b
+            : (tensor<1x2xf64>, tensor<2x1xf64>) -> tensor<1x1xf64>
+        return %y : tensor<1x1xf64>
+      })mlir",
+                   {Tensor({1, 2}, {1, 3}), Tensor({2, 1}, {2, 0.1})});
+    expectNear(y, {lhsOne * 2 + 3 * (22.0 / 224)}, 1e-15);
+  }
+  // An all-zero operand has no amax: its scale is 1 and the product 0.
+  Tensor zero = run(R"mlir(
+    func.func @f(%a: tensor<1x2xf64>, %b: tensor<2x1xf64>) -> tensor<1x1xf64> {
+      %y = gpt.fp8_matmul e4m3 %a, e4m3 %b : (tensor<1x2xf64>, tensor<2x1xf64>) -> tensor<1x1xf64>
+      return %y : tensor<1x1xf64>
+    })mlir",
+                    {Tensor({1, 2}, {0, 0}), Tensor({2, 1}, {2, 0.1})});
+  expectNear(zero, {0.0}, 0);
+}
+
 // Verify the tanh-approximate GELU at a few points.
 TEST_F(InterpreterTest, GeluTanhApproximation) {
   Tensor y = run(R"mlir(
