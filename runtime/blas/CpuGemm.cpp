@@ -73,9 +73,10 @@ void store(schema::DType t, void *base, uint64_t i, double v) {
 struct Fp8Format {
   int mantissa, bias, minExponent;
   float maxFinite;
+  uint8_t nan; // the NaN encoders write (with the sign)
 };
-constexpr Fp8Format kE4M3{3, 7, -6, 448.0f};
-constexpr Fp8Format kE5M2{2, 15, -14, 57344.0f};
+constexpr Fp8Format kE4M3{3, 7, -6, 448.0f, 0x7f};
+constexpr Fp8Format kE5M2{2, 15, -14, 57344.0f, 0x7e};
 
 /// |f| (not NaN) rounded to nearest-even and saturated, as the format's 7
 /// magnitude bits.
@@ -92,6 +93,13 @@ uint8_t encodeMagnitude(const Fp8Format &fmt, float a) {
   int qe = std::ilogb(q); // rounding may have carried into the next binade
   int mant = int(q / std::ldexp(1.0f, qe - fmt.mantissa)) - (1 << fmt.mantissa);
   return uint8_t(((qe + fmt.bias) << fmt.mantissa) | mant);
+}
+
+uint8_t encode(const Fp8Format &fmt, float f) {
+  uint8_t sign = std::signbit(f) ? 0x80 : 0;
+  if (std::isnan(f))
+    return sign | fmt.nan;
+  return sign | encodeMagnitude(fmt, std::fabs(f));
 }
 
 float decodeMagnitude(const Fp8Format &fmt, uint8_t bits) {
@@ -243,12 +251,7 @@ float f8e4m3ToFloat(uint8_t v) {
   return sign * decodeMagnitude(kE4M3, v & 0x7f);
 }
 
-uint8_t floatToF8e4m3(float f) {
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  if (std::isnan(f))
-    return sign | 0x7f;
-  return sign | encodeMagnitude(kE4M3, std::fabs(f));
-}
+uint8_t floatToF8e4m3(float f) { return encode(kE4M3, f); }
 
 float f8e5m2ToFloat(uint8_t v) {
   float sign = v & 0x80 ? -1.0f : 1.0f;
@@ -258,12 +261,7 @@ float f8e5m2ToFloat(uint8_t v) {
   return sign * decodeMagnitude(kE5M2, v & 0x7f);
 }
 
-uint8_t floatToF8e5m2(float f) {
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  if (std::isnan(f))
-    return sign | 0x7e;
-  return sign | encodeMagnitude(kE5M2, std::fabs(f));
-}
+uint8_t floatToF8e5m2(float f) { return encode(kE5M2, f); }
 
 Status cpuGemm(const schema::Gemm &g, uint32_t index, const GemmOperands &ops) {
   if (Status s = checkGemm(g, index); !s)

@@ -31,16 +31,9 @@ protected:
     std::vector<reference::Tensor> state = referenceState(1337);
     ASSERT_FALSE(state.empty());
     size_t n = state.size();
-    // A learnable stream: each token decides the next (as run-reference's).
-    const int64_t window = kBatch * kSeq;
-    std::vector<int32_t> stream = {5};
-    for (int64_t i = 1; i <= kSteps * window; ++i)
-      stream.push_back((7 * stream.back() + 3 + (i % 11 == 0)) % kVocab);
     for (int64_t step = 0; step < kSteps; ++step) {
-      std::vector<int32_t> in(stream.begin() + step * window,
-                              stream.begin() + (step + 1) * window);
-      std::vector<int32_t> tgt(stream.begin() + step * window + 1,
-                               stream.begin() + (step + 1) * window + 1);
+      std::vector<int32_t> in, tgt;
+      learnableBatch(step, kBatch * kSeq, kVocab, in, tgt);
       std::vector<reference::Tensor> out = referenceTrainStep(state, in, tgt, kBatch, kSeq, step);
       ASSERT_FALSE(out.empty());
       losses.push_back(out[output("train_step", "loss")].data[0]);

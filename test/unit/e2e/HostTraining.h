@@ -43,6 +43,19 @@ protected:
     return session ? std::move(*session) : nullptr;
   }
 
+  /// Batch `step` of a learnable stream, as run-reference's synthetic one:
+  /// each token decides the next (t' = 7 t + 3, nudged every 11 tokens so
+  /// that it is not a short cycle). `tokens` and `targets` get `window` ids;
+  /// the targets are the tokens shifted by one.
+  static void learnableBatch(int64_t step, int64_t window, int64_t vocab,
+                             std::vector<int32_t> &tokens, std::vector<int32_t> &targets) {
+    std::vector<int32_t> stream = {5};
+    for (int64_t i = 1; i <= (step + 1) * window; ++i)
+      stream.push_back(int32_t((7 * stream.back() + 3 + (i % 11 == 0)) % vocab));
+    tokens.assign(stream.begin() + step * window, stream.begin() + (step + 1) * window);
+    targets.assign(stream.begin() + step * window + 1, stream.begin() + (step + 1) * window + 1);
+  }
+
   /// @init(seed) and zero AdamW moments on the session.
   static Status initialize(Session &s, int32_t seed) {
     std::vector<int32_t> in = {seed};
