@@ -54,7 +54,7 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
   Option<int64_t> seq{*this, "seq", llvm::cl::desc("Sequence length T (0: preset's)"),
                       llvm::cl::init(0)};
   Option<std::string> precision{*this, "precision",
-                                llvm::cl::desc("Precision policy: fp32, bf16 or fp16"),
+                                llvm::cl::desc("Precision policy: fp32, bf16, fp16 or fp8"),
                                 llvm::cl::init("fp32")};
   Option<bool> narrowResidual{*this, "narrow-residual",
                               llvm::cl::desc("gpt-mixed-precision's narrow-residual option"),
