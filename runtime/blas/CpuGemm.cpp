@@ -272,8 +272,7 @@ Status cpuGemm(const schema::Gemm &g, uint32_t index, const GemmOperands &ops) {
     return Status::error(where + (ops.bias ? " takes no bias" : " needs a bias"));
   if (epilogueHasAux(g.epilogue()) != (ops.aux != nullptr))
     return Status::error(where + (ops.aux ? " takes no aux matrix" : " needs an aux matrix"));
-  bool scaled = ops.aScale && ops.bScale;
-  if (isFp8Gemm(g) != scaled || (!ops.aScale != !ops.bScale))
+  if (isFp8Gemm(g) ? !(ops.aScale && ops.bScale) : (ops.aScale || ops.bScale))
     return Status::error("GEMM " + std::to_string(index) +
                          (isFp8Gemm(g) ? ": FP8 operands need both scales"
                                        : ": only FP8 operands take scales"));

@@ -107,9 +107,8 @@ Status sample(const Options &o, std::FILE *out, std::FILE *log) {
   if (!opened)
     return opened.status();
   Session &session = **opened;
-  if (o.deviceGiven && session.backend().kind() != schema::TargetKind::CUDA)
-    return Status::error("--device applies to the CUDA target only (" + o.executable +
-                         " is a host executable)");
+  if (Status st = checkDeviceFlag(o, session.backend().kind() == schema::TargetKind::CUDA); !st)
+    return st;
   StatusOr<Generator> generator = Generator::create(session);
   if (!generator)
     return Status::error(o.executable + ": " + generator.status().message());

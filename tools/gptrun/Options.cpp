@@ -325,4 +325,11 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   return o;
 }
 
+Status checkDeviceFlag(const Options &o, bool cudaExecutable) {
+  if (o.deviceGiven && !cudaExecutable)
+    return Status::error("--device applies to the CUDA target only (" + o.executable +
+                         " is a host executable)");
+  return Status::ok();
+}
+
 } // namespace gptc::gptrun

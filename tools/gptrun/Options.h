@@ -54,6 +54,11 @@ const char *helpText();
 /// Parses argv (without argv[0]). Errors are usage errors.
 StatusOr<Options> parseOptions(const std::vector<std::string> &args);
 
+/// Once the executable is loaded: --device picks a GPU, so it is refused for
+/// an executable of another target (parseOptions refuses it with --target
+/// host already). Training and sampling both call it.
+Status checkDeviceFlag(const Options &o, bool cudaExecutable);
+
 } // namespace gptc::gptrun
 
 #endif // GPTC_TOOLS_GPTRUN_OPTIONS_H

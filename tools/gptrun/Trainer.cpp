@@ -228,9 +228,8 @@ Status Trainer::Impl::setUp() {
   if (o.graphGiven && session->backend().kind() != schema::TargetKind::CUDA)
     return Status::error(std::string(o.graph ? "--graph" : "--no-graph") +
                          " applies to the CUDA target only");
-  if (o.deviceGiven && session->backend().kind() != schema::TargetKind::CUDA)
-    return Status::error("--device applies to the CUDA target only (" + o.executable +
-                         " is a host executable)");
+  if (Status st = checkDeviceFlag(o, session->backend().kind() == schema::TargetKind::CUDA); !st)
+    return st;
 
   for (const char *p : {"init", "train_step"})
     if (StatusOr<const schema::Program *> prog = session->program(p); !prog)

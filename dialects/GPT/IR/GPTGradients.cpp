@@ -86,14 +86,18 @@ LogicalResult LinearOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+/// Which operand gradient a product of matmulGradients builds.
+enum class GradOf { A, B };
+
 /// The gradients of C = op(A) op(B) (a gpt.matmul or gpt.fp8_matmul):
 /// dop(A) = dC op(B)^T and dop(B) = op(A)^T dC, with the transposes folded
-/// into the product's flags. `product(lhs, rhs, ta, tb, lhsIsGrad)` builds
-/// one product; `lhsIsGrad` says which operand is dC. A shared rhs sums over
-/// the batch: its gradient contracts the flattened rows of A and dC. The
-/// flattened operands are built in separate statements so that the order of
-/// the emitted reshapes does not depend on the compiler's (unspecified)
-/// order of evaluating function arguments.
+/// into the product's flags. `product(lhs, rhs, ta, tb, of, lhsIsGrad)`
+/// builds one product: `of` says which gradient it is (so the other factor
+/// is B for dA and A for dB), `lhsIsGrad` which operand is dC. A shared rhs
+/// sums over the batch: its gradient contracts the flattened rows of A and
+/// dC. The flattened operands are built in separate statements so that the
+/// order of the emitted reshapes does not depend on the compiler's
+/// (unspecified) order of evaluating function arguments.
 template <typename Product>
 static LogicalResult matmulGradients(Operation *op, OpBuilder &b, Value dc, Value a, Value bm,
                                      bool ta, bool tb, SmallVectorImpl<Value> &grads,
@@ -103,31 +107,32 @@ static LogicalResult matmulGradients(Operation *op, OpBuilder &b, Value dc, Valu
   if (sharedRhs && ta)
     return op->emitOpError("gradient rule: a shared rank-2 rhs needs an "
                            "untransposed lhs");
+  constexpr GradOf dA = GradOf::A, dB = GradOf::B;
   Value da, db;
   if (!ta && !tb) {
-    da = product(dc, bm, false, true, true);
+    da = product(dc, bm, false, true, dA, true);
     if (sharedRhs) {
       Value a2 = flatten(b, loc, a);
       Value dc2 = flatten(b, loc, dc);
-      db = product(a2, dc2, true, false, false);
+      db = product(a2, dc2, true, false, dB, false);
     } else {
-      db = product(a, dc, true, false, false);
+      db = product(a, dc, true, false, dB, false);
     }
   } else if (!ta && tb) {
-    da = product(dc, bm, false, false, true);
+    da = product(dc, bm, false, false, dA, true);
     if (sharedRhs) {
       Value dc2 = flatten(b, loc, dc);
       Value a2 = flatten(b, loc, a);
-      db = product(dc2, a2, true, false, true);
+      db = product(dc2, a2, true, false, dB, true);
     } else {
-      db = product(dc, a, true, false, true);
+      db = product(dc, a, true, false, dB, true);
     }
   } else if (ta && !tb) {
-    da = product(bm, dc, false, true, false);
-    db = product(a, dc, false, false, false);
+    da = product(bm, dc, false, true, dA, false);
+    db = product(a, dc, false, false, dB, false);
   } else {
-    da = product(bm, dc, true, true, false);
-    db = product(dc, a, true, true, true);
+    da = product(bm, dc, true, true, dA, false);
+    db = product(dc, a, true, true, dB, true);
   }
   grads.assign({da, db});
   return success();
@@ -137,7 +142,7 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
                                        SmallVectorImpl<Value> &grads) {
   return matmulGradients(*this, b, dys[0], getLhs(), getRhs(), getTransposeLhs(),
                          getTransposeRhs(), grads,
-                         [&](Value lhs, Value rhs, bool ta, bool tb, bool) {
+                         [&](Value lhs, Value rhs, bool ta, bool tb, GradOf, bool) {
                            return matmul(b, getLoc(), lhs, rhs, ta, tb);
                          });
 }
@@ -145,18 +150,13 @@ LogicalResult MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
 LogicalResult Fp8MatmulOp::buildGradients(OpBuilder &b, ArrayRef<Value> dys,
                                           SmallVectorImpl<Value> &grads) {
   // The gradient is quantized as e5m2 (range over precision); the forward
-  // operand it meets keeps its own format.
-  Value a = getLhs();
+  // operand it meets keeps its own format: B's in dA, A's in dB.
   return matmulGradients(
-      *this, b, dys[0], a, getRhs(), getTransposeLhs(), getTransposeRhs(), grads,
-      [&](Value lhs, Value rhs, bool ta, bool tb, bool lhsIsGrad) -> Value {
-        Value other = lhsIsGrad ? rhs : lhs;
-        // `other` is A or B, possibly flattened: its format is its own.
-        bool isA = other == a || (other.getDefiningOp<ReshapeOp>() &&
-                                  other.getDefiningOp<ReshapeOp>().getInput() == a);
-        Fp8Format otherFormat = isA ? getLhsFormat() : getRhsFormat();
-        Fp8Format lf = lhsIsGrad ? Fp8Format::E5M2 : otherFormat;
-        Fp8Format rf = lhsIsGrad ? otherFormat : Fp8Format::E5M2;
+      *this, b, dys[0], getLhs(), getRhs(), getTransposeLhs(), getTransposeRhs(), grads,
+      [&](Value lhs, Value rhs, bool ta, bool tb, GradOf of, bool lhsIsGrad) -> Value {
+        Fp8Format other = of == GradOf::A ? getRhsFormat() : getLhsFormat();
+        Fp8Format lf = lhsIsGrad ? Fp8Format::E5M2 : other;
+        Fp8Format rf = lhsIsGrad ? other : Fp8Format::E5M2;
         return Fp8MatmulOp::create(b, getLoc(), lf, lhs, rf, rhs, ta, tb);
       });
 }
