@@ -6,10 +6,11 @@
 # An entry model:B:V compiles a variant, V a comma-separated list of
 #   <GiB>  --memory-budget=GiB (tag remat<GiB>)
 #   nr     --narrow-residual, the bf16 residual stream (tag nr)
+#   fp8    --precision=fp8, the blocks' GEMMs in FP8 (tag fp8)
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
 #   bash bench/build_sweep.sh                 # all four
-#   SWEEP="124M:64 124M:64:nr 350M:32 1558M:16:40 1558M:16:40,nr" bash bench/build_sweep.sh
+#   SWEEP="124M:64 124M:64:nr 350M:32 1558M:16:40 1558M:16:40,nr 774M:16:fp8" bash bench/build_sweep.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=bench/configs.sh
@@ -23,15 +24,16 @@ tsv=$ARTIFACTS/sweep.tsv
 status=0
 for entry in $SWEEP; do
   IFS=: read -r model b variant <<< "$entry"
-  tag="" extra=()
+  tag="" extra=() precision=bf16
   IFS=, read -ra parts <<< "$variant"
   for part in "${parts[@]}"; do
     case $part in
       nr) tag=${tag:+$tag-}nr extra+=(--narrow-residual) ;;
+      fp8) tag=${tag:+$tag-}fp8 precision=fp8 ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget or nr)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr or fp8)"
            status=1
            continue 2
          fi ;;
@@ -39,7 +41,7 @@ for entry in $SWEEP; do
   done
   file=$ARTIFACTS/sweep-$model${tag:+-$tag}.fb
   # shellcheck disable=SC2206
-  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq="${SWEEP_SEQ:-1024}" $TRAIN_OPT --precision=bf16 "${extra[@]}" -o "$file")
+  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq="${SWEEP_SEQ:-1024}" $TRAIN_OPT --precision="$precision" "${extra[@]}" -o "$file")
   echo "+ ${cmd[*]}"
   t0=$(date +%s.%N)
   if "${cmd[@]}"; then

@@ -259,6 +259,10 @@ s::DType dtypeOf(Type t) {
     return s::DType::F16;
   if (t.isInteger(32))
     return s::DType::I32;
+  if (llvm::isa<Float8E4M3FNType>(t))
+    return s::DType::F8E4M3;
+  if (llvm::isa<Float8E5M2Type>(t))
+    return s::DType::F8E5M2;
   return s::DType::F32;
 }
 
@@ -371,6 +375,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
              << g.bType << "->" << g.cType;
           if (g.epilogue != GemmEpilogue::None)
             os << " epilogue=" << s::EnumNameEpilogue(schemaEpilogue(g.epilogue));
+          if (g.fastAccum)
+            os << " fast_accum";
         }
         for (const Operand &o : c.args)
           os << " " << name(o);
@@ -460,7 +466,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     gemms.push_back(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb,
                                   g.ldc, g.strideA, g.strideB, g.strideC, dtypeOf(g.aType),
                                   dtypeOf(g.bType), dtypeOf(g.cType), s::ComputeType::F32,
-                                  schemaEpilogue(g.epilogue)));
+                                  schemaEpilogue(g.epilogue), /*alpha=*/1.0, /*beta=*/0.0,
+                                  g.fastAccum));
   std::vector<fb::Offset<s::Program>> programs;
   for (const ProgramInfo &p : lowered->programs) {
     std::vector<fb::Offset<s::Command>> cmds;
@@ -491,8 +498,13 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
           bias = static_cast<int64_t>(operandTensor(c.args[next++]));
         if (epilogueHasAux(e))
           aux = static_cast<int64_t>(operandTensor(c.args[next++]));
+        int64_t aScale = -1, bScale = -1;
+        if (llvm::isa<Float8E4M3FNType, Float8E5M2Type>(lowered->gemms[c.gemm].aType)) {
+          aScale = static_cast<int64_t>(operandTensor(c.args[next++]));
+          bScale = static_cast<int64_t>(operandTensor(c.args[next++]));
+        }
         auto gemm = s::CreateRunGemm(b, c.gemm, operandTensor(c.args[0]), operandTensor(c.args[1]),
-                                     operandTensor(c.args[2]), bias, aux);
+                                     operandTensor(c.args[2]), bias, aux, aScale, bScale);
         cmds.push_back(s::CreateCommand(b, 0, s::Op::RunGemm, gemm.Union()));
         break;
       }

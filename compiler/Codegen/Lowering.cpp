@@ -299,6 +299,54 @@ int64_t classIndex(SmallVectorImpl<T> &set, const T &v) {
   return static_cast<int64_t>(set.size()) - 1;
 }
 
+/// The largest finite value of an FP8 format.
+double fp8Max(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0 : 57344.0; }
+
+/// The FP8 code (an i8) of the f32 `y`: rounded to nearest even and
+/// saturated to the largest finite value, as cvt.rn.satfinite does; NaN
+/// gives the format's NaN 0x7F (with y's sign). In integer and f32
+/// arithmetic, so that both targets run it: y is rounded on the grid of
+/// its binade (that of the smallest normal for subnormals), and the
+/// rounded value's f32 bits give the code.
+Value fp8Bits(KB &k, Value y, Fp8Format format) {
+  OpBuilder &b = k.b;
+  Location loc = k.loc;
+  bool e4m3 = format == Fp8Format::E4M3;
+  int64_t mantissa = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, minExp = 1 - bias;
+  Type i32 = b.getI32Type(), f32 = b.getF32Type();
+  auto c = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
+  auto bits = [&](Value f) { return arith::BitcastOp::create(b, loc, i32, f).getResult(); };
+  auto real = [&](Value i) { return arith::BitcastOp::create(b, loc, f32, i).getResult(); };
+  auto shr = [&](Value x, int64_t n) { return arith::ShRUIOp::create(b, loc, x, c(n)).getResult(); };
+  auto shl = [&](Value x, Value n) { return arith::ShLIOp::create(b, loc, x, n).getResult(); };
+  // 2^e for an i32 exponent in the normal range.
+  auto pow2 = [&](Value e) { return real(shl(arith::AddIOp::create(b, loc, e, c(127)), c(23))); };
+  Value sign = shl(shr(bits(y), 31), c(7));
+  Value a = math::AbsFOp::create(b, loc, y);
+  Value exponent = arith::SubIOp::create(b, loc, shr(bits(a), 23), c(127));
+  Value quantum = arith::SubIOp::create(
+      b, loc, arith::MaxSIOp::create(b, loc, exponent, c(minExp)), c(mantissa));
+  Value scaled = k.mul(a, pow2(arith::SubIOp::create(b, loc, c(0), quantum)));
+  Value r = k.mul(math::RoundEvenOp::create(b, loc, scaled), pow2(quantum));
+  Value maxFinite = k.f(fp8Max(format), f32);
+  r = k.select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, r, maxFinite),
+               maxFinite, r);
+  Value rb = bits(r);
+  Value rExp = shr(rb, 23);
+  Value normal = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rExp, c(127 + minExp));
+  Value normalCode = arith::OrIOp::create(
+      b, loc, shl(arith::SubIOp::create(b, loc, rExp, c(127 - bias)), c(mantissa)),
+      arith::AndIOp::create(b, loc, shr(rb, 23 - mantissa), c((1 << mantissa) - 1)));
+  // Below the smallest normal the code is r in units of the quantum.
+  Value subnormalCode = arith::FPToUIOp::create(
+      b, loc, i32, k.mul(r, k.f(std::ldexp(1.0, mantissa - minExp), f32)));
+  Value code = k.select(normal, normalCode, subnormalCode);
+  Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, y, y);
+  code = k.select(nan, c(0x7F), code);
+  code = arith::OrIOp::create(b, loc, code, sign);
+  return arith::TruncIOp::create(b, loc, b.getI8Type(), code);
+}
+
 /// Batched kernels: threads [starts[i], starts[i + 1]) serve member i of
 /// many tensors. Returns the member of thread p (the number of later
 /// starts <= p).
@@ -546,6 +594,7 @@ private:
                                    Value db, Value residual, Value narrow, double eps);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
                             GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value());
+  LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
   void waitFor(ValueRange operands);
@@ -1115,6 +1164,15 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
            << what << " is " << t
            << "; kernels take f32, bf16 and f16 tensors and i32 token ids";
   };
+  // FP8 tensors pass from a gpt.fp8_quantize to a gpt.scaled_matmul only.
+  auto fp8Use = [](Operation *op, Value v) {
+    if (!llvm::isa<Float8E4M3FNType, Float8E5M2Type>(rtt(v).getElementType()))
+      return false;
+    if (llvm::isa<ScaledMatmulOp>(op))
+      return true;
+    auto q = llvm::dyn_cast<Fp8QuantizeOp>(op);
+    return q && v == q.getResult();
+  };
   // The signature first: it names the parameter (folded constants in @init
   // have lost their locations).
   auto named = [&](llvm::StringRef kind, unsigned i, DictionaryAttr attrs) {
@@ -1133,8 +1191,8 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
       return refuse(fn, t, named("result", i, fn.getResultAttrDict(i)));
   WalkResult walk = fn.walk([&](Operation *op) {
     if (llvm::isa<Fp8MatmulOp>(op)) {
-      op->emitError("codegen: FP8 products have no kernels yet (--precision=fp8 runs in "
-                    "gptc run-reference and compiles to IR phases)");
+      op->emitError("codegen: gpt.fp8_matmul needs gpt-lower-fp8 first (gptc's memory-plan "
+                    "phase runs it under --precision=fp8)");
       return WalkResult::interrupt();
     }
     // The attention kernels unroll the head dimension into registers.
@@ -1157,14 +1215,14 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
       }
     }
     for (OpOperand &use : op->getOpOperands())
-      if (!supported(use.get().getType())) {
+      if (!supported(use.get().getType()) && !fp8Use(op, use.get())) {
         (void)refuse(op, use.get().getType(),
                      ("'" + op->getName().getStringRef() + "' operand #" +
                       llvm::Twine(use.getOperandNumber())).str());
         return WalkResult::interrupt();
       }
     for (OpResult r : op->getResults())
-      if (!supported(r.getType())) {
+      if (!supported(r.getType()) && !fp8Use(op, r)) {
         (void)refuse(op, r.getType(), ("'" + op->getName().getStringRef() + "' result #" +
                                        llvm::Twine(r.getResultNumber())).str());
         return WalkResult::interrupt();
@@ -1332,7 +1390,21 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
     g.strideC = m * n;
   }
   Type in = eltOf(a), out = eltOf(op->getResult(0));
-  if (eltOf(bm) != in || !(in.isF32() || in.isBF16() || in.isF16()) ||
+  auto scaled = llvm::dyn_cast<ScaledMatmulOp>(op);
+  if (scaled) {
+    // cuBLASLt's FP8 kernels: TN only; M (its n) is free, N and K (its m
+    // and k, and so the leading dimensions) multiples of 16.
+    if (ta || !tb)
+      return op->emitOpError("codegen: FP8 GEMMs take an untransposed lhs and a transposed "
+                             "rhs (gpt-lower-fp8 quantizes operands in that layout)");
+    if (n % 16 || k % 16)
+      return op->emitOpError("codegen: FP8 GEMMs need N and K multiples of 16 (cuBLASLt's FP8 "
+                             "kernels), got M x N x K = ")
+             << batch * m << " x " << n << " x " << k;
+    if (!(out.isBF16() || out.isF32()))
+      return op->emitOpError("codegen: FP8 GEMMs give bf16 or f32, not ") << out;
+    g.fastAccum = scaled.getFastAccum();
+  } else if (eltOf(bm) != in || !(in.isF32() || in.isBF16() || in.isF16()) ||
       !(out == in || out.isF32()))
     return op->emitOpError("codegen: GEMMs take f32, bf16 or f16 operands of one type and "
                            "give that type or f32, not ")
@@ -1355,8 +1427,90 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
     c.args.push_back(t(bias));
   if (aux)
     c.args.push_back(t(aux));
+  if (scaled) { // cuBLASLt's A is our rhs
+    c.args.push_back(t(scaled.getRhsScale()));
+    c.args.push_back(t(scaled.getLhsScale()));
+  }
   c.op = op->getName().getStringRef().str();
   program->commands.push_back(std::move(c));
+  return success();
+}
+
+/// Values one thread of an amax stage folds (strided, so coalesced), and
+/// the most the last stage's single row takes.
+constexpr int64_t kAmaxFold = 64, kAmaxLast = 2048;
+
+/// gpt.fp8_quantize: stages of strided maxima of |x| until at most
+/// kAmaxLast partials are left; one row folds those into amax and stores
+/// the scale s = max_finite / amax (1 if amax is 0 or not finite) for the
+/// cast and 1 / s as the result's scale; then one thread per element
+/// stores the code of s x (at the transposed index with `transpose`).
+/// Maxima are exact, so the order of folding does not change the bits.
+LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
+  std::string key = keyOf(op);
+  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
+  Value x = op.getInput();
+  int64_t n = numel(x);
+  Operand values = t(x);
+  Type valuesType = flat(x);
+  int64_t count = n;
+  while (count > kAmaxLast) {
+    int64_t threads = (count + kAmaxFold - 1) / kAmaxFold;
+    Operand partial = scratch(threads * 4);
+    launch(op, key + "amax" + std::to_string(count), "fp8_amax",
+           {valuesType, flatOf(threads, ft)}, {values, partial}, threads,
+           [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+             KB k{b, loc};
+             Value m = k.loop(p, k.idx(count), k.idx(threads), {k.f(0, ft)},
+                              [&](Value i, ValueRange acc) {
+                                Value v = math::AbsFOp::create(b, loc, k.ld(a[0], i));
+                                return SmallVector<Value>{k.fmax(acc[0], v)};
+                              })[0];
+             k.st(m, a[1], p);
+           });
+    values = partial;
+    valuesType = flatOf(threads, ft);
+    count = threads;
+  }
+  Operand scale = scratch(4);
+  double maxFinite = fp8Max(op.getFormat());
+  int64_t lanes = options.rowLanes;
+  launch(op, key + "scale" + std::to_string(count), "fp8_scale",
+         {valuesType, flatOf(1, ft), flatOf(1, ft)}, {values, scale, t(op.getScale())}, lanes,
+         [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+           KB k{b, loc};
+           RowLanes rl(k, idx, lanes);
+           Value m = rl.fold(count, {k.f(0, ft)}, [&](Value i, ValueRange acc) {
+             Value v = math::AbsFOp::create(b, loc, k.ld(a[0], i));
+             return SmallVector<Value>{k.fmax(acc[0], v)};
+           })[0];
+           Value amax = rl.max(m);
+           rl.once([&] {
+             // OGT and OLT are false for NaN: a NaN amax scales by 1 too.
+             Value finite = arith::AndIOp::create(
+                 b, loc,
+                 arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, amax, k.f(0, ft)),
+                 arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, amax,
+                                       k.f(INFINITY, ft)));
+             Value s = k.select(finite, k.div(k.f(maxFinite, ft), amax), k.f(1, ft));
+             k.st(s, a[1], k.idx(0));
+             k.st(k.div(k.f(1, ft), s), a[2], k.idx(0));
+           });
+         });
+  bool transpose = op.getTranspose();
+  int64_t rows = rtt(x).getShape().front(), cols = n / rows;
+  Fp8Format format = op.getFormat();
+  launch(op, key, "fp8_quantize", {flat(x), flatOf(1, ft), flatOf(n, i8)},
+         {t(x), scale, t(op.getResult())}, n,
+         [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+           KB k{b, loc};
+           // Output (cols, rows) element i is input (i % rows, i / rows).
+           Value from = i;
+           if (transpose)
+             from = k.add(k.mul(k.urem(i, k.idx(rows)), k.idx(cols)), k.udiv(i, k.idx(rows)));
+           Value y = k.mul(k.ld(a[0], from), k.ld(a[1], k.idx(0)));
+           k.st(fp8Bits(k, y, format), a[2], i);
+         });
   return success();
 }
 
@@ -1470,6 +1624,11 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
                            mm.getTransposeRhs(), Value());
       })
+      .Case<ScaledMatmulOp>([&](ScaledMatmulOp mm) {
+        return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
+                           mm.getTransposeRhs(), Value());
+      })
+      .Case<Fp8QuantizeOp>([&](Fp8QuantizeOp q) { return lowerFp8Quantize(q); })
       .Case<LinearGeluOp>([&](LinearGeluOp l) {
         return lowerMatmul(op, l.getInput(), l.getWeight(), false, true, l.getBias(),
                            l.getBias() ? GemmEpilogue::BiasGeluAux : GemmEpilogue::GeluAux,

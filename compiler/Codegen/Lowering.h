@@ -2,7 +2,8 @@
 //
 // Codegen turns each planned program (@train_step, @init, @forward) into a
 // list of commands over the tensors of the memory plan:
-//   - gpt.matmul / gpt.linear become cuBLASLt GEMM descriptors;
+//   - gpt.matmul / gpt.linear become cuBLASLt GEMM descriptors, and
+//     gpt.scaled_matmul FP8 ones with their scale tensors;
 //   - views (gpt.reshape, outer gpt.slice) become nothing;
 //   - gpt.all_reduce becomes an AllReduce on the communication stream,
 //     after an event of the compute stream; the compute stream waits for
@@ -79,6 +80,8 @@ struct GemmDesc {
   /// Element types in cuBLASLt's terms (A is our rhs, B our lhs); the bias
   /// has C's type. Accumulation is fp32 (f64 for f64 operands).
   mlir::Type aType, bType, cType;
+  /// FP8: the tensor cores fold partial sums less often (faster).
+  bool fastAccum = false;
 };
 
 struct Command {
@@ -86,7 +89,8 @@ struct Command {
   unsigned kernel = 0;  // Launch
   int64_t threads = 0;  // Launch
   unsigned gemm = 0;    // Gemm
-  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias][, aux]; Zero/Copy/AllReduce: tensors
+  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias][, aux][, a_scale, b_scale (FP8)];
+                             // Zero/Copy/AllReduce: tensors
   std::string op;       // the gpt op it comes from, for dumps and errors
   unsigned stream = 0;  // kCompute, or kComm for collectives
   unsigned event = 0;   // Record/Wait

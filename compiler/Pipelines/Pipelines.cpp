@@ -123,6 +123,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   // One graph per program: the planner sees every tensor's whole lifetime.
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
+  // Every program holds its own products now (@logits is cloned late).
+  if (options.precision == "fp8")
+    pm.addPass(createLowerFp8Pass());
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.
   if (options.worldSize > 0) {

@@ -217,6 +217,8 @@ private:
         .template Case<LinearOp>([&](auto o) { return linear(o); })
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
         .template Case<Fp8MatmulOp>([&](auto o) { return fp8Matmul(o); })
+        .template Case<Fp8QuantizeOp>([&](auto o) { return fp8Quantize(o); })
+        .template Case<ScaledMatmulOp>([&](auto o) { return scaledMatmul(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
         .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
         .template Case<MatmulGeluBiasGradOp>([&](auto o) { return matmulGeluBiasGrad(o); })
@@ -438,11 +440,11 @@ private:
     return success();
   }
 
-  /// `x` as gpt.fp8_matmul reads it: scaled by s = max_finite / amax,
-  /// rounded to the format (nearest even, saturating), and scaled back by
-  /// 1 / s, so that products of these values are the tensor cores' up to
-  /// the order of summation.
-  static Buffer quantized(const Buffer &x, Fp8Format format) {
+  /// `x` quantized to `format` as gpt.fp8_quantize defines it: the
+  /// values round_to_format(s x) with s = max_finite / amax (1 for an
+  /// all-zero or non-finite amax), nearest even, saturating as the kernels'
+  /// satfinite conversions do, and s.
+  static std::pair<Buffer, double> quantize(const Buffer &x, Fp8Format format) {
     bool e4m3 = format == Fp8Format::E4M3;
     // Significant bits, smallest normal exponent as frexp gives it, max.
     int digits = e4m3 ? 4 : 3, minExp = e4m3 ? -5 : -13;
@@ -454,10 +456,20 @@ private:
     Buffer q(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       double r = roundToFormat(static_cast<double>(x[i]) * s, digits, minExp, maxFinite);
-      if (std::isinf(r)) // saturate, as the kernels' satfinite conversions do
+      if (std::isinf(r))
         r = std::copysign(maxFinite, r);
-      q[i] = static_cast<T>(r / s);
+      q[i] = static_cast<T>(r);
     }
+    return {std::move(q), s};
+  }
+
+  /// `x` as gpt.fp8_matmul reads it: quantized and scaled back, so that
+  /// products of these values are the tensor cores' up to the order of
+  /// summation.
+  static Buffer quantized(const Buffer &x, Fp8Format format) {
+    auto [q, s] = quantize(x, format);
+    for (T &v : q)
+      v = static_cast<T>(static_cast<double>(v) / s);
     return q;
   }
 
@@ -466,6 +478,33 @@ private:
     Buffer bm = quantized(in(op.getRhs()), op.getRhsFormat());
     matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
                op.getResult(), out(op.getResult()), {&a, &bm});
+    return success();
+  }
+
+  LogicalResult fp8Quantize(Fp8QuantizeOp op) {
+    auto [q, s] = quantize(in(op.getInput()), op.getFormat());
+    Buffer &y = out(op.getResult());
+    if (op.getTranspose()) {
+      auto xs = shapeOf(op.getInput());
+      for (int64_t i = 0; i < xs[0]; ++i)
+        for (int64_t j = 0; j < xs[1]; ++j)
+          y[j * xs[0] + i] = q[i * xs[1] + j];
+    } else {
+      y = std::move(q);
+    }
+    out(op.getScale())[0] = static_cast<T>(1.0 / s);
+    return success();
+  }
+
+  /// The FP8 values times their scales, summed exactly (in T), then the
+  /// product scaled once: the tensor cores' order of scaling.
+  LogicalResult scaledMatmul(ScaledMatmulOp op) {
+    Buffer &y = out(op.getResult());
+    matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
+               op.getResult(), y);
+    T scale = in(op.getLhsScale())[0] * in(op.getRhsScale())[0];
+    for (T &v : y)
+      v *= scale;
     return success();
   }
 

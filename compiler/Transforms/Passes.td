@@ -285,6 +285,47 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
+  let summary = "Splits each gpt.fp8_matmul into FP8 quantizations and a scaled GEMM";
+  let description = [{
+    Every `gpt.fp8_matmul` becomes a `gpt.fp8_quantize` per operand (the
+    FP8 copy and its dequantization scale) and a `gpt.scaled_matmul` of
+    the copies. The tensor cores' FP8 GEMMs take one layout only,
+    `op(lhs) op(rhs)` with an untransposed lhs and a transposed rhs (TN in
+    cuBLASLt's column-major terms), so an operand whose product reads it
+    the other way is quantized as its transpose: the forward `X W^T` needs
+    no transposed copy, `dX = dY W` a transposed W, and
+    `dW = dY^T X` transposed copies of dY and X. The forward products
+    (e4m3 x e4m3) use fast accumulation; the gradient ones (with an e5m2
+    operand) accumulate exactly, as Transformer Engine does.
+
+    Quantizing is elementwise given the amax, so the result computes
+    what `gpt.fp8_matmul` defines, up to the order of summation. Batched
+    products (a rhs of rank above 2) have no FP8 GEMM: they are an error.
+    Runs on every function, at the start of the memory-plan phase (after
+    inlining and CSE, so that the programs share nothing unlowered).
+
+    ```mlir
+    // Before:
+    %y = gpt.fp8_matmul e5m2 %dy, e4m3 %w
+        : (tensor<16x48xbf16>, tensor<48x16xbf16>) -> tensor<16x16xbf16>
+    // After:
+    %qdy, %sdy = gpt.fp8_quantize e5m2 %dy
+        : (tensor<16x48xbf16>) -> (tensor<16x48xf8E5M2>, tensor<f32>)
+    %qw, %sw = gpt.fp8_quantize e4m3 %w {transpose}
+        : (tensor<48x16xbf16>) -> (tensor<16x48xf8E4M3FN>, tensor<f32>)
+    %y = gpt.scaled_matmul %qdy, %sdy, %qw, %sw {transpose_rhs}
+        : (tensor<16x48xf8E5M2>, tensor<f32>, tensor<16x48xf8E4M3FN>, tensor<f32>)
+          -> tensor<16x16xbf16>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numProducts", "products", "gpt.fp8_matmul ops lowered">,
+    Statistic<"numTransposed", "transposed", "Operands quantized as their transpose">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect"];
+}
+
 def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"> {
   let summary = "Folds GELU, GELU's gradient and bias gradients into the neighbouring GEMMs";
   let description = [{

@@ -174,8 +174,12 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 //===----------------------------------------------------------------------===//
 
 /// The rule of gpt.matmul, shared by the fused GEMM ops (`name`).
+/// The result of op(lhs) op(rhs), in the lhs's element type; with
+/// `oneElementType` the operands must share it (gpt.scaled_matmul's FP8
+/// operands may differ).
 static FailureOr<RankedTensorType> inferMatmul(std::optional<Location> loc, StringRef name,
-                                               Value lhs, Value rhs, bool ta, bool tb) {
+                                               Value lhs, Value rhs, bool ta, bool tb,
+                                               bool oneElementType = true) {
   auto a = rtt(lhs), b = rtt(rhs);
   int64_t rank = a.getRank();
   if (rank < 2)
@@ -183,7 +187,7 @@ static FailureOr<RankedTensorType> inferMatmul(std::optional<Location> loc, Stri
   if (b.getRank() != 2 && b.getRank() != rank)
     return shapeError(loc, name, "rhs must have rank 2 or the lhs rank (",
                       rank, "), got ", b.getRank());
-  if (a.getElementType() != b.getElementType())
+  if (oneElementType && a.getElementType() != b.getElementType())
     return shapeError(loc, name, "lhs and rhs must have one element type");
   SmallVector<int64_t> shape(a.getShape().drop_back(2));
   for (int64_t i = 0, e = b.getRank() - 2; i < e; ++i) {
@@ -235,6 +239,55 @@ LogicalResult Fp8MatmulOp::verify() {
   if (getLhsFormat() == Fp8Format::E5M2 && getRhsFormat() == Fp8Format::E5M2)
     return emitOpError("at most one operand may be e5m2 (the tensor cores take e4m3 x e4m3, "
                        "e5m2 x e4m3 and e4m3 x e5m2)");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fp8QuantizeOp
+//===----------------------------------------------------------------------===//
+
+static Type fp8Type(MLIRContext *ctx, Fp8Format format) {
+  if (format == Fp8Format::E4M3)
+    return Float8E4M3FNType::get(ctx);
+  return Float8E5M2Type::get(ctx);
+}
+
+LogicalResult Fp8QuantizeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  SmallVector<int64_t> shape(x.getShape());
+  if (adaptor.getTranspose()) {
+    if (x.getRank() != 2)
+      return shapeError(loc, "fp8_quantize", "transpose takes a rank-2 input, got rank ",
+                        x.getRank());
+    std::swap(shape[0], shape[1]);
+  }
+  results.push_back(RankedTensorType::get(shape, fp8Type(ctx, adaptor.getFormat())));
+  results.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScaledMatmulOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaledMatmulOp::verify() {
+  if (llvm::isa<Float8E5M2Type>(rtt(getLhs()).getElementType()) &&
+      llvm::isa<Float8E5M2Type>(rtt(getRhs()).getElementType()))
+    return emitOpError("at most one operand may be e5m2 (the tensor cores take e4m3 x e4m3, "
+                       "e5m2 x e4m3 and e4m3 x e5m2)");
+  FailureOr<RankedTensorType> y =
+      inferMatmul(getLoc(), "scaled_matmul", getLhs(), getRhs(), getTransposeLhs(),
+                  getTransposeRhs(), /*oneElementType=*/false);
+  if (failed(y))
+    return failure();
+  if (failed(verifyCompatibleShape(y->getShape(), rtt(getResult()).getShape()))) {
+    InFlightDiagnostic d = emitOpError("result ");
+    d << rtt(getResult()) << " does not have the product's shape ";
+    llvm::interleave(y->getShape(), d, [&](int64_t v) { d << dimStr(v); }, "x");
+    return d;
+  }
   return success();
 }
 

@@ -169,6 +169,55 @@ def GPT_Fp8MatmulOp : GPT_InferredOp<"fp8_matmul", [GPT_Differentiable]> {
   let hasVerifier = 1;
 }
 
+def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
+  let summary = "An FP8 copy of a tensor and its dequantization scale";
+  let description = [{
+    The first half of a lowered `gpt.fp8_matmul` operand: with
+    `amax = max |x|` and `s = max_finite / amax` (1 for an all-zero or
+    non-finite amax), `result = round_to_format(s x)` (nearest even,
+    saturating at the largest finite value; e4m3 max 448, e5m2 max 57344)
+    and `scale = 1 / s`, so that `scale * result` approximates `x`.
+    With `transpose` the copy is of the (M, K) input's transpose, (K, M):
+    the FP8 tensor-core GEMMs read A transposed and B not
+    (`gpt-lower-fp8` quantizes each operand in the layout its GEMM needs).
+
+    ```mlir
+    %q, %s = gpt.fp8_quantize e5m2 %dy {transpose}
+        : (tensor<16x48xbf16>) -> (tensor<48x16xf8E5M2>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, UnitAttr:$transpose);
+  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result, 0DTensorOf<[F32]>:$scale);
+  let assemblyFormat = "$format $input attr-dict `:` functional-type(operands, results)";
+}
+
+def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure]> {
+  let summary = "A GEMM of FP8 tensors, each times its f32 scale";
+  let description = [{
+    `result = (lhs_scale * op(lhs)) (rhs_scale * op(rhs))`, accumulated in
+    fp32 and rounded once to the result's (wider) type: the second half of
+    a lowered `gpt.fp8_matmul`, as the tensor cores run it. Shapes and
+    transposes are those of `gpt.matmul`; at most one operand is e5m2.
+    `fast_accum` lets the tensor cores fold partial sums less often (faster,
+    slightly less accurate; the forward products use it).
+
+    ```mlir
+    %y = gpt.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs}
+        : (tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>)
+          -> tensor<16x48xbf16>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F8E4M3FN, F8E5M2]>:$lhs, 0DTensorOf<[F32]>:$lhs_scale,
+                       RankedTensorOf<[F8E4M3FN, F8E5M2]>:$rhs, 0DTensorOf<[F32]>:$rhs_scale,
+                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
+                       UnitAttr:$fast_accum);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $lhs_scale `,` $rhs `,` $rhs_scale attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def GPT_BiasAddOp : GPT_InferredOp<"bias_add", [GPT_Differentiable]> {
   let summary = "Adds a vector along the last dimension";
   let description = [{

@@ -1395,3 +1395,50 @@ func.func @fp8_matmul_shapes(%a: tensor<8x16xbf16>, %b: tensor<8x4xbf16>) {
   %0 = gpt.fp8_matmul e4m3 %a, e4m3 %b : (tensor<8x16xbf16>, tensor<8x4xbf16>) -> tensor<8x4xbf16>
   return
 }
+
+// -----
+
+// Tests that gpt.fp8_quantize transposes rank-2 inputs only.
+func.func @fp8_quantize_transpose_rank(%x: tensor<2x8x16xbf16>) {
+  // expected-error @+2 {{transpose takes a rank-2 input, got rank 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q, %s = gpt.fp8_quantize e4m3 %x {transpose} : (tensor<2x8x16xbf16>) -> (tensor<16x16xf8E4M3FN>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_quantize's result has the format's element type.
+func.func @fp8_quantize_format(%x: tensor<8x16xbf16>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<8x16xf8E4M3FN>', 'tensor<f32>' are incompatible}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q, %s = gpt.fp8_quantize e4m3 %x : (tensor<8x16xbf16>) -> (tensor<8x16xf8E5M2>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul rejects two e5m2 operands.
+func.func @scaled_matmul_two_e5m2(%a: tensor<8x16xf8E5M2>, %s: tensor<f32>, %b: tensor<4x16xf8E5M2>) {
+  // expected-error @+1 {{at most one operand may be e5m2}}
+  %0 = gpt.scaled_matmul %a, %s, %b, %s {transpose_rhs} : (tensor<8x16xf8E5M2>, tensor<f32>, tensor<4x16xf8E5M2>, tensor<f32>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul's result has the product's shape.
+func.func @scaled_matmul_shape(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %b: tensor<4x16xf8E4M3FN>) {
+  // expected-error @+1 {{does not have the product's shape 8x4}}
+  %0 = gpt.scaled_matmul %a, %s, %b, %s {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<4x16xf8E4M3FN>, tensor<f32>) -> tensor<8x8xbf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul takes FP8 operands only.
+func.func @scaled_matmul_bf16(%a: tensor<8x16xbf16>, %s: tensor<f32>, %b: tensor<4x16xbf16>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of f8E4M3FN type or f8E5M2 type values}}
+  %0 = gpt.scaled_matmul %a, %s, %b, %s {transpose_rhs} : (tensor<8x16xbf16>, tensor<f32>, tensor<4x16xbf16>, tensor<f32>) -> tensor<8x4xbf16>
+  return
+}

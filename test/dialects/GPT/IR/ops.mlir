@@ -1037,3 +1037,28 @@ func.func @fp8_matmul(%x: tensor<8x16xbf16>, %w: tensor<48x16xbf16>, %dy: tensor
   %dw = gpt.fp8_matmul e5m2 %dy, e4m3 %x {transpose_lhs} : (tensor<8x48xbf16>, tensor<8x16xbf16>) -> tensor<48x16xbf16>
   return %y, %dw : tensor<8x48xbf16>, tensor<48x16xbf16>
 }
+
+// -----
+
+// Tests that gpt.fp8_quantize round-trips, with and without transpose, and
+// that its results are the format's tensor and an f32 scale.
+// CHECK-LABEL: func.func @fp8_quantize
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xbf16>, %[[DY:.*]]: tensor<16x48xbf16>
+func.func @fp8_quantize(%x: tensor<2x8x16xbf16>, %dy: tensor<16x48xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<48x16xf8E5M2>) {
+  // CHECK: gpt.fp8_quantize e4m3 %[[X]] : (tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<f32>)
+  %q, %s = gpt.fp8_quantize e4m3 %x : (tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<f32>)
+  // CHECK: gpt.fp8_quantize e5m2 %[[DY]] {transpose} : (tensor<16x48xbf16>) -> (tensor<48x16xf8E5M2>, tensor<f32>)
+  %qt, %st = gpt.fp8_quantize e5m2 %dy {transpose} : (tensor<16x48xbf16>) -> (tensor<48x16xf8E5M2>, tensor<f32>)
+  return %q, %qt : tensor<2x8x16xf8E4M3FN>, tensor<48x16xf8E5M2>
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul round-trips with mixed formats, a shared rhs
+// and fast accumulation.
+// CHECK-LABEL: func.func @scaled_matmul
+func.func @scaled_matmul(%a: tensor<2x8x16xf8E5M2>, %sa: tensor<f32>, %b: tensor<48x16xf8E4M3FN>, %sb: tensor<f32>) -> tensor<2x8x48xbf16> {
+  // CHECK: gpt.scaled_matmul %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {fast_accum, transpose_rhs} : (tensor<2x8x16xf8E5M2>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<2x8x48xbf16>
+  %y = gpt.scaled_matmul %a, %sa, %b, %sb {transpose_rhs, fast_accum} : (tensor<2x8x16xf8E5M2>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<2x8x48xbf16>
+  return %y : tensor<2x8x48xbf16>
+}

@@ -1,0 +1,71 @@
+//===- LowerFp8.cpp - gpt.fp8_matmul -> quantizations + scaled GEMM -------===//
+//
+/// Each gpt.fp8_matmul becomes gpt.fp8_quantize of both operands, each in
+/// the layout of the TN GEMM (lhs untransposed, rhs transposed), and one
+/// gpt.scaled_matmul. A pattern per op; products it cannot lower (batched
+/// ones) are reported after the rewrite.
+//
+//===----------------------------------------------------------------------===//
+
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace gptc {
+#define GEN_PASS_DEF_LOWERFP8PASS
+#include "compiler/Transforms/Passes.h.inc"
+} // namespace gptc
+
+using namespace mlir;
+using namespace mlir::gpt;
+
+namespace {
+
+struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
+  LowerFp8Matmul(MLIRContext *ctx, llvm::Statistic &products, llvm::Statistic &transposed)
+      : OpRewritePattern(ctx), products(products), transposed(transposed) {}
+
+  LogicalResult matchAndRewrite(Fp8MatmulOp op, PatternRewriter &rewriter) const override {
+    auto rank = [](Value v) { return llvm::cast<RankedTensorType>(v.getType()).getRank(); };
+    // A transposed operand is copied as its rank-2 transpose.
+    if (rank(op.getRhs()) != 2 || (op.getTransposeLhs() && rank(op.getLhs()) != 2))
+      return rewriter.notifyMatchFailure(op, "batched product");
+    auto quantize = [&](Fp8Format format, Value x, bool transpose) {
+      if (transpose)
+        ++transposed;
+      return Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, transpose);
+    };
+    // TN: the lhs as (M, K), the rhs as (N, K).
+    auto lhs = quantize(op.getLhsFormat(), op.getLhs(), op.getTransposeLhs());
+    auto rhs = quantize(op.getRhsFormat(), op.getRhs(), !op.getTransposeRhs());
+    bool forward = op.getLhsFormat() == Fp8Format::E4M3 && op.getRhsFormat() == Fp8Format::E4M3;
+    rewriter.replaceOpWithNewOp<ScaledMatmulOp>(
+        op, op.getType(), lhs.getResult(), lhs.getScale(), rhs.getResult(), rhs.getScale(),
+        /*transpose_lhs=*/false, /*transpose_rhs=*/true, /*fast_accum=*/forward);
+    ++products;
+    return success();
+  }
+
+  llvm::Statistic &products, &transposed;
+};
+
+struct LowerFp8Pass : public gptc::impl::LowerFp8PassBase<LowerFp8Pass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<LowerFp8Matmul>(&getContext(), numProducts, numTransposed);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
+    WalkResult left = getOperation().walk([](Fp8MatmulOp op) {
+      op.emitError("gpt-lower-fp8: batched FP8 products have no GEMM: the rhs must have rank 2, "
+                   "and a transposed lhs rank 2");
+      return WalkResult::interrupt();
+    });
+    if (left.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace
