@@ -13,6 +13,7 @@
 # init, batches, schedule), each under a time limit taken from what is left
 # of BUDGET_S. The table has ms/step, tok/s, MFU, peak GiB and the compile
 # time (gptc: AOT on the CPU machine, from sweep.tsv; torch: its first step).
+# SWEEP_TORCH="124M" runs torch for the listed models only.
 # $OUT/sweep_table.md is rewritten after each size. SWEEP_EAGER=0 skips eager.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -49,7 +50,7 @@ while IFS=$'\t' read -r model b file secs tag _; do
   log=$OUT/gptrun_$name.log
   run_limited "gptc-$name" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
   echo "gptrun rc=$?"; tail -n 2 "$log"
-  if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$name.json" --label "gptc bf16 $model${tag:+ $tag}" \
+  if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$name.json" --label "gptc $model${tag:+ $tag}" \
       --model "$model" --batch "$b" --seq 1024 --dtype bf16 --tf32 off --timing-warmup "$WARMUP" > /dev/null; then
     "$PY" - "$WORK/gptc-$name.json" "$secs" <<'PYEOF'
 import json, sys
@@ -60,6 +61,8 @@ PYEOF
   modes=(compile)
   [ "$model" = 124M ] && [ "${SWEEP_EAGER:-1}" != 0 ] && modes=(eager compile)
   [ -n "$tag" ] && modes=() # torch runs once per model, with the plain entry
+  # SWEEP_TORCH="124M 350M": torch for these models only.
+  [ -n "${SWEEP_TORCH:-}" ] && [[ " $SWEEP_TORCH " != *" $model "* ]] && modes=()
   for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086
     run_limited "torch-$mode-$model" 150 "$PY" bench/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \

@@ -1439,12 +1439,14 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
 /// Values one thread of an amax stage folds (strided, so coalesced), and
 /// the most the last stage's single row takes.
 constexpr int64_t kAmaxFold = 64, kAmaxLast = 2048;
+/// Consecutive input columns one thread of a transposing quantize takes.
+constexpr int64_t kTransposeRun = 16;
 
 /// gpt.fp8_quantize: stages of strided maxima of |x| until at most
 /// kAmaxLast partials are left; one row folds those into amax and stores
 /// the scale s = max_finite / amax (1 if amax is 0 or not finite) for the
-/// cast and 1 / s as the result's scale; then one thread per element
-/// stores the code of s x (at the transposed index with `transpose`).
+/// cast and 1 / s as the result's scale; then a kernel stores the code of
+/// s x for every element (at the transposed index with `transpose`).
 /// Maxima are exact, so the order of folding does not change the bits.
 LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   std::string key = keyOf(op);
@@ -1497,19 +1499,38 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
              k.st(k.div(k.f(1, ft), s), a[2], k.idx(0));
            });
          });
-  bool transpose = op.getTranspose();
-  int64_t rows = rtt(x).getShape().front(), cols = n / rows;
   Fp8Format format = op.getFormat();
-  launch(op, key, "fp8_quantize", {flat(x), flatOf(1, ft), flatOf(n, i8)},
-         {t(x), scale, t(op.getResult())}, n,
-         [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+  std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
+  std::vector<Operand> args = {t(x), scale, t(op.getResult())};
+  if (!op.getTranspose()) {
+    launch(op, key, "fp8_quantize", types, args, n,
+           [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
+             KB k{b, loc};
+             Value y = k.mul(k.ld(a[0], i), k.ld(a[1], k.idx(0)));
+             k.st(fp8Bits(k, y, format), a[2], i);
+           });
+    return success();
+  }
+  // The transpose: thread (g, r) (r fastest) reads kTransposeRun
+  // consecutive columns of input row r (whole 32-byte sectors of a bf16
+  // row) and writes them down output rows g * run + j, where the warp's
+  // consecutive r give consecutive bytes. One element per thread read down
+  // a column instead: every 2-byte load a sector of its own.
+  int64_t rows = rtt(x).getShape().front(), cols = n / rows;
+  int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
+  launch(op, key, "fp8_quantize_transpose", types, args, n / run,
+         [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
            KB k{b, loc};
-           // Output (cols, rows) element i is input (i % rows, i / rows).
-           Value from = i;
-           if (transpose)
-             from = k.add(k.mul(k.urem(i, k.idx(rows)), k.idx(cols)), k.udiv(i, k.idx(rows)));
-           Value y = k.mul(k.ld(a[0], from), k.ld(a[1], k.idx(0)));
-           k.st(fp8Bits(k, y, format), a[2], i);
+           Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
+           Value s = k.ld(a[1], k.idx(0));
+           Value from = k.add(k.mul(r, k.idx(cols)), k.mul(g, k.idx(run)));
+           SmallVector<Value> ys;
+           for (int64_t j = 0; j < run; ++j)
+             ys.push_back(k.mul(k.ld(a[0], k.add(from, k.idx(j))), s));
+           for (int64_t j = 0; j < run; ++j) {
+             Value to = k.add(k.mul(k.add(k.mul(g, k.idx(run)), k.idx(j)), k.idx(rows)), r);
+             k.st(fp8Bits(k, ys[j], format), a[2], to);
+           }
          });
   return success();
 }

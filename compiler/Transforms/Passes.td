@@ -37,7 +37,8 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         amax (current scaling); gpt-autodiff then quantizes the incoming
         gradients as e5m2, so the backward's dX and dW products are FP8 too.
         The reference interpreter runs it (`gptc run-reference
-        --precision=fp8`); codegen has no FP8 kernels yet.
+        --precision=fp8`); gpt-lower-fp8 (memory-plan phase) turns each
+        product into quantize kernels and an FP8 GEMM.
 
     Option `narrow-residual` (with bf16 or fp16): the residual stream is in the
     compute type too, as in llm.c, where by default it stays fp32 as

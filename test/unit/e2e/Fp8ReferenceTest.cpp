@@ -1,8 +1,9 @@
 //===- Fp8ReferenceTest.cpp - --precision=fp8 tracks bf16 (interpreter) ---===//
 //
-// --precision=fp8 has no kernels yet, so its numerics are checked where it
-// runs: the reference interpreter, whose gpt.fp8_matmul rounds each operand
-// exactly to e4m3 / e5m2 after per-tensor amax scaling. `tiny` (B=2, T=8,
+// --precision=fp8's numerics against bf16's on the reference interpreter,
+// whose gpt.fp8_matmul rounds each operand exactly to e4m3 / e5m2 after
+// per-tensor amax scaling (the executables' kernels are checked against
+// the interpreter in E2EHostTrainTest). `tiny` (B=2, T=8,
 // lr 1e-2, a learnable token stream) trains with bf16 and with fp8 from the
 // same @init; the fp8 losses must track bf16's, the run must learn, and the
 // two must differ (the quantization happened). About 0.2 s.

@@ -412,4 +412,89 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
   }
 }
 
+// gpt.fp8_quantize's kernels (amax stages, scale, cast to codes) and
+// gpt.scaled_matmul on the Host backend against the interpreter, which
+// quantizes in f64: each quantized tensor times an identity (exact in e4m3)
+// gives back its dequantized values, so every code is checked, not a sum of
+// them. x (16 x 256, 4096 elements: an amax stage of partials, then the
+// last fold) spans 2^-24 to 2^3 in magnitude with both signs, through
+// e4m3's subnormals (below 2^-6 of 448 / amax) down to values that round
+// to zero; z takes the e5m2 path through a transposed copy. A wrong
+// rounding moves a value by a step of its format (>= 2^-3 relative), far
+// beyond the bound (one f32 rounding of the identity's scale).
+TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
+  constexpr int64_t m = 16, k = 256;
+  std::string x = "tensor<16x256xf32>", z = "tensor<256x16xf32>", eye = "tensor<256x256xf32>";
+  std::string qx = "tensor<16x256xf8E4M3FN>", qz = "tensor<16x256xf8E5M2>",
+              qi = "tensor<256x256xf8E4M3FN>", y = "tensor<16x256xf32>";
+  module = parse(
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(%x: " + x + " {gpt.input = \"x\"}, %z: " + z +
+      " {gpt.input = \"z\"}, %eye: " + eye + " {gpt.input = \"eye\"}) -> (" + y +
+      " {gpt.output = \"x8\"}, " + y + " {gpt.output = \"zt8\"}) {\n"
+      "  %qx, %sx = gpt.fp8_quantize e4m3 %x : (" + x + ") -> (" + qx + ", tensor<f32>)\n"
+      "  %qz, %sz = gpt.fp8_quantize e5m2 %z {transpose} : (" + z + ") -> (" + qz + ", tensor<f32>)\n"
+      "  %qi, %si = gpt.fp8_quantize e4m3 %eye : (" + eye + ") -> (" + qi + ", tensor<f32>)\n"
+      "  %x8 = gpt.scaled_matmul %qx, %sx, %qi, %si {transpose_rhs, fast_accum} : (" + qx +
+      ", tensor<f32>, " + qi + ", tensor<f32>) -> " + y + "\n"
+      "  %zt8 = gpt.scaled_matmul %qz, %sz, %qi, %si {transpose_rhs} : (" + qz + ", tensor<f32>, " +
+      qi + ", tensor<f32>) -> " + y + "\n"
+      "  return %x8, %zt8 : " + y + ", " + y + "\n}\n");
+  ASSERT_TRUE(module);
+
+  std::vector<float> xs(m * k), zs(k * m), id(k * k, 0.0f);
+  for (int64_t i = 0; i < m * k; ++i) {
+    // Magnitudes 2^-24 .. 2^3 with a varying mantissa and sign.
+    double e = -24.0 + 27.0 * static_cast<double>((i * 37) % 1001) / 1000.0;
+    double v = std::ldexp(1.0 + 0.5 * std::sin(0.7 * static_cast<double>(i)), static_cast<int>(e));
+    xs[i] = static_cast<float>(i % 3 == 0 ? -v : v);
+    zs[i] = static_cast<float>(std::cos(0.31 * static_cast<double>(i)) *
+                               std::ldexp(1.0, static_cast<int>(i % 23) - 15));
+  }
+  for (int64_t i = 0; i < k; ++i)
+    id[i * k + i] = 1.0f;
+
+  auto asTensor = [](std::vector<int64_t> dims, const std::vector<float> &data) {
+    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
+  };
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(fn);
+  auto ref = reference::evaluate(fn, {asTensor({m, k}, xs), asTensor({k, m}, zs), asTensor({k, k}, id)},
+                                 reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
+
+  auto session = hostSession("fp8-quantize-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "x", xs));
+  ASSERT_TRUE(session->setInput("train_step", "z", zs));
+  ASSERT_TRUE(session->setInput("train_step", "eye", id));
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+
+  const char *names[] = {"x8", "zt8"};
+  for (size_t o = 0; o < std::size(names); ++o) {
+    auto got = session->getOutput("train_step", names[o]);
+    ASSERT_TRUE(got) << names[o] << ": " << got.status().message();
+    const Tensor &want = (*ref)[o];
+    ASSERT_EQ(got->size(), want.data.size() * 4) << names[o];
+    int far = 0, zeros = 0;
+    std::string first;
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      float g;
+      std::memcpy(&g, got->data() + 4 * i, 4);
+      double wv = want.data[i];
+      zeros += wv == 0;
+      if (!(std::fabs(g - wv) <= 1e-6 * std::fabs(wv)) && far++ == 0)
+        first = std::string(names[o]) + "[" + std::to_string(i) + "]: " + std::to_string(g) +
+                " against " + std::to_string(wv);
+    }
+    EXPECT_EQ(far, 0) << names[o] << ": elements off; the first: " << first;
+    if (o == 0) // the smallest values flush to zero: the subnormal range is crossed
+      EXPECT_GT(zeros, 0);
+  }
+}
+
 } // namespace
