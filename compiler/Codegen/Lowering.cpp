@@ -594,6 +594,7 @@ private:
                                    Value db, Value residual, Value narrow, double eps);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
                             GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value());
+  LogicalResult lowerFp8Scale(Fp8ScaleOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
@@ -1170,8 +1171,7 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
       return false;
     if (llvm::isa<ScaledMatmulOp>(op))
       return true;
-    auto q = llvm::dyn_cast<Fp8QuantizeOp>(op);
-    return q && v == q.getResult();
+    return llvm::isa<Fp8QuantizeOp>(op) && v == op->getResult(0);
   };
   // The signature first: it names the parameter (folded constants in @init
   // have lost their locations).
@@ -1442,15 +1442,13 @@ constexpr int64_t kAmaxFold = 64, kAmaxLast = 2048;
 /// Consecutive input columns one thread of a transposing quantize takes.
 constexpr int64_t kTransposeRun = 16;
 
-/// gpt.fp8_quantize: stages of strided maxima of |x| until at most
+/// gpt.fp8_scale: stages of strided maxima of |x| until at most
 /// kAmaxLast partials are left; one row folds those into amax and stores
-/// the scale s = max_finite / amax (1 if amax is 0 or not finite) for the
-/// cast and 1 / s as the result's scale; then a kernel stores the code of
-/// s x for every element (at the transposed index with `transpose`).
-/// Maxima are exact, so the order of folding does not change the bits.
-LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
+/// s = max_finite / amax (1 if amax is 0 or not finite) and 1 / s. Maxima
+/// are exact, so the order of folding does not change the bits.
+LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   std::string key = keyOf(op);
-  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
+  Type ft = Float32Type::get(ctx);
   Value x = op.getInput();
   int64_t n = numel(x);
   Operand values = t(x);
@@ -1474,11 +1472,11 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
     valuesType = flatOf(threads, ft);
     count = threads;
   }
-  Operand scale = scratch(4);
   double maxFinite = fp8Max(op.getFormat());
   int64_t lanes = options.rowLanes;
   launch(op, key + "scale" + std::to_string(count), "fp8_scale",
-         {valuesType, flatOf(1, ft), flatOf(1, ft)}, {values, scale, t(op.getScale())}, lanes,
+         {valuesType, flatOf(1, ft), flatOf(1, ft)}, {values, t(op.getScale()), t(op.getInverse())},
+         lanes,
          [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
            RowLanes rl(k, idx, lanes);
@@ -1499,9 +1497,19 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
              k.st(k.div(k.f(1, ft), s), a[2], k.idx(0));
            });
          });
+  return success();
+}
+
+/// gpt.fp8_quantize: a kernel storing the code of s x for every element
+/// (at the transposed index with `transpose`).
+LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
+  std::string key = keyOf(op);
+  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
+  Value x = op.getInput();
+  int64_t n = numel(x);
   Fp8Format format = op.getFormat();
   std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
-  std::vector<Operand> args = {t(x), scale, t(op.getResult())};
+  std::vector<Operand> args = {t(x), t(op.getScale()), t(op.getResult())};
   if (!op.getTranspose()) {
     launch(op, key, "fp8_quantize", types, args, n,
            [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
@@ -1649,6 +1657,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
                            mm.getTransposeRhs(), Value());
       })
+      .Case<Fp8ScaleOp>([&](Fp8ScaleOp sc) { return lowerFp8Scale(sc); })
       .Case<Fp8QuantizeOp>([&](Fp8QuantizeOp q) { return lowerFp8Quantize(q); })
       .Case<LinearGeluOp>([&](LinearGeluOp l) {
         return lowerMatmul(op, l.getInput(), l.getWeight(), false, true, l.getBias(),

@@ -124,8 +124,11 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   // Every program holds its own products now (@logits is cloned late).
-  if (options.precision == "fp8")
+  // CSE then gives both layouts of an operand one scale.
+  if (options.precision == "fp8") {
     pm.addPass(createLowerFp8Pass());
+    pm.addPass(createCSEPass());
+  }
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.
   if (options.worldSize > 0) {

@@ -217,6 +217,7 @@ private:
         .template Case<LinearOp>([&](auto o) { return linear(o); })
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
         .template Case<Fp8MatmulOp>([&](auto o) { return fp8Matmul(o); })
+        .template Case<Fp8ScaleOp>([&](auto o) { return fp8ScaleOf(o); })
         .template Case<Fp8QuantizeOp>([&](auto o) { return fp8Quantize(o); })
         .template Case<ScaledMatmulOp>([&](auto o) { return scaledMatmul(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
@@ -440,19 +441,26 @@ private:
     return success();
   }
 
-  /// `x` quantized to `format` as gpt.fp8_quantize defines it: the
-  /// values round_to_format(s x) with s = max_finite / amax (1 for an
-  /// all-zero or non-finite amax), nearest even, saturating as the kernels'
-  /// satfinite conversions do, and s.
-  static std::pair<Buffer, double> quantize(const Buffer &x, Fp8Format format) {
-    bool e4m3 = format == Fp8Format::E4M3;
-    // Significant bits, smallest normal exponent as frexp gives it, max.
-    int digits = e4m3 ? 4 : 3, minExp = e4m3 ? -5 : -13;
-    double maxFinite = e4m3 ? 448.0 : 57344.0;
+  static double fp8Max(Fp8Format format) {
+    return format == Fp8Format::E4M3 ? 448.0 : 57344.0;
+  }
+
+  /// gpt.fp8_scale's s = max_finite / amax (1 for an all-zero or
+  /// non-finite amax).
+  static double fp8Scale(const Buffer &x, Fp8Format format) {
     double amax = 0;
     for (T v : x)
       amax = std::max(amax, std::fabs(static_cast<double>(v)));
-    double s = amax > 0 && std::isfinite(amax) ? maxFinite / amax : 1.0;
+    return amax > 0 && std::isfinite(amax) ? fp8Max(format) / amax : 1.0;
+  }
+
+  /// round_to_format(s x) for every element of `x`, nearest even,
+  /// saturating as the kernels' satfinite conversions do.
+  static Buffer quantize(const Buffer &x, Fp8Format format, double s) {
+    // Significant bits, smallest normal exponent as frexp gives it.
+    bool e4m3 = format == Fp8Format::E4M3;
+    int digits = e4m3 ? 4 : 3, minExp = e4m3 ? -5 : -13;
+    double maxFinite = fp8Max(format);
     Buffer q(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       double r = roundToFormat(static_cast<double>(x[i]) * s, digits, minExp, maxFinite);
@@ -460,14 +468,15 @@ private:
         r = std::copysign(maxFinite, r);
       q[i] = static_cast<T>(r);
     }
-    return {std::move(q), s};
+    return q;
   }
 
-  /// `x` as gpt.fp8_matmul reads it: quantized and scaled back, so that
-  /// products of these values are the tensor cores' up to the order of
-  /// summation.
+  /// `x` as gpt.fp8_matmul reads it: quantized with its own scale and
+  /// scaled back, so that products of these values are the tensor cores'
+  /// up to the order of summation.
   static Buffer quantized(const Buffer &x, Fp8Format format) {
-    auto [q, s] = quantize(x, format);
+    double s = fp8Scale(x, format);
+    Buffer q = quantize(x, format, s);
     for (T &v : q)
       v = static_cast<T>(static_cast<double>(v) / s);
     return q;
@@ -481,8 +490,15 @@ private:
     return success();
   }
 
+  LogicalResult fp8ScaleOf(Fp8ScaleOp op) {
+    double s = fp8Scale(in(op.getInput()), op.getFormat());
+    out(op.getScale())[0] = static_cast<T>(s);
+    out(op.getInverse())[0] = static_cast<T>(1.0 / s);
+    return success();
+  }
+
   LogicalResult fp8Quantize(Fp8QuantizeOp op) {
-    auto [q, s] = quantize(in(op.getInput()), op.getFormat());
+    Buffer q = quantize(in(op.getInput()), op.getFormat(), in(op.getScale())[0]);
     Buffer &y = out(op.getResult());
     if (op.getTranspose()) {
       auto xs = shapeOf(op.getInput());
@@ -492,7 +508,6 @@ private:
     } else {
       y = std::move(q);
     }
-    out(op.getScale())[0] = static_cast<T>(1.0 / s);
     return success();
   }
 

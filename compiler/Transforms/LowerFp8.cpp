@@ -1,8 +1,8 @@
 //===- LowerFp8.cpp - gpt.fp8_matmul -> quantizations + scaled GEMM -------===//
 //
-/// Each gpt.fp8_matmul becomes gpt.fp8_quantize of both operands, each in
-/// the layout of the TN GEMM (lhs untransposed, rhs transposed), and one
-/// gpt.scaled_matmul. A pattern per op; products it cannot lower (batched
+/// Each gpt.fp8_matmul becomes, per operand, a gpt.fp8_scale and a
+/// gpt.fp8_quantize in the layout of the TN GEMM (lhs untransposed, rhs
+/// transposed), and one gpt.scaled_matmul. A pattern per op; products it cannot lower (batched
 /// ones) are reported after the rewrite.
 //
 //===----------------------------------------------------------------------===//
@@ -31,17 +31,24 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
     // A transposed operand is copied as its rank-2 transpose.
     if (rank(op.getRhs()) != 2 || (op.getTransposeLhs() && rank(op.getLhs()) != 2))
       return rewriter.notifyMatchFailure(op, "batched product");
+    // The scale reads values only: take it of a reshape's source, so that
+    // CSE gives X and the flattened X of the weight gradient one scale.
     auto quantize = [&](Fp8Format format, Value x, bool transpose) {
+      Value source = x;
+      while (auto reshape = source.getDefiningOp<ReshapeOp>())
+        source = reshape.getInput();
+      auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, source);
       if (transpose)
         ++transposed;
-      return Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, transpose);
+      Value q = Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, scale.getScale(), transpose);
+      return std::pair(q, scale.getInverse());
     };
     // TN: the lhs as (M, K), the rhs as (N, K).
-    auto lhs = quantize(op.getLhsFormat(), op.getLhs(), op.getTransposeLhs());
-    auto rhs = quantize(op.getRhsFormat(), op.getRhs(), !op.getTransposeRhs());
+    auto [lhs, lhsScale] = quantize(op.getLhsFormat(), op.getLhs(), op.getTransposeLhs());
+    auto [rhs, rhsScale] = quantize(op.getRhsFormat(), op.getRhs(), !op.getTransposeRhs());
     bool forward = op.getLhsFormat() == Fp8Format::E4M3 && op.getRhsFormat() == Fp8Format::E4M3;
     rewriter.replaceOpWithNewOp<ScaledMatmulOp>(
-        op, op.getType(), lhs.getResult(), lhs.getScale(), rhs.getResult(), rhs.getScale(),
+        op, op.getType(), lhs, lhsScale, rhs, rhsScale,
         /*transpose_lhs=*/false, /*transpose_rhs=*/true, /*fast_accum=*/forward);
     ++products;
     return success();

@@ -289,9 +289,9 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
 def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
   let summary = "Splits each gpt.fp8_matmul into FP8 quantizations and a scaled GEMM";
   let description = [{
-    Every `gpt.fp8_matmul` becomes a `gpt.fp8_quantize` per operand (the
-    FP8 copy and its dequantization scale) and a `gpt.scaled_matmul` of
-    the copies. The tensor cores' FP8 GEMMs take one layout only,
+    Every `gpt.fp8_matmul` becomes, per operand, a `gpt.fp8_scale` (the
+    amax-derived scale and its inverse) and a `gpt.fp8_quantize` (the FP8
+    copy), and a `gpt.scaled_matmul` of the copies with the inverses. The tensor cores' FP8 GEMMs take one layout only,
     `op(lhs) op(rhs)` with an untransposed lhs and a transposed rhs (TN in
     cuBLASLt's column-major terms), so an operand whose product reads it
     the other way is quantized as its transpose: the forward `X W^T` needs
@@ -300,8 +300,12 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
     (e4m3 x e4m3) use fast accumulation; the gradient ones (with an e5m2
     operand) accumulate exactly, as Transformer Engine does.
 
-    Quantizing is elementwise given the amax, so the result computes
-    what `gpt.fp8_matmul` defines, up to the order of summation. Batched
+    The scale is taken of a `gpt.reshape`'s input (values, not shape,
+    decide it), so that CSE after this pass leaves one `gpt.fp8_scale` for
+    X and the flattened X its weight gradient reads, and one for W and W^T:
+    one amax reduction per tensor, not per layout. Quantizing is
+    elementwise given the scale, so the result computes what
+    `gpt.fp8_matmul` defines, up to the order of summation. Batched
     products (a rhs of rank above 2) have no FP8 GEMM: they are an error.
     Runs on every function, at the start of the memory-plan phase (after
     inlining and CSE, so that the programs share nothing unlowered).
@@ -311,11 +315,13 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
     %y = gpt.fp8_matmul e5m2 %dy, e4m3 %w
         : (tensor<16x48xbf16>, tensor<48x16xbf16>) -> tensor<16x16xbf16>
     // After:
-    %qdy, %sdy = gpt.fp8_quantize e5m2 %dy
-        : (tensor<16x48xbf16>) -> (tensor<16x48xf8E5M2>, tensor<f32>)
-    %qw, %sw = gpt.fp8_quantize e4m3 %w {transpose}
-        : (tensor<48x16xbf16>) -> (tensor<16x48xf8E4M3FN>, tensor<f32>)
-    %y = gpt.scaled_matmul %qdy, %sdy, %qw, %sw {transpose_rhs}
+    %sdy, %idy = gpt.fp8_scale e5m2 %dy : (tensor<16x48xbf16>) -> (tensor<f32>, tensor<f32>)
+    %qdy = gpt.fp8_quantize e5m2 %dy, %sdy
+        : (tensor<16x48xbf16>, tensor<f32>) -> tensor<16x48xf8E5M2>
+    %sw, %iw = gpt.fp8_scale e4m3 %w : (tensor<48x16xbf16>) -> (tensor<f32>, tensor<f32>)
+    %qw = gpt.fp8_quantize e4m3 %w, %sw {transpose}
+        : (tensor<48x16xbf16>, tensor<f32>) -> tensor<16x48xf8E4M3FN>
+    %y = gpt.scaled_matmul %qdy, %idy, %qw, %iw {transpose_rhs}
         : (tensor<16x48xf8E5M2>, tensor<f32>, tensor<16x48xf8E4M3FN>, tensor<f32>)
           -> tensor<16x16xbf16>
     ```

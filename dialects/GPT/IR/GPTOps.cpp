@@ -264,7 +264,17 @@ LogicalResult Fp8QuantizeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Lo
     std::swap(shape[0], shape[1]);
   }
   results.push_back(RankedTensorType::get(shape, fp8Type(ctx, adaptor.getFormat())));
-  results.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Fp8ScaleOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult Fp8ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                           Adaptor, SmallVectorImpl<Type> &results) {
+  auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+  results.assign({scalar, scalar});
   return success();
 }
 

@@ -169,34 +169,56 @@ def GPT_Fp8MatmulOp : GPT_InferredOp<"fp8_matmul", [GPT_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
-  let summary = "An FP8 copy of a tensor and its dequantization scale";
+def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale"> {
+  let summary = "The per-tensor FP8 scale of a tensor and its inverse";
   let description = [{
-    The first half of a lowered `gpt.fp8_matmul` operand: with
-    `amax = max |x|` and `s = max_finite / amax` (1 for an all-zero or
-    non-finite amax), `result = round_to_format(s x)` (nearest even,
-    saturating at the largest finite value; e4m3 max 448, e5m2 max 57344)
-    and `scale = 1 / s`, so that `scale * result` approximates `x`.
-    With `transpose` the copy is of the (M, K) input's transpose, (K, M):
-    the FP8 tensor-core GEMMs read A transposed and B not
-    (`gpt-lower-fp8` quantizes each operand in the layout its GEMM needs).
+    With `amax = max |x|`: `scale = max_finite / amax` (1 for an all-zero
+    or non-finite amax), the factor `gpt.fp8_quantize` multiplies by, and
+    `inverse = 1 / scale`, the dequantization factor a `gpt.scaled_matmul`
+    applies. e4m3's max_finite is 448, e5m2's 57344. Depends on the values
+    only, not the shape: `gpt-lower-fp8` takes the scale of a reshape's
+    input, so that after CSE both layouts of an operand (X, and the X^T
+    of its weight gradient) share one.
 
     ```mlir
-    %q, %s = gpt.fp8_quantize e5m2 %dy {transpose}
-        : (tensor<16x48xbf16>) -> (tensor<48x16xf8E5M2>, tensor<f32>)
+    %s, %inv = gpt.fp8_scale e5m2 %dy : (tensor<16x48xbf16>) -> (tensor<f32>, tensor<f32>)
     ```
   }];
-  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, UnitAttr:$transpose);
-  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result, 0DTensorOf<[F32]>:$scale);
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input);
+  let results = (outs 0DTensorOf<[F32]>:$scale, 0DTensorOf<[F32]>:$inverse);
   let assemblyFormat = "$format $input attr-dict `:` functional-type(operands, results)";
 }
 
+def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
+  let summary = "An FP8 copy of a tensor, scaled";
+  let description = [{
+    `result = round_to_format(scale * input)`: nearest even, saturating at
+    the format's largest finite value (e4m3 448, e5m2 57344), with the
+    `scale` of a `gpt.fp8_scale`. With `transpose` the copy is of the
+    (M, K) input's transpose, (K, M): the FP8 tensor-core GEMMs read A
+    transposed and B not (`gpt-lower-fp8` quantizes each operand in the
+    layout its GEMM needs).
+
+    ```mlir
+    %q = gpt.fp8_quantize e5m2 %dy, %s {transpose}
+        : (tensor<16x48xbf16>, tensor<f32>) -> tensor<48x16xf8E5M2>
+    ```
+  }];
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale,
+                       UnitAttr:$transpose);
+  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result);
+  let assemblyFormat = [{
+    $format $input `,` $scale attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure]> {
-  let summary = "A GEMM of FP8 tensors, each times its f32 scale";
+  let summary = "A GEMM of FP8 tensors, each times its f32 dequantization scale";
   let description = [{
     `result = (lhs_scale * op(lhs)) (rhs_scale * op(rhs))`, accumulated in
-    fp32 and rounded once to the result's (wider) type: the second half of
-    a lowered `gpt.fp8_matmul`, as the tensor cores run it. Shapes and
+    fp32 and rounded once to the result's (wider) type: the lowered
+    `gpt.fp8_matmul`, as the tensor cores run it (the scales are the
+    `inverse`s of the operands' `gpt.fp8_scale`). Shapes and
     transposes are those of `gpt.matmul`; at most one operand is e5m2.
     `fast_accum` lets the tensor cores fold partial sums less often (faster,
     slightly less accurate; the forward products use it).

@@ -1,12 +1,16 @@
 // RUN: gpt-opt %s --split-input-file --gpt-lower-fp8 | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-lower-fp8 --cse | FileCheck %s --check-prefix=CSE
 
 // Tests that a forward product X W^T (already TN) quantizes both operands
-// as they are and uses fast accumulation (e4m3 x e4m3).
+// as they are, each with its own scale, multiplies by the inverses, and
+// uses fast accumulation (e4m3 x e4m3).
 // CHECK-LABEL: func.func @forward_product
 // CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xbf16>, %[[W:.*]]: tensor<48x16xbf16>
-// CHECK: %[[QX:.*]], %[[SX:.*]] = gpt.fp8_quantize e4m3 %[[X]] : (tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<f32>)
-// CHECK: %[[QW:.*]], %[[SW:.*]] = gpt.fp8_quantize e4m3 %[[W]] : (tensor<48x16xbf16>) -> (tensor<48x16xf8E4M3FN>, tensor<f32>)
-// CHECK: gpt.scaled_matmul %[[QX]], %[[SX]], %[[QW]], %[[SW]] {fast_accum, transpose_rhs} : (tensor<2x8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<2x8x48xbf16>
+// CHECK: %[[SX:.*]], %[[IX:.*]] = gpt.fp8_scale e4m3 %[[X]] : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+// CHECK: %[[QX:.*]] = gpt.fp8_quantize e4m3 %[[X]], %[[SX]] : (tensor<2x8x16xbf16>, tensor<f32>) -> tensor<2x8x16xf8E4M3FN>
+// CHECK: %[[SW:.*]], %[[IW:.*]] = gpt.fp8_scale e4m3 %[[W]]
+// CHECK: %[[QW:.*]] = gpt.fp8_quantize e4m3 %[[W]], %[[SW]] : (tensor<48x16xbf16>, tensor<f32>) -> tensor<48x16xf8E4M3FN>
+// CHECK: gpt.scaled_matmul %[[QX]], %[[IX]], %[[QW]], %[[IW]] {fast_accum, transpose_rhs} : (tensor<2x8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<2x8x48xbf16>
 // CHECK-NOT: gpt.fp8_matmul
 func.func @forward_product(%x: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>) -> tensor<2x8x48xbf16> {
   %y = gpt.fp8_matmul e4m3 %x, e4m3 %w {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<48x16xbf16>) -> tensor<2x8x48xbf16>
@@ -19,9 +23,9 @@ func.func @forward_product(%x: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>) -> t
 // with an e5m2 operand accumulates exactly (no fast_accum).
 // CHECK-LABEL: func.func @input_gradient
 // CHECK-SAME:    %[[DY:.*]]: tensor<16x48xbf16>, %[[W:.*]]: tensor<48x16xbf16>
-// CHECK: %[[QDY:.*]], %[[SDY:.*]] = gpt.fp8_quantize e5m2 %[[DY]] : (tensor<16x48xbf16>) -> (tensor<16x48xf8E5M2>, tensor<f32>)
-// CHECK: %[[QW:.*]], %[[SW:.*]] = gpt.fp8_quantize e4m3 %[[W]] {transpose} : (tensor<48x16xbf16>) -> (tensor<16x48xf8E4M3FN>, tensor<f32>)
-// CHECK: gpt.scaled_matmul %[[QDY]], %[[SDY]], %[[QW]], %[[SW]] {transpose_rhs} : (tensor<16x48xf8E5M2>, tensor<f32>, tensor<16x48xf8E4M3FN>, tensor<f32>) -> tensor<16x16xbf16>
+// CHECK: %[[QDY:.*]] = gpt.fp8_quantize e5m2 %[[DY]], %{{.*}} : (tensor<16x48xbf16>, tensor<f32>) -> tensor<16x48xf8E5M2>
+// CHECK: %[[QW:.*]] = gpt.fp8_quantize e4m3 %[[W]], %{{.*}} {transpose} : (tensor<48x16xbf16>, tensor<f32>) -> tensor<16x48xf8E4M3FN>
+// CHECK: gpt.scaled_matmul %[[QDY]], %{{.*}}, %[[QW]], %{{.*}} {transpose_rhs} : (tensor<16x48xf8E5M2>, tensor<f32>, tensor<16x48xf8E4M3FN>, tensor<f32>) -> tensor<16x16xbf16>
 func.func @input_gradient(%dy: tensor<16x48xbf16>, %w: tensor<48x16xbf16>) -> tensor<16x16xbf16> {
   %dx = gpt.fp8_matmul e5m2 %dy, e4m3 %w : (tensor<16x48xbf16>, tensor<48x16xbf16>) -> tensor<16x16xbf16>
   return %dx : tensor<16x16xbf16>
@@ -32,10 +36,29 @@ func.func @input_gradient(%dy: tensor<16x48xbf16>, %w: tensor<48x16xbf16>) -> te
 // Tests that dW = dY^T X quantizes both operands as their transposes.
 // CHECK-LABEL: func.func @weight_gradient
 // CHECK-SAME:    %[[DY:.*]]: tensor<16x48xbf16>, %[[X:.*]]: tensor<16x16xbf16>
-// CHECK: %[[QDY:.*]], %[[SDY:.*]] = gpt.fp8_quantize e5m2 %[[DY]] {transpose} : (tensor<16x48xbf16>) -> (tensor<48x16xf8E5M2>, tensor<f32>)
-// CHECK: %[[QX:.*]], %[[SX:.*]] = gpt.fp8_quantize e4m3 %[[X]] {transpose} : (tensor<16x16xbf16>) -> (tensor<16x16xf8E4M3FN>, tensor<f32>)
-// CHECK: gpt.scaled_matmul %[[QDY]], %[[SDY]], %[[QX]], %[[SX]] {transpose_rhs} : {{.*}} -> tensor<48x16xbf16>
+// CHECK: %[[QDY:.*]] = gpt.fp8_quantize e5m2 %[[DY]], %{{.*}} {transpose} : (tensor<16x48xbf16>, tensor<f32>) -> tensor<48x16xf8E5M2>
+// CHECK: %[[QX:.*]] = gpt.fp8_quantize e4m3 %[[X]], %{{.*}} {transpose} : (tensor<16x16xbf16>, tensor<f32>) -> tensor<16x16xf8E4M3FN>
+// CHECK: gpt.scaled_matmul %[[QDY]], %{{.*}}, %[[QX]], %{{.*}} {transpose_rhs} : {{.*}} -> tensor<48x16xbf16>
 func.func @weight_gradient(%dy: tensor<16x48xbf16>, %x: tensor<16x16xbf16>) -> tensor<48x16xbf16> {
   %dw = gpt.fp8_matmul e5m2 %dy, e4m3 %x {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> tensor<48x16xbf16>
   return %dw : tensor<48x16xbf16>
+}
+
+// -----
+
+// Tests that the scale is taken of a reshape's input, so that after CSE
+// the forward X and the flattened X of the weight gradient share one
+// gpt.fp8_scale while each layout keeps its own quantization.
+// CSE-LABEL: func.func @shared_scale
+// CSE-SAME:    %[[X:.*]]: tensor<2x8x16xbf16>
+// CSE: %[[SX:.*]], %{{.*}} = gpt.fp8_scale e4m3 %[[X]]
+// CSE: gpt.fp8_quantize e4m3 %[[X]], %[[SX]] :
+// CSE: %[[X2:.*]] = gpt.reshape %[[X]]
+// CSE-NOT: gpt.fp8_scale e4m3 %[[X]]
+// CSE: gpt.fp8_quantize e4m3 %[[X2]], %[[SX]] {transpose}
+func.func @shared_scale(%x: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>, %dy: tensor<16x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<48x16xbf16>) {
+  %y = gpt.fp8_matmul e4m3 %x, e4m3 %w {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<48x16xbf16>) -> tensor<2x8x48xbf16>
+  %x2 = gpt.reshape %x : tensor<2x8x16xbf16> to tensor<16x16xbf16>
+  %dw = gpt.fp8_matmul e5m2 %dy, e4m3 %x2 {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> tensor<48x16xbf16>
+  return %y, %dw : tensor<2x8x48xbf16>, tensor<48x16xbf16>
 }

@@ -111,9 +111,10 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8PLAN
 // FP8PLAN-LABEL: func.func @train_step
 // FP8PLAN-NOT: gpt.fp8_matmul
-// FP8PLAN: gpt.fp8_quantize e4m3 %{{.*}} : (tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<f32>)
+// FP8PLAN: gpt.fp8_scale e4m3 %{{.*}} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+// FP8PLAN: gpt.fp8_quantize e4m3 %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<f32>) -> tensor<2x8x16xf8E4M3FN>
 // FP8PLAN: gpt.scaled_matmul {{.*}} {fast_accum, gpt.offsets = {{.*}}, transpose_rhs}
-// FP8PLAN: gpt.fp8_quantize e5m2 %{{.*}} {gpt.offsets = {{.*}}, transpose}
+// FP8PLAN: gpt.fp8_quantize e5m2 %{{.*}}, %{{.*}} {gpt.offsets = {{.*}}, transpose}
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --target=host --progress=off -o %t-fp8.fb
 // RUN: gptc explain %t-fp8.fb | FileCheck %s --check-prefix=FP8EXE
 // FP8EXE: precision: fp8; GEMM A operands: BF16 x5 F8E4M3 x40

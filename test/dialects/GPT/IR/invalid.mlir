@@ -1399,20 +1399,20 @@ func.func @fp8_matmul_shapes(%a: tensor<8x16xbf16>, %b: tensor<8x4xbf16>) {
 // -----
 
 // Tests that gpt.fp8_quantize transposes rank-2 inputs only.
-func.func @fp8_quantize_transpose_rank(%x: tensor<2x8x16xbf16>) {
+func.func @fp8_quantize_transpose_rank(%x: tensor<2x8x16xbf16>, %s: tensor<f32>) {
   // expected-error @+2 {{transpose takes a rank-2 input, got rank 3}}
   // expected-error @+1 {{failed to infer returned types}}
-  %q, %s = gpt.fp8_quantize e4m3 %x {transpose} : (tensor<2x8x16xbf16>) -> (tensor<16x16xf8E4M3FN>, tensor<f32>)
+  %q = gpt.fp8_quantize e4m3 %x, %s {transpose} : (tensor<2x8x16xbf16>, tensor<f32>) -> tensor<16x16xf8E4M3FN>
   return
 }
 
 // -----
 
 // Tests that gpt.fp8_quantize's result has the format's element type.
-func.func @fp8_quantize_format(%x: tensor<8x16xbf16>) {
-  // expected-error @+2 {{inferred type(s) 'tensor<8x16xf8E4M3FN>', 'tensor<f32>' are incompatible}}
+func.func @fp8_quantize_format(%x: tensor<8x16xbf16>, %s: tensor<f32>) {
+  // expected-error @+2 {{inferred type(s) 'tensor<8x16xf8E4M3FN>' are incompatible}}
   // expected-error @+1 {{failed to infer returned types}}
-  %q, %s = gpt.fp8_quantize e4m3 %x : (tensor<8x16xbf16>) -> (tensor<8x16xf8E5M2>, tensor<f32>)
+  %q = gpt.fp8_quantize e4m3 %x, %s : (tensor<8x16xbf16>, tensor<f32>) -> tensor<8x16xf8E5M2>
   return
 }
 

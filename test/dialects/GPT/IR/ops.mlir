@@ -1040,15 +1040,26 @@ func.func @fp8_matmul(%x: tensor<8x16xbf16>, %w: tensor<48x16xbf16>, %dy: tensor
 
 // -----
 
-// Tests that gpt.fp8_quantize round-trips, with and without transpose, and
-// that its results are the format's tensor and an f32 scale.
+// Tests that gpt.fp8_scale round-trips with its scale and inverse.
+// CHECK-LABEL: func.func @fp8_scale
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xbf16>
+func.func @fp8_scale(%x: tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>) {
+  // CHECK: gpt.fp8_scale e4m3 %[[X]] : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+  %s, %inv = gpt.fp8_scale e4m3 %x : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+  return %s, %inv : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Tests that gpt.fp8_quantize round-trips, with and without transpose,
+// giving the format's element type.
 // CHECK-LABEL: func.func @fp8_quantize
-// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xbf16>, %[[DY:.*]]: tensor<16x48xbf16>
-func.func @fp8_quantize(%x: tensor<2x8x16xbf16>, %dy: tensor<16x48xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<48x16xf8E5M2>) {
-  // CHECK: gpt.fp8_quantize e4m3 %[[X]] : (tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<f32>)
-  %q, %s = gpt.fp8_quantize e4m3 %x : (tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<f32>)
-  // CHECK: gpt.fp8_quantize e5m2 %[[DY]] {transpose} : (tensor<16x48xbf16>) -> (tensor<48x16xf8E5M2>, tensor<f32>)
-  %qt, %st = gpt.fp8_quantize e5m2 %dy {transpose} : (tensor<16x48xbf16>) -> (tensor<48x16xf8E5M2>, tensor<f32>)
+// CHECK-SAME:    %[[X:.*]]: tensor<2x8x16xbf16>, %[[DY:.*]]: tensor<16x48xbf16>, %[[S:.*]]: tensor<f32>
+func.func @fp8_quantize(%x: tensor<2x8x16xbf16>, %dy: tensor<16x48xbf16>, %s: tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<48x16xf8E5M2>) {
+  // CHECK: gpt.fp8_quantize e4m3 %[[X]], %[[S]] : (tensor<2x8x16xbf16>, tensor<f32>) -> tensor<2x8x16xf8E4M3FN>
+  %q = gpt.fp8_quantize e4m3 %x, %s : (tensor<2x8x16xbf16>, tensor<f32>) -> tensor<2x8x16xf8E4M3FN>
+  // CHECK: gpt.fp8_quantize e5m2 %[[DY]], %[[S]] {transpose} : (tensor<16x48xbf16>, tensor<f32>) -> tensor<48x16xf8E5M2>
+  %qt = gpt.fp8_quantize e5m2 %dy, %s {transpose} : (tensor<16x48xbf16>, tensor<f32>) -> tensor<48x16xf8E5M2>
   return %q, %qt : tensor<2x8x16xf8E4M3FN>, tensor<48x16xf8E5M2>
 }
 

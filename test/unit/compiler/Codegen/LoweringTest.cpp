@@ -412,11 +412,11 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
   }
 }
 
-// gpt.fp8_quantize's kernels (amax stages, scale, cast to codes) and
-// gpt.scaled_matmul on the Host backend against the interpreter, which
-// quantizes in f64: each quantized tensor times an identity (exact in e4m3)
-// gives back its dequantized values, so every code is checked, not a sum of
-// them. x (16 x 256, 4096 elements: an amax stage of partials, then the
+// gpt.fp8_scale's kernels (amax stages, scale), gpt.fp8_quantize's (cast to
+// codes) and gpt.scaled_matmul on the Host backend against the
+// interpreter, which quantizes in f64: each quantized tensor times an
+// identity (exact in e4m3) gives back its dequantized values, so every
+// code is checked, not a sum of them. x (16 x 256, 4096 elements: an amax stage of partials, then the
 // last fold) spans 2^-24 to 2^3 in magnitude with both signs, through
 // e4m3's subnormals (below 2^-6 of 448 / amax) down to values that round
 // to zero; z takes the e5m2 path through a transposed copy. A wrong
@@ -435,9 +435,12 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
       "func.func @train_step(%x: " + x + " {gpt.input = \"x\"}, %z: " + z +
       " {gpt.input = \"z\"}, %eye: " + eye + " {gpt.input = \"eye\"}) -> (" + y +
       " {gpt.output = \"x8\"}, " + y + " {gpt.output = \"zt8\"}) {\n"
-      "  %qx, %sx = gpt.fp8_quantize e4m3 %x : (" + x + ") -> (" + qx + ", tensor<f32>)\n"
-      "  %qz, %sz = gpt.fp8_quantize e5m2 %z {transpose} : (" + z + ") -> (" + qz + ", tensor<f32>)\n"
-      "  %qi, %si = gpt.fp8_quantize e4m3 %eye : (" + eye + ") -> (" + qi + ", tensor<f32>)\n"
+      "  %fx, %sx = gpt.fp8_scale e4m3 %x : (" + x + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %fz, %sz = gpt.fp8_scale e5m2 %z : (" + z + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %fi, %si = gpt.fp8_scale e4m3 %eye : (" + eye + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %qx = gpt.fp8_quantize e4m3 %x, %fx : (" + x + ", tensor<f32>) -> " + qx + "\n"
+      "  %qz = gpt.fp8_quantize e5m2 %z, %fz {transpose} : (" + z + ", tensor<f32>) -> " + qz + "\n"
+      "  %qi = gpt.fp8_quantize e4m3 %eye, %fi : (" + eye + ", tensor<f32>) -> " + qi + "\n"
       "  %x8 = gpt.scaled_matmul %qx, %sx, %qi, %si {transpose_rhs, fast_accum} : (" + qx +
       ", tensor<f32>, " + qi + ", tensor<f32>) -> " + y + "\n"
       "  %zt8 = gpt.scaled_matmul %qz, %sz, %qi, %si {transpose_rhs} : (" + qz + ", tensor<f32>, " +

@@ -300,7 +300,8 @@ TEST(CpuGemmTest, Fp8MatchesReference) {
 
 // Verify that FP8's rules name the fault: both operands FP8, not both
 // E5M2, A transposed and B not, multiples of 16, F32 compute, no epilogue
-// beyond Bias, no FP8 D, and fast_accum only with FP8.
+// beyond Bias, no Bias into an F32 D, no FP8 D, and fast_accum only with
+// FP8.
 TEST(CpuGemmTest, CheckRejectsFp8OutsideItsRules) {
   auto error = [](GemmSpec g) {
     GemmTable t(g);
@@ -339,6 +340,11 @@ TEST(CpuGemmTest, CheckRejectsFp8OutsideItsRules) {
   g = ok;
   g.epilogue = s::Epilogue::Gelu;
   refused(g, "epilogue Gelu (None and Bias only)");
+  g = ok;
+  g.epilogue = s::Epilogue::Bias;
+  EXPECT_EQ(error(g), "");
+  g.cType = s::DType::F32;
+  refused(g, "a Bias epilogue needs a BF16 or F16 D");
   g = ok;
   g.cType = s::DType::F8E4M3;
   refused(g, "FP8 is an operand type only");
