@@ -596,6 +596,7 @@ private:
                             GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value());
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
+  LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
   void waitFor(ValueRange operands);
@@ -1165,13 +1166,14 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
            << what << " is " << t
            << "; kernels take f32, bf16 and f16 tensors and i32 token ids";
   };
-  // FP8 tensors pass from a gpt.fp8_quantize to a gpt.scaled_matmul only.
+  // FP8 tensors pass from a gpt.fp8_quantize or gpt.fp8_cast_transpose to a
+  // gpt.scaled_matmul only.
   auto fp8Use = [](Operation *op, Value v) {
     if (!llvm::isa<Float8E4M3FNType, Float8E5M2Type>(rtt(v).getElementType()))
       return false;
     if (llvm::isa<ScaledMatmulOp>(op))
       return true;
-    return llvm::isa<Fp8QuantizeOp>(op) && v == op->getResult(0);
+    return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp>(op) && v.getDefiningOp() == op;
   };
   // The signature first: it names the parameter (folded constants in @init
   // have lost their locations).
@@ -1543,6 +1545,38 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   return success();
 }
 
+/// gpt.fp8_cast_transpose: thread (g, r) (r fastest) reads kTransposeRun
+/// consecutive columns of row r once and stores their codes twice: along
+/// the row (consecutive bytes per thread) and down the columns of the
+/// transposed copy (consecutive bytes across the warp's r).
+LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
+  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
+  Value x = op.getInput();
+  int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
+  int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
+  Fp8Format format = op.getFormat();
+  launch(op, keyOf(op), "fp8_cast_transpose",
+         {flat(x), flatOf(1, ft), flatOf(n, i8), flatOf(n, i8)},
+         {t(x), t(op.getScale()), t(op.getResult()), t(op.getTransposed())}, n / run,
+         [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+           KB k{b, loc};
+           Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
+           Value s = k.ld(a[1], k.idx(0));
+           Value from = k.add(k.mul(r, k.idx(cols)), k.mul(g, k.idx(run)));
+           SmallVector<Value> codes;
+           for (int64_t j = 0; j < run; ++j)
+             codes.push_back(k.mul(k.ld(a[0], k.add(from, k.idx(j))), s));
+           for (Value &c : codes)
+             c = fp8Bits(k, c, format);
+           for (int64_t j = 0; j < run; ++j) {
+             k.st(codes[j], a[2], k.add(from, k.idx(j)));
+             Value to = k.add(k.mul(k.add(k.mul(g, k.idx(run)), k.idx(j)), k.idx(rows)), r);
+             k.st(codes[j], a[3], to);
+           }
+         });
+  return success();
+}
+
 /// gpt.layernorm_grad's two kernels (rows: statistics and dx; columns:
 /// dweight and dbias); with `residual`, dx joins it and the rows kernel
 /// also stores the sum's `narrow` copy (gpt.layernorm_grad_add).
@@ -1659,6 +1693,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       })
       .Case<Fp8ScaleOp>([&](Fp8ScaleOp sc) { return lowerFp8Scale(sc); })
       .Case<Fp8QuantizeOp>([&](Fp8QuantizeOp q) { return lowerFp8Quantize(q); })
+      .Case<Fp8CastTransposeOp>([&](Fp8CastTransposeOp q) { return lowerFp8CastTranspose(q); })
       .Case<LinearGeluOp>([&](LinearGeluOp l) {
         return lowerMatmul(op, l.getInput(), l.getWeight(), false, true, l.getBias(),
                            l.getBias() ? GemmEpilogue::BiasGeluAux : GemmEpilogue::GeluAux,

@@ -219,6 +219,7 @@ private:
         .template Case<Fp8MatmulOp>([&](auto o) { return fp8Matmul(o); })
         .template Case<Fp8ScaleOp>([&](auto o) { return fp8ScaleOf(o); })
         .template Case<Fp8QuantizeOp>([&](auto o) { return fp8Quantize(o); })
+        .template Case<Fp8CastTransposeOp>([&](auto o) { return fp8CastTranspose(o); })
         .template Case<ScaledMatmulOp>([&](auto o) { return scaledMatmul(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
         .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
@@ -508,6 +509,18 @@ private:
     } else {
       y = std::move(q);
     }
+    return success();
+  }
+
+  LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
+    Buffer q = quantize(in(op.getInput()), op.getFormat(), in(op.getScale())[0]);
+    auto shape = shapeOf(op.getInput());
+    int64_t cols = shape.back(), rows = product(ArrayRef<int64_t>(shape).drop_back());
+    Buffer &t = out(op.getTransposed());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        t[j * rows + i] = q[i * cols + j];
+    out(op.getResult()) = std::move(q);
     return success();
   }
 

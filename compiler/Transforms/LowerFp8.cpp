@@ -2,14 +2,16 @@
 //
 /// Each gpt.fp8_matmul becomes, per operand, a gpt.fp8_scale and a
 /// gpt.fp8_quantize in the layout of the TN GEMM (lhs untransposed, rhs
-/// transposed), and one gpt.scaled_matmul. A pattern per op; products it cannot lower (batched
-/// ones) are reported after the rewrite.
+/// transposed), and one gpt.scaled_matmul: a pattern per op; products it
+/// cannot lower (batched ones) are reported after the rewrite. Then each
+/// operand's two layouts become one gpt.fp8_cast_transpose.
 //
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/MapVector.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace gptc {
@@ -21,6 +23,8 @@ using namespace mlir;
 using namespace mlir::gpt;
 
 namespace {
+
+Value viewSource(Value v);
 
 struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
   LowerFp8Matmul(MLIRContext *ctx, llvm::Statistic &products, llvm::Statistic &transposed)
@@ -34,10 +38,7 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
     // The scale reads values only: take it of a reshape's source, so that
     // CSE gives X and the flattened X of the weight gradient one scale.
     auto quantize = [&](Fp8Format format, Value x, bool transpose) {
-      Value source = x;
-      while (auto reshape = source.getDefiningOp<ReshapeOp>())
-        source = reshape.getInput();
-      auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, source);
+      auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, viewSource(x));
       if (transpose)
         ++transposed;
       Value q = Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, scale.getScale(), transpose);
@@ -57,6 +58,49 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
   llvm::Statistic &products, &transposed;
 };
 
+/// `v` through any gpt.reshape: the tensor whose values it views.
+Value viewSource(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
+/// Replaces an operand's untransposed and transposed quantizations by one
+/// gpt.fp8_cast_transpose at the earlier of the two, so that the tensor is
+/// read once for both. The scale of the earlier one serves both: both are
+/// the scale of the same values.
+void pairLayouts(Block &block, llvm::Statistic &paired) {
+  llvm::MapVector<std::pair<Value, unsigned>, SmallVector<Fp8QuantizeOp, 2>> groups;
+  for (auto q : block.getOps<Fp8QuantizeOp>())
+    groups[{viewSource(q.getInput()), static_cast<unsigned>(q.getFormat())}].push_back(q);
+  for (auto &[key, ops] : groups) {
+    Fp8QuantizeOp rows, cols;
+    for (Fp8QuantizeOp q : ops) {
+      if (!q.getTranspose() && !rows)
+        rows = q;
+      else if (q.getTranspose() && !cols)
+        cols = q;
+    }
+    if (!rows || !cols)
+      continue;
+    // The transposed copy must be of the matrix the pair's rows flatten to.
+    auto x = llvm::cast<RankedTensorType>(rows.getInput().getType());
+    auto x2 = llvm::cast<RankedTensorType>(cols.getInput().getType());
+    if (x.getRank() < 2 || x2.getShape().back() != x.getShape().back() ||
+        x2.getNumElements() != x.getNumElements())
+      continue;
+    Fp8QuantizeOp first = rows->isBeforeInBlock(cols) ? rows : cols;
+    OpBuilder b(first);
+    auto pair = Fp8CastTransposeOp::create(b, first.getLoc(), rows.getFormat(), rows.getInput(),
+                                           first.getScale());
+    rows.getResult().replaceAllUsesWith(pair.getResult());
+    cols.getResult().replaceAllUsesWith(pair.getTransposed());
+    rows.erase();
+    cols.erase();
+    ++paired;
+  }
+}
+
 struct LowerFp8Pass : public gptc::impl::LowerFp8PassBase<LowerFp8Pass> {
   using Base::Base;
 
@@ -65,6 +109,11 @@ struct LowerFp8Pass : public gptc::impl::LowerFp8PassBase<LowerFp8Pass> {
     patterns.add<LowerFp8Matmul>(&getContext(), numProducts, numTransposed);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       return signalPassFailure();
+    if (pairLayoutsOption)
+      getOperation().walk([&](func::FuncOp fn) {
+        for (Block &block : fn.getBody())
+          pairLayouts(block, numPaired);
+      });
     WalkResult left = getOperation().walk([](Fp8MatmulOp op) {
       op.emitError("gpt-lower-fp8: batched FP8 products have no GEMM: the rhs must have rank 2, "
                    "and a transposed lhs rank 2");

@@ -305,7 +305,15 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
     X and the flattened X its weight gradient reads, and one for W and W^T:
     one amax reduction per tensor, not per layout. Quantizing is
     elementwise given the scale, so the result computes what
-    `gpt.fp8_matmul` defines, up to the order of summation. Batched
+    `gpt.fp8_matmul` defines, up to the order of summation.
+
+    With `pair-layouts` (the default), an operand quantized both ways (X
+    for the forward and X^T for dW, W and W^T, dY and dY^T) gets one
+    `gpt.fp8_cast_transpose` at the earlier of the two, which reads the
+    tensor once and writes both copies. Where nothing else reads the
+    forward's bf16 X (a layernorm's or GELU's output), it is dead once the
+    forward has quantized it, and the backward keeps the FP8 X^T, half the
+    bytes. Batched
     products (a rhs of rank above 2) have no FP8 GEMM: they are an error.
     Runs on every function, at the start of the memory-plan phase (after
     inlining and CSE, so that the programs share nothing unlowered).
@@ -326,9 +334,14 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
           -> tensor<16x16xbf16>
     ```
   }];
+  let options = [
+    Option<"pairLayoutsOption", "pair-layouts", "bool", /*default=*/"true",
+           "Quantize an operand's two layouts in one gpt.fp8_cast_transpose">,
+  ];
   let statistics = [
     Statistic<"numProducts", "products", "gpt.fp8_matmul ops lowered">,
     Statistic<"numTransposed", "transposed", "Operands quantized as their transpose">,
+    Statistic<"numPaired", "paired", "Quantizations paired into gpt.fp8_cast_transpose">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }

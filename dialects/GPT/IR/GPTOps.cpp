@@ -268,6 +268,25 @@ LogicalResult Fp8QuantizeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Lo
 }
 
 //===----------------------------------------------------------------------===//
+// Fp8CastTransposeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  if (x.getRank() < 2)
+    return shapeError(loc, "fp8_cast_transpose", "input must have rank >= 2, got ", x.getRank());
+  Type e = fp8Type(ctx, adaptor.getFormat());
+  int64_t cols = x.getShape().back(), rows = 1;
+  for (int64_t d : x.getShape().drop_back())
+    rows = isDyn(d) || isDyn(rows) ? ShapedType::kDynamic : rows * d;
+  results.push_back(RankedTensorType::get(x.getShape(), e));
+  results.push_back(RankedTensorType::get({cols, rows}, e));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Fp8ScaleOp
 //===----------------------------------------------------------------------===//
 

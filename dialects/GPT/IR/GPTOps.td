@@ -212,6 +212,30 @@ def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
   }];
 }
 
+def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
+  let summary = "Both FP8 layouts of a tensor in one pass";
+  let description = [{
+    `result` is `gpt.fp8_quantize %input, %scale` and `transposed` is the
+    same codes for the input seen as a (rows, columns) matrix (its last
+    dimension the columns, the others flattened into rows), transposed:
+    (columns, rows). The input is read once for both. `gpt-lower-fp8` pairs
+    an operand's two quantizations into one: X for the forward product and
+    X^T for the weight gradient, W and W^T, dY and dY^T. The forward's
+    bf16 X is then no longer needed by the backward.
+
+    ```mlir
+    %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s
+        : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+    ```
+  }];
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale);
+  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
+                      RankedTensorOf<[F8E4M3FN, F8E5M2]>:$transposed);
+  let assemblyFormat = [{
+    $format $input `,` $scale attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure]> {
   let summary = "A GEMM of FP8 tensors, each times its f32 dequantization scale";
   let description = [{

@@ -1,5 +1,6 @@
-// RUN: gpt-opt %s --split-input-file --gpt-lower-fp8 | FileCheck %s
-// RUN: gpt-opt %s --split-input-file --gpt-lower-fp8 --cse | FileCheck %s --check-prefix=CSE
+// RUN: gpt-opt %s --split-input-file --gpt-lower-fp8=pair-layouts=false | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-lower-fp8=pair-layouts=false --cse | FileCheck %s --check-prefix=CSE
+// RUN: gpt-opt %s --split-input-file --gpt-lower-fp8 --cse | FileCheck %s --check-prefix=PAIR
 
 // Tests that a forward product X W^T (already TN) quantizes both operands
 // as they are, each with its own scale, multiplies by the inverses, and
@@ -61,4 +62,26 @@ func.func @shared_scale(%x: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>, %dy: te
   %x2 = gpt.reshape %x : tensor<2x8x16xbf16> to tensor<16x16xbf16>
   %dw = gpt.fp8_matmul e5m2 %dy, e4m3 %x2 {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> tensor<48x16xbf16>
   return %y, %dw : tensor<2x8x48xbf16>, tensor<48x16xbf16>
+}
+
+// -----
+
+// Tests that an operand quantized both ways (X for the forward, X^T for
+// dW; dY for dX, dY^T for dW) gets one gpt.fp8_cast_transpose of the
+// unflattened tensor, at the first use, whose results replace both.
+// PAIR-LABEL: func.func @paired_layouts
+// PAIR-SAME:    %[[X:.*]]: tensor<2x8x16xbf16>, %[[W:.*]]: tensor<48x16xbf16>, %[[DY:.*]]: tensor<2x8x48xbf16>
+// PAIR: %[[SX:.*]], %[[IX:.*]] = gpt.fp8_scale e4m3 %[[X]]
+// PAIR: %[[QX:.*]], %[[QXT:.*]] = gpt.fp8_cast_transpose e4m3 %[[X]], %[[SX]] : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+// PAIR: gpt.scaled_matmul %[[QX]], %[[IX]]
+// PAIR: %[[QDY:.*]], %[[QDYT:.*]] = gpt.fp8_cast_transpose e5m2 %[[DY]], %{{.*}} : (tensor<2x8x48xbf16>, tensor<f32>) -> (tensor<2x8x48xf8E5M2>, tensor<48x16xf8E5M2>)
+// PAIR-NOT: gpt.fp8_quantize e4m3 %{{.*}} {transpose}
+// PAIR: gpt.scaled_matmul %[[QDYT]], %{{.*}}, %[[QXT]], %[[IX]] {transpose_rhs} : {{.*}} -> tensor<48x16xbf16>
+func.func @paired_layouts(%x: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>, %dy: tensor<2x8x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<48x16xbf16>) {
+  %y = gpt.fp8_matmul e4m3 %x, e4m3 %w {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<48x16xbf16>) -> tensor<2x8x48xbf16>
+  %dx = gpt.fp8_matmul e5m2 %dy, e4m3 %w : (tensor<2x8x48xbf16>, tensor<48x16xbf16>) -> tensor<2x8x16xbf16>
+  %dy2 = gpt.reshape %dy : tensor<2x8x48xbf16> to tensor<16x48xbf16>
+  %x2 = gpt.reshape %x : tensor<2x8x16xbf16> to tensor<16x16xbf16>
+  %dw = gpt.fp8_matmul e5m2 %dy2, e4m3 %x2 {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> tensor<48x16xbf16>
+  return %y, %dx, %dw : tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<48x16xbf16>
 }

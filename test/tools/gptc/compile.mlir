@@ -104,17 +104,17 @@
 // FP8: gpt.matmul %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<64x16xbf16>) -> tensor<2x8x64xbf16>
 // FP8: gpt.fp8_matmul e5m2 %{{.*}}, e4m3 %{{.*}} : (tensor<2x8x16xbf16>, tensor<16x64xbf16>) -> tensor<2x8x64xbf16>
 // FP8: gpt.fp8_matmul e5m2 %{{.*}}, e4m3 %{{.*}} {transpose_lhs} : (tensor<16x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
-// ... gpt-lower-fp8 (memory-plan phase) makes each one a quantization per
-// operand and a scaled GEMM, and the executable's block GEMMs are FP8 (2
+// ... gpt-lower-fp8 (memory-plan phase) makes each one a scaled GEMM of
+// quantized operands, each operand's two layouts from one cast-transpose, and the executable's block GEMMs are FP8 (2
 // layers x (4 + 8) in the train step, 2 x 4 in each of @forward and
 // @logits); the LM head's 5 stay bf16.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8PLAN
 // FP8PLAN-LABEL: func.func @train_step
 // FP8PLAN-NOT: gpt.fp8_matmul
 // FP8PLAN: gpt.fp8_scale e4m3 %{{.*}} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
-// FP8PLAN: gpt.fp8_quantize e4m3 %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<f32>) -> tensor<2x8x16xf8E4M3FN>
+// FP8PLAN: gpt.fp8_cast_transpose e4m3 %{{.*}}, %{{.*}} {{.*}} : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
 // FP8PLAN: gpt.scaled_matmul {{.*}} {fast_accum, gpt.offsets = {{.*}}, transpose_rhs}
-// FP8PLAN: gpt.fp8_quantize e5m2 %{{.*}}, %{{.*}} {gpt.offsets = {{.*}}, transpose}
+// FP8PLAN: gpt.fp8_cast_transpose e5m2 %{{.*}}, %{{.*}} {{.*}} -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>)
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --target=host --progress=off -o %t-fp8.fb
 // RUN: gptc explain %t-fp8.fb | FileCheck %s --check-prefix=FP8EXE
 // FP8EXE: precision: fp8; GEMM A operands: BF16 x5 F8E4M3 x40

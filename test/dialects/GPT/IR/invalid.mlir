@@ -1418,6 +1418,16 @@ func.func @fp8_quantize_format(%x: tensor<8x16xbf16>, %s: tensor<f32>) {
 
 // -----
 
+// Tests that gpt.fp8_cast_transpose needs a matrix (rank >= 2) to transpose.
+func.func @fp8_cast_transpose_rank(%x: tensor<16xbf16>, %s: tensor<f32>) {
+  // expected-error @+2 {{input must have rank >= 2, got 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s : (tensor<16xbf16>, tensor<f32>) -> (tensor<16xf8E4M3FN>, tensor<16xf8E4M3FN>)
+  return
+}
+
+// -----
+
 // Tests that gpt.scaled_matmul rejects two e5m2 operands.
 func.func @scaled_matmul_two_e5m2(%a: tensor<8x16xf8E5M2>, %s: tensor<f32>, %b: tensor<4x16xf8E5M2>) {
   // expected-error @+1 {{at most one operand may be e5m2}}

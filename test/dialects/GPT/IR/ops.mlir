@@ -1065,6 +1065,17 @@ func.func @fp8_quantize(%x: tensor<2x8x16xbf16>, %dy: tensor<16x48xbf16>, %s: te
 
 // -----
 
+// Tests that gpt.fp8_cast_transpose round-trips, its transposed result the
+// (columns, rows) of the input with leading dimensions flattened.
+// CHECK-LABEL: func.func @fp8_cast_transpose
+func.func @fp8_cast_transpose(%x: tensor<2x8x16xbf16>, %s: tensor<f32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>) {
+  // CHECK: gpt.fp8_cast_transpose e5m2 %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>)
+  %q, %qt = gpt.fp8_cast_transpose e5m2 %x, %s : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>)
+  return %q, %qt : tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>
+}
+
+// -----
+
 // Tests that gpt.scaled_matmul round-trips with mixed formats, a shared rhs
 // and fast accumulation.
 // CHECK-LABEL: func.func @scaled_matmul

@@ -419,7 +419,8 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
 // code is checked, not a sum of them. x (16 x 256, 4096 elements: an amax stage of partials, then the
 // last fold) spans 2^-24 to 2^3 in magnitude with both signs, through
 // e4m3's subnormals (below 2^-6 of 448 / amax) down to values that round
-// to zero; z takes the e5m2 path through a transposed copy. A wrong
+// to zero; z takes the e5m2 path through a transposed copy, and through
+// gpt.fp8_cast_transpose's two copies (each times an identity). A wrong
 // rounding moves a value by a step of its format (>= 2^-3 relative), far
 // beyond the bound (one f32 rounding of the identity's scale).
 TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
@@ -427,17 +428,25 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
   std::string x = "tensor<16x256xf32>", z = "tensor<256x16xf32>", eye = "tensor<256x256xf32>";
   std::string qx = "tensor<16x256xf8E4M3FN>", qz = "tensor<16x256xf8E5M2>",
               qi = "tensor<256x256xf8E4M3FN>", y = "tensor<16x256xf32>";
+  std::string eye16 = "tensor<16x16xf32>", qi16 = "tensor<16x16xf8E4M3FN>",
+              qzr = "tensor<256x16xf8E5M2>", yr = "tensor<256x16xf32>";
   module = parse(
       "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
       "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
       "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
       "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
       "func.func @train_step(%x: " + x + " {gpt.input = \"x\"}, %z: " + z +
-      " {gpt.input = \"z\"}, %eye: " + eye + " {gpt.input = \"eye\"}) -> (" + y +
-      " {gpt.output = \"x8\"}, " + y + " {gpt.output = \"zt8\"}) {\n"
+      " {gpt.input = \"z\"}, %eye: " + eye + " {gpt.input = \"eye\"}, %eye16: " + eye16 +
+      " {gpt.input = \"eye16\"}) -> (" + y + " {gpt.output = \"x8\"}, " + y +
+      " {gpt.output = \"zt8\"}, " + y + " {gpt.output = \"zt8_pair\"}, " + yr +
+      " {gpt.output = \"z8_pair\"}) {\n"
       "  %fx, %sx = gpt.fp8_scale e4m3 %x : (" + x + ") -> (tensor<f32>, tensor<f32>)\n"
       "  %fz, %sz = gpt.fp8_scale e5m2 %z : (" + z + ") -> (tensor<f32>, tensor<f32>)\n"
       "  %fi, %si = gpt.fp8_scale e4m3 %eye : (" + eye + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %fj, %sj = gpt.fp8_scale e4m3 %eye16 : (" + eye16 + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %qj = gpt.fp8_quantize e4m3 %eye16, %fj : (" + eye16 + ", tensor<f32>) -> " + qi16 + "\n"
+      "  %pz, %pzt = gpt.fp8_cast_transpose e5m2 %z, %fz : (" + z + ", tensor<f32>) -> (" + qzr +
+      ", " + qz + ")\n"
       "  %qx = gpt.fp8_quantize e4m3 %x, %fx : (" + x + ", tensor<f32>) -> " + qx + "\n"
       "  %qz = gpt.fp8_quantize e5m2 %z, %fz {transpose} : (" + z + ", tensor<f32>) -> " + qz + "\n"
       "  %qi = gpt.fp8_quantize e4m3 %eye, %fi : (" + eye + ", tensor<f32>) -> " + qi + "\n"
@@ -445,10 +454,14 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
       ", tensor<f32>, " + qi + ", tensor<f32>) -> " + y + "\n"
       "  %zt8 = gpt.scaled_matmul %qz, %sz, %qi, %si {transpose_rhs} : (" + qz + ", tensor<f32>, " +
       qi + ", tensor<f32>) -> " + y + "\n"
-      "  return %x8, %zt8 : " + y + ", " + y + "\n}\n");
+      "  %zt8p = gpt.scaled_matmul %pzt, %sz, %qi, %si {transpose_rhs} : (" + qz + ", tensor<f32>, " +
+      qi + ", tensor<f32>) -> " + y + "\n"
+      "  %z8p = gpt.scaled_matmul %pz, %sz, %qj, %sj {transpose_rhs} : (" + qzr + ", tensor<f32>, " +
+      qi16 + ", tensor<f32>) -> " + yr + "\n"
+      "  return %x8, %zt8, %zt8p, %z8p : " + y + ", " + y + ", " + y + ", " + yr + "\n}\n");
   ASSERT_TRUE(module);
 
-  std::vector<float> xs(m * k), zs(k * m), id(k * k, 0.0f);
+  std::vector<float> xs(m * k), zs(k * m), id(k * k, 0.0f), id16(m * m, 0.0f);
   for (int64_t i = 0; i < m * k; ++i) {
     // Magnitudes 2^-24 .. 2^3 with a varying mantissa and sign.
     double e = -24.0 + 27.0 * static_cast<double>((i * 37) % 1001) / 1000.0;
@@ -459,13 +472,17 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
   }
   for (int64_t i = 0; i < k; ++i)
     id[i * k + i] = 1.0f;
+  for (int64_t i = 0; i < m; ++i)
+    id16[i * m + i] = 1.0f;
 
   auto asTensor = [](std::vector<int64_t> dims, const std::vector<float> &data) {
     return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
   };
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   ASSERT_TRUE(fn);
-  auto ref = reference::evaluate(fn, {asTensor({m, k}, xs), asTensor({k, m}, zs), asTensor({k, k}, id)},
+  auto ref = reference::evaluate(fn,
+                                 {asTensor({m, k}, xs), asTensor({k, m}, zs), asTensor({k, k}, id),
+                                  asTensor({m, m}, id16)},
                                  reference::Precision::F64);
   ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
 
@@ -474,10 +491,11 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
   ASSERT_TRUE(session->setInput("train_step", "x", xs));
   ASSERT_TRUE(session->setInput("train_step", "z", zs));
   ASSERT_TRUE(session->setInput("train_step", "eye", id));
+  ASSERT_TRUE(session->setInput("train_step", "eye16", id16));
   Status ran = session->run("train_step");
   ASSERT_TRUE(ran) << ran.message();
 
-  const char *names[] = {"x8", "zt8"};
+  const char *names[] = {"x8", "zt8", "zt8_pair", "z8_pair"};
   for (size_t o = 0; o < std::size(names); ++o) {
     auto got = session->getOutput("train_step", names[o]);
     ASSERT_TRUE(got) << names[o] << ": " << got.status().message();
