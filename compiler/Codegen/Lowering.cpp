@@ -597,6 +597,8 @@ private:
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
+  void castTranspose(Operation *op, Value x, Value scale, Value rowMajor, Value transposed,
+                     Fp8Format format);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
   void waitFor(ValueRange operands);
@@ -1505,60 +1507,44 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
 /// gpt.fp8_quantize: a kernel storing the code of s x for every element
 /// (at the transposed index with `transpose`).
 LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
-  std::string key = keyOf(op);
-  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
   Value x = op.getInput();
-  int64_t n = numel(x);
   Fp8Format format = op.getFormat();
-  std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
-  std::vector<Operand> args = {t(x), t(op.getScale()), t(op.getResult())};
-  if (!op.getTranspose()) {
-    launch(op, key, "fp8_quantize", types, args, n,
-           [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
-             KB k{b, loc};
-             Value y = k.mul(k.ld(a[0], i), k.ld(a[1], k.idx(0)));
-             k.st(fp8Bits(k, y, format), a[2], i);
-           });
+  if (op.getTranspose()) {
+    castTranspose(op, x, op.getScale(), Value(), op.getResult(), format);
     return success();
   }
-  // The transpose: thread (g, r) (r fastest) reads kTransposeRun
-  // consecutive columns of input row r (whole 32-byte sectors of a bf16
-  // row) and writes them down output rows g * run + j, where the warp's
-  // consecutive r give consecutive bytes. One element per thread read down
-  // a column instead: every 2-byte load a sector of its own.
-  int64_t rows = rtt(x).getShape().front(), cols = n / rows;
-  int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
-  launch(op, key, "fp8_quantize_transpose", types, args, n / run,
-         [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
+  int64_t n = numel(x);
+  launch(op, keyOf(op), "fp8_quantize", {flat(x), flatOf(1, ft), flatOf(n, i8)},
+         {t(x), t(op.getScale()), t(op.getResult())}, n,
+         [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
            KB k{b, loc};
-           Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
-           Value s = k.ld(a[1], k.idx(0));
-           Value from = k.add(k.mul(r, k.idx(cols)), k.mul(g, k.idx(run)));
-           SmallVector<Value> ys;
-           for (int64_t j = 0; j < run; ++j)
-             ys.push_back(k.mul(k.ld(a[0], k.add(from, k.idx(j))), s));
-           for (int64_t j = 0; j < run; ++j) {
-             Value to = k.add(k.mul(k.add(k.mul(g, k.idx(run)), k.idx(j)), k.idx(rows)), r);
-             k.st(fp8Bits(k, ys[j], format), a[2], to);
-           }
+           Value y = k.mul(k.ld(a[0], i), k.ld(a[1], k.idx(0)));
+           k.st(fp8Bits(k, y, format), a[2], i);
          });
   return success();
 }
 
-/// gpt.fp8_cast_transpose: thread (g, r) (r fastest) reads kTransposeRun
-/// consecutive columns of row r once and stores their codes twice: along
-/// the row (consecutive bytes per thread) and down the columns of the
-/// transposed copy (consecutive bytes across the warp's r).
-LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
+/// Codes of s x for x seen as (rows, cols) (its last dimension the
+/// columns): into `transposed` as (cols, rows), and with `rowMajor` also
+/// as they lie. Thread (g, r) (r fastest) reads kTransposeRun consecutive
+/// columns of row r (whole 32-byte sectors of a bf16 row) and writes them
+/// down transposed rows g * run + j, where the warp's consecutive r give
+/// consecutive bytes (one element per thread read down a column instead:
+/// every 2-byte load a sector of its own), and along its row.
+void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
+                            Value transposed, Fp8Format format) {
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
-  Value x = op.getInput();
   int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
   int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
-  Fp8Format format = op.getFormat();
-  launch(op, keyOf(op), "fp8_cast_transpose",
-         {flat(x), flatOf(1, ft), flatOf(n, i8), flatOf(n, i8)},
-         {t(x), t(op.getScale()), t(op.getResult()), t(op.getTransposed())}, n / run,
-         [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+  std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
+  std::vector<Operand> args = {t(x), t(scale), t(transposed)};
+  if (rowMajor) {
+    types.push_back(flatOf(n, i8));
+    args.push_back(t(rowMajor));
+  }
+  launch(op, keyOf(op), rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose", types, args,
+         n / run, [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
            KB k{b, loc};
            Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
            Value s = k.ld(a[1], k.idx(0));
@@ -1569,11 +1555,18 @@ LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
            for (Value &c : codes)
              c = fp8Bits(k, c, format);
            for (int64_t j = 0; j < run; ++j) {
-             k.st(codes[j], a[2], k.add(from, k.idx(j)));
              Value to = k.add(k.mul(k.add(k.mul(g, k.idx(run)), k.idx(j)), k.idx(rows)), r);
-             k.st(codes[j], a[3], to);
+             k.st(codes[j], a[2], to);
+             if (a.size() > 3)
+               k.st(codes[j], a[3], k.add(from, k.idx(j)));
            }
          });
+}
+
+/// gpt.fp8_cast_transpose: both layouts from one read of the input.
+LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
+  castTranspose(op, op.getInput(), op.getScale(), op.getResult(), op.getTransposed(),
+                op.getFormat());
   return success();
 }
 
