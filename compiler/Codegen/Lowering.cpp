@@ -299,9 +299,6 @@ int64_t classIndex(SmallVectorImpl<T> &set, const T &v) {
   return static_cast<int64_t>(set.size()) - 1;
 }
 
-/// The largest finite value of an FP8 format.
-double fp8Max(Fp8Format f) { return f == Fp8Format::E4M3 ? 448.0 : 57344.0; }
-
 /// The FP8 code (an i8) of the f32 `y`: rounded to nearest even and
 /// saturated to the largest finite value, as cvt.rn.satfinite does; NaN
 /// gives the format's NaN 0x7F (with y's sign). In integer and f32
@@ -328,7 +325,7 @@ Value fp8Bits(KB &k, Value y, Fp8Format format) {
       b, loc, arith::MaxSIOp::create(b, loc, exponent, c(minExp)), c(mantissa));
   Value scaled = k.mul(a, pow2(arith::SubIOp::create(b, loc, c(0), quantum)));
   Value r = k.mul(math::RoundEvenOp::create(b, loc, scaled), pow2(quantum));
-  Value maxFinite = k.f(fp8Max(format), f32);
+  Value maxFinite = k.f(fp8MaxFinite(format), f32);
   r = k.select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, r, maxFinite),
                maxFinite, r);
   Value rb = bits(r);
@@ -1476,7 +1473,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     valuesType = flatOf(threads, ft);
     count = threads;
   }
-  double maxFinite = fp8Max(op.getFormat());
+  double maxFinite = fp8MaxFinite(op.getFormat());
   int64_t lanes = options.rowLanes;
   launch(op, key + "scale" + std::to_string(count), "fp8_scale",
          {valuesType, flatOf(1, ft), flatOf(1, ft)}, {values, t(op.getScale()), t(op.getInverse())},

@@ -442,17 +442,13 @@ private:
     return success();
   }
 
-  static double fp8Max(Fp8Format format) {
-    return format == Fp8Format::E4M3 ? 448.0 : 57344.0;
-  }
-
   /// gpt.fp8_scale's s = max_finite / amax (1 for an all-zero or
   /// non-finite amax).
   static double fp8Scale(const Buffer &x, Fp8Format format) {
     double amax = 0;
     for (T v : x)
       amax = std::max(amax, std::fabs(static_cast<double>(v)));
-    return amax > 0 && std::isfinite(amax) ? fp8Max(format) / amax : 1.0;
+    return amax > 0 && std::isfinite(amax) ? fp8MaxFinite(format) / amax : 1.0;
   }
 
   /// round_to_format(s x) for every element of `x`, nearest even,
@@ -461,7 +457,7 @@ private:
     // Significant bits, smallest normal exponent as frexp gives it.
     bool e4m3 = format == Fp8Format::E4M3;
     int digits = e4m3 ? 4 : 3, minExp = e4m3 ? -5 : -13;
-    double maxFinite = fp8Max(format);
+    double maxFinite = fp8MaxFinite(format);
     Buffer q(x.size());
     for (size_t i = 0; i < x.size(); ++i) {
       double r = roundToFormat(static_cast<double>(x[i]) * s, digits, minExp, maxFinite);
@@ -498,28 +494,26 @@ private:
     return success();
   }
 
+  /// `q` of `x`'s shape as a (rows, last dimension) matrix, transposed.
+  Buffer transposedOf(const Buffer &q, Value x) {
+    auto shape = shapeOf(x);
+    int64_t cols = shape.back(), rows = product(ArrayRef<int64_t>(shape).drop_back());
+    Buffer t(q.size());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        t[j * rows + i] = q[i * cols + j];
+    return t;
+  }
+
   LogicalResult fp8Quantize(Fp8QuantizeOp op) {
     Buffer q = quantize(in(op.getInput()), op.getFormat(), in(op.getScale())[0]);
-    Buffer &y = out(op.getResult());
-    if (op.getTranspose()) {
-      auto xs = shapeOf(op.getInput());
-      for (int64_t i = 0; i < xs[0]; ++i)
-        for (int64_t j = 0; j < xs[1]; ++j)
-          y[j * xs[0] + i] = q[i * xs[1] + j];
-    } else {
-      y = std::move(q);
-    }
+    out(op.getResult()) = op.getTranspose() ? transposedOf(q, op.getInput()) : std::move(q);
     return success();
   }
 
   LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
     Buffer q = quantize(in(op.getInput()), op.getFormat(), in(op.getScale())[0]);
-    auto shape = shapeOf(op.getInput());
-    int64_t cols = shape.back(), rows = product(ArrayRef<int64_t>(shape).drop_back());
-    Buffer &t = out(op.getTransposed());
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j)
-        t[j * rows + i] = q[i * cols + j];
+    out(op.getTransposed()) = transposedOf(q, op.getInput());
     out(op.getResult()) = std::move(q);
     return success();
   }

@@ -11,8 +11,8 @@
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/PatternMatch.h"
-#include "llvm/ADT/MapVector.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace gptc {
 #define GEN_PASS_DEF_LOWERFP8PASS
@@ -24,7 +24,12 @@ using namespace mlir::gpt;
 
 namespace {
 
-Value viewSource(Value v);
+/// `v` through any gpt.reshape: the tensor whose values it views.
+Value viewSource(Value v) {
+  while (auto reshape = v.getDefiningOp<ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
 
 struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
   LowerFp8Matmul(MLIRContext *ctx, llvm::Statistic &products, llvm::Statistic &transposed)
@@ -41,7 +46,8 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
       auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, viewSource(x));
       if (transpose)
         ++transposed;
-      Value q = Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, scale.getScale(), transpose);
+      Value q =
+          Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, scale.getScale(), transpose);
       return std::pair(q, scale.getInverse());
     };
     // TN: the lhs as (M, K), the rhs as (N, K).
@@ -57,13 +63,6 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
 
   llvm::Statistic &products, &transposed;
 };
-
-/// `v` through any gpt.reshape: the tensor whose values it views.
-Value viewSource(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  return v;
-}
 
 /// Replaces an operand's untransposed and transposed quantizations by one
 /// gpt.fp8_cast_transpose at the earlier of the two, so that the tensor is

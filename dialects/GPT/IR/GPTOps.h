@@ -20,6 +20,11 @@ namespace mlir::gpt {
 /// An op that gpt.fusion may hold: elementwise over its result's indices
 /// (bias_add's bias broadcast along the last dimension), pure, one result.
 bool isFusibleElementwise(Operation *op);
+
+/// The largest finite value of an FP8 format: e4m3 448, e5m2 57344.
+inline double fp8MaxFinite(Fp8Format format) {
+  return format == Fp8Format::E4M3 ? 448.0 : 57344.0;
+}
 } // namespace mlir::gpt
 
 #endif // GPTC_DIALECTS_GPT_IR_GPTOPS_H

@@ -103,10 +103,6 @@ using SessionFactory = std::function<StatusOr<std::unique_ptr<Session>>(const Ex
 /// reference (rounded once to BF16 for a BF16 D); the gaps must stay NaN.
 inline void checkFp8Gemm(const SessionFactory &open, s::TargetKind target, const GemmCase &tc,
                          s::DType at, s::DType bt, s::DType ct, bool fastAccum) {
-  // cuBLASLt has no FP8 kernel with an F32 bias: checkGemm refuses it
-  // (CpuGemmTest.CheckRejectsFp8OutsideItsRules).
-  if (tc.bias && ct == s::DType::F32)
-    return;
   SCOPED_TRACE(tc.name() + " " + s::EnumNameDType(at) + "x" + s::EnumNameDType(bt) + "->" +
                s::EnumNameDType(ct) + (fastAccum ? " fast" : ""));
   Fp8GemmProgram p = fp8GemmProgram(tc, target, at, bt, ct, fastAccum);

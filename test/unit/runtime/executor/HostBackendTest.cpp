@@ -249,14 +249,14 @@ TEST(HostBackendTest, Fp8GemmMatchesReference) {
                         std::pair{s::DType::F8E5M2, s::DType::F8E4M3},
                         std::pair{s::DType::F8E4M3, s::DType::F8E5M2}})
     for (s::DType ct : {s::DType::F32, s::DType::BF16})
-      for (const GemmCase &tc : fp8GemmCases())
+      for (const GemmCase &tc : fp8GemmCases(ct))
         checkFp8Gemm(hostSession, s::TargetKind::Host, tc, at, bt, ct, ct == s::DType::BF16);
 }
 
 // Verify that the loader names a missing, mistyped, unexpected or
 // out-of-range scale tensor.
 TEST(HostBackendTest, Fp8ScalesAreChecked) {
-  GemmCase tc = fp8GemmCases()[0];
+  GemmCase tc = fp8GemmCases(s::DType::F32)[0];
   auto program = [&] {
     return fp8GemmProgram(tc, s::TargetKind::Host, s::DType::F8E4M3, s::DType::F8E4M3,
                           s::DType::F32, false);
