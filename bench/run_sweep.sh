@@ -48,10 +48,12 @@ while IFS=$'\t' read -r model b file secs tag _; do
   name=$model${tag:+-$tag}
   echo; echo "=== $name B=$b ($(($(date +%s) - START)) s) ==="
   log=$OUT/gptrun_$name.log
+  dtype=bf16
+  [[ "-$tag-" == *-fp8-* ]] && dtype=fp8 # tags are joined by "-"
   run_limited "gptc-$name" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
   echo "gptrun rc=$?"; tail -n 2 "$log"
   if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$name.json" --label "gptc $model${tag:+ $tag}" \
-      --model "$model" --batch "$b" --seq 1024 --dtype bf16 --tf32 off --timing-warmup "$WARMUP" > /dev/null; then
+      --model "$model" --batch "$b" --seq 1024 --dtype "$dtype" --tf32 off --timing-warmup "$WARMUP" > /dev/null; then
     "$PY" - "$WORK/gptc-$name.json" "$secs" <<'PYEOF'
 import json, sys
 p = sys.argv[1]; r = json.load(open(p)); r["gptc_s"] = float(sys.argv[2]); json.dump(r, open(p, "w"))

@@ -100,6 +100,13 @@ llvm::Expected<std::string> cudaPtxFeature(llvm::StringRef chip) {
       "; expected one of " + known);
 }
 
+int64_t cudaComputeCapability(llvm::StringRef chip) {
+  int64_t cc = 0;
+  if (!chip.consume_front("sm_") || chip.take_while(llvm::isDigit).getAsInteger(10, cc))
+    return 0;
+  return cc;
+}
+
 namespace {
 
 void dump(const EmitOptions &options, const std::string &name,
@@ -319,6 +326,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       options.warpgroupMma && cuda && (options.chip == "sm_90" || options.chip == "sm_90a");
   lowering.rowLanes = cuda ? 32 : 1;
   lowering.vectorAccess = cuda;
+  lowering.cudaArch = cuda ? cudaComputeCapability(options.chip) : 0;
   lowering.fusedCrossEntropy = options.fuseCrossEntropy;
   lowering.crossEntropyOnePass = options.crossEntropyOnePass;
   lowering.blockThreads = options.blockSize;

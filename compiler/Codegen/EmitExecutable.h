@@ -40,6 +40,10 @@ struct EmitOptions {
 /// version that knows the chip.
 llvm::Expected<std::string> cudaPtxFeature(llvm::StringRef chip);
 
+/// The compute capability of chip "sm_MN[a]" times ten (sm_90a -> 90,
+/// sm_120 -> 120), or 0 if `chip` does not name one.
+int64_t cudaComputeCapability(llvm::StringRef chip);
+
 /// Stages emitExecutable reports through EmitOptions::onStage.
 inline constexpr unsigned kEmitStages = 3;
 

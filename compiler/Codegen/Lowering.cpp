@@ -11,6 +11,7 @@
 #include "compiler/Codegen/FlashAttention.h"
 #include "compiler/Codegen/KernelBuilder.h"
 #include "compiler/Codegen/LossLowering.h"
+#include "compiler/Codegen/NvvmKernel.h"
 #include "compiler/Codegen/OptimizerLowering.h"
 #include "compiler/Codegen/RowLanes.h"
 
@@ -596,6 +597,9 @@ private:
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
   void castTranspose(Operation *op, Value x, Value scale, Value rowMajor, Value transposed,
                      Fp8Format format);
+  /// Whether vector access is on and every tensor's plan offset is a
+  /// multiple of 16 bytes (the pools are at least that aligned).
+  bool aligned16(ArrayRef<Value> tensors);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
   void waitFor(ValueRange operands);
@@ -1398,6 +1402,9 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
     if (ta || !tb)
       return op->emitOpError("codegen: FP8 GEMMs take an untransposed lhs and a transposed "
                              "rhs (gpt-lower-fp8 quantizes operands in that layout)");
+    if (options.cudaArch && options.cudaArch < 89)
+      return op->emitOpError("codegen: FP8 GEMMs need sm_89 or later, the chip is sm_")
+             << options.cudaArch;
     if (n % 16 || k % 16)
       return op->emitOpError("codegen: FP8 GEMMs need N and K multiples of 16 (cuBLASLt's FP8 "
                              "kernels), got M x N x K = ")
@@ -1440,13 +1447,70 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
 /// Values one thread of an amax stage folds (strided, so coalesced), and
 /// the most the last stage's single row takes.
 constexpr int64_t kAmaxFold = 64, kAmaxLast = 2048;
-/// Consecutive input columns one thread of a transposing quantize takes.
+/// CUDA's first amax stage: at most this many blocks (partials for the
+/// scale kernel), each thread folding 8-element vectors kAmaxUnroll at a
+/// time.
+constexpr int64_t kAmaxBlocks = 1024, kAmaxUnroll = 8;
+/// Consecutive input columns one thread of a transposing quantize takes
+/// (the scalar kernel).
 constexpr int64_t kTransposeRun = 16;
+/// CUDA's cast-transpose: a block takes a kCastTile x kCastTile tile,
+/// staged as codes in shared memory rows of kCastTilePitch bytes (the
+/// padding spreads the column reads over the banks).
+constexpr int64_t kCastTile = 64, kCastTilePitch = 68;
 
-/// gpt.fp8_scale: stages of strided maxima of |x| until at most
-/// kAmaxLast partials are left; one row folds those into amax and stores
-/// s = max_finite / amax (1 if amax is 0 or not finite) and 1 / s. Maxima
-/// are exact, so the order of folding does not change the bits.
+/// The FP8 codes of xs. With `cvt` (CUDA, sm_89+) two per cvt.rn.satfinite
+/// instruction, which gives the codes fp8Bits computes but for NaN (its
+/// canonical 0x7F whatever the sign; both decode to NaN); fp8Bits else.
+SmallVector<Value> fp8Codes(KB &k, ArrayRef<Value> xs, Fp8Format format, bool cvt) {
+  SmallVector<Value> codes;
+  if (!cvt || xs.size() % 2) {
+    for (Value x : xs)
+      codes.push_back(fp8Bits(k, x, format));
+    return codes;
+  }
+  MLIRContext *ctx = k.b.getContext();
+  Type dst = format == Fp8Format::E4M3 ? Type(Float8E4M3FNType::get(ctx))
+                                       : Type(Float8E5M2Type::get(ctx));
+  auto pair = VectorType::get({2}, k.b.getI8Type());
+  for (size_t i = 0; i < xs.size(); i += 2) {
+    // The first operand's code is the high byte: element 1 of the pair.
+    Value v = NVVM::ConvertF32x2ToF8x2Op::create(k.b, k.loc, pair, xs[i + 1], xs[i],
+                                                 NVVM::FPRoundingMode::RN,
+                                                 NVVM::SaturationMode::SATFINITE, false, dst);
+    codes.push_back(vector::ExtractOp::create(k.b, k.loc, v, 0));
+    codes.push_back(vector::ExtractOp::create(k.b, k.loc, v, 1));
+  }
+  return codes;
+}
+
+/// The workgroup memory of a block as a flat memref of n elements of t.
+Value sharedBuffer(KB &k, int64_t n, Type t) {
+  auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
+  Value raw = gpu::DynamicSharedMemoryOp::create(
+      k.b, k.loc,
+      MemRefType::get({ShapedType::kDynamic}, k.b.getI8Type(), MemRefLayoutAttrInterface{},
+                      space));
+  return memref::ViewOp::create(k.b, k.loc,
+                                MemRefType::get({n}, t, MemRefLayoutAttrInterface{}, space), raw,
+                                k.idx(0), ValueRange{});
+}
+
+bool Lowerer::aligned16(ArrayRef<Value> tensors) {
+  if (!options.vectorAccess)
+    return false;
+  for (Value v : tensors)
+    if (result.tensors[tensorOf.lookup(v)].offset % 16)
+      return false;
+  return true;
+}
+
+/// gpt.fp8_scale: stages of maxima of |x| until at most kAmaxLast partials
+/// are left; one row folds those into amax and stores s = max_finite / amax
+/// (1 if amax is 0 or not finite) and 1 / s. Maxima are exact, so the
+/// order of folding does not change the bits. On CUDA the first stage
+/// reads 16-byte vectors and folds each block's maxima with shuffles;
+/// otherwise each stage's threads fold kAmaxFold strided values.
 LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   std::string key = keyOf(op);
   Type ft = Float32Type::get(ctx);
@@ -1455,6 +1519,60 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   Operand values = t(x);
   Type valuesType = flat(x);
   int64_t count = n;
+  int64_t threads = options.blockThreads, warps = threads / 32;
+  int64_t width = 16 * 8 / eltOf(x).getIntOrFloatBitWidth();
+  if (aligned16(x) && n % width == 0 && threads % 32 == 0 && n > kAmaxLast) {
+    int64_t vectors = n / width;
+    int64_t per = (vectors + kAmaxBlocks * threads - 1) / (kAmaxBlocks * threads);
+    per = (per + kAmaxUnroll - 1) / kAmaxUnroll * kAmaxUnroll;
+    int64_t blocks = (vectors + per * threads - 1) / (per * threads);
+    Operand partial = scratch(blocks * 4);
+    launch(op, key + "amaxv", "fp8_amax", {valuesType, flatOf(blocks, ft)}, {values, partial},
+           blocks * threads,
+           [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+             KB k{b, loc};
+             Value tid = k.urem(idx, k.idx(threads)), block = k.udiv(idx, k.idx(threads));
+             Value first = k.add(k.mul(block, k.idx(per * threads)), tid);
+             // Past the end a thread reads the last vector again: a
+             // maximum does not change, and no branch is needed.
+             Value m = k.loop(k.idx(0), k.idx(per), k.idx(kAmaxUnroll), {k.f(0, ft)},
+                              [&](Value j, ValueRange acc) {
+               Value cur = acc[0];
+               SmallVector<Value> xs;
+               for (int64_t u = 0; u < kAmaxUnroll; ++u) {
+                 Value v = k.add(first, k.mul(k.add(j, k.idx(u)), k.idx(threads)));
+                 v = arith::MinUIOp::create(b, loc, v, k.idx(vectors - 1));
+                 llvm::append_range(xs, k.ldVector(a[0], k.mul(v, k.idx(width)), width));
+               }
+               for (Value v : xs)
+                 cur = k.fmax(cur, math::AbsFOp::create(b, loc, v));
+               return SmallVector<Value>{cur};
+             })[0];
+             for (int32_t mask = 16; mask >= 1; mask /= 2)
+               m = k.fmax(m, gpu::ShuffleOp::create(b, loc, m, mask, 32, gpu::ShuffleMode::XOR)
+                                 .getShuffleResult());
+             Value perWarp = sharedBuffer(k, warps, ft);
+             Value lane = k.urem(tid, k.idx(32));
+             {
+               auto leader = scf::IfOp::create(b, loc, k.cmpEq(lane, k.idx(0)), false);
+               OpBuilder::InsertionGuard g(b);
+               b.setInsertionPointToStart(&leader.getThenRegion().front());
+               k.st(m, perWarp, k.udiv(tid, k.idx(32)));
+             }
+             gpu::BarrierOp::create(b, loc);
+             auto once = scf::IfOp::create(b, loc, k.cmpEq(tid, k.idx(0)), false);
+             OpBuilder::InsertionGuard g(b);
+             b.setInsertionPointToStart(&once.getThenRegion().front());
+             Value all = k.ld(perWarp, k.idx(0));
+             for (int64_t w = 1; w < warps; ++w)
+               all = k.fmax(all, k.ld(perWarp, k.idx(w)));
+             k.st(all, a[1], block);
+           },
+           /*minBlocksPerSM=*/0, /*sharedBytes=*/warps * 4);
+    values = partial;
+    valuesType = flatOf(blocks, ft);
+    count = blocks;
+  }
   while (count > kAmaxLast) {
     int64_t threads = (count + kAmaxFold - 1) / kAmaxFold;
     Operand partial = scratch(threads * 4);
@@ -1502,7 +1620,8 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
 }
 
 /// gpt.fp8_quantize: a kernel storing the code of s x for every element
-/// (at the transposed index with `transpose`).
+/// (at the transposed index with `transpose`); on CUDA 8 elements per
+/// thread, loaded and stored as vectors.
 LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   Value x = op.getInput();
   Fp8Format format = op.getFormat();
@@ -1512,36 +1631,95 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   }
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
   int64_t n = numel(x);
+  int64_t u = aligned16({x, op.getResult()}) && n % 8 == 0 ? 8 : 1;
+  bool cvt = options.cudaArch >= 89;
   launch(op, keyOf(op), "fp8_quantize", {flat(x), flatOf(1, ft), flatOf(n, i8)},
-         {t(x), t(op.getScale()), t(op.getResult())}, n,
+         {t(x), t(op.getScale()), t(op.getResult())}, n / u,
          [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
            KB k{b, loc};
-           Value y = k.mul(k.ld(a[0], i), k.ld(a[1], k.idx(0)));
-           k.st(fp8Bits(k, y, format), a[2], i);
+           Value s = k.ld(a[1], k.idx(0));
+           Value at = k.mul(i, k.idx(u));
+           SmallVector<Value> ys = k.ldConsecutive(a[0], at, u);
+           for (Value &y : ys)
+             y = k.mul(y, s);
+           k.stConsecutive(fp8Codes(k, ys, format, cvt && u > 1), a[2], at);
          });
   return success();
 }
 
 /// Codes of s x for x seen as (rows, cols) (its last dimension the
 /// columns): into `transposed` as (cols, rows), and with `rowMajor` also
-/// as they lie. Thread (g, r) (r fastest) reads kTransposeRun consecutive
-/// columns of row r (whole 32-byte sectors of a bf16 row) and writes them
-/// down transposed rows g * run + j, where the warp's consecutive r give
-/// consecutive bytes (one element per thread read down a column instead:
-/// every 2-byte load a sector of its own), and along its row.
+/// as they lie.
+///
+/// On CUDA, for whole tiles: a block of 256 threads takes a 64 x 64 tile,
+/// each thread two 8-element vectors of its rows; the row-major codes go
+/// out as 8-byte vectors and into shared memory, and after a barrier each
+/// thread gathers 16 codes down one column and stores them as one 16-byte
+/// vector of the transposed row (4 threads per 64-byte run).
+///
+/// Otherwise thread (g, r) (r fastest) reads kTransposeRun consecutive
+/// columns of row r and writes them down transposed rows g * run + j,
+/// where the warp's consecutive r give consecutive bytes.
 void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
                             Value transposed, Fp8Format format) {
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
   int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
-  int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
   std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
   std::vector<Operand> args = {t(x), t(scale), t(transposed)};
+  SmallVector<Value> tensors = {x, transposed};
   if (rowMajor) {
     types.push_back(flatOf(n, i8));
     args.push_back(t(rowMajor));
+    tensors.push_back(rowMajor);
   }
-  launch(op, keyOf(op), rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose", types, args,
-         n / run, [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+  std::string name = rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose";
+  constexpr int64_t kThreads = kCastTile * kCastTile / 16;
+  if (aligned16(tensors) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
+      options.blockThreads == kThreads && eltOf(x).getIntOrFloatBitWidth() == 16) {
+    bool cvt = options.cudaArch >= 89;
+    int64_t tilesPerRow = cols / kCastTile;
+    launch(op, keyOf(op) + "tiled", name, types, args, n / 16,
+           [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+             KB k{b, loc};
+             Value tid = k.urem(idx, k.idx(kThreads)), block = k.udiv(idx, k.idx(kThreads));
+             Value r0 = k.mul(k.udiv(block, k.idx(tilesPerRow)), k.idx(kCastTile));
+             Value c0 = k.mul(k.urem(block, k.idx(tilesPerRow)), k.idx(kCastTile));
+             Value tile = sharedBuffer(k, kCastTile * kCastTilePitch, i8);
+             Value s = k.ld(a[1], k.idx(0));
+             SmallVector<Value> rowOf, colOf;
+             SmallVector<SmallVector<Value>> xs;
+             for (int64_t h = 0; h < 2; ++h) { // all loads in flight first
+               Value v = k.add(tid, k.idx(h * kThreads));
+               rowOf.push_back(k.udiv(v, k.idx(kCastTile / 8)));
+               colOf.push_back(k.mul(k.urem(v, k.idx(kCastTile / 8)), k.idx(8)));
+               Value at = k.add(k.mul(k.add(r0, rowOf[h]), k.idx(cols)), k.add(c0, colOf[h]));
+               xs.push_back(k.ldVector(a[0], at, 8));
+             }
+             for (int64_t h = 0; h < 2; ++h) {
+               for (Value &v : xs[h])
+                 v = k.mul(v, s);
+               SmallVector<Value> codes = fp8Codes(k, xs[h], format, cvt);
+               if (a.size() > 3)
+                 k.stVector(codes, a[3],
+                            k.add(k.mul(k.add(r0, rowOf[h]), k.idx(cols)), k.add(c0, colOf[h])));
+               Value at = k.add(k.mul(rowOf[h], k.idx(kCastTilePitch)), colOf[h]);
+               k.stVector(ArrayRef<Value>(codes).take_front(4), tile, at);
+               k.stVector(ArrayRef<Value>(codes).drop_front(4), tile, k.add(at, k.idx(4)));
+             }
+             gpu::BarrierOp::create(b, loc);
+             Value c = k.udiv(tid, k.idx(4)), q = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
+             SmallVector<Value> down;
+             for (int64_t i = 0; i < 16; ++i)
+               down.push_back(
+                   k.ld(tile, k.add(k.mul(k.add(q, k.idx(i)), k.idx(kCastTilePitch)), c)));
+             k.stVector(down, a[2], k.add(k.mul(k.add(c0, c), k.idx(rows)), k.add(r0, q)));
+           },
+           /*minBlocksPerSM=*/0, /*sharedBytes=*/kCastTile * kCastTilePitch);
+    return;
+  }
+  int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
+  launch(op, keyOf(op), name, types, args, n / run,
+         [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
            KB k{b, loc};
            Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
            Value s = k.ld(a[1], k.idx(0));

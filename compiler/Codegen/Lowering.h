@@ -153,6 +153,10 @@ struct LoweringOptions {
   /// them, reading each row from global memory once
   /// (buildCrossEntropyOnePass).
   bool crossEntropyOnePass = true;
+  /// The CUDA chip's compute capability times ten (90 for sm_90); 0 for the
+  /// Host target. sm_89 and later convert to FP8 in hardware and run FP8
+  /// GEMMs.
+  int64_t cudaArch = 0;
   /// Threads per block of every launch (EmitOptions::blockSize).
   int64_t blockThreads = 256;
 };

@@ -421,6 +421,9 @@ int runCompile(MLIRContext &context) {
     if (::target == "cuda") {
       if (llvm::Expected<std::string> feature = codegen::cudaPtxFeature(cudaArch); !feature)
         return fail("--cuda-arch: " + llvm::toString(feature.takeError()));
+      if (precision == "fp8" && codegen::cudaComputeCapability(cudaArch) < 89)
+        return fail("--precision=fp8: FP8 GEMMs and conversions need sm_89 or newer, but "
+                    "--cuda-arch is " + cudaArch);
       // What codegen links from the toolkit, and runs from it or $PATH.
       std::string dir = toolkitDir();
       const char *from = !cudaToolkit.empty() ? "--cuda-toolkit"

@@ -19,6 +19,26 @@
 // SM120: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // SM120-NOT: wgmma
 
+// FP8 on sm_89 and newer: the conversions are cvt.rn.satfinite (two codes
+// each), and a cast-transpose block stages its tile in shared memory and
+// writes the transposed rows as 16-byte vectors.
+// RUN: rm -rf %t.f8 && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=fp8 -o %t.f8.fb --dump-ir-after-each-pass=%t.f8
+// RUN: FileCheck %s --check-prefix=FP8 < %t.f8/kernels.ptx
+// FP8-LABEL: .entry fp8_cast_transpose
+// FP8: ld.global.v4.b32
+// FP8: cvt.rn.satfinite.e4m3x2.f32
+// FP8: st.global.v2.b32
+// FP8: bar.sync
+// FP8: st.global.v4.b32
+// FP8-LABEL: .entry fp8_cast_transpose
+// FP8: cvt.rn.satfinite.e5m2x2.f32
+
+// sm_86 has neither FP8 tensor cores nor the conversions: named before any
+// pass runs.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --cuda-arch=sm_86 -o %t.f8old.fb 2>&1 | FileCheck %s --check-prefix=FP8OLD
+// FP8OLD-NOT: gpt-instantiate-model
+// FP8OLD: gptc: error: --precision=fp8: FP8 GEMMs and conversions need sm_89 or newer, but --cuda-arch is sm_86
+
 // Older chips lack the bf16 tensor cores and cp.async the kernels use.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-arch=sm_75 -o %t.75.fb 2>&1 | FileCheck %s --check-prefix=OLD
 // OLD-NOT: gpt-instantiate-model
