@@ -1411,6 +1411,8 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
              << batch * m << " x " << n << " x " << k;
     if (!(out.isBF16() || out.isF32()))
       return op->emitOpError("codegen: FP8 GEMMs give bf16 or f32, not ") << out;
+    if (bias && out.isF32())
+      return op->emitOpError("codegen: cuBLASLt's FP8 GEMMs add no bias into an f32 result");
     g.fastAccum = scaled.getFastAccum();
   } else if (eltOf(bm) != in || !(in.isF32() || in.isBF16() || in.isF16()) ||
       !(out == in || out.isF32()))
@@ -1857,7 +1859,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       })
       .Case<ScaledMatmulOp>([&](ScaledMatmulOp mm) {
         return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
-                           mm.getTransposeRhs(), Value());
+                           mm.getTransposeRhs(), mm.getBias());
       })
       .Case<Fp8ScaleOp>([&](Fp8ScaleOp sc) { return lowerFp8Scale(sc); })
       .Case<Fp8QuantizeOp>([&](Fp8QuantizeOp q) { return lowerFp8Quantize(q); })

@@ -527,6 +527,11 @@ private:
     T scale = in(op.getLhsScale())[0] * in(op.getRhsScale())[0];
     for (T &v : y)
       v *= scale;
+    if (op.getBias()) {
+      const Buffer &b = in(op.getBias());
+      for (size_t i = 0; i < y.size(); ++i)
+        y[i] += b[i % b.size()];
+    }
     return success();
   }
 

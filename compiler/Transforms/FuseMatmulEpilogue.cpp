@@ -1,12 +1,13 @@
 //===- FuseMatmulEpilogue.cpp - GELU and bias gradients into GEMMs --------===//
 //
-/// Four rewrite patterns (see Passes.td), applied greedily with folding
+/// Five rewrite patterns (see Passes.td), applied greedily with folding
 /// off so that nothing but the matched ops changes, in two rounds (the
 /// GELU folds first, so that the bias-gradient folds see their results):
 ///  - FoldGelu:         gelu(linear)              -> gpt.linear_gelu
 ///  - FoldGeluGrad:     gelu_grad(matmul, pre)    -> gpt.matmul_gelu_grad
 ///  - FoldGeluBiasGrad: reduce(matmul_gelu_grad)  -> gpt.matmul_gelu_bias_grad
 ///  - FoldBiasGrad:     reduce(dY) + dW matmul    -> gpt.matmul_bias_grad
+///  - FoldScaledBias:   bias_add(scaled_matmul)   -> gpt.scaled_matmul bias
 /// Each fused op sits where its first replaced op was, or later only where
 /// every replaced value's readers still follow it.
 //
@@ -207,6 +208,36 @@ struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
   llvm::Statistic &count;
 };
 
+/// bias_add(scaled_matmul(...), b) -> scaled_matmul(..., bias b), at the
+/// bias_add (the product's only reader). The result must be bf16: codegen's
+/// FP8 GEMMs give bf16 or f32, and cuBLASLt adds no bias into an f32 D.
+struct FoldScaledBias : OpRewritePattern<BiasAddOp> {
+  FoldScaledBias(MLIRContext *ctx, llvm::Statistic &count)
+      : OpRewritePattern<BiasAddOp>(ctx), count(count) {}
+
+  LogicalResult matchAndRewrite(BiasAddOp add, PatternRewriter &rewriter) const override {
+    auto mm = add.getInput().getDefiningOp<ScaledMatmulOp>();
+    if (!mm || mm.getBias())
+      return rewriter.notifyMatchFailure(add, "input is not a scaled_matmul without a bias");
+    if (!mm->hasOneUse() || mm->getBlock() != add->getBlock())
+      return rewriter.notifyMatchFailure(add, "the product has other readers");
+    Type elt = rtt(add.getResult()).getElementType();
+    if (!elt.isBF16())
+      return rewriter.notifyMatchFailure(add, "not a bf16 product");
+    rewriter.setInsertionPoint(add);
+    auto fused = ScaledMatmulOp::create(
+        rewriter, mm.getLoc(), add.getType(), mm.getLhs(), mm.getLhsScale(), mm.getRhs(),
+        mm.getRhsScale(), add.getBias(), mm.getTransposeLhs(), mm.getTransposeRhs(),
+        mm.getFastAccum());
+    rewriter.replaceOp(add, fused.getResult());
+    rewriter.eraseOp(mm);
+    ++count;
+    return success();
+  }
+
+  llvm::Statistic &count;
+};
+
 struct FuseMatmulEpiloguePass
     : gptc::impl::FuseMatmulEpiloguePassBase<FuseMatmulEpiloguePass> {
   using FuseMatmulEpiloguePassBase::FuseMatmulEpiloguePassBase;
@@ -218,6 +249,8 @@ struct FuseMatmulEpiloguePass
       geluPatterns.add<FoldGelu>(ctx, numGelu);
     if (geluGrad)
       geluPatterns.add<FoldGeluGrad>(ctx, numGeluGrad);
+    if (scaledBias)
+      geluPatterns.add<FoldScaledBias>(ctx, numScaledBias);
     if (geluBiasGrad)
       biasPatterns.add<FoldGeluBiasGrad>(ctx, numGeluBiasGrad);
     if (biasGrad)

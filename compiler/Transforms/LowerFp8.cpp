@@ -55,7 +55,7 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
     auto [rhs, rhsScale] = quantize(op.getRhsFormat(), op.getRhs(), !op.getTransposeRhs());
     bool forward = op.getLhsFormat() == Fp8Format::E4M3 && op.getRhsFormat() == Fp8Format::E4M3;
     rewriter.replaceOpWithNewOp<ScaledMatmulOp>(
-        op, op.getType(), lhs, lhsScale, rhs, rhsScale,
+        op, op.getType(), lhs, lhsScale, rhs, rhsScale, /*bias=*/Value(),
         /*transpose_lhs=*/false, /*transpose_rhs=*/true, /*fast_accum=*/forward);
     ++products;
     return success();

@@ -317,6 +317,14 @@ LogicalResult ScaledMatmulOp::verify() {
     llvm::interleave(y->getShape(), d, [&](int64_t v) { d << dimStr(v); }, "x");
     return d;
   }
+  if (Value bias = getBias()) {
+    RankedTensorType b = rtt(bias), r = rtt(getResult());
+    if (b.getRank() != 1 || !compatible(b.getDimSize(0), r.getShape().back()))
+      return emitOpError("bias ") << b << " is not one value per column of the result " << r;
+    if (b.getElementType() != r.getElementType())
+      return emitOpError("bias ") << b << " must have the result's element type "
+                                   << r.getElementType();
+  }
   return success();
 }
 

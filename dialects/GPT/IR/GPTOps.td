@@ -245,21 +245,26 @@ def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure]> {
     `inverse`s of the operands' `gpt.fp8_scale`). Shapes and
     transposes are those of `gpt.matmul`; at most one operand is e5m2.
     `fast_accum` lets the tensor cores fold partial sums less often (faster,
-    slightly less accurate; the forward products use it).
+    slightly less accurate; the forward products use it). An optional
+    `bias` (N), of the result's element type, is added to every row before
+    the one rounding (cuBLASLt's bias epilogue; gpt-fuse-matmul-epilogue
+    folds a `gpt.bias_add` of the product into it).
 
     ```mlir
-    %y = gpt.scaled_matmul %qx, %sx, %qw, %sw {transpose_rhs}
-        : (tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>)
-          -> tensor<16x48xbf16>
+    %y = gpt.scaled_matmul %qx, %sx, %qw, %sw bias %b {transpose_rhs}
+        : (tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>,
+           tensor<48xbf16>) -> tensor<16x48xbf16>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F8E4M3FN, F8E5M2]>:$lhs, 0DTensorOf<[F32]>:$lhs_scale,
                        RankedTensorOf<[F8E4M3FN, F8E5M2]>:$rhs, 0DTensorOf<[F32]>:$rhs_scale,
+                       Optional<GPT_FloatTensor>:$bias,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                        UnitAttr:$fast_accum);
   let results = (outs GPT_FloatTensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $lhs_scale `,` $rhs `,` $rhs_scale attr-dict `:` functional-type(operands, results)
+    $lhs `,` $lhs_scale `,` $rhs `,` $rhs_scale (`bias` $bias^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

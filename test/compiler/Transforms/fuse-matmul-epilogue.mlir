@@ -1,6 +1,6 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu-bias-grad=true bias-grad=true" | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue | FileCheck %s --check-prefix=DEF
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu=false gelu-grad=false gelu-bias-grad=false bias-grad=false" | FileCheck %s --check-prefix=OFF
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-matmul-epilogue="gelu=false gelu-grad=false gelu-bias-grad=false bias-grad=false scaled-bias=false" | FileCheck %s --check-prefix=OFF
 
 // Tests that a GELU of a linear becomes one gpt.linear_gelu whose second
 // result replaces the linear's (the backward reads the pre-activation).
@@ -253,4 +253,58 @@ func.func @gelu_bias_grad_partial_reduce(%dh: tensor<8x16xf32>, %w: tensor<16x64
   %d = gpt.gelu_grad %p3, %pre : tensor<2x4x64xf32>
   %db = gpt.reduce sum %d dims [0] : (tensor<2x4x64xf32>) -> tensor<4x64xf32>
   return %db : tensor<4x64xf32>
+}
+
+// -----
+
+// Tests that a bias_add of an FP8 product becomes the GEMM's bias
+// epilogue, flags kept.
+
+// CHECK-LABEL: func.func @scaled_bias
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x8x16xf8E4M3FN>, %[[SA:[^:]*]]: tensor<f32>, %[[W:[^:]*]]: tensor<48x16xf8E4M3FN>, %[[SW:[^:]*]]: tensor<f32>, %[[B:[^:]*]]: tensor<48xbf16>)
+// CHECK-NEXT: %[[Y:.*]] = gpt.scaled_matmul %[[A]], %[[SA]], %[[W]], %[[SW]] bias %[[B]] {fast_accum, transpose_rhs}
+// CHECK-NEXT: return %[[Y]]
+// OFF-LABEL: func.func @scaled_bias
+// OFF: gpt.scaled_matmul
+// OFF-NOT: bias %
+// OFF: gpt.bias_add
+func.func @scaled_bias(%a: tensor<2x8x16xf8E4M3FN>, %sa: tensor<f32>, %w: tensor<48x16xf8E4M3FN>,
+                       %sw: tensor<f32>, %b: tensor<48xbf16>) -> tensor<2x8x48xbf16> {
+  %p = gpt.scaled_matmul %a, %sa, %w, %sw {fast_accum, transpose_rhs}
+      : (tensor<2x8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<2x8x48xbf16>
+  %y = gpt.bias_add %p, %b : (tensor<2x8x48xbf16>, tensor<48xbf16>) -> tensor<2x8x48xbf16>
+  return %y : tensor<2x8x48xbf16>
+}
+
+// -----
+
+// Tests that an FP8 product that something else reads keeps its bias_add.
+
+// CHECK-LABEL: func.func @scaled_bias_shared
+// CHECK: %[[P:.*]] = gpt.scaled_matmul
+// CHECK-NOT: bias %
+// CHECK: gpt.bias_add %[[P]]
+func.func @scaled_bias_shared(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %w: tensor<48x16xf8E4M3FN>,
+                              %b: tensor<48xbf16>) -> (tensor<8x48xbf16>, tensor<8x48xbf16>) {
+  %p = gpt.scaled_matmul %a, %s, %w, %s {transpose_rhs}
+      : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<8x48xbf16>
+  %y = gpt.bias_add %p, %b : (tensor<8x48xbf16>, tensor<48xbf16>) -> tensor<8x48xbf16>
+  return %y, %p : tensor<8x48xbf16>, tensor<8x48xbf16>
+}
+
+// -----
+
+// Tests that an f32 FP8 product keeps its bias_add (cuBLASLt adds no bias
+// into an FP8 GEMM's f32 D).
+
+// CHECK-LABEL: func.func @scaled_bias_f32
+// CHECK: gpt.scaled_matmul
+// CHECK-NOT: bias %
+// CHECK: gpt.bias_add
+func.func @scaled_bias_f32(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %w: tensor<48x16xf8E4M3FN>,
+                           %b: tensor<48xf32>) -> tensor<8x48xf32> {
+  %p = gpt.scaled_matmul %a, %s, %w, %s {transpose_rhs}
+      : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<8x48xf32>
+  %y = gpt.bias_add %p, %b : (tensor<8x48xf32>, tensor<48xf32>) -> tensor<8x48xf32>
+  return %y : tensor<8x48xf32>
 }

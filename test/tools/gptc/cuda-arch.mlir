@@ -24,14 +24,21 @@
 // writes the transposed rows as 16-byte vectors.
 // RUN: rm -rf %t.f8 && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=fp8 -o %t.f8.fb --dump-ir-after-each-pass=%t.f8
 // RUN: FileCheck %s --check-prefix=FP8 < %t.f8/kernels.ptx
+// RUN: FileCheck %s --check-prefix=E4M3 < %t.f8/kernels.ptx
+// RUN: FileCheck %s --check-prefix=E5M2 < %t.f8/kernels.ptx
 // FP8-LABEL: .entry fp8_cast_transpose
+// FP8-NOT: .entry
 // FP8: ld.global.v4.b32
-// FP8: cvt.rn.satfinite.e4m3x2.f32
+// FP8-NOT: .entry
+// FP8: cvt.rn.satfinite.{{e4m3|e5m2}}x2.f32
+// FP8-NOT: .entry
 // FP8: st.global.v2.b32
+// FP8-NOT: .entry
 // FP8: bar.sync
+// FP8-NOT: .entry
 // FP8: st.global.v4.b32
-// FP8-LABEL: .entry fp8_cast_transpose
-// FP8: cvt.rn.satfinite.e5m2x2.f32
+// E4M3: cvt.rn.satfinite.e4m3x2.f32
+// E5M2: cvt.rn.satfinite.e5m2x2.f32
 
 // sm_86 has neither FP8 tensor cores nor the conversions: named before any
 // pass runs.

@@ -1446,6 +1446,24 @@ func.func @scaled_matmul_shape(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %b: t
 
 // -----
 
+// Tests that gpt.scaled_matmul's bias has one value per result column.
+func.func @scaled_matmul_bias_length(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %b: tensor<4x16xf8E4M3FN>, %bias: tensor<8xbf16>) {
+  // expected-error @+1 {{bias 'tensor<8xbf16>' is not one value per column of the result 'tensor<8x4xbf16>'}}
+  %0 = gpt.scaled_matmul %a, %s, %b, %s bias %bias {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<4x16xf8E4M3FN>, tensor<f32>, tensor<8xbf16>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul's bias has the result's element type.
+func.func @scaled_matmul_bias_type(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %b: tensor<4x16xf8E4M3FN>, %bias: tensor<4xf32>) {
+  // expected-error @+1 {{bias 'tensor<4xf32>' must have the result's element type 'bf16'}}
+  %0 = gpt.scaled_matmul %a, %s, %b, %s bias %bias {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<4x16xf8E4M3FN>, tensor<f32>, tensor<4xf32>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
 // Tests that gpt.scaled_matmul takes FP8 operands only.
 func.func @scaled_matmul_bf16(%a: tensor<8x16xbf16>, %s: tensor<f32>, %b: tensor<4x16xbf16>) {
   // expected-error @+1 {{operand #0 must be ranked tensor of f8E4M3FN type or f8E5M2 type values}}

@@ -1084,3 +1084,13 @@ func.func @scaled_matmul(%a: tensor<2x8x16xf8E5M2>, %sa: tensor<f32>, %b: tensor
   %y = gpt.scaled_matmul %a, %sa, %b, %sb {transpose_rhs, fast_accum} : (tensor<2x8x16xf8E5M2>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>) -> tensor<2x8x48xbf16>
   return %y : tensor<2x8x48xbf16>
 }
+
+// -----
+
+// Tests that gpt.scaled_matmul round-trips with a bias.
+// CHECK-LABEL: func.func @scaled_matmul_bias
+func.func @scaled_matmul_bias(%a: tensor<8x16xf8E4M3FN>, %sa: tensor<f32>, %b: tensor<48x16xf8E4M3FN>, %sb: tensor<f32>, %bias: tensor<48xbf16>) -> tensor<8x48xbf16> {
+  // CHECK: gpt.scaled_matmul %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} bias %{{.*}} {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>, tensor<48xbf16>) -> tensor<8x48xbf16>
+  %y = gpt.scaled_matmul %a, %sa, %b, %sb bias %bias {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>, tensor<48xbf16>) -> tensor<8x48xbf16>
+  return %y : tensor<8x48xbf16>
+}
