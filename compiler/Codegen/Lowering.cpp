@@ -596,7 +596,7 @@ private:
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
   void castTranspose(Operation *op, Value x, Value scale, Value rowMajor, Value transposed,
-                     Fp8Format format);
+                     Fp8Format format, bool gelu);
   /// Whether vector access is on and every tensor's plan offset is a
   /// multiple of 16 bytes (the pools are at least that aligned).
   bool aligned16(ArrayRef<Value> tensors);
@@ -1498,6 +1498,13 @@ Value sharedBuffer(KB &k, int64_t n, Type t) {
                                 k.idx(0), ValueRange{});
 }
 
+/// What an FP8 kernel quantizes of a loaded (widened) value v of a tensor
+/// of `elt`: v, or with `gelu` GELU(v) rounded as a stored gpt.gelu result
+/// (gpt-lower-fp8's fold-gelu), so that the codes are the unfused ones.
+Value fp8Source(KB &k, Value v, Type elt, bool gelu) {
+  return gelu ? k.asStored(geluOf(k, v), elt) : v;
+}
+
 bool Lowerer::aligned16(ArrayRef<Value> tensors) {
   if (!options.vectorAccess)
     return false;
@@ -1517,6 +1524,8 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   std::string key = keyOf(op);
   Type ft = Float32Type::get(ctx);
   Value x = op.getInput();
+  Type elt = eltOf(x);
+  bool gelu = op.getGelu();
   int64_t n = numel(x);
   Operand values = t(x);
   Type valuesType = flat(x);
@@ -1547,7 +1556,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
                  llvm::append_range(xs, k.ldVector(a[0], k.mul(v, k.idx(width)), width));
                }
                for (Value v : xs)
-                 cur = k.fmax(cur, math::AbsFOp::create(b, loc, v));
+                 cur = k.fmax(cur, math::AbsFOp::create(b, loc, fp8Source(k, v, elt, gelu)));
                return SmallVector<Value>{cur};
              })[0];
              for (int32_t mask = 16; mask >= 1; mask /= 2)
@@ -1578,13 +1587,15 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   while (count > kAmaxLast) {
     int64_t threads = (count + kAmaxFold - 1) / kAmaxFold;
     Operand partial = scratch(threads * 4);
+    bool first = count == n; // the input itself, not partial maxima
     launch(op, key + "amax" + std::to_string(count), "fp8_amax",
            {valuesType, flatOf(threads, ft)}, {values, partial}, threads,
            [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
              KB k{b, loc};
              Value m = k.loop(p, k.idx(count), k.idx(threads), {k.f(0, ft)},
                               [&](Value i, ValueRange acc) {
-                                Value v = math::AbsFOp::create(b, loc, k.ld(a[0], i));
+                                Value v = math::AbsFOp::create(
+                                    b, loc, fp8Source(k, k.ld(a[0], i), elt, gelu && first));
                                 return SmallVector<Value>{k.fmax(acc[0], v)};
                               })[0];
              k.st(m, a[1], p);
@@ -1595,6 +1606,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   }
   double maxFinite = fp8MaxFinite(op.getFormat());
   int64_t lanes = options.rowLanes;
+  bool direct = count == n; // a small input, read by the scale kernel itself
   launch(op, key + "scale" + std::to_string(count), "fp8_scale",
          {valuesType, flatOf(1, ft), flatOf(1, ft)}, {values, t(op.getScale()), t(op.getInverse())},
          lanes,
@@ -1602,7 +1614,8 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
            KB k{b, loc};
            RowLanes rl(k, idx, lanes);
            Value m = rl.fold(count, {k.f(0, ft)}, [&](Value i, ValueRange acc) {
-             Value v = math::AbsFOp::create(b, loc, k.ld(a[0], i));
+             Value v = math::AbsFOp::create(b, loc,
+                                            fp8Source(k, k.ld(a[0], i), elt, gelu && direct));
              return SmallVector<Value>{k.fmax(acc[0], v)};
            })[0];
            Value amax = rl.max(m);
@@ -1628,9 +1641,11 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   Value x = op.getInput();
   Fp8Format format = op.getFormat();
   if (op.getTranspose()) {
-    castTranspose(op, x, op.getScale(), Value(), op.getResult(), format);
+    castTranspose(op, x, op.getScale(), Value(), op.getResult(), format, op.getGelu());
     return success();
   }
+  Type elt = eltOf(x);
+  bool gelu = op.getGelu();
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
   int64_t n = numel(x);
   int64_t u = aligned16({x, op.getResult()}) && n % 8 == 0 ? 8 : 1;
@@ -1643,7 +1658,7 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
            Value at = k.mul(i, k.idx(u));
            SmallVector<Value> ys = k.ldConsecutive(a[0], at, u);
            for (Value &y : ys)
-             y = k.mul(y, s);
+             y = k.mul(fp8Source(k, y, elt, gelu), s);
            k.stConsecutive(fp8Codes(k, ys, format, cvt && u > 1), a[2], at);
          });
   return success();
@@ -1663,8 +1678,8 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
 /// columns of row r and writes them down transposed rows g * run + j,
 /// where the warp's consecutive r give consecutive bytes.
 void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
-                            Value transposed, Fp8Format format) {
-  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
+                            Value transposed, Fp8Format format, bool gelu) {
+  Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8), elt = eltOf(x);
   int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
   std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
   std::vector<Operand> args = {t(x), t(scale), t(transposed)};
@@ -1699,7 +1714,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
              }
              for (int64_t h = 0; h < 2; ++h) {
                for (Value &v : xs[h])
-                 v = k.mul(v, s);
+                 v = k.mul(fp8Source(k, v, elt, gelu), s);
                SmallVector<Value> codes = fp8Codes(k, xs[h], format, cvt);
                if (a.size() > 3)
                  k.stVector(codes, a[3],
@@ -1728,7 +1743,8 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
            Value from = k.add(k.mul(r, k.idx(cols)), k.mul(g, k.idx(run)));
            SmallVector<Value> codes;
            for (int64_t j = 0; j < run; ++j)
-             codes.push_back(k.mul(k.ld(a[0], k.add(from, k.idx(j))), s));
+             codes.push_back(
+                 k.mul(fp8Source(k, k.ld(a[0], k.add(from, k.idx(j))), elt, gelu), s));
            for (Value &c : codes)
              c = fp8Bits(k, c, format);
            for (int64_t j = 0; j < run; ++j) {
@@ -1743,7 +1759,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
 /// gpt.fp8_cast_transpose: both layouts from one read of the input.
 LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
   castTranspose(op, op.getInput(), op.getScale(), op.getResult(), op.getTransposed(),
-                op.getFormat());
+                op.getFormat(), op.getGelu());
   return success();
 }
 

@@ -487,8 +487,21 @@ private:
     return success();
   }
 
+  /// What an FP8 op quantizes: its input, or with `gelu` the GELU of it
+  /// rounded as a stored gpt.gelu result would be.
+  Buffer fp8Source(Value x, bool withGelu) {
+    Buffer v = in(x);
+    if (!withGelu)
+      return v;
+    Type elt = llvm::cast<ShapedType>(x.getType()).getElementType();
+    bool narrow = elt.isBF16() || elt.isF16();
+    for (T &e : v)
+      e = narrow ? static_cast<T>(roundTo(elt, gelu(e))) : gelu(e);
+    return v;
+  }
+
   LogicalResult fp8ScaleOf(Fp8ScaleOp op) {
-    double s = fp8Scale(in(op.getInput()), op.getFormat());
+    double s = fp8Scale(fp8Source(op.getInput(), op.getGelu()), op.getFormat());
     out(op.getScale())[0] = static_cast<T>(s);
     out(op.getInverse())[0] = static_cast<T>(1.0 / s);
     return success();
@@ -506,13 +519,15 @@ private:
   }
 
   LogicalResult fp8Quantize(Fp8QuantizeOp op) {
-    Buffer q = quantize(in(op.getInput()), op.getFormat(), in(op.getScale())[0]);
+    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu()), op.getFormat(),
+                        in(op.getScale())[0]);
     out(op.getResult()) = op.getTranspose() ? transposedOf(q, op.getInput()) : std::move(q);
     return success();
   }
 
   LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
-    Buffer q = quantize(in(op.getInput()), op.getFormat(), in(op.getScale())[0]);
+    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu()), op.getFormat(),
+                        in(op.getScale())[0]);
     out(op.getTransposed()) = transposedOf(q, op.getInput());
     out(op.getResult()) = std::move(q);
     return success();

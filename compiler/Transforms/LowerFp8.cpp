@@ -4,7 +4,8 @@
 /// gpt.fp8_quantize in the layout of the TN GEMM (lhs untransposed, rhs
 /// transposed), and one gpt.scaled_matmul: a pattern per op; products it
 /// cannot lower (batched ones) are reported after the rewrite. Then each
-/// operand's two layouts become one gpt.fp8_cast_transpose.
+/// operand's two layouts become one gpt.fp8_cast_transpose, and a GELU
+/// only FP8 ops read moves into them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -100,6 +101,51 @@ void pairLayouts(Block &block, llvm::Statistic &paired) {
   }
 }
 
+/// A gpt.gelu read only by FP8 scales and quantizations (through
+/// reshapes): they read its input with {gelu} instead, each through a
+/// reshape of its own where the shapes differ; the GELU and the reshapes
+/// are erased.
+void foldGelus(Block &block, llvm::Statistic &folded) {
+  for (GeluOp gelu : llvm::make_early_inc_range(block.getOps<GeluOp>())) {
+    SmallVector<OpOperand *> reads;
+    SmallVector<Operation *> views;
+    SmallVector<Value> work = {gelu.getResult()};
+    bool onlyFp8 = true;
+    while (!work.empty() && onlyFp8) {
+      Value v = work.pop_back_val();
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        if (auto reshape = llvm::dyn_cast<ReshapeOp>(user)) {
+          views.push_back(user);
+          work.push_back(reshape.getResult());
+        } else if (llvm::isa<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(user) &&
+                   use.getOperandNumber() == 0 && !user->hasAttr("gelu")) {
+          reads.push_back(&use);
+        } else {
+          onlyFp8 = false;
+        }
+      }
+    }
+    if (!onlyFp8 || reads.empty())
+      continue;
+    Value pre = gelu.getInput();
+    for (OpOperand *use : reads) {
+      Operation *user = use->getOwner();
+      Value input = pre;
+      if (input.getType() != use->get().getType()) {
+        OpBuilder b(user);
+        input = ReshapeOp::create(b, user->getLoc(), use->get().getType(), pre);
+      }
+      use->set(input);
+      user->setAttr("gelu", UnitAttr::get(user->getContext()));
+    }
+    for (Operation *view : llvm::reverse(views))
+      view->erase();
+    gelu.erase();
+    ++folded;
+  }
+}
+
 struct LowerFp8Pass : public gptc::impl::LowerFp8PassBase<LowerFp8Pass> {
   using Base::Base;
 
@@ -112,6 +158,11 @@ struct LowerFp8Pass : public gptc::impl::LowerFp8PassBase<LowerFp8Pass> {
       getOperation().walk([&](func::FuncOp fn) {
         for (Block &block : fn.getBody())
           pairLayouts(block, numPaired);
+      });
+    if (foldGeluOption)
+      getOperation().walk([&](func::FuncOp fn) {
+        for (Block &block : fn.getBody())
+          foldGelus(block, numGelus);
       });
     WalkResult left = getOperation().walk([](Fp8MatmulOp op) {
       op.emitError("gpt-lower-fp8: batched FP8 products have no GEMM: the rhs must have rank 2, "

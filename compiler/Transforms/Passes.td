@@ -313,7 +313,16 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
     tensor once and writes both copies. Where nothing else reads the
     forward's bf16 X (a layernorm's or GELU's output), it is dead once the
     forward has quantized it, and the backward keeps the FP8 X^T, half the
-    bytes. Batched
+    bytes.
+
+    With `fold-gelu` (the default), a `gpt.gelu` whose result only FP8
+    scales and quantizations read (through reshapes: the MLP's hidden
+    activation, for its down-projection and that one's weight gradient)
+    is not stored: they read its input with `{gelu}` and apply it as they
+    load, rounded as the stored GELU would be, so the codes are the same
+    and one read and one write of the widest activation are gone.
+
+    Batched
     products (a rhs of rank above 2) have no FP8 GEMM: they are an error.
     Runs on every function, at the start of the memory-plan phase (after
     inlining and CSE, so that the programs share nothing unlowered).
@@ -337,9 +346,12 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
   let options = [
     Option<"pairLayoutsOption", "pair-layouts", "bool", /*default=*/"true",
            "Quantize an operand's two layouts in one gpt.fp8_cast_transpose">,
+    Option<"foldGeluOption", "fold-gelu", "bool", /*default=*/"true",
+           "Apply a GELU that only FP8 ops read inside them instead of storing it">,
   ];
   let statistics = [
     Statistic<"numProducts", "products", "gpt.fp8_matmul ops lowered">,
+    Statistic<"numGelus", "gelus", "GELUs applied inside FP8 scales and quantizations">,
     Statistic<"numTransposed", "transposed", "Operands quantized as their transpose">,
     Statistic<"numPaired", "paired", "Quantizations paired into gpt.fp8_cast_transpose">,
   ];

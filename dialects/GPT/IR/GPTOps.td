@@ -178,13 +178,16 @@ def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale"> {
     applies. e4m3's max_finite is 448, e5m2's 57344. Depends on the values
     only, not the shape: `gpt-lower-fp8` takes the scale of a reshape's
     input, so that after CSE both layouts of an operand (X, and the X^T
-    of its weight gradient) share one.
+    of its weight gradient) share one. With `gelu` the scale is that of
+    `gelu(input)` rounded to the input's type, as a `gpt.gelu` would store
+    it (`gpt-lower-fp8` reads a GELU's input where only FP8 ops read its
+    output: the GELU is never stored).
 
     ```mlir
     %s, %inv = gpt.fp8_scale e5m2 %dy : (tensor<16x48xbf16>) -> (tensor<f32>, tensor<f32>)
     ```
   }];
-  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input);
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, UnitAttr:$gelu);
   let results = (outs 0DTensorOf<[F32]>:$scale, 0DTensorOf<[F32]>:$inverse);
   let assemblyFormat = "$format $input attr-dict `:` functional-type(operands, results)";
 }
@@ -197,7 +200,8 @@ def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
     `scale` of a `gpt.fp8_scale`. With `transpose` the copy is of the
     (M, K) input's transpose, (K, M): the FP8 tensor-core GEMMs read A
     transposed and B not (`gpt-lower-fp8` quantizes each operand in the
-    layout its GEMM needs).
+    layout its GEMM needs). With `gelu` the copy is of `gelu(input)`,
+    rounded to the input's type first (see `gpt.fp8_scale`).
 
     ```mlir
     %q = gpt.fp8_quantize e5m2 %dy, %s {transpose}
@@ -205,7 +209,7 @@ def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
     ```
   }];
   let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale,
-                       UnitAttr:$transpose);
+                       UnitAttr:$transpose, UnitAttr:$gelu);
   let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result);
   let assemblyFormat = [{
     $format $input `,` $scale attr-dict `:` functional-type(operands, results)
@@ -221,14 +225,16 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     (columns, rows). The input is read once for both. `gpt-lower-fp8` pairs
     an operand's two quantizations into one: X for the forward product and
     X^T for the weight gradient, W and W^T, dY and dY^T. The forward's
-    bf16 X is then no longer needed by the backward.
+    bf16 X is then no longer needed by the backward. With `gelu` both are
+    copies of `gelu(input)` (see `gpt.fp8_scale`).
 
     ```mlir
-    %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s
+    %q, %qt = gpt.fp8_cast_transpose e4m3 %pre, %s {gelu}
         : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
     ```
   }];
-  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale);
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale,
+                       UnitAttr:$gelu);
   let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
                       RankedTensorOf<[F8E4M3FN, F8E5M2]>:$transposed);
   let assemblyFormat = [{

@@ -1,6 +1,7 @@
 // RUN: gpt-opt %s --split-input-file --gpt-lower-fp8=pair-layouts=false | FileCheck %s
 // RUN: gpt-opt %s --split-input-file --gpt-lower-fp8=pair-layouts=false --cse | FileCheck %s --check-prefix=CSE
 // RUN: gpt-opt %s --split-input-file --gpt-lower-fp8 --cse | FileCheck %s --check-prefix=PAIR
+// RUN: gpt-opt %s --split-input-file --gpt-lower-fp8=fold-gelu=false --cse | FileCheck %s --check-prefix=NOFOLD
 
 // Tests that a forward product X W^T (already TN) quantizes both operands
 // as they are, each with its own scale, multiplies by the inverses, and
@@ -84,4 +85,43 @@ func.func @paired_layouts(%x: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>, %dy: 
   %x2 = gpt.reshape %x : tensor<2x8x16xbf16> to tensor<16x16xbf16>
   %dw = gpt.fp8_matmul e5m2 %dy2, e4m3 %x2 {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> tensor<48x16xbf16>
   return %y, %dx, %dw : tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<48x16xbf16>
+}
+
+// -----
+
+// Tests that a GELU only FP8 ops read (the forward product and, through a
+// reshape, the weight gradient) is not stored: its scale and its
+// cast-transpose read the pre-activation with {gelu}.
+// PAIR-LABEL: func.func @gelu_folded
+// PAIR-SAME:    %[[PRE:[^:]*]]: tensor<2x8x16xbf16>
+// PAIR-NOT: gpt.gelu
+// PAIR: %[[S:.*]], %[[I:.*]] = gpt.fp8_scale e4m3 %[[PRE]] {gelu} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+// PAIR: %[[Q:.*]], %[[QT:.*]] = gpt.fp8_cast_transpose e4m3 %[[PRE]], %[[S]] {gelu} : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+// PAIR-NOT: gpt.gelu
+// PAIR: gpt.scaled_matmul %{{.*}}, %{{.*}}, %[[QT]], %[[I]] {transpose_rhs}
+// NOFOLD-LABEL: func.func @gelu_folded
+// NOFOLD: %[[H:.*]] = gpt.gelu
+// NOFOLD-NOT: {gelu}
+// NOFOLD: gpt.fp8_cast_transpose e4m3 %[[H]]
+func.func @gelu_folded(%pre: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>, %dy: tensor<16x48xbf16>) -> (tensor<2x8x48xbf16>, tensor<48x16xbf16>) {
+  %h = gpt.gelu %pre : tensor<2x8x16xbf16>
+  %y = gpt.fp8_matmul e4m3 %h, e4m3 %w {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<48x16xbf16>) -> tensor<2x8x48xbf16>
+  %h2 = gpt.reshape %h : tensor<2x8x16xbf16> to tensor<16x16xbf16>
+  %dw = gpt.fp8_matmul e5m2 %dy, e4m3 %h2 {transpose_lhs} : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> tensor<48x16xbf16>
+  return %y, %dw : tensor<2x8x48xbf16>, tensor<48x16xbf16>
+}
+
+// -----
+
+// Tests that a GELU something else reads too stays, and the FP8 ops read
+// its result.
+// PAIR-LABEL: func.func @gelu_kept
+// PAIR: %[[H:.*]] = gpt.gelu
+// PAIR: gpt.fp8_scale e4m3 %[[H]] :
+// PAIR-NOT: {gelu}
+// PAIR: return
+func.func @gelu_kept(%pre: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>) -> (tensor<2x8x48xbf16>, tensor<2x8x16xbf16>) {
+  %h = gpt.gelu %pre : tensor<2x8x16xbf16>
+  %y = gpt.fp8_matmul e4m3 %h, e4m3 %w {transpose_rhs} : (tensor<2x8x16xbf16>, tensor<48x16xbf16>) -> tensor<2x8x48xbf16>
+  return %y, %h : tensor<2x8x48xbf16>, tensor<2x8x16xbf16>
 }

@@ -1094,3 +1094,19 @@ func.func @scaled_matmul_bias(%a: tensor<8x16xf8E4M3FN>, %sa: tensor<f32>, %b: t
   %y = gpt.scaled_matmul %a, %sa, %b, %sb bias %bias {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>, tensor<48xbf16>) -> tensor<8x48xbf16>
   return %y : tensor<8x48xbf16>
 }
+
+// -----
+
+// Tests that the FP8 ops round-trip {gelu} (they quantize the GELU of
+// their input).
+// CHECK-LABEL: func.func @fp8_gelu
+func.func @fp8_gelu(%x: tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>) {
+  // CHECK: gpt.fp8_scale e4m3 %{{.*}} {gelu} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+  %s, %inv = gpt.fp8_scale e4m3 %x {gelu} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+  // CHECK: gpt.fp8_cast_transpose e4m3 %{{.*}}, %{{.*}} {gelu} : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+  %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s {gelu} : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+  %x2 = gpt.reshape %x : tensor<2x8x16xbf16> to tensor<16x16xbf16>
+  // CHECK: gpt.fp8_quantize e4m3 %{{.*}}, %{{.*}} {gelu, transpose} : (tensor<16x16xbf16>, tensor<f32>) -> tensor<16x16xf8E4M3FN>
+  %t = gpt.fp8_quantize e4m3 %x2, %s {gelu, transpose} : (tensor<16x16xbf16>, tensor<f32>) -> tensor<16x16xf8E4M3FN>
+  return %q, %qt, %t : tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>
+}
