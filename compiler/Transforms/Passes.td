@@ -608,7 +608,10 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
       2) For each, the chain of ops that rebuilds it right before its first
          read after p from values that are live there anyway (arguments,
          values read later still), recursing through operands up to
-         `max-depth` ops deep; views are free.
+         `max-depth` ops deep; views are free, and so are FP8's scales
+         and casts (`--precision=fp8`: a scaled GEMM counts as deep as the
+         bf16 GEMM it replaces). A clone of a `gpt.fp8_cast_transpose`
+         writes both layouts, and the reads after p of both move to it.
       3) The chain with the lowest cost per byte freed is cloned there (the
          clones carry `gpt.remat`) and every read after p of the value (or
          of its views) reads the clone instead. Cost: FLOPs, plus 200 per
@@ -649,7 +652,7 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
     Option<"memoryBudget", "memory-budget", "double", /*default=*/"0.0",
            "Memory budget in GiB: arguments plus activations (0: off)">,
     Option<"maxDepth", "max-depth", "int64_t", /*default=*/"4",
-           "Most ops (views aside) on a path of one recompute chain">,
+           "Most ops (views and FP8 casts aside) on a path of one recompute chain">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "Buffer alignment gpt-plan-memory will use, in bytes">,
   ];

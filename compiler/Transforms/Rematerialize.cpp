@@ -59,6 +59,11 @@ double opFlops(Operation *op) {
     return 2.0 * numElements(m.getType()) * k;
   }
   // Causal: half of q k^T and of p v, each 2 B T T C.
+  if (auto m = llvm::dyn_cast<ScaledMatmulOp>(op)) {
+    ArrayRef<int64_t> lhs = m.getLhs().getType().getShape();
+    int64_t k = m.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
+    return 2.0 * numElements(m.getType()) * k;
+  }
   if (auto a = llvm::dyn_cast<CausalAttentionOp>(op)) {
     ArrayRef<int64_t> y = a.getResult().getType().getShape();
     return 2.0 * y[0] * y[1] * y[1] * y[2];
@@ -88,9 +93,13 @@ double opCost(Operation *op) {
 }
 
 /// Ops that may run twice with the same result: pure gpt ops of one
-/// result, except randomness and the optimizer (AdamW, its norm and lr).
+/// result (and FP8's scales and cast-transposes), except randomness and
+/// the optimizer (AdamW, its norm and lr).
 bool isRecomputable(Operation *op) {
-  if (!op || op->getNumResults() != 1 || !llvm::isa<GPTDialect>(op->getDialect()) ||
+  // A cast-transpose's clone writes both layouts; the one not read after
+  // the peak dies at once.
+  bool fp8 = llvm::isa_and_nonnull<Fp8ScaleOp, Fp8CastTransposeOp>(op);
+  if (!op || (op->getNumResults() != 1 && !fp8) || !llvm::isa<GPTDialect>(op->getDialect()) ||
       !isPure(op))
     return false;
   return !llvm::isa<RandomNormalOp, AdamWOp, AllReduceOp, GlobalNormOp, LRScheduleOp>(op);
@@ -126,11 +135,14 @@ struct Rematerializer {
     Operation *def = v.getDefiningOp();
     if (chain.contains(def))
       return true;
-    bool view = def && viewSource(def);
-    if (!isRecomputable(def) || (!view && depth >= maxDepth))
+    // Views and FP8 scales and casts are not counted: an FP8 product is
+    // three ops deep where its bf16 twin is one.
+    bool free = def && (viewSource(def) || llvm::isa<Fp8ScaleOp, Fp8QuantizeOp,
+                                                     Fp8CastTransposeOp>(def));
+    if (!isRecomputable(def) || (!free && depth >= maxDepth))
       return false;
     for (Value operand : def->getOperands())
-      if (!rebuild(operand, q, freed, view ? depth : depth + 1, chain))
+      if (!rebuild(operand, q, freed, free ? depth : depth + 1, chain))
         return false;
     chain.insert(def);
     return true;
@@ -146,28 +158,44 @@ struct Rematerializer {
     // rebuilt values, a read at p keeps the buffer live.
     Candidate c;
     c.buffer = b;
-    SmallVector<Value> aliases = {buf.value};
     int64_t q = l.numPoints;
-    for (size_t i = 0; i < aliases.size(); ++i)
-      for (OpOperand &use : aliases[i].getUses()) {
-        Operation *user = use.getOwner();
-        if (llvm::isa<func::ReturnOp, AllReduceOp>(user))
-          return std::nullopt;
-        int64_t at = l.index.lookup(user);
-        if (at == p)
-          return std::nullopt;
-        if (at > p) {
-          c.lateUses.push_back(&use);
-          if (at < q) {
-            q = at;
-            c.insertBefore = user;
-          }
-        } else if (viewSource(user)) {
-          aliases.push_back(user->getResult(0));
+    // The reads after p of `v` and its views, or none if one is at p or
+    // cannot move (a return, a collective).
+    auto lateReads = [&](Value v) -> std::optional<SmallVector<OpOperand *>> {
+      SmallVector<OpOperand *> late;
+      SmallVector<Value> aliases = {v};
+      for (size_t i = 0; i < aliases.size(); ++i)
+        for (OpOperand &use : aliases[i].getUses()) {
+          Operation *user = use.getOwner();
+          if (llvm::isa<func::ReturnOp, AllReduceOp>(user))
+            return std::nullopt;
+          int64_t at = l.index.lookup(user);
+          if (at == p)
+            return std::nullopt;
+          if (at > p)
+            late.push_back(&use);
+          else if (viewSource(user))
+            aliases.push_back(user->getResult(0));
         }
-      }
-    if (c.lateUses.empty())
+      return late;
+    };
+    std::optional<SmallVector<OpOperand *>> late = lateReads(buf.value);
+    if (!late || late->empty())
       return std::nullopt;
+    c.lateUses = std::move(*late);
+    // The clone of a multi-result op (a cast-transpose) rebuilds its other
+    // results too: their late reads move to it where they can.
+    for (Value sibling : buf.value.getDefiningOp()->getResults())
+      if (sibling != buf.value)
+        if (std::optional<SmallVector<OpOperand *>> more = lateReads(sibling))
+          llvm::append_range(c.lateUses, *more);
+    for (OpOperand *use : c.lateUses) {
+      int64_t at = l.index.lookup(use->getOwner());
+      if (at < q) {
+        q = at;
+        c.insertBefore = use->getOwner();
+      }
+    }
     llvm::SetVector<Operation *> chain;
     for (OpOperand *use : c.lateUses)
       if (!rebuild(use->get(), q, b, 0, chain))

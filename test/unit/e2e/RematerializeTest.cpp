@@ -96,6 +96,10 @@ TEST_F(RematerializeTest, Fp32BudgetTrainsBitIdentical) { expectSameBits("fp32",
 // Verify bf16: 0.00025 GiB (262.1 KiB) against 295.0 KiB unbudgeted.
 TEST_F(RematerializeTest, Bf16BudgetTrainsBitIdentical) { expectSameBits("bf16", 0.00025); }
 
+// Verify fp8: 0.00023 GiB (241.2 KiB) against 279.8 KiB unbudgeted; the
+// plan recomputes an FP8 cast-transpose (both layouts from one clone).
+TEST_F(RematerializeTest, Fp8BudgetTrainsBitIdentical) { expectSameBits("fp8", 0.00023); }
+
 // With the GELU epilogue (the default), the plan at this budget recomputes
 // GELUs the forward took from the epilogue: the losses stay within bf16
 // rounding of the unbudgeted run's.
