@@ -685,10 +685,7 @@ struct SharedArena {
   Value base; // shared pointer
   int64_t used = 0;
   explicit SharedArena(KB &k) {
-    auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
-    auto type = MemRefType::get({ShapedType::kDynamic}, k.b.getI8Type(),
-                                MemRefLayoutAttrInterface{}, space);
-    Value raw = sharedPointer(k, gpu::DynamicSharedMemoryOp::create(k.b, k.loc, type));
+    Value raw = sharedPointer(k, dynamicSharedMemory(k));
     Type i64 = k.b.getI64Type();
     Value at = LLVM::PtrToIntOp::create(k.b, k.loc, i64, raw);
     Value up = arith::AddIOp::create(k.b, k.loc, at,

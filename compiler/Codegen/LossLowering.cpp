@@ -118,16 +118,9 @@ void buildCrossEntropyOnePass(OpBuilder &b, Location loc, Value idx, ValueRange 
   Value tid = k.urem(idx, k.idx(blockThreads)), row = k.udiv(idx, k.idx(blockThreads));
   Value base = k.mul(row, k.idx(s.paddedVocab));
   // Dynamic shared memory: the row, then each warp's (max, sum).
-  auto space = gpu::AddressSpaceAttr::get(b.getContext(), gpu::AddressSpace::Workgroup);
-  Value raw = gpu::DynamicSharedMemoryOp::create(
-      b, loc, MemRefType::get({ShapedType::kDynamic}, b.getI8Type(), MemRefLayoutAttrInterface{},
-                              space));
-  Value rowSm = memref::ViewOp::create(
-      b, loc, MemRefType::get({s.paddedVocab}, elt, MemRefLayoutAttrInterface{}, space), raw,
-      k.idx(0), ValueRange{});
-  Value stats = memref::ViewOp::create(
-      b, loc, MemRefType::get({2 * warps}, f32, MemRefLayoutAttrInterface{}, space), raw,
-      k.idx(s.paddedVocab * 2), ValueRange{});
+  Value raw = dynamicSharedMemory(k);
+  Value rowSm = sharedView(k, raw, 0, s.paddedVocab, elt);
+  Value stats = sharedView(k, raw, s.paddedVocab * 2, 2 * warps, f32);
 
   // The row into shared memory, 16 bytes per copy, all in flight at once.
   Value from = globalPointer(k, a[0]), to = sharedPointer(k, rowSm);

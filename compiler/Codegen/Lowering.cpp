@@ -597,9 +597,6 @@ private:
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
   void castTranspose(Operation *op, Value x, Value scale, Value rowMajor, Value transposed,
                      Fp8Format format, bool gelu);
-  /// Whether vector access is on and every tensor's plan offset is a
-  /// multiple of 16 bytes (the pools are at least that aligned).
-  bool aligned16(ArrayRef<Value> tensors);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
   void waitFor(ValueRange operands);
@@ -1486,32 +1483,11 @@ SmallVector<Value> fp8Codes(KB &k, ArrayRef<Value> xs, Fp8Format format, bool cv
   return codes;
 }
 
-/// The workgroup memory of a block as a flat memref of n elements of t.
-Value sharedBuffer(KB &k, int64_t n, Type t) {
-  auto space = gpu::AddressSpaceAttr::get(k.b.getContext(), gpu::AddressSpace::Workgroup);
-  Value raw = gpu::DynamicSharedMemoryOp::create(
-      k.b, k.loc,
-      MemRefType::get({ShapedType::kDynamic}, k.b.getI8Type(), MemRefLayoutAttrInterface{},
-                      space));
-  return memref::ViewOp::create(k.b, k.loc,
-                                MemRefType::get({n}, t, MemRefLayoutAttrInterface{}, space), raw,
-                                k.idx(0), ValueRange{});
-}
-
 /// What an FP8 kernel quantizes of a loaded (widened) value v of a tensor
 /// of `elt`: v, or with `gelu` GELU(v) rounded as a stored gpt.gelu result
 /// (gpt-lower-fp8's fold-gelu), so that the codes are the unfused ones.
 Value fp8Source(KB &k, Value v, Type elt, bool gelu) {
   return gelu ? k.asStored(geluOf(k, v), elt) : v;
-}
-
-bool Lowerer::aligned16(ArrayRef<Value> tensors) {
-  if (!options.vectorAccess)
-    return false;
-  for (Value v : tensors)
-    if (result.tensors[tensorOf.lookup(v)].offset % 16)
-      return false;
-  return true;
 }
 
 /// gpt.fp8_scale: stages of maxima of |x| until at most kAmaxLast partials
@@ -1531,8 +1507,8 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   Type valuesType = flat(x);
   int64_t count = n;
   int64_t threads = options.blockThreads, warps = threads / 32;
-  int64_t width = 16 * 8 / eltOf(x).getIntOrFloatBitWidth();
-  if (aligned16(x) && n % width == 0 && threads % 32 == 0 && n > kAmaxLast) {
+  int64_t width = 16 * 8 / elt.getIntOrFloatBitWidth();
+  if (vectorChunks(x, width) && n % width == 0 && threads % 32 == 0 && n > kAmaxLast) {
     int64_t vectors = n / width;
     int64_t per = (vectors + kAmaxBlocks * threads - 1) / (kAmaxBlocks * threads);
     per = (per + kAmaxUnroll - 1) / kAmaxUnroll * kAmaxUnroll;
@@ -1559,17 +1535,11 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
                  cur = k.fmax(cur, math::AbsFOp::create(b, loc, fp8Source(k, v, elt, gelu)));
                return SmallVector<Value>{cur};
              })[0];
-             for (int32_t mask = 16; mask >= 1; mask /= 2)
-               m = k.fmax(m, gpu::ShuffleOp::create(b, loc, m, mask, 32, gpu::ShuffleMode::XOR)
-                                 .getShuffleResult());
-             Value perWarp = sharedBuffer(k, warps, ft);
-             Value lane = k.urem(tid, k.idx(32));
-             {
-               auto leader = scf::IfOp::create(b, loc, k.cmpEq(lane, k.idx(0)), false);
-               OpBuilder::InsertionGuard g(b);
-               b.setInsertionPointToStart(&leader.getThenRegion().front());
-               k.st(m, perWarp, k.udiv(tid, k.idx(32)));
-             }
+             // The warp's maximum, then one per warp in shared memory.
+             RowLanes warp(k, tid, 32);
+             m = warp.max(m);
+             Value perWarp = sharedView(k, dynamicSharedMemory(k), 0, warps, ft);
+             warp.once([&] { k.st(m, perWarp, warp.row); });
              gpu::BarrierOp::create(b, loc);
              auto once = scf::IfOp::create(b, loc, k.cmpEq(tid, k.idx(0)), false);
              OpBuilder::InsertionGuard g(b);
@@ -1648,7 +1618,7 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   bool gelu = op.getGelu();
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
   int64_t n = numel(x);
-  int64_t u = aligned16({x, op.getResult()}) && n % 8 == 0 ? 8 : 1;
+  int64_t u = n % 8 == 0 && vectorChunks({x, op.getResult()}, 8) ? 8 : 1;
   bool cvt = options.cudaArch >= 89;
   launch(op, keyOf(op), "fp8_quantize", {flat(x), flatOf(1, ft), flatOf(n, i8)},
          {t(x), t(op.getScale()), t(op.getResult())}, n / u,
@@ -1691,8 +1661,9 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
   }
   std::string name = rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose";
   constexpr int64_t kThreads = kCastTile * kCastTile / 16;
-  if (aligned16(tensors) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
-      options.blockThreads == kThreads && eltOf(x).getIntOrFloatBitWidth() == 16) {
+  // 16-byte vectors of the input and of the transposed rows.
+  if (vectorChunks(tensors, 16) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
+      options.blockThreads == kThreads && elt.getIntOrFloatBitWidth() == 16) {
     bool cvt = options.cudaArch >= 89;
     int64_t tilesPerRow = cols / kCastTile;
     launch(op, keyOf(op) + "tiled", name, types, args, n / 16,
@@ -1701,7 +1672,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
              Value tid = k.urem(idx, k.idx(kThreads)), block = k.udiv(idx, k.idx(kThreads));
              Value r0 = k.mul(k.udiv(block, k.idx(tilesPerRow)), k.idx(kCastTile));
              Value c0 = k.mul(k.urem(block, k.idx(tilesPerRow)), k.idx(kCastTile));
-             Value tile = sharedBuffer(k, kCastTile * kCastTilePitch, i8);
+             Value tile = sharedView(k, dynamicSharedMemory(k), 0, kCastTile * kCastTilePitch, i8);
              Value s = k.ld(a[1], k.idx(0));
              SmallVector<Value> rowOf, colOf;
              SmallVector<SmallVector<Value>> xs;

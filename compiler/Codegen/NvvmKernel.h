@@ -12,6 +12,7 @@
 
 #include "compiler/Codegen/KernelBuilder.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
@@ -44,6 +45,24 @@ inline Value sharedPointer(KB &k, Value mem) {
   at = mlir::arith::IndexCastOp::create(k.b, k.loc, k.b.getI64Type(), at);
   return mlir::LLVM::IntToPtrOp::create(k.b, k.loc,
                                         pointerType(k, mlir::NVVM::NVVMMemorySpace::Shared), at);
+}
+
+/// The block's dynamic shared memory, as bytes.
+inline Value dynamicSharedMemory(KB &k) {
+  auto space = mlir::gpu::AddressSpaceAttr::get(k.b.getContext(),
+                                                mlir::gpu::AddressSpace::Workgroup);
+  return mlir::gpu::DynamicSharedMemoryOp::create(
+      k.b, k.loc,
+      mlir::MemRefType::get({mlir::ShapedType::kDynamic}, k.b.getI8Type(),
+                            mlir::MemRefLayoutAttrInterface{}, space));
+}
+
+/// n elements of t at byte `offset` of dynamicSharedMemory's `raw`.
+inline Value sharedView(KB &k, Value raw, int64_t offset, int64_t n, Type t) {
+  auto space = llvm::cast<mlir::MemRefType>(raw.getType()).getMemorySpace();
+  return mlir::memref::ViewOp::create(
+      k.b, k.loc, mlir::MemRefType::get({n}, t, mlir::MemRefLayoutAttrInterface{}, space), raw,
+      k.idx(offset), mlir::ValueRange{});
 }
 
 /// cp.async of `bytes` (4, 8 or 16) from global `src` to shared `dst`.

@@ -488,20 +488,21 @@ private:
   }
 
   /// What an FP8 op quantizes: its input, or with `gelu` the GELU of it
-  /// rounded as a stored gpt.gelu result would be.
-  Buffer fp8Source(Value x, bool withGelu) {
-    Buffer v = in(x);
+  /// rounded as a stored gpt.gelu result would be (into `storage`).
+  const Buffer &fp8Source(Value x, bool withGelu, Buffer &storage) {
     if (!withGelu)
-      return v;
+      return in(x);
     Type elt = llvm::cast<ShapedType>(x.getType()).getElementType();
     bool narrow = elt.isBF16() || elt.isF16();
-    for (T &e : v)
+    storage = in(x);
+    for (T &e : storage)
       e = narrow ? static_cast<T>(roundTo(elt, gelu(e))) : gelu(e);
-    return v;
+    return storage;
   }
 
   LogicalResult fp8ScaleOf(Fp8ScaleOp op) {
-    double s = fp8Scale(fp8Source(op.getInput(), op.getGelu()), op.getFormat());
+    Buffer storage;
+    double s = fp8Scale(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat());
     out(op.getScale())[0] = static_cast<T>(s);
     out(op.getInverse())[0] = static_cast<T>(1.0 / s);
     return success();
@@ -519,14 +520,16 @@ private:
   }
 
   LogicalResult fp8Quantize(Fp8QuantizeOp op) {
-    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu()), op.getFormat(),
+    Buffer storage;
+    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat(),
                         in(op.getScale())[0]);
     out(op.getResult()) = op.getTranspose() ? transposedOf(q, op.getInput()) : std::move(q);
     return success();
   }
 
   LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
-    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu()), op.getFormat(),
+    Buffer storage;
+    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat(),
                         in(op.getScale())[0]);
     out(op.getTransposed()) = transposedOf(q, op.getInput());
     out(op.getResult()) = std::move(q);

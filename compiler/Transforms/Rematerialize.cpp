@@ -46,6 +46,19 @@ constexpr double kLaunchFlops = 4.0e9;
 
 int64_t numElements(Type t) { return llvm::cast<ShapedType>(t).getNumElements(); }
 
+/// 2 M N K of a product whose lhs is `lhs` (transposed or not) and whose
+/// result is `y`.
+double gemmFlops(Value lhs, bool transposeLhs, Type y) {
+  ArrayRef<int64_t> shape = llvm::cast<ShapedType>(lhs.getType()).getShape();
+  int64_t k = transposeLhs ? shape[shape.size() - 2] : shape.back();
+  return 2.0 * numElements(y) * k;
+}
+
+/// FP8's scales and casts: the values of a tensor in another format.
+bool isFp8Cast(Operation *op) {
+  return llvm::isa_and_nonnull<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(op);
+}
+
 /// Arithmetic of one op, roughly: GEMMs and attention exactly, every other
 /// op one FLOP per element it reads or writes.
 double opFlops(Operation *op) {
@@ -53,17 +66,11 @@ double opFlops(Operation *op) {
     return 0;
   if (auto l = llvm::dyn_cast<LinearOp>(op))
     return 2.0 * numElements(l.getType()) * l.getInput().getType().getShape().back();
-  if (auto m = llvm::dyn_cast<MatmulOp>(op)) {
-    ArrayRef<int64_t> lhs = m.getLhs().getType().getShape();
-    int64_t k = m.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
-    return 2.0 * numElements(m.getType()) * k;
-  }
+  if (auto m = llvm::dyn_cast<MatmulOp>(op))
+    return gemmFlops(m.getLhs(), m.getTransposeLhs(), m.getType());
+  if (auto m = llvm::dyn_cast<ScaledMatmulOp>(op))
+    return gemmFlops(m.getLhs(), m.getTransposeLhs(), m.getType());
   // Causal: half of q k^T and of p v, each 2 B T T C.
-  if (auto m = llvm::dyn_cast<ScaledMatmulOp>(op)) {
-    ArrayRef<int64_t> lhs = m.getLhs().getType().getShape();
-    int64_t k = m.getTransposeLhs() ? lhs[lhs.size() - 2] : lhs.back();
-    return 2.0 * numElements(m.getType()) * k;
-  }
   if (auto a = llvm::dyn_cast<CausalAttentionOp>(op)) {
     ArrayRef<int64_t> y = a.getResult().getType().getShape();
     return 2.0 * y[0] * y[1] * y[1] * y[2];
@@ -93,14 +100,13 @@ double opCost(Operation *op) {
 }
 
 /// Ops that may run twice with the same result: pure gpt ops of one
-/// result (and FP8's scales and cast-transposes), except randomness and
-/// the optimizer (AdamW, its norm and lr).
+/// result (and FP8's casts, of two), except randomness and the optimizer
+/// (AdamW, its norm and lr).
 bool isRecomputable(Operation *op) {
   // A cast-transpose's clone writes both layouts; the one not read after
   // the peak dies at once.
-  bool fp8 = llvm::isa_and_nonnull<Fp8ScaleOp, Fp8CastTransposeOp>(op);
-  if (!op || (op->getNumResults() != 1 && !fp8) || !llvm::isa<GPTDialect>(op->getDialect()) ||
-      !isPure(op))
+  if (!op || (op->getNumResults() != 1 && !isFp8Cast(op)) ||
+      !llvm::isa<GPTDialect>(op->getDialect()) || !isPure(op))
     return false;
   return !llvm::isa<RandomNormalOp, AdamWOp, AllReduceOp, GlobalNormOp, LRScheduleOp>(op);
 }
@@ -137,8 +143,7 @@ struct Rematerializer {
       return true;
     // Views and FP8 scales and casts are not counted: an FP8 product is
     // three ops deep where its bf16 twin is one.
-    bool free = def && (viewSource(def) || llvm::isa<Fp8ScaleOp, Fp8QuantizeOp,
-                                                     Fp8CastTransposeOp>(def));
+    bool free = def && (viewSource(def) || isFp8Cast(def));
     if (!isRecomputable(def) || (!free && depth >= maxDepth))
       return false;
     for (Value operand : def->getOperands())
