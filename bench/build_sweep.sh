@@ -6,11 +6,13 @@
 # An entry model:B:V compiles a variant, V a comma-separated list of
 #   <GiB>  --memory-budget=GiB (tag remat<GiB>)
 #   nr     --narrow-residual, the bf16 residual stream (tag nr)
-#   fp8    --precision=fp8, the blocks' GEMMs in FP8 (tag fp8)
+#   fp8    --precision=fp8, the blocks' GEMMs in FP8 (tag fp8), delayed scaling
+#   current  with fp8: --fp8-history=0, scales from each tensor's own amax
+#            (tag current)
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
 #   bash bench/build_sweep.sh                 # all four
-#   SWEEP="124M:64 124M:64:nr 350M:32 1558M:16:40 1558M:16:40,nr 774M:16:fp8" bash bench/build_sweep.sh
+#   SWEEP="124M:64 124M:64:nr 350M:32 1558M:16:40 1558M:16:40,nr 774M:16:fp8 774M:16:fp8,current" bash bench/build_sweep.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=bench/configs.sh
@@ -30,10 +32,11 @@ for entry in $SWEEP; do
     case $part in
       nr) tag=${tag:+$tag-}nr extra+=(--narrow-residual) ;;
       fp8) tag=${tag:+$tag-}fp8 precision=fp8 ;;
+      current) tag=${tag:+$tag-}current extra+=(--fp8-history=0) ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr or fp8)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8 or current)"
            status=1
            continue 2
          fi ;;

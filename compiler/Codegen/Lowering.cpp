@@ -595,8 +595,11 @@ private:
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
-  void castTranspose(Operation *op, Value x, Value scale, Value rowMajor, Value transposed,
-                     Fp8Format format, bool gelu);
+  void castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
+                     Value rowMajor, Value transposed, Fp8Format format, bool gelu);
+  /// A recording quantization's kernel argument: `recorded` as i32 (for
+  /// recordAmax), after a copy of `history` into it unless in place.
+  std::pair<Type, Operand> recordedArg(Operation *op, Value history, Value recorded);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
   void waitFor(ValueRange operands);
@@ -1112,6 +1115,29 @@ LogicalResult Lowerer::mapResults(Operation *op) {
     }
     return success();
   }
+  if (llvm::isa<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(op) &&
+      op->getNumOperands() > (llvm::isa<Fp8ScaleOp>(op) ? 1u : 2u)) {
+    // The next amax history: in place in the history (an argument's, or
+    // an activation at the same offset), else a buffer of its own.
+    Value history = op->getOperands().back();
+    OpResult next = op->getResults().back();
+    const TensorInfo &src = result.tensors[tensorOf.lookup(history)];
+    int64_t off = offsets.asArrayRef().back();
+    if (off < 0 || (src.pool == "activations" && src.offset == off))
+      tensorOf[next] = tensorOf.lookup(history);
+    for (auto [r, o] : llvm::zip(op->getResults(), offsets.asArrayRef())) {
+      if (tensorOf.count(r))
+        continue;
+      if (o < 0)
+        return op->emitOpError("codegen: result planned inside an argument");
+      auto shape = rtt(r).getShape();
+      tensorOf[r] = addTensor({"%" + std::to_string(result.tensors.size()), "activations",
+                               "activations", eltOf(r),
+                               std::vector<int64_t>(shape.begin(), shape.end()), o,
+                               bytesOf(r.getType())});
+    }
+    return success();
+  }
   if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
     // In place: the new parameter and moments are the arguments' tensors.
     // A named vector: a braced ValueRange in the loop header would dangle.
@@ -1490,12 +1516,48 @@ Value fp8Source(KB &k, Value v, Type elt, bool gelu) {
   return gelu ? k.asStored(geluOf(k, v), elt) : v;
 }
 
+/// The largest of an FP8 amax history's n elements (NaN if one is).
+Value pastAmax(KB &k, Value history, int64_t n) {
+  Value m = k.ld(history, k.idx(0));
+  for (int64_t i = 1; i < n; ++i)
+    m = k.fmax(m, k.ld(history, k.idx(i)));
+  return m;
+}
+
+/// amax > 0 and finite (OGT and OLT are false for NaN): an amax a scale
+/// can be taken from.
+Value usableAmax(KB &k, Value amax) {
+  Type ft = amax.getType();
+  return arith::AndIOp::create(
+      k.b, k.loc, arith::CmpFOp::create(k.b, k.loc, arith::CmpFPredicate::OGT, amax, k.f(0, ft)),
+      arith::CmpFOp::create(k.b, k.loc, arith::CmpFPredicate::OLT, amax, k.f(INFINITY, ft)));
+}
+
+/// Builds `body` where `cond` is false (the else of an scf.if).
+void buildUnless(KB &k, Value cond, function_ref<void()> body) {
+  auto branch = scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(&branch.getElseRegion().front());
+  body();
+}
+
+/// Raises element 0 of the i32 view of an FP8 amax history to `amax`
+/// (>= 0, so its bits order as unsigned integers do, NaN above all).
+void recordAmax(KB &k, Value recorded, Value amax) {
+  Value bits = arith::BitcastOp::create(k.b, k.loc, k.b.getI32Type(), amax);
+  memref::AtomicRMWOp::create(k.b, k.loc, arith::AtomicRMWKind::maxu, bits, recorded,
+                              ValueRange{k.idx(0)});
+}
+
 /// gpt.fp8_scale: stages of maxima of |x| until at most kAmaxLast partials
 /// are left; one row folds those into amax and stores s = max_finite / amax
 /// (1 if amax is 0 or not finite) and 1 / s. Maxima are exact, so the
 /// order of folding does not change the bits. On CUDA the first stage
 /// reads 16-byte vectors and folds each block's maxima with shuffles;
-/// otherwise each stage's threads fold kAmaxFold strided values.
+/// otherwise each stage's threads fold kAmaxFold strided values. With a
+/// history, every kernel reads it first: where its largest amax is usable
+/// the stages do nothing and the scale is taken from it, and the scale
+/// kernel also stores the history shifted on.
 LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   std::string key = keyOf(op);
   Type ft = Float32Type::get(ctx);
@@ -1506,6 +1568,26 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   Operand values = t(x);
   Type valuesType = flat(x);
   int64_t count = n;
+  Value history = op.getHistory();
+  int64_t past = history ? numel(history) : 0;
+  // The stages' arguments after their input and partials: the history.
+  std::vector<Type> historyTypes;
+  std::vector<Operand> historyArgs;
+  if (history) {
+    historyTypes.push_back(flatOf(past, ft));
+    historyArgs.push_back(t(history));
+  }
+  auto withHistory = [&](std::vector<Type> types, std::vector<Operand> args) {
+    llvm::append_range(types, historyTypes);
+    llvm::append_range(args, historyArgs);
+    return std::pair(types, args);
+  };
+  // The amax stages run only without a usable history.
+  auto unlessDelayed = [past](KB &k, ValueRange a, size_t at, function_ref<void()> body) {
+    if (!past)
+      return body();
+    buildUnless(k, usableAmax(k, pastAmax(k, a[at], past)), body);
+  };
   int64_t threads = options.blockThreads, warps = threads / 32;
   int64_t width = 16 * 8 / elt.getIntOrFloatBitWidth();
   if (vectorChunks(x, width) && n % width == 0 && threads % 32 == 0 && n > kAmaxLast) {
@@ -1514,10 +1596,11 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     per = (per + kAmaxUnroll - 1) / kAmaxUnroll * kAmaxUnroll;
     int64_t blocks = (vectors + per * threads - 1) / (per * threads);
     Operand partial = scratch(blocks * 4);
-    launch(op, key + "amaxv", "fp8_amax", {valuesType, flatOf(blocks, ft)}, {values, partial},
-           blocks * threads,
+    auto [types, args] = withHistory({valuesType, flatOf(blocks, ft)}, {values, partial});
+    launch(op, key + "amaxv", "fp8_amax", types, args, blocks * threads,
            [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
              KB k{b, loc};
+             unlessDelayed(k, a, 2, [&] {
              Value tid = k.urem(idx, k.idx(threads)), block = k.udiv(idx, k.idx(threads));
              Value first = k.add(k.mul(block, k.idx(per * threads)), tid);
              // Past the end a thread reads the last vector again: a
@@ -1548,6 +1631,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
              for (int64_t w = 1; w < warps; ++w)
                all = k.fmax(all, k.ld(perWarp, k.idx(w)));
              k.st(all, a[1], block);
+             });
            },
            /*minBlocksPerSM=*/0, /*sharedBytes=*/warps * 4);
     values = partial;
@@ -1558,17 +1642,19 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     int64_t threads = (count + kAmaxFold - 1) / kAmaxFold;
     Operand partial = scratch(threads * 4);
     bool first = count == n; // the input itself, not partial maxima
-    launch(op, key + "amax" + std::to_string(count), "fp8_amax",
-           {valuesType, flatOf(threads, ft)}, {values, partial}, threads,
+    auto [types, args] = withHistory({valuesType, flatOf(threads, ft)}, {values, partial});
+    launch(op, key + "amax" + std::to_string(count), "fp8_amax", types, args, threads,
            [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
              KB k{b, loc};
-             Value m = k.loop(p, k.idx(count), k.idx(threads), {k.f(0, ft)},
-                              [&](Value i, ValueRange acc) {
-                                Value v = math::AbsFOp::create(
-                                    b, loc, fp8Source(k, k.ld(a[0], i), elt, gelu && first));
-                                return SmallVector<Value>{k.fmax(acc[0], v)};
-                              })[0];
-             k.st(m, a[1], p);
+             unlessDelayed(k, a, 2, [&] {
+               Value m = k.loop(p, k.idx(count), k.idx(threads), {k.f(0, ft)},
+                                [&](Value i, ValueRange acc) {
+                                  Value v = math::AbsFOp::create(
+                                      b, loc, fp8Source(k, k.ld(a[0], i), elt, gelu && first));
+                                  return SmallVector<Value>{k.fmax(acc[0], v)};
+                                })[0];
+               k.st(m, a[1], p);
+             });
            });
     values = partial;
     valuesType = flatOf(threads, ft);
@@ -1577,9 +1663,13 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   double maxFinite = fp8MaxFinite(op.getFormat());
   int64_t lanes = options.rowLanes;
   bool direct = count == n; // a small input, read by the scale kernel itself
-  launch(op, key + "scale" + std::to_string(count), "fp8_scale",
-         {valuesType, flatOf(1, ft), flatOf(1, ft)}, {values, t(op.getScale()), t(op.getInverse())},
-         lanes,
+  std::vector<Type> types = {valuesType, flatOf(1, ft), flatOf(1, ft)};
+  std::vector<Operand> args = {values, t(op.getScale()), t(op.getInverse())};
+  if (history) { // a[3] the history, a[4] its shifted copy (maybe the same bytes)
+    types.insert(types.end(), {flatOf(past, ft), flatOf(past, ft)});
+    args.insert(args.end(), {t(history), t(op.getShifted())});
+  }
+  launch(op, key + "scale" + std::to_string(count), "fp8_scale", types, args, lanes,
          [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
            RowLanes rl(k, idx, lanes);
@@ -1590,13 +1680,22 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
            })[0];
            Value amax = rl.max(m);
            rl.once([&] {
-             // OGT and OLT are false for NaN: a NaN amax scales by 1 too.
-             Value finite = arith::AndIOp::create(
-                 b, loc,
-                 arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, amax, k.f(0, ft)),
-                 arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, amax,
-                                       k.f(INFINITY, ft)));
-             Value s = k.select(finite, k.div(k.f(maxFinite, ft), amax), k.f(1, ft));
+             if (past) {
+               // Every element loaded before any is stored: in place, the
+               // shifted history overwrites the one it is read from.
+               SmallVector<Value> h;
+               for (int64_t i = 0; i < past; ++i)
+                 h.push_back(k.ld(a[3], k.idx(i)));
+               Value delayed = h[0];
+               for (int64_t i = 1; i < past; ++i)
+                 delayed = k.fmax(delayed, h[i]);
+               amax = k.select(usableAmax(k, delayed), delayed, amax);
+               k.st(k.f(0, ft), a[4], k.idx(0));
+               for (int64_t i = 1; i < past; ++i)
+                 k.st(h[i - 1], a[4], k.idx(i));
+             }
+             // A NaN amax scales by 1 too.
+             Value s = k.select(usableAmax(k, amax), k.div(k.f(maxFinite, ft), amax), k.f(1, ft));
              k.st(s, a[1], k.idx(0));
              k.st(k.div(k.f(1, ft), s), a[2], k.idx(0));
            });
@@ -1611,7 +1710,8 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   Value x = op.getInput();
   Fp8Format format = op.getFormat();
   if (op.getTranspose()) {
-    castTranspose(op, x, op.getScale(), Value(), op.getResult(), format, op.getGelu());
+    castTranspose(op, x, op.getScale(), op.getHistory(), op.getRecorded(), Value(),
+                  op.getResult(), format, op.getGelu());
     return success();
   }
   Type elt = eltOf(x);
@@ -1620,18 +1720,38 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
   int64_t n = numel(x);
   int64_t u = n % 8 == 0 && vectorChunks({x, op.getResult()}, 8) ? 8 : 1;
   bool cvt = options.cudaArch >= 89;
-  launch(op, keyOf(op), "fp8_quantize", {flat(x), flatOf(1, ft), flatOf(n, i8)},
-         {t(x), t(op.getScale()), t(op.getResult())}, n / u,
+  std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
+  std::vector<Operand> args = {t(x), t(op.getScale()), t(op.getResult())};
+  bool records = static_cast<bool>(op.getRecorded());
+  if (records) { // a[3]: each thread records the amax of its elements
+    auto [type, arg] = recordedArg(op, op.getHistory(), op.getRecorded());
+    types.push_back(type);
+    args.push_back(arg);
+  }
+  launch(op, keyOf(op), "fp8_quantize", types, args, n / u,
          [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
            KB k{b, loc};
            Value s = k.ld(a[1], k.idx(0));
            Value at = k.mul(i, k.idx(u));
            SmallVector<Value> ys = k.ldConsecutive(a[0], at, u);
-           for (Value &y : ys)
-             y = k.mul(fp8Source(k, y, elt, gelu), s);
+           Value m = k.f(0, ft);
+           for (Value &y : ys) {
+             y = fp8Source(k, y, elt, gelu);
+             m = k.fmax(m, math::AbsFOp::create(b, loc, y));
+             y = k.mul(y, s);
+           }
            k.stConsecutive(fp8Codes(k, ys, format, cvt && u > 1), a[2], at);
+           if (records)
+             recordAmax(k, a[3], m);
          });
   return success();
+}
+
+std::pair<Type, Operand> Lowerer::recordedArg(Operation *op, Value history, Value recorded) {
+  if (tensorOf.lookup(history) != tensorOf.lookup(recorded))
+    program->commands.push_back({Command::Copy, 0, 0, 0, {t(history), t(recorded)},
+                                 op->getName().getStringRef().str()});
+  return {flatOf(numel(recorded), IntegerType::get(ctx, 32)), t(recorded)};
 }
 
 /// Codes of s x for x seen as (rows, cols) (its last dimension the
@@ -1647,17 +1767,27 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
 /// Otherwise thread (g, r) (r fastest) reads kTransposeRun consecutive
 /// columns of row r and writes them down transposed rows g * run + j,
 /// where the warp's consecutive r give consecutive bytes.
-void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
-                            Value transposed, Fp8Format format, bool gelu) {
+void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
+                            Value rowMajor, Value transposed, Fp8Format format, bool gelu) {
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8), elt = eltOf(x);
   int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
   std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
   std::vector<Operand> args = {t(x), t(scale), t(transposed)};
   SmallVector<Value> tensors = {x, transposed};
+  // Argument positions: a[rowAt] the row-major codes, a[recAt] the
+  // recorded history (-1: none).
+  int64_t rowAt = -1, recAt = -1;
   if (rowMajor) {
+    rowAt = static_cast<int64_t>(args.size());
     types.push_back(flatOf(n, i8));
     args.push_back(t(rowMajor));
     tensors.push_back(rowMajor);
+  }
+  if (recorded) {
+    recAt = static_cast<int64_t>(args.size());
+    auto [type, arg] = recordedArg(op, history, recorded);
+    types.push_back(type);
+    args.push_back(arg);
   }
   std::string name = rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose";
   constexpr int64_t kThreads = kCastTile * kCastTile / 16;
@@ -1683,18 +1813,42 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
                Value at = k.add(k.mul(k.add(r0, rowOf[h]), k.idx(cols)), k.add(c0, colOf[h]));
                xs.push_back(k.ldVector(a[0], at, 8));
              }
+             Value m = k.f(0, ft);
              for (int64_t h = 0; h < 2; ++h) {
-               for (Value &v : xs[h])
-                 v = k.mul(fp8Source(k, v, elt, gelu), s);
+               for (Value &v : xs[h]) {
+                 v = fp8Source(k, v, elt, gelu);
+                 if (recAt >= 0)
+                   m = k.fmax(m, math::AbsFOp::create(b, loc, v));
+                 v = k.mul(v, s);
+               }
                SmallVector<Value> codes = fp8Codes(k, xs[h], format, cvt);
-               if (a.size() > 3)
-                 k.stVector(codes, a[3],
+               if (rowAt >= 0)
+                 k.stVector(codes, a[rowAt],
                             k.add(k.mul(k.add(r0, rowOf[h]), k.idx(cols)), k.add(c0, colOf[h])));
                Value at = k.add(k.mul(rowOf[h], k.idx(kCastTilePitch)), colOf[h]);
                k.stVector(ArrayRef<Value>(codes).take_front(4), tile, at);
                k.stVector(ArrayRef<Value>(codes).drop_front(4), tile, k.add(at, k.idx(4)));
              }
+             // The tile's amax: each warp's in shared memory past the tile,
+             // after the barrier one atomic per block.
+             Value perWarp;
+             if (recAt >= 0) {
+               RowLanes warp(k, tid, 32);
+               m = warp.max(m);
+               perWarp = sharedView(k, dynamicSharedMemory(k), kCastTile * kCastTilePitch,
+                                    kThreads / 32, ft);
+               warp.once([&] { k.st(m, perWarp, warp.row); });
+             }
              gpu::BarrierOp::create(b, loc);
+             if (recAt >= 0)
+               buildUnless(k, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, tid,
+                                                    k.idx(0)),
+                           [&] {
+                             Value all = k.ld(perWarp, k.idx(0));
+                             for (int64_t w = 1; w < kThreads / 32; ++w)
+                               all = k.fmax(all, k.ld(perWarp, k.idx(w)));
+                             recordAmax(k, a[recAt], all);
+                           });
              Value c = k.udiv(tid, k.idx(4)), q = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
              SmallVector<Value> down;
              for (int64_t i = 0; i < 16; ++i)
@@ -1702,7 +1856,8 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
                    k.ld(tile, k.add(k.mul(k.add(q, k.idx(i)), k.idx(kCastTilePitch)), c)));
              k.stVector(down, a[2], k.add(k.mul(k.add(c0, c), k.idx(rows)), k.add(r0, q)));
            },
-           /*minBlocksPerSM=*/0, /*sharedBytes=*/kCastTile * kCastTilePitch);
+           /*minBlocksPerSM=*/0,
+           /*sharedBytes=*/kCastTile * kCastTilePitch + (recAt >= 0 ? kThreads / 32 * 4 : 0));
     return;
   }
   int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
@@ -1713,23 +1868,29 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value rowMajor,
            Value s = k.ld(a[1], k.idx(0));
            Value from = k.add(k.mul(r, k.idx(cols)), k.mul(g, k.idx(run)));
            SmallVector<Value> codes;
-           for (int64_t j = 0; j < run; ++j)
-             codes.push_back(
-                 k.mul(fp8Source(k, k.ld(a[0], k.add(from, k.idx(j))), elt, gelu), s));
+           Value m = k.f(0, ft);
+           for (int64_t j = 0; j < run; ++j) {
+             Value v = fp8Source(k, k.ld(a[0], k.add(from, k.idx(j))), elt, gelu);
+             m = k.fmax(m, math::AbsFOp::create(b, loc, v));
+             codes.push_back(k.mul(v, s));
+           }
            for (Value &c : codes)
              c = fp8Bits(k, c, format);
            for (int64_t j = 0; j < run; ++j) {
              Value to = k.add(k.mul(k.add(k.mul(g, k.idx(run)), k.idx(j)), k.idx(rows)), r);
              k.st(codes[j], a[2], to);
-             if (a.size() > 3)
-               k.st(codes[j], a[3], k.add(from, k.idx(j)));
+             if (rowAt >= 0)
+               k.st(codes[j], a[rowAt], k.add(from, k.idx(j)));
            }
+           if (recAt >= 0)
+             recordAmax(k, a[recAt], m);
          });
 }
 
 /// gpt.fp8_cast_transpose: both layouts from one read of the input.
 LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
-  castTranspose(op, op.getInput(), op.getScale(), op.getResult(), op.getTransposed(),
+  castTranspose(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(),
+                op.getResult(), op.getTransposed(),
                 op.getFormat(), op.getGelu());
   return success();
 }

@@ -128,6 +128,12 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   if (options.precision == "fp8") {
     pm.addPass(createLowerFp8Pass());
     pm.addPass(createCSEPass());
+    // After CSE: one history per scale that CSE left.
+    if (options.fp8History > 0) {
+      Fp8DelayedScalingPassOptions delayed;
+      delayed.history = options.fp8History;
+      pm.addPass(createFp8DelayedScalingPass(delayed));
+    }
   }
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.

@@ -56,6 +56,10 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
   Option<std::string> precision{*this, "precision",
                                 llvm::cl::desc("Precision policy: fp32, bf16, fp16 or fp8"),
                                 llvm::cl::init("fp32")};
+  Option<int64_t> fp8History{*this, "fp8-history",
+                             llvm::cl::desc("gpt-fp8-delayed-scaling's history (steps); 0: "
+                                            "current scaling"),
+                             llvm::cl::init(16)};
   Option<bool> narrowResidual{*this, "narrow-residual",
                               llvm::cl::desc("gpt-mixed-precision's narrow-residual option"),
                               llvm::cl::init(false)};

@@ -500,12 +500,50 @@ private:
     return storage;
   }
 
+  /// max |x|, NaN if any element is NaN (as the kernels' maxima).
+  static double amaxOf(const Buffer &x) {
+    double amax = 0;
+    for (T v : x) {
+      double a = std::fabs(static_cast<double>(v));
+      amax = std::isnan(a) || a > amax ? a : amax;
+      if (std::isnan(amax))
+        break;
+    }
+    return amax;
+  }
+
   LogicalResult fp8ScaleOf(Fp8ScaleOp op) {
-    Buffer storage;
-    double s = fp8Scale(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat());
+    double s = 0;
+    if (Value h = op.getHistory()) {
+      // Delayed: the largest amax of the steps before, where there is one.
+      double past = amaxOf(in(h));
+      if (past > 0 && std::isfinite(past))
+        s = fp8MaxFinite(op.getFormat()) / past;
+      const Buffer &history = in(h);
+      Buffer &shifted = out(op.getShifted());
+      shifted[0] = 0;
+      for (size_t i = 1; i < shifted.size(); ++i)
+        shifted[i] = history[i - 1];
+    }
+    if (s == 0) {
+      Buffer storage;
+      s = fp8Scale(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat());
+    }
     out(op.getScale())[0] = static_cast<T>(s);
     out(op.getInverse())[0] = static_cast<T>(1.0 / s);
     return success();
+  }
+
+  /// A quantization's `recorded`: its history with the first element
+  /// raised to the amax of `values` (a NaN amax is kept).
+  void record(Value history, Value recorded, const Buffer &values) {
+    if (!history)
+      return;
+    Buffer h = in(history);
+    double amax = amaxOf(values);
+    if (std::isnan(amax) || amax > static_cast<double>(h[0]))
+      h[0] = static_cast<T>(amax);
+    out(recorded) = std::move(h);
   }
 
   /// `q` of `x`'s shape as a (rows, last dimension) matrix, transposed.
@@ -521,16 +559,18 @@ private:
 
   LogicalResult fp8Quantize(Fp8QuantizeOp op) {
     Buffer storage;
-    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat(),
-                        in(op.getScale())[0]);
+    const Buffer &values = fp8Source(op.getInput(), op.getGelu(), storage);
+    record(op.getHistory(), op.getRecorded(), values);
+    Buffer q = quantize(values, op.getFormat(), in(op.getScale())[0]);
     out(op.getResult()) = op.getTranspose() ? transposedOf(q, op.getInput()) : std::move(q);
     return success();
   }
 
   LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
     Buffer storage;
-    Buffer q = quantize(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat(),
-                        in(op.getScale())[0]);
+    const Buffer &values = fp8Source(op.getInput(), op.getGelu(), storage);
+    record(op.getHistory(), op.getRecorded(), values);
+    Buffer q = quantize(values, op.getFormat(), in(op.getScale())[0]);
     out(op.getTransposed()) = transposedOf(q, op.getInput());
     out(op.getResult()) = std::move(q);
     return success();

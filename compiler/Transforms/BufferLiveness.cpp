@@ -55,8 +55,32 @@ static bool gradOverwritesLogits(CrossEntropyGradOp ce) {
   return true;
 }
 
+/// An FP8 history's next value (a scale's shifted, a quantization's
+/// recorded) can take its bytes when nothing reads the history after the
+/// op and it is not a view: each step's histories stay in the state.
+static Value historyOverwritten(OpResult r) {
+  Operation *op = r.getOwner();
+  Value h;
+  if (auto s = llvm::dyn_cast<Fp8ScaleOp>(op); s && r == s.getShifted())
+    h = s.getHistory();
+  else if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(op); q && r == q.getRecorded())
+    h = q.getHistory();
+  else if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op); ct && r == ct.getRecorded())
+    h = ct.getHistory();
+  if (!h)
+    return {};
+  if (Operation *def = h.getDefiningOp(); def && viewSource(def))
+    return {};
+  for (Operation *user : h.getUsers())
+    if (user != op && (user->getBlock() != op->getBlock() || !user->isBeforeInBlock(op)))
+      return {};
+  return h;
+}
+
 Value overwrittenOperand(OpResult r) {
   Operation *op = r.getOwner();
+  if (llvm::isa<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(op))
+    return historyOverwritten(r);
   if (auto ar = llvm::dyn_cast<AllReduceOp>(op))
     return reducesInPlace(ar, r.getResultNumber()) ? ar.getInputs()[r.getResultNumber()]
                                                    : Value();
@@ -71,7 +95,8 @@ SmallVector<Value, 1> aliasesOf(Operation *user, Value v) {
     out.push_back(user->getResult(0));
     return out;
   }
-  if (!llvm::isa<AllReduceOp, CrossEntropyGradOp>(user))
+  if (!llvm::isa<AllReduceOp, CrossEntropyGradOp, Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(
+          user))
     return out;
   for (OpResult r : user->getResults())
     if (overwrittenOperand(r) == v)

@@ -35,7 +35,8 @@ bool reducesInPlace(mlir::gpt::AllReduceOp op, unsigned i);
 /// The operand whose bytes result `r` overwrites, or null: an in-place
 /// all_reduce input (reducesInPlace), or the logits of a
 /// gpt.cross_entropy_grad that nothing reads after it (its kernels read
-/// each logit before writing that element's gradient).
+/// each logit before writing that element's gradient), or an FP8 amax
+/// history nothing reads after its scale or quantization.
 mlir::Value overwrittenOperand(mlir::OpResult r);
 
 /// The values of `user` that share `v`'s bytes: a view of it, or a result

@@ -44,11 +44,13 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
     // The scale reads values only: take it of a reshape's source, so that
     // CSE gives X and the flattened X of the weight gradient one scale.
     auto quantize = [&](Fp8Format format, Value x, bool transpose) {
-      auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, viewSource(x));
+      auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, viewSource(x),
+                                      /*history=*/Value());
       if (transpose)
         ++transposed;
-      Value q =
-          Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, scale.getScale(), transpose);
+      Value q = Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, scale.getScale(),
+                                      /*history=*/Value(), transpose)
+                    .getResult();
       return std::pair(q, scale.getInverse());
     };
     // TN: the lhs as (M, K), the rhs as (N, K).
@@ -92,7 +94,7 @@ void pairLayouts(Block &block, llvm::Statistic &paired) {
     Fp8QuantizeOp first = rows->isBeforeInBlock(cols) ? rows : cols;
     OpBuilder b(first);
     auto pair = Fp8CastTransposeOp::create(b, first.getLoc(), rows.getFormat(), rows.getInput(),
-                                           first.getScale());
+                                           first.getScale(), /*history=*/Value());
     rows.getResult().replaceAllUsesWith(pair.getResult());
     cols.getResult().replaceAllUsesWith(pair.getTransposed());
     rows.erase();

@@ -358,6 +358,58 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
 
+def Fp8DelayedScalingPass : Pass<"gpt-fp8-delayed-scaling", "::mlir::ModuleOp"> {
+  let summary = "Takes each FP8 scale of the train step from the amaxes of the steps before";
+  let description = [{
+    A `gpt.fp8_scale` reads its whole tensor for the amax before the
+    quantization can start: one more read of every FP8 operand per step.
+    Delayed scaling (as Transformer Engine's) takes the scale from the
+    amaxes the same tensor had in the last `history` steps instead, and
+    records this step's amax while the tensor is cast, so that no pass
+    reads it for its amax alone.
+
+    In `function`, each `gpt.fp8_scale` gets a history: a new
+    `tensor<history x f32>` argument and result named
+    `gpt.state = "fp8.amax_history.N"` (N in program order), which the
+    runtime keeps, zeroes at init and checkpoints as it does AdamW's
+    moments. The scale reads it (`history`) and passes it on one place
+    shifted; the first quantization with that scale (a
+    `gpt.fp8_cast_transpose` or `gpt.fp8_quantize` of the same values)
+    records the amax in it, and that is returned. While a history is all
+    zeros (the first step) or holds a non-finite value, the scale is the
+    current one, so the first step is the one without this pass.
+
+    A tensor whose amax grows past the largest of its history in one step
+    saturates at the format's largest value for that step: a history of
+    16 steps (the default) covers the swings of training GPT-2 with
+    `--precision=fp8` (see bench/RESULTS.md). Other programs (@forward,
+    @logits) keep current scaling: they run once, with no step before.
+
+    ```mlir
+    // Before (in @train_step):
+    %s, %inv = gpt.fp8_scale e4m3 %x : (tensor<16x16xbf16>) -> (tensor<f32>, tensor<f32>)
+    %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s
+        : (tensor<16x16xbf16>, tensor<f32>) -> (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+    // After: %h is a new argument, %h2 a new result.
+    %s, %inv, %h1 = gpt.fp8_scale e4m3 %x history %h
+        : (tensor<16x16xbf16>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>)
+    %q, %qt, %h2 = gpt.fp8_cast_transpose e4m3 %x, %s history %h1
+        : (tensor<16x16xbf16>, tensor<f32>, tensor<16xf32>)
+          -> (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16xf32>)
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "The train step whose FP8 scales become delayed">,
+    Option<"history", "history", "int64_t", /*default=*/"16",
+           "Steps of amax each scale is taken from">,
+  ];
+  let statistics = [
+    Statistic<"numScales", "scales", "FP8 scales given an amax history">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
 def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"> {
   let summary = "Folds GELU, GELU's gradient and bias gradients into the neighbouring GEMMs";
   let description = [{

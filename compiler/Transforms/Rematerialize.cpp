@@ -59,6 +59,37 @@ bool isFp8Cast(Operation *op) {
   return llvm::isa_and_nonnull<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(op);
 }
 
+/// `v` is the amax history a quantization records in (delayed scaling):
+/// its clone quantizes the same values without recording them again.
+bool isRecordedHistory(Operation *op, Value v) {
+  if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(op))
+    return v == q.getHistory();
+  if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op))
+    return v == ct.getHistory();
+  return false;
+}
+
+/// A clone of `op` at `b` reading `map`'s values; a recording
+/// quantization's clone records nothing (the original's amax stands).
+Operation *cloneWithoutRecording(OpBuilder &b, Operation *op, IRMapping &map) {
+  Operation *clone;
+  if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(op); q && q.getHistory())
+    clone = Fp8QuantizeOp::create(b, q.getLoc(), q.getFormat(),
+                                  map.lookupOrDefault(q.getInput()),
+                                  map.lookupOrDefault(q.getScale()), /*history=*/Value(),
+                                  q.getTranspose(), q.getGelu());
+  else if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op); ct && ct.getHistory())
+    clone = Fp8CastTransposeOp::create(b, ct.getLoc(), ct.getFormat(),
+                                       map.lookupOrDefault(ct.getInput()),
+                                       map.lookupOrDefault(ct.getScale()), /*history=*/Value(),
+                                       ct.getGelu());
+  else
+    return b.clone(*op, map);
+  for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
+    map.map(from, to); // all but `recorded`, which the clone lacks
+  return clone;
+}
+
 /// Arithmetic of one op, roughly: GEMMs and attention exactly, every other
 /// op one FLOP per element it reads or writes.
 double opFlops(Operation *op) {
@@ -147,7 +178,8 @@ struct Rematerializer {
     if (!isRecomputable(def) || (!free && depth >= maxDepth))
       return false;
     for (Value operand : def->getOperands())
-      if (!rebuild(operand, q, freed, free ? depth : depth + 1, chain))
+      if (!isRecordedHistory(def, operand) &&
+          !rebuild(operand, q, freed, free ? depth : depth + 1, chain))
         return false;
     chain.insert(def);
     return true;
@@ -216,7 +248,7 @@ struct Rematerializer {
     OpBuilder b(c.insertBefore);
     IRMapping map;
     for (Operation *op : c.chain) {
-      Operation *clone = b.clone(*op, map);
+      Operation *clone = cloneWithoutRecording(b, op, map);
       clone->setAttr(kRematAttr, b.getUnitAttr());
     }
     for (OpOperand *use : c.lateUses)

@@ -124,6 +124,12 @@ cl::opt<std::string> precision("precision",
                                         "(bf16 with FP8 linear layers: per-tensor amax-scaled e4m3 "
                                         "forward, e5m2 gradients)"),
                                cl::init("fp32"), cl::cat(compileCat));
+cl::opt<int64_t> fp8History(
+    "fp8-history",
+    cl::desc("With --precision=fp8: take each FP8 scale from the largest amax of that tensor in "
+             "the last N steps (delayed scaling, recorded as the tensor is cast, no amax pass); "
+             "0: from the tensor itself (current scaling, one more read per tensor)"),
+    cl::value_desc("N"), cl::init(16), cl::cat(compileCat));
 cl::opt<bool> narrowResidual(
     "narrow-residual",
     cl::desc("With --precision=bf16 or fp16: the residual stream (the embedding, the residual "
@@ -271,6 +277,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.batch = batch;
   options.seq = seq;
   options.precision = precision;
+  options.fp8History = fp8History;
   options.accumSteps = accumSteps;
   options.lr = lr;
   options.minLr = minLr;
@@ -332,6 +339,10 @@ std::optional<double> parseMemoryBudget() {
 LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   if (precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "fp8") {
     fail("--precision: expected fp32, bf16, fp16 or fp8, got '" + precision + "'");
+    return failure();
+  }
+  if (fp8History < 0) {
+    fail("--fp8-history: expected a number of steps >= 0, got " + std::to_string(fp8History));
     return failure();
   }
   if (narrowResidual && precision == "fp32") {
@@ -480,7 +491,11 @@ int runCompile(MLIRContext &context) {
     return 1;
   // For the executable's Model.precision (after the passes: the IR dumps
   // show the module as the passes left it).
-  std::string policy = precision + (narrowResidual ? ", narrow residual" : "");
+  std::string policy = precision;
+  if (precision == "fp8")
+    policy += fp8History > 0 ? ", delayed scaling (" + std::to_string(fp8History) + " steps)"
+                             : ", current scaling";
+  policy += narrowResidual ? ", narrow residual" : "";
   (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, policy));
 
   if (target == Phase::Executable) {

@@ -264,6 +264,8 @@ LogicalResult Fp8QuantizeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Lo
     std::swap(shape[0], shape[1]);
   }
   results.push_back(RankedTensorType::get(shape, fp8Type(ctx, adaptor.getFormat())));
+  if (adaptor.getHistory())
+    results.push_back(adaptor.getHistory().getType());
   return success();
 }
 
@@ -283,6 +285,8 @@ LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::option
     rows = isDyn(d) || isDyn(rows) ? ShapedType::kDynamic : rows * d;
   results.push_back(RankedTensorType::get(x.getShape(), e));
   results.push_back(RankedTensorType::get({cols, rows}, e));
+  if (adaptor.getHistory())
+    results.push_back(adaptor.getHistory().getType());
   return success();
 }
 
@@ -291,9 +295,20 @@ LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::option
 //===----------------------------------------------------------------------===//
 
 LogicalResult Fp8ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
-                                           Adaptor, SmallVectorImpl<Type> &results) {
+                                           Adaptor adaptor, SmallVectorImpl<Type> &results) {
   auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
   results.assign({scalar, scalar});
+  if (adaptor.getHistory())
+    results.push_back(adaptor.getHistory().getType());
+  return success();
+}
+
+LogicalResult Fp8ScaleOp::verify() {
+  if (Value h = getHistory()) {
+    auto type = rtt(h);
+    if (!type.hasStaticShape() || type.getNumElements() < 1)
+      return emitOpError("history must hold at least one amax, got ") << type;
+  }
   return success();
 }
 

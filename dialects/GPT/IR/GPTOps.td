@@ -183,13 +183,27 @@ def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale"> {
     it (`gpt-lower-fp8` reads a GELU's input where only FP8 ops read its
     output: the GELU is never stored).
 
+    With a `history` (delayed scaling, `gpt-fp8-delayed-scaling`): the
+    amax is the largest element of the history, the amaxes of the steps
+    before, and the input is not read; where that is 0 or not finite (the
+    first step) the amax is the input's, as without. `shifted` is the
+    history moved one place on, its first element 0, for the
+    quantization with this scale to record the input's amax in.
+
     ```mlir
     %s, %inv = gpt.fp8_scale e5m2 %dy : (tensor<16x48xbf16>) -> (tensor<f32>, tensor<f32>)
+    %s2, %inv2, %h1 = gpt.fp8_scale e4m3 %x history %h0
+        : (tensor<16x16xbf16>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>)
     ```
   }];
-  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, UnitAttr:$gelu);
-  let results = (outs 0DTensorOf<[F32]>:$scale, 0DTensorOf<[F32]>:$inverse);
-  let assemblyFormat = "$format $input attr-dict `:` functional-type(operands, results)";
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input,
+                       Optional<1DTensorOf<[F32]>>:$history, UnitAttr:$gelu);
+  let results = (outs 0DTensorOf<[F32]>:$scale, 0DTensorOf<[F32]>:$inverse,
+                      Optional<1DTensorOf<[F32]>>:$shifted);
+  let assemblyFormat = [{
+    $format $input (`history` $history^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
@@ -201,7 +215,11 @@ def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
     (M, K) input's transpose, (K, M): the FP8 tensor-core GEMMs read A
     transposed and B not (`gpt-lower-fp8` quantizes each operand in the
     layout its GEMM needs). With `gelu` the copy is of `gelu(input)`,
-    rounded to the input's type first (see `gpt.fp8_scale`).
+    rounded to the input's type first (see `gpt.fp8_scale`). With a
+    `history` (a `gpt.fp8_scale`'s `shifted`), `recorded` is that history
+    with its first element raised to the amax of the values quantized
+    (before scaling): the amax delayed scaling takes the next step's scale
+    from.
 
     ```mlir
     %q = gpt.fp8_quantize e5m2 %dy, %s {transpose}
@@ -209,10 +227,13 @@ def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
     ```
   }];
   let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale,
-                       UnitAttr:$transpose, UnitAttr:$gelu);
-  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result);
+                       Optional<1DTensorOf<[F32]>>:$history, UnitAttr:$transpose,
+                       UnitAttr:$gelu);
+  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
+                      Optional<1DTensorOf<[F32]>>:$recorded);
   let assemblyFormat = [{
-    $format $input `,` $scale attr-dict `:` functional-type(operands, results)
+    $format $input `,` $scale (`history` $history^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 
@@ -226,19 +247,26 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     an operand's two quantizations into one: X for the forward product and
     X^T for the weight gradient, W and W^T, dY and dY^T. The forward's
     bf16 X is then no longer needed by the backward. With `gelu` both are
-    copies of `gelu(input)` (see `gpt.fp8_scale`).
+    copies of `gelu(input)` (see `gpt.fp8_scale`). With a `history`,
+    `recorded` is as `gpt.fp8_quantize`'s: the amax taken as the input is
+    cast, with no pass of its own.
 
     ```mlir
     %q, %qt = gpt.fp8_cast_transpose e4m3 %pre, %s {gelu}
         : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+    %q2, %qt2, %h2 = gpt.fp8_cast_transpose e4m3 %x, %s2 history %h1
+        : (tensor<16x16xbf16>, tensor<f32>, tensor<16xf32>)
+          -> (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16xf32>)
     ```
   }];
   let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale,
-                       UnitAttr:$gelu);
+                       Optional<1DTensorOf<[F32]>>:$history, UnitAttr:$gelu);
   let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
-                      RankedTensorOf<[F8E4M3FN, F8E5M2]>:$transposed);
+                      RankedTensorOf<[F8E4M3FN, F8E5M2]>:$transposed,
+                      Optional<1DTensorOf<[F32]>>:$recorded);
   let assemblyFormat = [{
-    $format $input `,` $scale attr-dict `:` functional-type(operands, results)
+    $format $input `,` $scale (`history` $history^)? attr-dict `:`
+    functional-type(operands, results)
   }];
 }
 

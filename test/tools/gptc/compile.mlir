@@ -107,17 +107,31 @@
 // ... gpt-lower-fp8 (memory-plan phase) makes each one a scaled GEMM of
 // quantized operands, each operand's two layouts from one cast-transpose, and the executable's block GEMMs are FP8 (2
 // layers x (4 + 8) in the train step, 2 x 4 in each of @forward and
-// @logits); the LM head's 5 stay bf16.
+// @logits); the LM head's 5 stay bf16. In the train step each scale is
+// delayed (gpt-fp8-delayed-scaling): 24 amax histories of 16 steps, state
+// after AdamW's moments, recorded by the cast-transposes; with
+// --fp8-history=0 the scales are current.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8PLAN
+// FP8PLAN-LABEL: func.func @forward
+// FP8PLAN-NOT: history
+// FP8PLAN-LABEL: func.func @logits
 // FP8PLAN-LABEL: func.func @train_step
+// FP8PLAN-SAME: gpt.pool = "state", gpt.state = "fp8.amax_history.0"}
+// FP8PLAN-SAME: gpt.pool = "state", gpt.state = "fp8.amax_history.23"}, %{{[^:]*}}: tensor<1x2x8xi32>
 // FP8PLAN-NOT: gpt.fp8_matmul
-// FP8PLAN: gpt.fp8_scale e4m3 %{{.*}} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
-// FP8PLAN: gpt.fp8_cast_transpose e4m3 %{{.*}}, %{{.*}} {{.*}} : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>)
+// FP8PLAN: gpt.fp8_scale e4m3 %{{.*}} history %{{.*}} : (tensor<2x8x16xbf16>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>)
+// FP8PLAN: gpt.fp8_cast_transpose e4m3 %{{.*}}, %{{.*}} history %{{.*}} : (tensor<2x8x16xbf16>, tensor<f32>, tensor<16xf32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16xf32>)
 // FP8PLAN: gpt.scaled_matmul {{.*}} {fast_accum, gpt.offsets = {{.*}}, transpose_rhs}
-// FP8PLAN: gpt.fp8_cast_transpose e5m2 %{{.*}}, %{{.*}} {{.*}} -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>)
+// FP8PLAN: gpt.fp8_cast_transpose e5m2 %{{.*}}, %{{.*}} history %{{.*}} -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xf32>)
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-history=0 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8CURRENT
+// FP8CURRENT-LABEL: func.func @train_step
+// FP8CURRENT-NOT: history
+// FP8CURRENT: gpt.fp8_scale e4m3 %{{.*}} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+// FP8CURRENT-NOT: history
+// FP8CURRENT-LABEL: func.func @init
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --target=host --progress=off -o %t-fp8.fb
 // RUN: gptc explain %t-fp8.fb | FileCheck %s --check-prefix=FP8EXE
-// FP8EXE: precision: fp8; GEMM A operands: BF16 x5 F8E4M3 x40
+// FP8EXE: precision: fp8, delayed scaling (16 steps); GEMM A operands: BF16 x5 F8E4M3 x40
 
 // --list-phases names every phase.
 // RUN: gptc --list-phases | FileCheck %s --check-prefix=PHASES

@@ -51,7 +51,7 @@ protected:
     Session &s = *session;
     std::vector<Tensor> ref = initializeBoth(s, 7);
     ASSERT_FALSE(ref.empty());
-    size_t n = ref.size() / 3;
+    size_t n = stateSize();
 
     const int64_t window = kBatch * kSeq;
     for (int64_t step = 0; step < kSteps; ++step) {
@@ -69,7 +69,7 @@ protected:
       std::vector<Tensor> out = referenceTrainStep(ref, in, tgt, kBatch, kSeq, step);
       ASSERT_FALSE(out.empty());
       result.reference.push_back(out[output("train_step", "loss")].data[0]);
-      out.resize(3 * n);
+      out.resize(n);
       ref = std::move(out);
     }
     result.referenceState = ref;

@@ -27,6 +27,9 @@ constexpr int64_t kBatch = 2, kSeq = 32, kSteps = 20, kBf16ReferenceSteps = 10;
 struct LossCurves {
   std::vector<double> host, reference;
   int64_t bf16Gemms = 0, fp8Gemms = 0, gemms = 0; // GEMMs with bf16 / FP8 A and B, all GEMMs
+  // The FP8 amax histories after the last reference step: the Host
+  // session's and the reference's, in @train_step's order.
+  std::vector<std::vector<double>> hostHistories, referenceHistories;
 };
 
 class HostTrainTest : public HostTrainingTest {
@@ -34,7 +37,7 @@ protected:
   /// Compiles `mini` under `precision`, trains kSteps steps on the Host
   /// backend, and runs the first `referenceSteps` of them on the reference.
   void train(const std::string &precision, int64_t referenceSteps, LossCurves &curves,
-             bool narrowResidual = false) {
+             bool narrowResidual = false, int64_t fp8History = 16) {
     auto tokens = data::readTokenFile(GPTC_DATA_DIR "/austen_train.bin", 50257);
     ASSERT_TRUE(tokens) << tokens.status().message()
                         << " (scripts/setup.sh builds data/austen_train.bin)";
@@ -44,8 +47,10 @@ protected:
       o.lr = 1e-3;
       o.precision = precision;
       o.narrowResidual = narrowResidual;
+      o.fp8History = fp8History;
     }));
-    std::string name = "mini-" + precision + (narrowResidual ? "-narrow-residual" : "");
+    std::string name = "mini-" + precision + (narrowResidual ? "-narrow-residual" : "") +
+                       (precision == "fp8" ? "-history-" + std::to_string(fp8History) : "");
     std::unique_ptr<Session> session =
         hostSession(name + "-host.fb", {}, [&](const Executable &exe) {
           for (const schema::Gemm *g : *exe->gemms()) {
@@ -64,7 +69,7 @@ protected:
     // Runtime and reference: the same @init, zero moments.
     std::vector<Tensor> ref = initializeBoth(s, 1337);
     ASSERT_FALSE(ref.empty());
-    size_t n = ref.size() / 3;
+    size_t n = stateSize();
 
     const int64_t window = kBatch * kSeq;
     for (int64_t step = 0; step < kSteps; ++step) {
@@ -84,8 +89,27 @@ protected:
       std::vector<Tensor> out = referenceTrainStep(ref, in, tgt, kBatch, kSeq, step);
       ASSERT_FALSE(out.empty());
       curves.reference.push_back(out[output("train_step", "loss")].data[0]);
-      out.resize(3 * n);
+      out.resize(n);
       ref = std::move(out);
+      if (step == referenceSteps - 1)
+        ASSERT_NO_FATAL_FAILURE(readHistories(s, ref, curves));
+    }
+  }
+
+  /// The FP8 amax histories of `s` and of the reference state `ref`.
+  void readHistories(Session &s, const std::vector<Tensor> &ref, LossCurves &curves) {
+    mlir::func::FuncOp step = function("train_step");
+    for (size_t i = 0; i < ref.size(); ++i) {
+      auto name = step.getArgAttrOfType<mlir::StringAttr>(i, "gpt.state");
+      if (!name || !name.getValue().starts_with("fp8.amax_history."))
+        continue;
+      auto index = s.findTensor(name.str(), "train_step");
+      ASSERT_TRUE(index) << index.status().message();
+      std::vector<float> host(ref[i].data.size());
+      Status read = s.readTensor(*index, host.data(), host.size() * sizeof(float));
+      ASSERT_TRUE(read) << read.message();
+      curves.hostHistories.emplace_back(host.begin(), host.end());
+      curves.referenceHistories.push_back(ref[i].data);
     }
   }
 
@@ -224,6 +248,49 @@ TEST_F(HostTrainTest, Fp8ExecutableTracksItsReference) {
     EXPECT_NEAR(fp8.host[i], fp8.reference[i], 3e-4 * fp8.reference[i]) << "step " << i;
   EXPECT_LT(fp8.host.back(), fp8.host.front() - 1.0)
       << "first " << fp8.host.front() << ", last " << fp8.host.back();
+}
+
+// Delayed scaling (gpt-fp8-delayed-scaling, 4 steps of history) on the
+// Host executable: its first step is current scaling's to the bit (the
+// histories start at zero); the later ones are not (the scales come from
+// the step before). Each of the 24 FP8 tensors of @train_step (per layer
+// and linear: X, W and dY) records one amax per step, newest first:
+// after 3 steps 3 nonzero elements and a zero, each the reference's
+// amax of the same tensor. Step 0's (the same parameters) agree to
+// rounding: an amax is one of the tensor's bf16 values, which the Host
+// kernels (f32) and the fp64 reference round alike or to a neighbour;
+// measured worst 4.2e-3 relative, bound 2e-2. Later steps' parameters
+// differ by AdamW's first sign-like steps on near-zero gradients, and an
+// amax is one extreme element: measured worst 9.6e-2 (step 1) and 4.3e-2
+// (step 2), bound 0.15, still far below the gap between tensors (X, W and
+// dY amaxes differ by 10x and more).
+TEST_F(HostTrainTest, Fp8DelayedScalingRecordsEachTensorsAmax) {
+  LossCurves delayed, current;
+  ASSERT_NO_FATAL_FAILURE(train("fp8", 3, delayed, false, /*fp8History=*/4));
+  ASSERT_NO_FATAL_FAILURE(train("fp8", 0, current, false, /*fp8History=*/0));
+  EXPECT_EQ(delayed.host[0], current.host[0]) << "the first step scales as current scaling";
+  EXPECT_NE(delayed.host, current.host) << "the later steps took no scale from the history";
+  ASSERT_EQ(delayed.hostHistories.size(), 24u);
+  // Element 2 is step 0's amax (the same parameters), 1 step 1's, 0 step 2's.
+  const double bound[3] = {0.15, 0.15, 2e-2};
+  double worst[3] = {0, 0, 0};
+  for (size_t t = 0; t < delayed.hostHistories.size(); ++t) {
+    const std::vector<double> &host = delayed.hostHistories[t];
+    const std::vector<double> &ref = delayed.referenceHistories[t];
+    ASSERT_EQ(host.size(), 4u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_GT(host[i], 0) << "history " << t << " element " << i;
+      EXPECT_NEAR(host[i], ref[i], bound[i] * ref[i]) << "history " << t << " element " << i;
+      worst[i] = std::max(worst[i], std::fabs(host[i] - ref[i]) / ref[i]);
+    }
+    EXPECT_EQ(host[3], 0) << "history " << t << ": 3 steps recorded 4 amaxes";
+    EXPECT_EQ(ref[3], 0) << "history " << t << " (reference)";
+  }
+  std::printf("amax histories against the reference, worst relative difference: step 0 %.3g, "
+              "step 1 %.3g, step 2 %.3g\n",
+              worst[2], worst[1], worst[0]);
+  EXPECT_LT(delayed.host.back(), delayed.host.front() - 1.0)
+      << "first " << delayed.host.front() << ", last " << delayed.host.back();
 }
 
 } // namespace

@@ -66,15 +66,29 @@ protected:
     return s.zeroTensors(schema::TensorRole::OptimizerState);
   }
 
-  /// The same on the interpreter: @init(seed)'s parameters, then zero m and
-  /// v of each, as @train_step takes them.
+  /// The same on the interpreter: @init(seed)'s parameters, then zeros for
+  /// the rest of @train_step's state (AdamW's m and v, FP8 amax
+  /// histories), as @train_step takes them.
   std::vector<reference::Tensor> referenceState(double seed) {
     std::vector<reference::Tensor> state = evaluate("init", {reference::Tensor({}, seed)});
-    size_t n = state.size();
-    for (int copy = 0; copy < 2; ++copy)
-      for (size_t i = 0; i < n; ++i)
-        state.emplace_back(state[i].shape, 0.0);
+    mlir::func::FuncOp step = function("train_step");
+    for (size_t i = state.size(); i < stateSize(); ++i) {
+      auto type = llvm::cast<mlir::RankedTensorType>(step.getArgumentTypes()[i]);
+      state.emplace_back(std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+                         0.0);
+    }
     return state;
+  }
+
+  /// @train_step's leading parameter and state arguments: the values a
+  /// step's outputs start with and the next step takes.
+  size_t stateSize() {
+    mlir::func::FuncOp step = function("train_step");
+    size_t n = 0;
+    while (n < step.getNumArguments() && (step.getArgAttr(n, mlir::gpt::kParamAttrName) ||
+                                          step.getArgAttr(n, "gpt.state")))
+      ++n;
+    return n;
   }
 
   /// initialize() on the session and the same start on the interpreter
@@ -85,7 +99,7 @@ protected:
     return initialized ? referenceState(seed) : std::vector<reference::Tensor>();
   }
 
-  /// @train_step on the interpreter from `state` (parameters, m, v) for one
+  /// @train_step on the interpreter from `state` (stateSize() values) for one
   /// batch of B x T tokens: every output (empty, with a failure, on error).
   std::vector<reference::Tensor>
   referenceTrainStep(const std::vector<reference::Tensor> &state, const std::vector<int32_t> &tokens,

@@ -1470,3 +1470,12 @@ func.func @scaled_matmul_bf16(%a: tensor<8x16xbf16>, %s: tensor<f32>, %b: tensor
   %0 = gpt.scaled_matmul %a, %s, %b, %s {transpose_rhs} : (tensor<8x16xbf16>, tensor<f32>, tensor<4x16xbf16>, tensor<f32>) -> tensor<8x4xbf16>
   return
 }
+
+// -----
+
+// Tests that an FP8 amax history holds at least one amax.
+func.func @fp8_scale_empty_history(%x: tensor<8x16xbf16>, %h: tensor<0xf32>) {
+  // expected-error @+1 {{history must hold at least one amax, got 'tensor<0xf32>'}}
+  %s, %inv, %h1 = gpt.fp8_scale e4m3 %x history %h : (tensor<8x16xbf16>, tensor<0xf32>) -> (tensor<f32>, tensor<f32>, tensor<0xf32>)
+  return
+}

@@ -1076,6 +1076,22 @@ func.func @fp8_cast_transpose(%x: tensor<2x8x16xbf16>, %s: tensor<f32>) -> (tens
 
 // -----
 
+// Tests that the FP8 ops round-trip an amax history (delayed scaling):
+// the scale shifts it, the quantizations return it recorded.
+// CHECK-LABEL: func.func @fp8_history
+// CHECK-SAME:    %[[X:.*]]: tensor<8x16xbf16>, %[[H:.*]]: tensor<4xf32>
+func.func @fp8_history(%x: tensor<8x16xbf16>, %h: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // CHECK: %[[S:.*]], %{{.*}}, %[[H1:.*]] = gpt.fp8_scale e4m3 %[[X]] history %[[H]] : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  %s, %inv, %h1 = gpt.fp8_scale e4m3 %x history %h : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  // CHECK: gpt.fp8_cast_transpose e4m3 %[[X]], %[[S]] history %[[H1]] : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
+  %q, %qt, %h2 = gpt.fp8_cast_transpose e4m3 %x, %s history %h1 : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
+  // CHECK: gpt.fp8_quantize e4m3 %[[X]], %[[S]] history %[[H1]] {transpose} : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<16x8xf8E4M3FN>, tensor<4xf32>)
+  %q2, %h3 = gpt.fp8_quantize e4m3 %x, %s history %h1 {transpose} : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<16x8xf8E4M3FN>, tensor<4xf32>)
+  return %h2, %h3 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // Tests that gpt.scaled_matmul round-trips with mixed formats, a shared rhs
 // and fast accumulation.
 // CHECK-LABEL: func.func @scaled_matmul
