@@ -6,7 +6,7 @@ Device side (one step after init, every kernel):
       --metrics gpu__time_duration.sum --log-file step.csv \
       build-device/bin/gptrun step.fb --data D --steps 1 --no-graph
 Then here or there:
-  python3 bench/ncu_step.py step.csv [--top N]
+  python3 bench/ncu_step.py step.csv [--top N] [--steps N]
 
 Kernels up to the init program's last `random_normal` are dropped. gptc's
 kernels are grouped by name without their numeric suffix (flash_attention_
@@ -44,15 +44,19 @@ def kernel_times(lines):
     return out
 
 
-def group(times):
-    """Drops init's kernels; returns {group: [launches, ms]} and the GEMM group names."""
+def group(times, steps=1):
+    """Drops init's kernels; returns {group: [launches, ms]} of the last of
+    `steps` steps (each the same launches) and the GEMM group names."""
     start = 0
     for i, (k, _) in enumerate(times):
         if k.startswith("random_normal"):
             start = i + 1
+    launches = len(times) - start
+    if launches % steps:
+        raise ValueError(f"{launches} launches after init do not split into {steps} equal steps")
     groups = collections.defaultdict(lambda: [0, 0.0])
     gemms = set()
-    for k, ms in times[start:]:
+    for k, ms in times[start + (steps - 1) * launches // steps:]:
         g = k if GEMM.search(k) else re.sub(r"_\d+$", "", k)
         if GEMM.search(k):
             gemms.add(g)
@@ -76,10 +80,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", help="ncu --csv --log-file output")
     ap.add_argument("--top", type=int, default=40, help="groups to print (default 40)")
+    ap.add_argument("--steps", type=int, default=1,
+                    help="steps the profile holds (gptrun --steps); the last is reported, e.g. "
+                         "the first delayed-scaling step of an fp8 run with --steps 2")
     args = ap.parse_args()
+    if args.steps < 1:
+        sys.exit(f"ncu_step: --steps must be at least 1, got {args.steps}")
     try:
         with open(args.csv, encoding="utf-8") as f:
-            groups, gemms = group(kernel_times(f))
+            groups, gemms = group(kernel_times(f), args.steps)
     except (OSError, ValueError) as e:
         sys.exit(f"ncu_step: {args.csv}: {e}")
     print(report(groups, gemms, args.top))

@@ -37,6 +37,16 @@ def main():
     text = ncu_step.report(groups, gemms, 10)
     assert text.startswith("step: 1.651 ms of kernels, GEMMs 1.50 ms (91%)") or \
         text.startswith("step: 1.65 ms of kernels, GEMMs 1.50 ms (91%)"), text
+    # With steps=2 the 4 launches after init split in two: the last two only.
+    last, _ = ncu_step.group(ncu_step.kernel_times(csv_lines(ROWS[:5])), steps=2)
+    assert set(last) == {"layernorm_forward", "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"}, last
+    assert last["layernorm_forward"] == [1, 0.03], last
+    try:
+        ncu_step.group(ncu_step.kernel_times(csv_lines(ROWS[:5])), steps=3)
+    except ValueError as e:
+        assert "do not split into 3 equal steps" in str(e), e
+    else:
+        raise AssertionError("split 4 launches into 3 steps")
     # Bad input is an error naming the problem, not a crash.
     unknown = csv_lines([("fill_1", "cycle", "7")])
     for bad, why in ((["no csv here"], "no CSV rows"), (['"a","b"', '"1","2"'], "not an ncu metrics CSV"),

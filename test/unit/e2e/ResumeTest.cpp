@@ -30,11 +30,13 @@ class ResumeTest : public GPT2Test {
 protected:
 
   /// Compiles `preset` (B=2, lr 1e-3) to a Host step.fb at `path`.
-  void emit(const std::string &path, const std::string &preset = "mini", int64_t seq = 32) {
+  void emit(const std::string &path, const std::string &preset = "mini", int64_t seq = 32,
+            const std::string &precision = "fp32") {
     ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
       o.batch = 2;
       o.seq = seq;
       o.lr = 1e-3;
+      o.precision = precision;
     })) << diagnostics;
     codegen::EmitOptions options;
     options.target = codegen::EmitOptions::Target::Host;
@@ -111,6 +113,22 @@ TEST_F(ResumeTest, ResumeIsBitExact) {
   ASSERT_TRUE(fs::exists(one));
   resumed = train(options(kSteps, "", one));
   ASSERT_EQ(resumed.size(), size_t(kSteps - 1));
+  expectSameBits(straight, resumed);
+}
+
+// Verify that a resumed fp8 run continues bit-exactly: the checkpoint holds
+// the FP8 amax histories (gpt-fp8-delayed-scaling's state) with the
+// parameters and moments. Without them step 4 would scale from the
+// tensors' own amaxes, as step 1 does, and give other bits.
+TEST_F(ResumeTest, Fp8ResumeKeepsTheAmaxHistories) {
+  exe = (dir / "mini-fp8.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp8"));
+  std::vector<gptrun::StepRecord> straight = train(options(kSteps));
+  ASSERT_EQ(straight.size(), size_t(kSteps));
+  std::string a = (dir / "a").string();
+  ASSERT_EQ(train(options(3, a)).size(), 3u);
+  std::vector<gptrun::StepRecord> resumed = train(options(kSteps, a, "latest"));
+  ASSERT_EQ(resumed.size(), size_t(kSteps - 3));
   expectSameBits(straight, resumed);
 }
 
