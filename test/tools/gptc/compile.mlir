@@ -129,6 +129,8 @@
 // FP8CURRENT: gpt.fp8_scale e4m3 %{{.*}} : (tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>)
 // FP8CURRENT-NOT: history
 // FP8CURRENT-LABEL: func.func @init
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-history=-1 2>&1 | FileCheck %s --check-prefix=BADHISTORY
+// BADHISTORY: gptc: error: --fp8-history: expected a number of steps >= 0, got -1
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --target=host --progress=off -o %t-fp8.fb
 // RUN: gptc explain %t-fp8.fb | FileCheck %s --check-prefix=FP8EXE
 // FP8EXE: precision: fp8, delayed scaling (16 steps); GEMM A operands: BF16 x5 F8E4M3 x40
