@@ -1125,18 +1125,6 @@ LogicalResult Lowerer::mapResults(Operation *op) {
     int64_t off = offsets.asArrayRef().back();
     if (off < 0 || (src.pool == "activations" && src.offset == off))
       tensorOf[next] = tensorOf.lookup(history);
-    for (auto [r, o] : llvm::zip(op->getResults(), offsets.asArrayRef())) {
-      if (tensorOf.count(r))
-        continue;
-      if (o < 0)
-        return op->emitOpError("codegen: result planned inside an argument");
-      auto shape = rtt(r).getShape();
-      tensorOf[r] = addTensor({"%" + std::to_string(result.tensors.size()), "activations",
-                               "activations", eltOf(r),
-                               std::vector<int64_t>(shape.begin(), shape.end()), o,
-                               bytesOf(r.getType())});
-    }
-    return success();
   }
   if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
     // In place: the new parameter and moments are the arguments' tensors.
@@ -1157,8 +1145,8 @@ LogicalResult Lowerer::mapResults(Operation *op) {
     }
   }
   for (auto [r, off] : llvm::zip(op->getResults(), offsets.asArrayRef())) {
-    if (off < 0 && llvm::isa<AdamWMultiOp>(op))
-      continue;
+    if (tensorOf.count(r))
+      continue; // in place, mapped above
     if (off < 0)
       return op->emitOpError("codegen: result planned inside an argument");
     auto shape = rtt(r).getShape();

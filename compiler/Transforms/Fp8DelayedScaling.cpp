@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -22,13 +23,6 @@ using namespace mlir::gpt;
 
 namespace {
 
-/// `v` through any gpt.reshape: the tensor whose values it views.
-Value viewSource(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  return v;
-}
-
 /// The first quantization (in block order) with `scale`'s scale of the
 /// values `scale` measures, or null: the op that records their amax.
 Operation *recorderOf(Fp8ScaleOp scale) {
@@ -42,7 +36,7 @@ Operation *recorderOf(Fp8ScaleOp scale) {
     else if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(user);
              ct && !ct.getHistory() && ct.getScale() == scale.getScale())
       input = ct.getInput(), gelu = ct.getGelu();
-    if (!input || viewSource(input) != viewSource(scale.getInput()) ||
+    if (!input || gptc::reshapeSource(input) != gptc::reshapeSource(scale.getInput()) ||
         gelu != scale.getGelu() || user->getBlock() != scale->getBlock())
       continue;
     if (!first || user->isBeforeInBlock(first))

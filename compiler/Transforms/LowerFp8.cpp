@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -25,13 +26,6 @@ using namespace mlir::gpt;
 
 namespace {
 
-/// `v` through any gpt.reshape: the tensor whose values it views.
-Value viewSource(Value v) {
-  while (auto reshape = v.getDefiningOp<ReshapeOp>())
-    v = reshape.getInput();
-  return v;
-}
-
 struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
   LowerFp8Matmul(MLIRContext *ctx, llvm::Statistic &products, llvm::Statistic &transposed)
       : OpRewritePattern(ctx), products(products), transposed(transposed) {}
@@ -44,7 +38,7 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
     // The scale reads values only: take it of a reshape's source, so that
     // CSE gives X and the flattened X of the weight gradient one scale.
     auto quantize = [&](Fp8Format format, Value x, bool transpose) {
-      auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, viewSource(x),
+      auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, gptc::reshapeSource(x),
                                       /*history=*/Value());
       if (transpose)
         ++transposed;
@@ -74,7 +68,7 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
 void pairLayouts(Block &block, llvm::Statistic &paired) {
   llvm::MapVector<std::pair<Value, unsigned>, SmallVector<Fp8QuantizeOp, 2>> groups;
   for (auto q : block.getOps<Fp8QuantizeOp>())
-    groups[{viewSource(q.getInput()), static_cast<unsigned>(q.getFormat())}].push_back(q);
+    groups[{gptc::reshapeSource(q.getInput()), static_cast<unsigned>(q.getFormat())}].push_back(q);
   for (auto &[key, ops] : groups) {
     Fp8QuantizeOp rows, cols;
     for (Fp8QuantizeOp q : ops) {

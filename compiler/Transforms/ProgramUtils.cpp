@@ -26,6 +26,12 @@ func::FuncOp programSource(ModuleOp module, llvm::StringRef pass, llvm::StringRe
   return fn;
 }
 
+Value reshapeSource(Value v) {
+  while (auto reshape = v.getDefiningOp<gpt::ReshapeOp>())
+    v = reshape.getInput();
+  return v;
+}
+
 std::string formatBytes(int64_t bytes) {
   double b = static_cast<double>(bytes);
   constexpr double kKiB = 1024.0;

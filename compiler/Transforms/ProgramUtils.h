@@ -26,6 +26,9 @@ std::string formatBytes(int64_t bytes);
 /// op at `op` asks this of the operands it moves there).
 bool availableBefore(mlir::Value v, mlir::Operation *op);
 
+/// `v` through any gpt.reshape: the tensor whose values it views.
+mlir::Value reshapeSource(mlir::Value v);
+
 /// True for `gpt.reduce sum dims [0 .. r-2]` without kept dimensions: a
 /// bias gradient's column sums.
 bool sumsColumns(mlir::gpt::ReduceOp reduce);

@@ -163,3 +163,38 @@ func.func @f(%x: tensor<2x4x8xbf16> {gpt.input = "x"}, %w: tensor<16x8xbf16> {gp
   %n = gpt.neg %v : tensor<8x16xbf16>
   return %d, %n : tensor<2x4x16xbf16>, tensor<8x16xbf16>
 }
+
+// -----
+
+// Tests that an FP8 amax history is shifted and recorded in the state
+// argument's bytes when nothing reads it later (delayed scaling: offset
+// -1 for both).
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.fp8_scale {{.*}} {gpt.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, -1>}
+// CHECK: gpt.fp8_cast_transpose {{.*}} {gpt.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, -1>}
+func.func @f(%h: tensor<4xf32> {gpt.state = "fp8.amax_history.0"},
+             %x: tensor<8x16xbf16> {gpt.input = "x"}) -> (tensor<4xf32>, tensor<f32>, tensor<8x16xf8E4M3FN>) {
+  %s, %inv, %h1 = gpt.fp8_scale e4m3 %x history %h : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  %q, %qt, %h2 = gpt.fp8_cast_transpose e4m3 %x, %s history %h1 : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
+  return %h2, %inv, %q : tensor<4xf32>, tensor<f32>, tensor<8x16xf8E4M3FN>
+}
+
+// -----
+
+// Tests that a history read again after its scale (a recomputed scale) is
+// not overwritten there: the shifted history gets its own buffer, which
+// the cast-transpose then records in; the recomputed scale, the last
+// reader, may shift it in place.
+
+// CHECK-LABEL: func.func @f
+// CHECK: gpt.fp8_scale {{.*}} {gpt.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, [[H1:[0-9]+]]>}
+// CHECK: gpt.fp8_cast_transpose {{.*}} {gpt.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, [[H1]]>}
+// CHECK: gpt.fp8_scale {{.*}} {gpt.offsets = array<i64: {{[0-9]+}}, {{[0-9]+}}, -1>, gpt.remat}
+func.func @f(%h: tensor<4xf32> {gpt.state = "fp8.amax_history.0"},
+             %x: tensor<8x16xbf16> {gpt.input = "x"}) -> (tensor<4xf32>, tensor<f32>, tensor<8x16xf8E4M3FN>) {
+  %s, %inv, %h1 = gpt.fp8_scale e4m3 %x history %h : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  %q, %qt, %h2 = gpt.fp8_cast_transpose e4m3 %x, %s history %h1 : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
+  %s2, %inv2, %h3 = gpt.fp8_scale e4m3 %x history %h {gpt.remat} : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  return %h2, %inv2, %q : tensor<4xf32>, tensor<f32>, tensor<8x16xf8E4M3FN>
+}
