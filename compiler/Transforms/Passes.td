@@ -662,8 +662,10 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
          values read later still), recursing through operands up to
          `max-depth` ops deep; views are free, and so are FP8's scales
          and casts (`--precision=fp8`: a scaled GEMM counts as deep as the
-         bf16 GEMM it replaces). A clone of a `gpt.fp8_cast_transpose`
-         writes both layouts, and the reads after p of both move to it.
+         bf16 GEMM it replaces). A value of one `alignment` unit or less
+         (an FP8 scale) is read late rather than rebuilt. A clone of a
+         `gpt.fp8_cast_transpose` writes both layouts, and the reads after
+         p of both move to it; it records no amax (delayed scaling).
       3) The chain with the lowest cost per byte freed is cloned there (the
          clones carry `gpt.remat`) and every read after p of the value (or
          of its views) reads the clone instead. Cost: FLOPs, plus 200 per

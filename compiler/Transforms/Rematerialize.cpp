@@ -169,6 +169,11 @@ struct Rematerializer {
   bool rebuild(Value v, int64_t q, int freed, int64_t depth, llvm::SetVector<Operation *> &chain) {
     if (available(v, q, freed))
       return true;
+    // A value of one alignment unit or less (an FP8 scale) is read late
+    // instead: its longer life costs less than recomputing it.
+    BufferHome h = l.homes.lookup(v);
+    if (h.buffer != freed && tensorBytes(v.getType()) <= l.alignment)
+      return true;
     Operation *def = v.getDefiningOp();
     if (chain.contains(def))
       return true;

@@ -31,18 +31,20 @@ func.func @f(%x: tensor<1024x1024xbf16> {gpt.input = "x"}, %s: tensor<f32> {gpt.
 
 // -----
 
-// Tests that an FP8 product's chain (the scaled GEMM, its cast-transposes
-// and the scale) counts as one op deep: with max-depth 4 (the default) the
-// GEMM %p, read after the peak, is rebuilt from the arguments through its
-// quantizations.
+// Tests that an FP8 product's chain (the scaled GEMM and its
+// cast-transposes) counts as one op deep: with max-depth 4 (the default)
+// the GEMM %p, read after the peak, is rebuilt from the arguments through
+// its quantization. The scale and its inverse (4 bytes each) are not
+// recomputed: the clones read them late.
 
 // CHECK-LABEL: func.func @f
+// CHECK:      %[[S:.*]], %[[I:.*]] = gpt.fp8_scale e4m3 %arg0 :
 // CHECK:      %[[C:.*]] = gpt.add
-// CHECK-NEXT: gpt.fp8_scale e4m3 %arg0 {gpt.remat}
-// CHECK-NEXT: gpt.fp8_cast_transpose e4m3 %arg0, %{{.*}} {gpt.remat}
-// CHECK-NEXT: %[[P:.*]] = gpt.scaled_matmul {{.*}} {gpt.remat, transpose_rhs}
+// CHECK-NEXT: %[[Q:.*]], %[[QT:.*]] = gpt.fp8_cast_transpose e4m3 %arg0, %[[S]] {gpt.remat}
+// CHECK-NEXT: %[[P:.*]] = gpt.scaled_matmul %[[Q]], %[[I]], %[[QT]], %[[I]] {gpt.remat, transpose_rhs}
 // CHECK-NEXT: gpt.add %[[P]], %[[C]]
-// expected-remark @+1 {{recomputes 1 values (3 ops: scaled_matmul x1)}}
+// CHECK-NOT:  gpt.fp8_scale
+// expected-remark @+1 {{recomputes 1 values (2 ops: scaled_matmul x1)}}
 func.func @f(%x: tensor<1024x1024xbf16> {gpt.input = "x"}, %y: tensor<1024x1024xf32> {gpt.input = "y"})
     -> tensor<1024x1024xf32> {
   %s, %inv = gpt.fp8_scale e4m3 %x : (tensor<1024x1024xbf16>) -> (tensor<f32>, tensor<f32>)
