@@ -9,6 +9,7 @@
 #   fp8    --precision=fp8, the blocks' GEMMs in FP8 (tag fp8), delayed scaling
 #   current  with fp8: --fp8-history=0, scales from each tensor's own amax
 #            (tag current)
+#   head   with fp8: --fp8-lm-head, the LM head's GEMMs in FP8 (tag head)
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
 #   bash bench/build_sweep.sh                 # all four
@@ -33,10 +34,11 @@ for entry in $SWEEP; do
       nr) tag=${tag:+$tag-}nr extra+=(--narrow-residual) ;;
       fp8) tag=${tag:+$tag-}fp8 precision=fp8 ;;
       current) tag=${tag:+$tag-}current extra+=(--fp8-history=0) ;;
+      head) tag=${tag:+$tag-}head extra+=(--fp8-lm-head) ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8 or current)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current or head)"
            status=1
            continue 2
          fi ;;

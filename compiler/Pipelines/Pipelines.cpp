@@ -87,6 +87,7 @@ void buildPrecisionPassPipeline(OpPassManager &pm, const PipelineOptions &option
   MixedPrecisionPassOptions mp;
   mp.policy = options.precision;
   mp.narrowResidual = options.narrowResidual;
+  mp.fp8LmHead = options.fp8LmHead;
   pm.addPass(createMixedPrecisionPass(mp));
 }
 

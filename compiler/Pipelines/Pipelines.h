@@ -60,6 +60,9 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                              llvm::cl::desc("gpt-fp8-delayed-scaling's history (steps); 0: "
                                             "current scaling"),
                              llvm::cl::init(16)};
+  Option<bool> fp8LmHead{*this, "fp8-lm-head",
+                         llvm::cl::desc("gpt-mixed-precision's fp8-lm-head option"),
+                         llvm::cl::init(false)};
   Option<bool> narrowResidual{*this, "narrow-residual",
                               llvm::cl::desc("gpt-mixed-precision's narrow-residual option"),
                               llvm::cl::init(false)};

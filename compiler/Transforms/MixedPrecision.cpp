@@ -95,8 +95,14 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
     f32 = Float32Type::get(&getContext());
     if (failed(rewrite(fn)))
       return signalPassFailure();
+    if (fp8LmHead && policy != "fp8") {
+      module.emitError("gpt-mixed-precision: fp8-lm-head needs policy fp8, got ") << policy;
+      return signalPassFailure();
+    }
     if (policy == "fp8")
       fp8Linears(fn);
+    if (fp8LmHead)
+      fp8LmHeads(fn);
   }
 
 private:
@@ -208,6 +214,27 @@ private:
         y = BiasAddOp::create(b, linear.getLoc(), y, bias);
       linear.replaceAllUsesWith(y);
       linear.erase();
+      ++numFp8Products;
+    }
+  }
+
+  /// fp8-lm-head: a gpt.matmul whose result is a gpt.cross_entropy's
+  /// logits (the tied LM head) becomes an e4m3 x e4m3 gpt.fp8_matmul with
+  /// the same transposes.
+  void fp8LmHeads(func::FuncOp fn) {
+    for (auto matmul : llvm::to_vector(fn.getOps<MatmulOp>())) {
+      bool logits = llvm::any_of(matmul->getUses(), [](OpOperand &use) {
+        auto ce = llvm::dyn_cast<CrossEntropyOp>(use.getOwner());
+        return ce && use.get() == ce.getLogits();
+      });
+      if (!logits)
+        continue;
+      OpBuilder b(matmul);
+      Value y = Fp8MatmulOp::create(b, matmul.getLoc(), Fp8Format::E4M3, matmul.getLhs(),
+                                    Fp8Format::E4M3, matmul.getRhs(), matmul.getTransposeLhs(),
+                                    matmul.getTransposeRhs());
+      matmul.replaceAllUsesWith(y);
+      matmul.erase();
       ++numFp8Products;
     }
   }

@@ -36,6 +36,11 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         `gpt.bias_add`. Each operand is quantized with a scale from its own
         amax (current scaling); gpt-autodiff then quantizes the incoming
         gradients as e5m2, so the backward's dX and dW products are FP8 too.
+        With `fp8-lm-head` the LM head's `gpt.matmul` (whose result is a
+        `gpt.cross_entropy`'s logits) becomes an e4m3 x e4m3
+        `gpt.fp8_matmul` as well, and its backward quantizes the logits'
+        gradient as e5m2: the largest GEMMs of the small models, at a
+        cost in loss (see README).
         The reference interpreter runs it (`gptc run-reference
         --precision=fp8`); gpt-lower-fp8 (memory-plan phase) turns each
         product into quantize kernels and an FP8 GEMM.
@@ -81,6 +86,9 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
            "Precision policy: fp32 (identity), bf16, fp16 or fp8">,
     Option<"narrowResidual", "narrow-residual", "bool", /*default=*/"false",
            "Keep the residual stream in the compute type as well (bf16, fp16 or fp8)">,
+    Option<"fp8LmHead", "fp8-lm-head", "bool", /*default=*/"false",
+           "With fp8: the LM head's product (the gpt.matmul whose result is a "
+           "gpt.cross_entropy's logits) in FP8 too">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "gpt.cast ops inserted">,

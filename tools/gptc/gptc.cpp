@@ -130,6 +130,12 @@ cl::opt<int64_t> fp8History(
              "the last N steps (delayed scaling, recorded as the tensor is cast, no amax pass); "
              "0: from the tensor itself (current scaling, one more read per tensor)"),
     cl::value_desc("N"), cl::init(16), cl::cat(compileCat));
+cl::opt<bool> fp8LmHead(
+    "fp8-lm-head",
+    cl::desc("With --precision=fp8: the tied LM head's GEMMs (logits, and their two gradient "
+             "products) in FP8 too; the largest GEMMs of the small models, at a cost in loss "
+             "(default: bf16)"),
+    cl::init(false), cl::cat(compileCat));
 cl::opt<bool> narrowResidual(
     "narrow-residual",
     cl::desc("With --precision=bf16 or fp16: the residual stream (the embedding, the residual "
@@ -297,6 +303,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fuseAdamW = fuseAdamW;
   options.narrowGrads = narrowGrads;
   options.narrowResidual = narrowResidual;
+  options.fp8LmHead = fp8LmHead;
 }
 
 /// --matmul-epilogues into the pipeline's four switches, or an error naming
@@ -343,6 +350,10 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   }
   if (fp8History < 0) {
     fail("--fp8-history: expected a number of steps >= 0, got " + std::to_string(fp8History));
+    return failure();
+  }
+  if (fp8LmHead && precision != "fp8") {
+    fail("--fp8-lm-head: needs --precision=fp8, got " + precision);
     return failure();
   }
   if (narrowResidual && precision == "fp32") {
@@ -495,6 +506,7 @@ int runCompile(MLIRContext &context) {
   if (precision == "fp8")
     policy += fp8History > 0 ? ", delayed scaling (" + std::to_string(fp8History) + " steps)"
                              : ", current scaling";
+  policy += fp8LmHead ? ", FP8 LM head" : "";
   policy += narrowResidual ? ", narrow residual" : "";
   (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, policy));
 
