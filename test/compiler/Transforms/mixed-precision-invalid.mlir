@@ -21,3 +21,7 @@ func.func @forward(%x: tensor<4xf32> {gpt.input = "x"}) -> tensor<4xf32> {
 func.func @scalar(%w: f32 {gpt.param = "w"}) -> f32 {
   return %w : f32
 }
+
+// Tests that fp8-lm-head without the fp8 policy is an error naming both.
+// RUN: not gpt-opt %s --gpt-mixed-precision="policy=bf16 fp8-lm-head" 2>&1 | FileCheck %s --check-prefix=HEAD
+// HEAD: error: gpt-mixed-precision: fp8-lm-head needs policy fp8, got bf16

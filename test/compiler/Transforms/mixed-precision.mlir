@@ -227,3 +227,24 @@ func.func @forward(%ids: tensor<2x4xi32> {gpt.input = "tokens"},
       : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   return %y : tensor<2x4x8xf32>
 }
+
+// -----
+
+// Tests that fp8-lm-head makes the product whose result is a
+// gpt.cross_entropy's logits (the tied LM head) an e4m3 x e4m3
+// gpt.fp8_matmul with the same transposes, and leaves another gpt.matmul
+// (one the loss does not read as logits) a bf16 product.
+// RUN: gpt-opt %s --split-input-file --gpt-mixed-precision="policy=fp8 fp8-lm-head" | FileCheck %s --check-prefix=HEAD
+// HEAD-LABEL: func.func @forward
+// HEAD: %[[H:.*]] = gpt.matmul %{{.*}}, %{{.*}} : (tensor<4x8xbf16>, tensor<8x8xbf16>) -> tensor<4x8xbf16>
+// HEAD: %[[L:.*]] = gpt.fp8_matmul e4m3 %{{.*}}, e4m3 %{{.*}} {transpose_rhs} : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+// HEAD: gpt.cross_entropy %[[L]], %{{.*}}
+func.func @forward(%x: tensor<4x8xf32> {gpt.input = "x"},
+                   %w: tensor<8x8xf32> {gpt.param = "w"},
+                   %wte: tensor<16x8xf32> {gpt.param = "wte"},
+                   %t: tensor<4xi32> {gpt.input = "targets"}) -> tensor<f32> {
+  %h = gpt.matmul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %logits = gpt.matmul %h, %wte {transpose_rhs} : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %loss = gpt.cross_entropy %logits, %t {vocab_size = 13 : i64} : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -134,6 +134,13 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --target=host --progress=off -o %t-fp8.fb
 // RUN: gptc explain %t-fp8.fb | FileCheck %s --check-prefix=FP8EXE
 // FP8EXE: precision: fp8, delayed scaling (16 steps); GEMM A operands: BF16 x5 F8E4M3 x40
+// --fp8-lm-head: the LM head's 5 GEMMs (3 in the train step, 1 in each of
+// @forward and @logits) are FP8 too; it needs --precision=fp8.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-lm-head --target=host --progress=off -o %t-fp8-head.fb
+// RUN: gptc explain %t-fp8-head.fb | FileCheck %s --check-prefix=FP8HEAD
+// FP8HEAD: precision: fp8, delayed scaling (16 steps), FP8 LM head; GEMM A operands: F8E4M3 x45
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --fp8-lm-head 2>&1 | FileCheck %s --check-prefix=BADHEAD
+// BADHEAD: gptc: error: --fp8-lm-head: needs --precision=fp8, got fp32
 
 // --list-phases names every phase.
 // RUN: gptc --list-phases | FileCheck %s --check-prefix=PHASES
