@@ -1115,14 +1115,11 @@ LogicalResult Lowerer::mapResults(Operation *op) {
     }
     return success();
   }
-  if (llvm::isa<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(op) &&
-      op->getNumOperands() > (llvm::isa<Fp8ScaleOp>(op) ? 1u : 2u)) {
+  if (auto [history, next] = getFp8History(op); history) {
     // The next amax history: in place in the history (an argument's, or
     // an activation at the same offset), else a buffer of its own.
-    Value history = op->getOperands().back();
-    OpResult next = op->getResults().back();
     const TensorInfo &src = result.tensors[tensorOf.lookup(history)];
-    int64_t off = offsets.asArrayRef().back();
+    int64_t off = offsets[llvm::cast<OpResult>(next).getResultNumber()];
     if (off < 0 || (src.pool == "activations" && src.offset == off))
       tensorOf[next] = tensorOf.lookup(history);
   }
@@ -1504,11 +1501,19 @@ Value fp8Source(KB &k, Value v, Type elt, bool gelu) {
   return gelu ? k.asStored(geluOf(k, v), elt) : v;
 }
 
-/// The largest of an FP8 amax history's n elements (NaN if one is).
-Value pastAmax(KB &k, Value history, int64_t n) {
-  Value m = k.ld(history, k.idx(0));
-  for (int64_t i = 1; i < n; ++i)
-    m = k.fmax(m, k.ld(history, k.idx(i)));
+/// Elements [0, n) of `mem`, loaded.
+SmallVector<Value> loadFirst(KB &k, Value mem, int64_t n) {
+  SmallVector<Value> xs;
+  for (int64_t i = 0; i < n; ++i)
+    xs.push_back(k.ld(mem, k.idx(i)));
+  return xs;
+}
+
+/// The largest of xs, folded left (NaN if one is).
+Value maxOf(KB &k, ArrayRef<Value> xs) {
+  Value m = xs.front();
+  for (Value x : xs.drop_front())
+    m = k.fmax(m, x);
   return m;
 }
 
@@ -1521,11 +1526,13 @@ Value usableAmax(KB &k, Value amax) {
       arith::CmpFOp::create(k.b, k.loc, arith::CmpFPredicate::OLT, amax, k.f(INFINITY, ft)));
 }
 
-/// Builds `body` where `cond` is false (the else of an scf.if).
-void buildUnless(KB &k, Value cond, function_ref<void()> body) {
-  auto branch = scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/true);
+/// Builds `body` where `cond` is true (an scf.if), or with `unless` where
+/// it is false (its else).
+void buildIf(KB &k, Value cond, function_ref<void()> body, bool unless = false) {
+  auto branch = scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/unless);
   OpBuilder::InsertionGuard g(k.b);
-  k.b.setInsertionPointToStart(&branch.getElseRegion().front());
+  k.b.setInsertionPointToStart(unless ? &branch.getElseRegion().front()
+                                      : &branch.getThenRegion().front());
   body();
 }
 
@@ -1574,7 +1581,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   auto unlessDelayed = [past](KB &k, ValueRange a, size_t at, function_ref<void()> body) {
     if (!past)
       return body();
-    buildUnless(k, usableAmax(k, pastAmax(k, a[at], past)), body);
+    buildIf(k, usableAmax(k, maxOf(k, loadFirst(k, a[at], past))), body, /*unless=*/true);
   };
   int64_t threads = options.blockThreads, warps = threads / 32;
   int64_t width = 16 * 8 / elt.getIntOrFloatBitWidth();
@@ -1612,13 +1619,8 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
              Value perWarp = sharedView(k, dynamicSharedMemory(k), 0, warps, ft);
              warp.once([&] { k.st(m, perWarp, warp.row); });
              gpu::BarrierOp::create(b, loc);
-             auto once = scf::IfOp::create(b, loc, k.cmpEq(tid, k.idx(0)), false);
-             OpBuilder::InsertionGuard g(b);
-             b.setInsertionPointToStart(&once.getThenRegion().front());
-             Value all = k.ld(perWarp, k.idx(0));
-             for (int64_t w = 1; w < warps; ++w)
-               all = k.fmax(all, k.ld(perWarp, k.idx(w)));
-             k.st(all, a[1], block);
+             buildIf(k, k.cmpEq(tid, k.idx(0)),
+                     [&] { k.st(maxOf(k, loadFirst(k, perWarp, warps)), a[1], block); });
              });
            },
            /*minBlocksPerSM=*/0, /*sharedBytes=*/warps * 4);
@@ -1671,12 +1673,8 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
              if (past) {
                // Every element loaded before any is stored: in place, the
                // shifted history overwrites the one it is read from.
-               SmallVector<Value> h;
-               for (int64_t i = 0; i < past; ++i)
-                 h.push_back(k.ld(a[3], k.idx(i)));
-               Value delayed = h[0];
-               for (int64_t i = 1; i < past; ++i)
-                 delayed = k.fmax(delayed, h[i]);
+               SmallVector<Value> h = loadFirst(k, a[3], past);
+               Value delayed = maxOf(k, h);
                amax = k.select(usableAmax(k, delayed), delayed, amax);
                k.st(k.f(0, ft), a[4], k.idx(0));
                for (int64_t i = 1; i < past; ++i)
@@ -1829,14 +1827,9 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
              }
              gpu::BarrierOp::create(b, loc);
              if (recAt >= 0)
-               buildUnless(k, arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, tid,
-                                                    k.idx(0)),
-                           [&] {
-                             Value all = k.ld(perWarp, k.idx(0));
-                             for (int64_t w = 1; w < kThreads / 32; ++w)
-                               all = k.fmax(all, k.ld(perWarp, k.idx(w)));
-                             recordAmax(k, a[recAt], all);
-                           });
+               buildIf(k, k.cmpEq(tid, k.idx(0)), [&] {
+                 recordAmax(k, a[recAt], maxOf(k, loadFirst(k, perWarp, kThreads / 32)));
+               });
              Value c = k.udiv(tid, k.idx(4)), q = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
              SmallVector<Value> down;
              for (int64_t i = 0; i < 16; ++i)

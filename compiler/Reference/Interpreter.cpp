@@ -516,10 +516,10 @@ private:
     double s = 0;
     if (Value h = op.getHistory()) {
       // Delayed: the largest amax of the steps before, where there is one.
-      double past = amaxOf(in(h));
+      const Buffer &history = in(h);
+      double past = amaxOf(history);
       if (past > 0 && std::isfinite(past))
         s = fp8MaxFinite(op.getFormat()) / past;
-      const Buffer &history = in(h);
       Buffer &shifted = out(op.getShifted());
       shifted[0] = 0;
       for (size_t i = 1; i < shifted.size(); ++i)

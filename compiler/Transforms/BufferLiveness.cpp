@@ -60,14 +60,8 @@ static bool gradOverwritesLogits(CrossEntropyGradOp ce) {
 /// op and it is not a view: each step's histories stay in the state.
 static Value historyOverwritten(OpResult r) {
   Operation *op = r.getOwner();
-  Value h;
-  if (auto s = llvm::dyn_cast<Fp8ScaleOp>(op); s && r == s.getShifted())
-    h = s.getHistory();
-  else if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(op); q && r == q.getRecorded())
-    h = q.getHistory();
-  else if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op); ct && r == ct.getRecorded())
-    h = ct.getHistory();
-  if (!h)
+  auto [h, next] = getFp8History(op);
+  if (!h || r != next)
     return {};
   if (Operation *def = h.getDefiningOp(); def && viewSource(def))
     return {};

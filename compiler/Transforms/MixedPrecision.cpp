@@ -71,6 +71,10 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
                        "fp16), got fp32");
       return signalPassFailure();
     }
+    if (fp8LmHead && policy != "fp8") {
+      module.emitError("gpt-mixed-precision: fp8-lm-head needs policy fp8, got ") << policy;
+      return signalPassFailure();
+    }
     if (policy == "fp32")
       return; // fp32 everywhere: the model as written
     if (policy != "bf16" && policy != "fp16" && policy != "fp8") {
@@ -95,10 +99,6 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
     f32 = Float32Type::get(&getContext());
     if (failed(rewrite(fn)))
       return signalPassFailure();
-    if (fp8LmHead && policy != "fp8") {
-      module.emitError("gpt-mixed-precision: fp8-lm-head needs policy fp8, got ") << policy;
-      return signalPassFailure();
-    }
     if (policy == "fp8")
       fp8Linears(fn);
     if (fp8LmHead)

@@ -62,11 +62,7 @@ bool isFp8Cast(Operation *op) {
 /// `v` is the amax history a quantization records in (delayed scaling):
 /// its clone quantizes the same values without recording them again.
 bool isRecordedHistory(Operation *op, Value v) {
-  if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(op))
-    return v == q.getHistory();
-  if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op))
-    return v == ct.getHistory();
-  return false;
+  return !llvm::isa<Fp8ScaleOp>(op) && v && getFp8History(op).history == v;
 }
 
 /// A clone of `op` at `b` reading `map`'s values; a recording

@@ -294,6 +294,16 @@ LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::option
 // Fp8ScaleOp
 //===----------------------------------------------------------------------===//
 
+Fp8History mlir::gpt::getFp8History(Operation *op) {
+  if (auto s = llvm::dyn_cast<Fp8ScaleOp>(op))
+    return {s.getHistory(), s.getShifted()};
+  if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(op))
+    return {q.getHistory(), q.getRecorded()};
+  if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op))
+    return {ct.getHistory(), ct.getRecorded()};
+  return {};
+}
+
 LogicalResult Fp8ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
                                            Adaptor adaptor, SmallVectorImpl<Type> &results) {
   auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));

@@ -25,6 +25,15 @@ bool isFusibleElementwise(Operation *op);
 inline double fp8MaxFinite(Fp8Format format) {
   return format == Fp8Format::E4M3 ? 448.0 : 57344.0;
 }
+
+/// An FP8 op's amax history (delayed scaling) and the result it returns
+/// it as: a gpt.fp8_scale's `shifted`, a quantization's `recorded`. Nulls
+/// for other ops and for FP8 ops without a history.
+struct Fp8History {
+  Value history;
+  Value next;
+};
+Fp8History getFp8History(Operation *op);
 } // namespace mlir::gpt
 
 #endif // GPTC_DIALECTS_GPT_IR_GPTOPS_H

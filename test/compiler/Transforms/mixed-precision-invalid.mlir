@@ -25,3 +25,8 @@ func.func @scalar(%w: f32 {gpt.param = "w"}) -> f32 {
 // Tests that fp8-lm-head without the fp8 policy is an error naming both.
 // RUN: not gpt-opt %s --gpt-mixed-precision="policy=bf16 fp8-lm-head" 2>&1 | FileCheck %s --check-prefix=HEAD
 // HEAD: error: gpt-mixed-precision: fp8-lm-head needs policy fp8, got bf16
+
+// Tests that fp8-lm-head under the fp32 policy (which rewrites nothing) is
+// an error too, not silently ignored.
+// RUN: not gpt-opt %s --gpt-mixed-precision="policy=fp32 fp8-lm-head" 2>&1 | FileCheck %s --check-prefix=HEAD32
+// HEAD32: error: gpt-mixed-precision: fp8-lm-head needs policy fp8, got fp32
