@@ -373,7 +373,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
         if (c.kind == Command::Record || c.kind == Command::Wait)
           os << "event " << c.event;
         if (c.kind == Command::AllReduce)
-          os << (c.mean ? "mean" : "sum");
+          os << (c.reduce == Command::Max ? "max" : c.reduce == Command::Mean ? "mean" : "sum");
         if (c.kind == Command::Launch)
           os << lowered->kernels[c.kernel].name << " threads=" << c.threads;
         if (c.kind == Command::Gemm) {
@@ -530,8 +530,10 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
         std::vector<uint32_t> ts;
         for (const Operand &o : c.args)
           ts.push_back(operandTensor(o));
-        auto reduce = s::CreateAllReduce(b, b.CreateVector(ts),
-                                         c.mean ? s::ReduceOp::Avg : s::ReduceOp::Sum);
+        s::ReduceOp op = c.reduce == Command::Max    ? s::ReduceOp::Max
+                         : c.reduce == Command::Mean ? s::ReduceOp::Avg
+                                                     : s::ReduceOp::Sum;
+        auto reduce = s::CreateAllReduce(b, b.CreateVector(ts), op);
         cmds.push_back(s::CreateCommand(b, c.stream, s::Op::AllReduce, reduce.Union()));
         break;
       }

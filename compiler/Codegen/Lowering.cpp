@@ -629,7 +629,17 @@ void Lowerer::waitFor(ValueRange operands) {
 LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
   std::string name = op->getName().getStringRef().str();
   Command reduce{Command::AllReduce, 0, 0, 0, {}, name, kCommStream};
-  reduce.mean = op.getKind() == ReduceKind::Mean;
+  switch (op.getKind()) {
+  case ReduceKind::Sum:
+    reduce.reduce = Command::Sum;
+    break;
+  case ReduceKind::Mean:
+    reduce.reduce = Command::Mean;
+    break;
+  case ReduceKind::Max:
+    reduce.reduce = Command::Max;
+    break;
+  }
   for (auto [in, r] : llvm::zip(op.getInputs(), op.getResults())) {
     if (tensorOf.lookup(in) != tensorOf.lookup(r))
       program->commands.push_back({Command::Copy, 0, 0, 0, {t(in), t(r)}, name});
@@ -1100,10 +1110,11 @@ LogicalResult Lowerer::mapResults(Operation *op) {
     return success();
   }
   if (auto ar = llvm::dyn_cast<AllReduceOp>(op)) {
-    // In place (gpt-plan-memory): the result has its operand's offset.
+    // In place (gpt-plan-memory): the result has its operand's offset, or
+    // -1 where the operand lives in an argument (an FP8 amax history).
     for (auto [in, r, off] : llvm::zip(ar.getInputs(), ar.getResults(), offsets.asArrayRef())) {
       const TensorInfo &src = result.tensors[tensorOf.lookup(in)];
-      if (src.pool == "activations" && src.offset == off) {
+      if (off < 0 || (src.pool == "activations" && src.offset == off)) {
         tensorOf[r] = tensorOf.lookup(in);
         continue;
       }

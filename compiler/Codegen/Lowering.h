@@ -94,7 +94,7 @@ struct Command {
   std::string op;       // the gpt op it comes from, for dumps and errors
   unsigned stream = 0;  // kCompute, or kComm for collectives
   unsigned event = 0;   // Record/Wait
-  bool mean = false;    // AllReduce: mean (else sum)
+  enum Reduce { Sum, Mean, Max } reduce = Sum; // AllReduce
 };
 
 /// Streams: compute, and communication (collectives overlap compute).

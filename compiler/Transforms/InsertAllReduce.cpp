@@ -6,7 +6,9 @@
 ///     order) and pack them into buckets of >= bucket-mb MiB.
 ///  3) Insert one gpt.all_reduce mean per bucket right after its last
 ///     gradient's op and redirect every other use to its results.
-///  4) Average the returned loss the same way; record world_size.
+///  4) Average the returned loss the same way.
+///  5) Take the maximum of the FP8 amax histories the step records, so
+///     every rank keeps the same state; record world_size.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,10 +47,11 @@ struct InsertAllReducePass
   /// Inserts one all_reduce of `values` after `after`; every use of a value
   /// except the new op reads its result instead.
   AllReduceOp reduceAfter(Operation *after, ArrayRef<Value> values, int64_t bytes,
-                          llvm::DenseMap<Operation *, int64_t> &index) {
+                          llvm::DenseMap<Operation *, int64_t> &index,
+                          ReduceKind kind = ReduceKind::Mean) {
     OpBuilder b(after->getContext());
     b.setInsertionPointAfter(after);
-    auto op = AllReduceOp::create(b, after->getLoc(), ReduceKind::Mean, values,
+    auto op = AllReduceOp::create(b, after->getLoc(), kind, values,
                                   /*bucket=*/0, bytes, worldSize);
     index[op] = index.lookup(after);
     for (auto [v, r] : llvm::zip(values, op.getResults()))
@@ -131,6 +134,28 @@ struct InsertAllReducePass
       if (!loss.getDefiningOp())
         return fn.emitError("gpt-insert-all-reduce: the loss is an argument");
       reduceAfter(loss.getDefiningOp(), {loss}, bytesOf(loss.getType()), index);
+    }
+
+    // 5) The amax histories the quantizations record (delayed scaling) are
+    //    state: each rank saw other values, so each takes the maximum of
+    //    all ranks' (one bucket after the last recording), and the ranks
+    //    keep the same scales and checkpoint the same histories.
+    SmallVector<Value> recorded;
+    Operation *lastRecording = nullptr;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      Operation *def = v.getDefiningOp();
+      if (!def || !fn.getResultAttr(i, "gpt.state") || llvm::isa<Fp8ScaleOp>(def) ||
+          getFp8History(def).next != v || llvm::is_contained(recorded, v))
+        continue;
+      recorded.push_back(v);
+      if (!lastRecording || index.lookup(def) > index.lookup(lastRecording))
+        lastRecording = def;
+    }
+    if (!recorded.empty()) {
+      int64_t bytes = 0;
+      for (Value v : recorded)
+        bytes += bytesOf(v.getType());
+      reduceAfter(lastRecording, recorded, bytes, index, ReduceKind::Max);
     }
 
     // Buckets numbered in issue (program) order.

@@ -249,7 +249,7 @@ def InsertLogitsPass : Pass<"gpt-insert-logits", "::mlir::ModuleOp"> {
 //===----------------------------------------------------------------------===//
 
 def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
-  let summary = "Data parallelism: bucketed gradient all-reduces, global loss and grad norm";
+  let summary = "Data parallelism: bucketed gradient all-reduces, global loss, grad norm and FP8 amaxes";
   let description = [{
     Makes `function` (default `train_step`, calls inlined) one rank of a
     data-parallel step over `world-size` ranks, each training on its own
@@ -265,6 +265,11 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
          results, so the grad norm, clipping and the update are global.
       4) The returned `loss` is averaged the same way: the logged loss is
          the global batch's.
+      5) The FP8 amax histories the step records (gpt-fp8-delayed-scaling,
+         state results of `gpt.fp8_quantize` and `gpt.fp8_cast_transpose`)
+         become one `gpt.all_reduce max` after the last of them: every
+         rank then takes the next step's scales from the global batch's
+         amaxes and checkpoints the same histories.
 
     With equal per-rank batches, the mean of the ranks' mean gradients is
     the gradient of the global batch's mean loss: N ranks of batch B train

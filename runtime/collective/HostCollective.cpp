@@ -3,6 +3,7 @@
 #include "runtime/collective/HostCollective.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace gptc {
@@ -73,11 +74,12 @@ Status HostMember::allReduce(const std::vector<Buffer> &buffers, schema::ReduceO
   std::vector<std::vector<float>> mine(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
     size_t lo = buffers[i].count * rank_ / n, hi = buffers[i].count * (rank_ + 1) / n;
-    mine[i].assign(hi - lo, 0.0f);
+    const bool max = op == schema::ReduceOp::Max;
+    mine[i].assign(hi - lo, max ? -INFINITY : 0.0f);
     for (int r = 0; r < n; ++r) {
       const float *src = static_cast<const float *>((*g.posted_[r])[i].data);
       for (size_t e = lo; e < hi; ++e)
-        mine[i][e - lo] += src[e];
+        mine[i][e - lo] = max ? std::max(mine[i][e - lo], src[e]) : mine[i][e - lo] + src[e];
     }
     if (op == schema::ReduceOp::Avg)
       for (float &x : mine[i])

@@ -127,7 +127,9 @@ Status NcclCollective::allReduce(const std::vector<Buffer> &buffers, schema::Red
   if (comm_->aborted)
     return Status::error("all-reduce: the NCCL communicator was aborted (another rank failed)");
   ncclComm_t comm = comm_->comm;
-  ncclRedOp_t redOp = op == schema::ReduceOp::Avg ? ncclAvg : ncclSum;
+  ncclRedOp_t redOp = op == schema::ReduceOp::Avg   ? ncclAvg
+                      : op == schema::ReduceOp::Max ? ncclMax
+                                                    : ncclSum;
   auto s = static_cast<cudaStream_t>(stream);
   // Types first: a refused buffer must not leave half a bucket enqueued.
   std::vector<ncclDataType_t> types;

@@ -114,6 +114,9 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
   }
   case schema::Op::AllReduce: {
     const auto *ar = cmd.op_as_AllReduce();
+    if (ar->op() < schema::ReduceOp::MIN || ar->op() > schema::ReduceOp::MAX)
+      return Status::error(where + " reduces by an unknown operation (" +
+                           std::to_string(static_cast<int>(ar->op())) + ")");
     if (ar->tensors())
       for (uint32_t t : *ar->tensors())
         if (Status s = tensor(t); !s)

@@ -733,8 +733,6 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 LogicalResult AllReduceOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one tensor");
-  if (getKind() != ReduceKind::Sum && getKind() != ReduceKind::Mean)
-    return emitOpError("reduces by sum or mean, not ") << stringifyReduceKind(getKind());
   if (getWorldSize() < 1)
     return emitOpError("world_size must be >= 1, got ") << getWorldSize();
   for (Value v : getInputs())

@@ -867,11 +867,11 @@ def GPT_RandomNormalOp : GPT_Op<"random_normal", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def GPT_AllReduceOp : GPT_Op<"all_reduce", [InferTypeOpAdaptor]> {
-  let summary = "Sum or mean of tensors across the ranks of a data-parallel step";
+  let summary = "Sum, mean or maximum of tensors across the ranks of a data-parallel step";
   let description = [{
     Every rank passes the same list of tensors; result `i` is, on every rank,
-    the sum (`sum`) or the mean (`mean`) of input `i` over the `world_size`
-    ranks. One op is one bucket: the runtime issues it as one collective on
+    the sum (`sum`), the mean (`mean`) or the elementwise maximum (`max`) of
+    input `i` over the `world_size` ranks. One op is one bucket: the runtime issues it as one collective on
     the communication stream as soon as its inputs are computed, so it
     overlaps the compute that follows it. `bucket` numbers the buckets in
     issue order; `bytes` is the bucket's payload.

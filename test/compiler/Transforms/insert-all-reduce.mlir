@@ -67,3 +67,40 @@ func.func @train_step(%b: tensor<16xf32> {gpt.param = "b"}, %mb: tensor<16xf32> 
   return %b1, %loss : tensor<16xf32>, tensor<f32>
 }
 }
+
+// -----
+
+// Tests that the FP8 amax histories two quantizations record become one
+// all_reduce max after the later recording, returned as the state; the
+// shifted history the scale returns is not reduced (no rank changed it).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[S0:.*]], %{{.*}}, %[[SH0:.*]] = gpt.fp8_scale e4m3 %{{.*}} history %[[H0:[^ ]*]]
+// CHECK: %{{.*}}, %{{.*}}, %[[R0:.*]] = gpt.fp8_cast_transpose e4m3 %{{.*}}, %[[S0]] history %[[SH0]]
+// CHECK-NOT: gpt.all_reduce max
+// CHECK: %[[S1:.*]], %{{.*}}, %[[SH1:.*]] = gpt.fp8_scale e5m2
+// CHECK: %{{.*}}, %[[R1:.*]] = gpt.fp8_quantize e5m2 %{{.*}}, %[[S1]] history %[[SH1]]
+// CHECK-NEXT: %[[M:.*]]:2 = gpt.all_reduce max %[[R0]], %[[R1]] {bucket = 1 : i64, bytes = 32 : i64, world_size = 4 : i64} : tensor<4xf32>, tensor<4xf32>
+// CHECK-NEXT: %{{.*}}, %{{.*}}, %[[SH2:.*]] = gpt.fp8_scale e4m3
+// CHECK: return %{{.*}}, %[[M]]#0, %[[M]]#1, %[[SH2]], %{{.*}} :
+func.func @train_step(%b: tensor<16xf32> {gpt.param = "b"}, %mb: tensor<16xf32> {gpt.state = "b.adam_m"},
+                      %vb: tensor<16xf32> {gpt.state = "b.adam_v"},
+                      %h0: tensor<4xf32> {gpt.state = "fp8.amax_history.0"},
+                      %h1: tensor<4xf32> {gpt.state = "fp8.amax_history.1"},
+                      %h2: tensor<4xf32> {gpt.state = "fp8.amax_history.2"},
+                      %x: tensor<8x16xbf16> {gpt.input = "x"}, %step: tensor<i32> {gpt.input = "step"})
+    -> (tensor<16xf32> {gpt.param = "b"}, tensor<4xf32> {gpt.state = "fp8.amax_history.0"},
+        tensor<4xf32> {gpt.state = "fp8.amax_history.1"}, tensor<4xf32> {gpt.state = "fp8.amax_history.2"},
+        tensor<f32> {gpt.output = "loss"}) {
+  %s0, %i0, %sh0 = gpt.fp8_scale e4m3 %x history %h0 : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  %q0, %qt0, %r0 = gpt.fp8_cast_transpose e4m3 %x, %s0 history %sh0
+      : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
+  %loss = gpt.global_norm %b : (tensor<16xf32>) -> tensor<f32>
+  %s1, %i1, %sh1 = gpt.fp8_scale e5m2 %x history %h1 : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  %q1, %r1 = gpt.fp8_quantize e5m2 %x, %s1 history %sh1 : (tensor<8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf8E5M2>, tensor<4xf32>)
+  %s2, %i2, %sh2 = gpt.fp8_scale e4m3 %b history %h2 : (tensor<16xf32>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  %gb = gpt.neg %b : tensor<16xf32>
+  %b1, %mb1, %vb1 = gpt.adamw %b, %gb, %mb, %vb, %loss, %step, %loss
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.0 : f64}
+      : tensor<16xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  return %b1, %r0, %r1, %sh2, %loss : tensor<16xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
+}

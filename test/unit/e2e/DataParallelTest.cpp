@@ -32,12 +32,15 @@ constexpr int64_t kRanks = 2, kBatch = 2, kSeq = 8, kSteps = 6, kVocab = 60;
 struct Trace {
   std::vector<float> loss, norm;
   std::vector<std::vector<uint8_t>> params; // by parameter tensor, after the last step
+  std::vector<std::vector<float>> histories; // FP8 amax histories, after the last step
 };
 
 class DataParallelTest : public GPT2Test {
 protected:
-  std::vector<uint8_t> build(int64_t batch, int64_t worldSize) {
+  std::vector<uint8_t> build(int64_t batch, int64_t worldSize,
+                             const std::string &precision = "fp32") {
     EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+      o.precision = precision;
       o.batch = batch;
       o.seq = kSeq;
       o.lr = 1e-2;
@@ -108,13 +111,22 @@ protected:
       trace.loss.push_back(*loss);
       trace.norm.push_back(*norm);
     }
-    for (uint32_t i = 0; i < s.schema().tensors()->size(); ++i)
-      if (s.tensor(i).role() == schema::TensorRole::Parameter) {
-        std::vector<uint8_t> p(s.tensor(i).size_bytes());
+    for (uint32_t i = 0; i < s.schema().tensors()->size(); ++i) {
+      const schema::Tensor &t = s.tensor(i);
+      if (t.role() == schema::TensorRole::Parameter) {
+        std::vector<uint8_t> p(t.size_bytes());
         if (Status st = s.readTensor(i, p.data(), p.size()); !st)
           return fail(st);
         trace.params.push_back(std::move(p));
       }
+      if (t.role() == schema::TensorRole::OptimizerState &&
+          t.name()->str().rfind("fp8.amax_history.", 0) == 0) {
+        std::vector<float> h(t.size_bytes() / 4);
+        if (Status st = s.readTensor(i, h.data(), t.size_bytes()); !st)
+          return fail(st);
+        trace.histories.push_back(std::move(h));
+      }
+    }
     return trace;
   }
 };
@@ -173,6 +185,42 @@ TEST_F(DataParallelTest, RanksTrainLikeOneLargeBatch) {
   // Training happened, and the ranks agree exactly (same reduced values).
   EXPECT_LT(big.loss.back(), big.loss.front());
   EXPECT_EQ(traces[0].params, traces[1].params);
+}
+
+// FP8 with delayed scaling: each rank records the amaxes of its own
+// batch; the ranks must end every step with the same histories (their
+// maximum), hence take the same scales and save the same state.
+TEST_F(DataParallelTest, Fp8RanksShareTheirAmaxHistories) {
+  std::vector<uint8_t> ranked = build(kBatch, kRanks, "fp8");
+  ASSERT_FALSE(ranked.empty());
+  HostGroup group(kRanks);
+  std::vector<std::unique_ptr<Collective>> members;
+  for (int r = 0; r < kRanks; ++r)
+    members.push_back(group.member(r));
+  std::vector<Trace> traces(kRanks);
+  std::vector<std::string> errors(kRanks);
+  std::vector<std::thread> threads;
+  // Different sequences per rank, so their activations' amaxes differ.
+  for (int r = 0; r < kRanks; ++r)
+    threads.emplace_back([&, r] {
+      traces[r] = train(ranked, r * kBatch, kBatch, members[r].get(), errors[r]);
+      if (!errors[r].empty())
+        group.abort();
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < kRanks; ++r)
+    ASSERT_TRUE(errors[r].empty()) << "rank " << r << ": " << errors[r];
+  ASSERT_FALSE(traces[0].histories.empty());
+  EXPECT_EQ(traces[0].histories, traces[1].histories);
+  EXPECT_EQ(traces[0].params, traces[1].params);
+  // kSteps amaxes were recorded in each history (newest first).
+  for (const std::vector<float> &h : traces[0].histories) {
+    ASSERT_GT(h.size(), size_t(kSteps));
+    for (int64_t i = 0; i < kSteps; ++i)
+      EXPECT_GT(h[i], 0.0f);
+    EXPECT_EQ(h[kSteps], 0.0f);
+  }
 }
 
 TEST_F(DataParallelTest, RankedExecutableNeedsMatchingRanks) {

@@ -49,9 +49,11 @@ protected:
   std::string data() const { return (dir / "tokens.bin").string(); }
 
   /// Compiles `tiny` for the Host target to `name` in the test directory.
-  std::string emit(const std::string &name, int64_t batch, int64_t worldSize) {
+  std::string emit(const std::string &name, int64_t batch, int64_t worldSize,
+                   const std::string &precision = "fp32") {
     std::string path = (dir / name).string();
     EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+      o.precision = precision;
       o.batch = batch;
       o.seq = kSeq;
       o.lr = 1e-2;
@@ -98,6 +100,29 @@ protected:
     return n;
   }
 
+  /// Trains 4 steps straight, then 2 + a resumed 2, on 2 host ranks:
+  /// the resumed steps must log the straight run's numbers exactly.
+  void expectResumeContinuesExactly(const std::string &ranked) {
+    std::string ckpt = (dir / "ckpt").string();
+    ToolResult straight =
+        gptrun(ranked + " --target host --gpus 2 --steps 4 --log-dir " + (dir / "straight").string());
+    ASSERT_EQ(straight.status, 0) << straight.output;
+    ToolResult first = gptrun(ranked + " --target host --gpus 2 --steps 2 --checkpoint-dir " + ckpt);
+    ASSERT_EQ(first.status, 0) << first.output;
+    ToolResult rest = gptrun(ranked +
+                             " --target host --gpus 2 --steps 4 --resume latest "
+                             "--checkpoint-dir " +
+                             ckpt + " --log-dir " + (dir / "rest").string());
+    ASSERT_EQ(rest.status, 0) << rest.output;
+    std::vector<Row> a = steps(dir / "straight"), b = steps(dir / "rest");
+    ASSERT_EQ(a.size(), 4u);
+    ASSERT_EQ(b.size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(b[i].loss, a[i + 2].loss) << "step " << i + 3;
+      EXPECT_EQ(b[i].norm, a[i + 2].norm) << "step " << i + 3;
+    }
+  }
+
   ScratchDir scratch{"gptrun-ranks-test"};
   fs::path dir = scratch.path();
 };
@@ -132,25 +157,14 @@ TEST_F(GptrunRanksTest, TwoHostRanksLogWhatOneBigBatchLogs) {
 }
 
 TEST_F(GptrunRanksTest, ResumedRanksContinueExactly) {
-  std::string ranked = emit("ws2.fb", kBatch, 2);
-  std::string ckpt = (dir / "ckpt").string();
-  ToolResult straight =
-      gptrun(ranked + " --target host --gpus 2 --steps 4 --log-dir " + (dir / "straight").string());
-  ASSERT_EQ(straight.status, 0) << straight.output;
-  ToolResult first = gptrun(ranked + " --target host --gpus 2 --steps 2 --checkpoint-dir " + ckpt);
-  ASSERT_EQ(first.status, 0) << first.output;
-  ToolResult rest = gptrun(ranked +
-                           " --target host --gpus 2 --steps 4 --resume latest "
-                           "--checkpoint-dir " +
-                           ckpt + " --log-dir " + (dir / "rest").string());
-  ASSERT_EQ(rest.status, 0) << rest.output;
-  std::vector<Row> a = steps(dir / "straight"), b = steps(dir / "rest");
-  ASSERT_EQ(a.size(), 4u);
-  ASSERT_EQ(b.size(), 2u);
-  for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(b[i].loss, a[i + 2].loss) << "step " << i + 3;
-    EXPECT_EQ(b[i].norm, a[i + 2].norm) << "step " << i + 3;
-  }
+  expectResumeContinuesExactly(emit("ws2.fb", kBatch, 2));
+}
+
+// FP8 with delayed scaling: the amax histories are state, saved by rank 0;
+// the ranks' histories must agree (gpt-insert-all-reduce takes their
+// maximum) for a resumed run to continue the straight one.
+TEST_F(GptrunRanksTest, ResumedFp8RanksContinueExactly) {
+  expectResumeContinuesExactly(emit("ws2-fp8.fb", kBatch, 2, "fp8"));
 }
 
 // A signal reaches the ranks at different moments; they must still agree

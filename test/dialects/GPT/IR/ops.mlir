@@ -848,6 +848,17 @@ func.func @all_reduce(%a: tensor<64x16xf32>, %b: tensor<16xf32>) -> (tensor<64x1
 
 // -----
 
+// Tests that gpt.all_reduce takes a maximum (the FP8 amax histories).
+
+// CHECK-LABEL: func.func @all_reduce_max
+func.func @all_reduce_max(%h: tensor<16xf32>) -> tensor<16xf32> {
+  // CHECK: gpt.all_reduce max %{{.*}} {bucket = 3 : i64, bytes = 64 : i64, world_size = 2 : i64} : tensor<16xf32>
+  %r = gpt.all_reduce max %h {bucket = 3 : i64, bytes = 64 : i64, world_size = 2 : i64} : tensor<16xf32>
+  return %r : tensor<16xf32>
+}
+
+// -----
+
 // Tests that gpt.adamw_multi round-trips with one weight decay per parameter.
 
 // CHECK-LABEL: func.func @adamw_multi

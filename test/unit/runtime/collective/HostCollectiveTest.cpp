@@ -56,6 +56,21 @@ TEST(HostCollectiveTest, SumAndMeanOverThreeRanks) {
   }
 }
 
+// Verify the elementwise maximum over 3 ranks (the FP8 amax histories'),
+// negative values and zeros included.
+TEST(HostCollectiveTest, MaxOverThreeRanks) {
+  HostGroup group(3);
+  std::vector<std::vector<float>> h = {{0, 2, -1, 0}, {5, 1, -3, 0}, {1, 7, -2, 0}};
+  auto errors = onRanks(group, [&](int r) {
+    return group.member(r)->allReduce({{h[r].data(), h[r].size(), schema::DType::F32}},
+                                      schema::ReduceOp::Max, nullptr);
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(errors[r], "");
+    EXPECT_EQ(h[r], (std::vector<float>{5, 7, -1, 0})) << "rank " << r;
+  }
+}
+
 // Verify that ranks passing different buffers all get an error, not a hang.
 TEST(HostCollectiveTest, MismatchedBuffersFailOnEveryRank) {
   HostGroup group(2);

@@ -54,7 +54,8 @@ TEST(NcclCollectiveTest, NvlsIsOffUnlessTheUserSetIt) {
 }
 
 /// Each of `n` ranks (one per GPU, in threads) all-reduces a buffer whose
-/// element i is (rank + 1) * i; the sum is n(n+1)/2 * i, the mean (n+1)/2 * i.
+/// element i is (rank + 1) * i; the sum is n(n+1)/2 * i, the mean
+/// (n+1)/2 * i, the maximum n * i.
 void reduceOnRanks(int n, schema::ReduceOp op) {
   NcclId id = *newNcclId();
   constexpr size_t kCount = 1000;
@@ -91,7 +92,9 @@ void reduceOnRanks(int n, schema::ReduceOp op) {
     });
   for (std::thread &t : threads)
     t.join();
-  float scale = op == schema::ReduceOp::Sum ? float(n * (n + 1) / 2) : float(n + 1) / 2;
+  float scale = op == schema::ReduceOp::Sum   ? float(n * (n + 1) / 2)
+                : op == schema::ReduceOp::Max ? float(n)
+                                              : float(n + 1) / 2;
   for (int r = 0; r < n; ++r) {
     ASSERT_TRUE(errors[r].empty()) << "rank " << r << ": " << errors[r];
     for (size_t i = 0; i < kCount; i += 97)
@@ -105,11 +108,12 @@ TEST(NcclCollectiveTest, OneRank) {
   reduceOnRanks(1, schema::ReduceOp::Sum);
 }
 
-TEST(NcclCollectiveTest, SumAndMeanOverEveryGpu) {
+TEST(NcclCollectiveTest, SumMeanAndMaxOverEveryGpu) {
   if (gpus() < 2)
     GTEST_SKIP() << "needs 2 GPUs, found " << gpus();
   reduceOnRanks(gpus(), schema::ReduceOp::Sum);
   reduceOnRanks(gpus(), schema::ReduceOp::Avg);
+  reduceOnRanks(gpus(), schema::ReduceOp::Max);
 }
 
 } // namespace

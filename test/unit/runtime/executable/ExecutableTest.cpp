@@ -33,6 +33,7 @@ struct Spec {
   uint32_t argTensor = 0;
   uint32_t numArgs = 1;
   std::vector<int64_t> shape = {16};
+  int reduceOp = -1;   // >= 0: an AllReduce of tensor 0 by this operation too
   bool sealed = false; // with a checksum, as gptc writes them
 };
 
@@ -56,6 +57,11 @@ std::vector<uint8_t> build(const Spec &spec) {
   std::vector<fb::Offset<s::Command>> cmds = {
       s::CreateCommand(b, spec.stream, s::Op::LaunchKernel, launch.Union()),
       s::CreateCommand(b, 0, s::Op::RunGemm, runGemm.Union())};
+  if (spec.reduceOp >= 0) {
+    std::vector<uint32_t> reduced = {0};
+    auto reduce = s::CreateAllReduce(b, b.CreateVector(reduced), s::ReduceOp(spec.reduceOp));
+    cmds.push_back(s::CreateCommand(b, 0, s::Op::AllReduce, reduce.Union()));
+  }
   std::vector<uint32_t> io = {0};
   auto program = s::CreateProgram(b, b.CreateString("train_step"), b.CreateVector(io),
                                   b.CreateVector(io), b.CreateVector(cmds));
@@ -171,6 +177,9 @@ TEST(ExecutableTest, RejectsSemanticErrors) {
   EXPECT_NE(with([](Spec &s) { s.argTensor = 5; }).find("refers to tensor 5"),
             std::string::npos);
   EXPECT_NE(with([](Spec &s) { s.numArgs = 2; }).find("passes 1 arguments to gelu_forward"),
+            std::string::npos);
+  EXPECT_EQ(with([](Spec &s) { s.reduceOp = int(s::ReduceOp::Max); }), "");
+  EXPECT_NE(with([](Spec &s) { s.reduceOp = 3; }).find("reduces by an unknown operation (3)"),
             std::string::npos);
 }
 
