@@ -595,6 +595,8 @@ private:
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
+  void quantize(Operation *op, Value x, Value scale, Value history, Value recorded, Value result,
+                Fp8Format format, bool gelu);
   void castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
                      Value rowMajor, Value transposed, Fp8Format format, bool gelu);
   /// A recording quantization's kernel argument: `recorded` as i32 (for
@@ -1700,32 +1702,37 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   return success();
 }
 
-/// gpt.fp8_quantize: a kernel storing the code of s x for every element
-/// (at the transposed index with `transpose`); on CUDA 8 elements per
-/// thread, loaded and stored as vectors.
+/// gpt.fp8_quantize: the codes of s x (at the transposed index with
+/// `transpose`).
 LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
-  Value x = op.getInput();
-  Fp8Format format = op.getFormat();
-  if (op.getTranspose()) {
-    castTranspose(op, x, op.getScale(), op.getHistory(), op.getRecorded(), Value(),
-                  op.getResult(), format, op.getGelu());
-    return success();
-  }
+  if (op.getTranspose())
+    castTranspose(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(), Value(),
+                  op.getResult(), op.getFormat(), op.getGelu());
+  else
+    quantize(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(), op.getResult(),
+             op.getFormat(), op.getGelu());
+  return success();
+}
+
+/// A kernel storing the code of s x for every element as it lies into
+/// `result`; on CUDA 8 elements per thread, loaded and stored as vectors.
+void Lowerer::quantize(Operation *op, Value x, Value scale, Value history, Value recorded,
+                       Value result, Fp8Format format, bool gelu) {
   Type elt = eltOf(x);
-  bool gelu = op.getGelu();
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
   int64_t n = numel(x);
-  int64_t u = n % 8 == 0 && vectorChunks({x, op.getResult()}, 8) ? 8 : 1;
+  int64_t u = n % 8 == 0 && vectorChunks({x, result}, 8) ? 8 : 1;
   bool cvt = options.cudaArch >= 89;
   std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
-  std::vector<Operand> args = {t(x), t(op.getScale()), t(op.getResult())};
-  bool records = static_cast<bool>(op.getRecorded());
+  std::vector<Operand> args = {t(x), t(scale), t(result)};
+  bool records = static_cast<bool>(recorded);
   if (records) { // a[3]: each thread records the amax of its elements
-    auto [type, arg] = recordedArg(op, op.getHistory(), op.getRecorded());
+    auto [type, arg] = recordedArg(op, history, recorded);
     types.push_back(type);
     args.push_back(arg);
   }
-  launch(op, keyOf(op), "fp8_quantize", types, args, n / u,
+  // A cast-transpose's row-major half shares the op's key: keep it apart.
+  launch(op, keyOf(op) + "[row-major]", "fp8_quantize", types, args, n / u,
          [=](OpBuilder &b, Location loc, Value i, ValueRange a) {
            KB k{b, loc};
            Value s = k.ld(a[1], k.idx(0));
@@ -1741,7 +1748,6 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
            if (records)
              recordAmax(k, a[3], m);
          });
-  return success();
 }
 
 std::pair<Type, Operand> Lowerer::recordedArg(Operation *op, Value history, Value recorded) {
@@ -1787,13 +1793,14 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
     args.push_back(arg);
   }
   std::string name = rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose";
+  std::string key = keyOf(op) + (rowMajor ? "[both]" : "[transposed]");
   constexpr int64_t kThreads = kCastTile * kCastTile / 16;
   // 16-byte vectors of the input and of the transposed rows.
   if (vectorChunks(tensors, 16) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
       options.blockThreads == kThreads && elt.getIntOrFloatBitWidth() == 16) {
     bool cvt = options.cudaArch >= 89;
     int64_t tilesPerRow = cols / kCastTile;
-    launch(op, keyOf(op) + "tiled", name, types, args, n / 16,
+    launch(op, key + "tiled", name, types, args, n / 16,
            [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
              KB k{b, loc};
              Value tid = k.urem(idx, k.idx(kThreads)), block = k.udiv(idx, k.idx(kThreads));
@@ -1853,7 +1860,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
     return;
   }
   int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
-  launch(op, keyOf(op), name, types, args, n / run,
+  launch(op, key, name, types, args, n / run,
          [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
            KB k{b, loc};
            Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
@@ -1879,11 +1886,16 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
          });
 }
 
-/// gpt.fp8_cast_transpose: both layouts from one read of the input.
+/// gpt.fp8_cast_transpose: both layouts from one read of the input, or
+/// only the one something reads (a recomputed copy, gpt-rematerialize).
 LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
-  castTranspose(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(),
-                op.getResult(), op.getTransposed(),
-                op.getFormat(), op.getGelu());
+  if (op.getTransposed().use_empty())
+    quantize(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(), op.getResult(),
+             op.getFormat(), op.getGelu());
+  else
+    castTranspose(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(),
+                  op.getResult().use_empty() ? Value() : op.getResult(), op.getTransposed(),
+                  op.getFormat(), op.getGelu());
   return success();
 }
 
