@@ -444,10 +444,10 @@ private:
 
   /// gpt.fp8_scale's s = max_finite / amax (1 for an all-zero or
   /// non-finite amax).
+  /// A NaN anywhere makes the amax NaN, hence the scale 1, as the kernels'
+  /// maxima do.
   static double fp8Scale(const Buffer &x, Fp8Format format) {
-    double amax = 0;
-    for (T v : x)
-      amax = std::max(amax, std::fabs(static_cast<double>(v)));
+    double amax = amaxOf(x);
     return amax > 0 && std::isfinite(amax) ? fp8MaxFinite(format) / amax : 1.0;
   }
 

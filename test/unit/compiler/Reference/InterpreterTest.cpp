@@ -67,6 +67,26 @@ TEST_F(InterpreterTest, Fp8MatmulQuantizesEachOperandByItsAmax) {
   expectNear(zero, {0.0}, 0);
 }
 
+// Verify that a NaN makes gpt.fp8_scale's amax NaN, so the scale is 1 (as
+// the kernels' maxima propagate it), not the amax of the other elements.
+TEST_F(InterpreterTest, Fp8ScaleOfANanIsOne) {
+  module = parse(R"mlir(
+    func.func @f(%x: tensor<3xf32>) -> (tensor<f32>, tensor<f32>) {
+      %s, %inv = gpt.fp8_scale e4m3 %x : (tensor<3xf32>) -> (tensor<f32>, tensor<f32>)
+      return %s, %inv : tensor<f32>, tensor<f32>
+    })mlir");
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  for (auto [x, scale] : {std::pair{std::vector<double>{1, nan, 4}, 1.0},
+                          std::pair{std::vector<double>{1, -2, 4}, 448.0 / 4}}) {
+    auto out = reference::evaluate(fn, {Tensor({3}, x)}, Precision::F32);
+    ASSERT_TRUE(mlir::succeeded(out)) << diagnostics;
+    expectNear((*out)[0], {scale}, 0);
+    expectNear((*out)[1], {1 / scale}, 1e-9); // 4/448 in f32
+  }
+}
+
 // Verify the tanh-approximate GELU at a few points.
 TEST_F(InterpreterTest, GeluTanhApproximation) {
   Tensor y = run(R"mlir(
