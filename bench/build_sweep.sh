@@ -10,6 +10,7 @@
 #   current  with fp8: --fp8-history=0, scales from each tensor's own amax
 #            (tag current)
 #   head   with fp8: --fp8-lm-head, the LM head's GEMMs in FP8 (tag head)
+#   dN     with a budget: --remat-max-depth=N (tag dN)
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
 #   bash bench/build_sweep.sh                 # all four
@@ -35,10 +36,11 @@ for entry in $SWEEP; do
       fp8) tag=${tag:+$tag-}fp8 precision=fp8 ;;
       current) tag=${tag:+$tag-}current extra+=(--fp8-history=0) ;;
       head) tag=${tag:+$tag-}head extra+=(--fp8-lm-head) ;;
+      d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current or head)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head or dN)"
            status=1
            continue 2
          fi ;;

@@ -148,6 +148,7 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   if (options.memoryBudget > 0) {
     RematerializePassOptions remat;
     remat.memoryBudget = options.memoryBudget;
+    remat.maxDepth = options.rematMaxDepth;
     pm.addPass(createRematerializePass(remat));
   }
   // Before gpt-fuse-elementwise, which would take the GELUs into fusions.

@@ -105,6 +105,9 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                               llvm::cl::desc("Recompute activations to fit this many GiB "
                                              "(0: off; gpt-rematerialize)"),
                               llvm::cl::init(0.0)};
+  Option<int64_t> rematMaxDepth{*this, "remat-max-depth",
+                                llvm::cl::desc("gpt-rematerialize's max-depth"),
+                                llvm::cl::init(4)};
   Option<bool> fuseMatmulEpilogue{
       *this, "fuse-matmul-epilogue",
       llvm::cl::desc("Fold GELU and bias gradients into GEMM epilogues (gpt-fuse-matmul-epilogue)"),

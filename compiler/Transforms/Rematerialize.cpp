@@ -351,6 +351,49 @@ struct CloneMerger {
   }
 };
 
+/// What is live where the plan peaks, largest first: "kind type bytes xN"
+/// per op kind and element type of the buffers' owners, the `top` largest
+/// groups named and the rest summed.
+std::string peakContents(const BufferLiveness &l, size_t top = 5) {
+  struct Group {
+    std::string name;
+    int64_t bytes = 0, count = 0;
+  };
+  std::map<std::string, Group> groups;
+  for (int b : l.liveAtPeak) {
+    const LiveBuffer &buf = l.buffers[b];
+    std::string name;
+    llvm::raw_string_ostream os(name);
+    os << buf.value.getDefiningOp()->getName().stripDialect() << " "
+       << llvm::cast<ShapedType>(buf.value.getType()).getElementType();
+    Group &g = groups[name];
+    g.name = name;
+    g.bytes += buf.size;
+    ++g.count;
+  }
+  std::vector<Group> sorted;
+  for (auto &[name, g] : groups)
+    sorted.push_back(g);
+  llvm::stable_sort(sorted, [](const Group &a, const Group &b) { return a.bytes > b.bytes; });
+  std::string out;
+  int64_t rest = 0, restCount = 0;
+  for (auto [i, g] : llvm::enumerate(sorted)) {
+    if (i >= top) {
+      rest += g.bytes;
+      restCount += g.count;
+      continue;
+    }
+    out += llvm::formatv("{0}{1} {2} x{3}", out.empty() ? "" : ", ", g.name,
+                         gptc::formatBytes(g.bytes), g.count)
+               .str();
+  }
+  if (restCount)
+    out += llvm::formatv(", {0} more {1}", restCount, gptc::formatBytes(rest)).str();
+  return llvm::formatv("live at the peak: {0} of arguments, {1} of activations ({2})",
+                       gptc::formatBytes(l.argumentBytes()), gptc::formatBytes(l.peakBytes), out)
+      .str();
+}
+
 struct RematerializePass : public gptc::impl::RematerializePassBase<RematerializePass> {
   using Base::Base;
 
@@ -474,7 +517,7 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
                     << llvm::formatv("{0:f1}", stepFlops > 0 ? 100.0 * extraFlops / stepFlops : 0)
                     << "% FLOPs (+"
                     << llvm::formatv("{0:f1}", stepCost > 0 ? 100.0 * extraCost / stepCost : 0)
-                    << "% by the cost model)";
+                    << "% by the cost model); " << peakContents(*l);
     return success();
   }
 };

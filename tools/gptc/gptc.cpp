@@ -147,6 +147,12 @@ cl::opt<std::string> memoryBudget(
     cl::desc("Recompute activations in the backward so the train step needs at most this "
              "many GiB (parameters, AdamW state, inputs and activations; 0: off)"),
     cl::value_desc("GiB"), cl::init("0"), cl::cat(compileCat));
+cl::opt<int64_t> rematMaxDepth(
+    "remat-max-depth",
+    cl::desc("With --memory-budget: the most ops (views and FP8 casts aside) on one path of a "
+             "recompute chain; deeper chains free values further from what stays live "
+             "(gpt-rematerialize's max-depth)"),
+    cl::value_desc("N"), cl::init(4), cl::cat(compileCat));
 cl::opt<bool> fuseMatmulEpilogue(
     "fuse-matmul-epilogue",
     cl::desc("Fold GELU, GELU's gradient and bias gradients into cuBLASLt GEMM epilogues "
@@ -385,6 +391,11 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
     return failure();
   }
   options.memoryBudget = *budget;
+  if (rematMaxDepth < 1) {
+    fail("--remat-max-depth: expected a number of ops >= 1, got " + std::to_string(rematMaxDepth));
+    return failure();
+  }
+  options.rematMaxDepth = rematMaxDepth;
   buildPipeline(pm, options, phase);
   return success();
 }

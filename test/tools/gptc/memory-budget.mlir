@@ -26,3 +26,12 @@
 
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0.0001 --progress=off 2>&1 | FileCheck %s --check-prefix=UNREACHABLE
 // UNREACHABLE: error: gpt-rematerialize: @train_step does not fit the memory budget of 104.86 KiB: the best plan found peaks at {{[0-9.]+}} KiB (from 421.00 KiB; arguments alone take 102.00 KiB) after recomputing {{[0-9]+}} values
+
+// --remat-max-depth reaches the pass: at 1 every chain is one op (the
+// default, 4, plans 5 values, one of them a GELU rebuilt from its linear's
+// stored result); below 1 it is an error naming the flag.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0.0003 --remat-max-depth=1 --progress=off 2>&1 >/dev/null | FileCheck %s --check-prefix=DEPTH1
+// DEPTH1: remark: gpt-rematerialize: @train_step planned peak 421.00 KiB -> {{[0-9.]+}} KiB (budget 314.57 KiB): recomputes 7 values (7 ops: embed x1, layernorm x2, linear x4)
+// DEPTH1-SAME: live at the peak: 102.{{[0-9]+}} KiB of arguments
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --remat-max-depth=0 2>&1 | FileCheck %s --check-prefix=BADDEPTH
+// BADDEPTH: gptc: error: --remat-max-depth: expected a number of ops >= 1, got 0
