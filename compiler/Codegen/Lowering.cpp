@@ -1741,7 +1741,8 @@ void Lowerer::quantize(Operation *op, Value x, Value scale, Value history, Value
            Value m = k.f(0, ft);
            for (Value &y : ys) {
              y = fp8Source(k, y, elt, gelu);
-             m = k.fmax(m, math::AbsFOp::create(b, loc, y));
+             if (records)
+               m = k.fmax(m, math::AbsFOp::create(b, loc, y));
              y = k.mul(y, s);
            }
            k.stConsecutive(fp8Codes(k, ys, format, cvt && u > 1), a[2], at);
@@ -1870,7 +1871,8 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
            Value m = k.f(0, ft);
            for (int64_t j = 0; j < run; ++j) {
              Value v = fp8Source(k, k.ld(a[0], k.add(from, k.idx(j))), elt, gelu);
-             m = k.fmax(m, math::AbsFOp::create(b, loc, v));
+             if (recAt >= 0)
+               m = k.fmax(m, math::AbsFOp::create(b, loc, v));
              codes.push_back(k.mul(v, s));
            }
            for (Value &c : codes)
