@@ -443,9 +443,8 @@ private:
   }
 
   /// gpt.fp8_scale's s = max_finite / amax (1 for an all-zero or
-  /// non-finite amax).
-  /// A NaN anywhere makes the amax NaN, hence the scale 1, as the kernels'
-  /// maxima do.
+  /// non-finite amax; a NaN anywhere makes the amax NaN, as the kernels'
+  /// maxima do).
   static double fp8Scale(const Buffer &x, Fp8Format format) {
     double amax = amaxOf(x);
     return amax > 0 && std::isfinite(amax) ? fp8MaxFinite(format) / amax : 1.0;

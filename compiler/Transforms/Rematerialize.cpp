@@ -353,7 +353,7 @@ struct CloneMerger {
 
 /// What is live where the plan peaks, largest first: "kind type bytes xN"
 /// per op kind and element type of the buffers' owners, the `top` largest
-/// groups named and the rest summed.
+/// groups named and the rest as "others".
 std::string peakContents(const BufferLiveness &l, size_t top = 5) {
   struct Group {
     std::string name;
@@ -388,7 +388,7 @@ std::string peakContents(const BufferLiveness &l, size_t top = 5) {
                .str();
   }
   if (restCount)
-    out += llvm::formatv(", {0} more {1}", restCount, gptc::formatBytes(rest)).str();
+    out += llvm::formatv(", others {0} x{1}", gptc::formatBytes(rest), restCount).str();
   return llvm::formatv("live at the peak: {0} of arguments, {1} of activations ({2})",
                        gptc::formatBytes(l.argumentBytes()), gptc::formatBytes(l.peakBytes), out)
       .str();

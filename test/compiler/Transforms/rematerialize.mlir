@@ -176,7 +176,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gp
 // bytes), the five largest groups named and the rest summed.
 
 // CHECK-LABEL: func.func @f
-// expected-remark @+1 {{nothing recomputed, 0 B saved, +0.0% FLOPs (+0.0% by the cost model); live at the peak: 3.50 MiB of arguments, 9.50 MiB of activations (exp f32 2.50 MiB x2, neg f32 2.50 MiB x2, add f32 2.00 MiB x1, gelu f32 1.00 MiB x1, tanh f32 1.00 MiB x1, 1 more 512.00 KiB)}}
+// expected-remark @+1 {{nothing recomputed, 0 B saved, +0.0% FLOPs (+0.0% by the cost model); live at the peak: 3.50 MiB of arguments, 9.50 MiB of activations (exp f32 2.50 MiB x2, neg f32 2.50 MiB x2, add f32 2.00 MiB x1, gelu f32 1.00 MiB x1, tanh f32 1.00 MiB x1, others 512.00 KiB x1)}}
 func.func @f(%x1: tensor<128x1024xf32> {gpt.input = "x1"}, %x2: tensor<256x1024xf32> {gpt.input = "x2"},
              %x3: tensor<512x1024xf32> {gpt.input = "x3"})
     -> (tensor<512x1024xf32>, tensor<256x1024xf32>, tensor<256x1024xf32>, tensor<128x1024xf32>,

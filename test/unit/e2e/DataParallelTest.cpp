@@ -129,6 +129,29 @@ protected:
     }
     return trace;
   }
+
+  /// Trains `ranked` on kRanks host ranks in threads, rank r on sequences
+  /// [r kBatch, (r + 1) kBatch) of each step's batch; their traces in
+  /// `traces` (empty after a failure, reported by the test).
+  static void trainOnRanks(const std::vector<uint8_t> &ranked, std::vector<Trace> &traces) {
+    HostGroup group(kRanks);
+    std::vector<std::unique_ptr<Collective>> members;
+    for (int r = 0; r < kRanks; ++r)
+      members.push_back(group.member(r));
+    traces.assign(kRanks, Trace{});
+    std::vector<std::string> errors(kRanks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kRanks; ++r)
+      threads.emplace_back([&, r] {
+        traces[r] = train(ranked, r * kBatch, kBatch, members[r].get(), errors[r]);
+        if (!errors[r].empty())
+          group.abort();
+      });
+    for (std::thread &t : threads)
+      t.join();
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_TRUE(errors[r].empty()) << "rank " << r << ": " << errors[r];
+  }
 };
 
 TEST_F(DataParallelTest, RanksTrainLikeOneLargeBatch) {
@@ -141,23 +164,8 @@ TEST_F(DataParallelTest, RanksTrainLikeOneLargeBatch) {
   Trace big = train(single, 0, kRanks * kBatch, nullptr, error);
   ASSERT_TRUE(error.empty()) << error;
 
-  HostGroup group(kRanks);
-  std::vector<std::unique_ptr<Collective>> members;
-  for (int r = 0; r < kRanks; ++r)
-    members.push_back(group.member(r));
-  std::vector<Trace> traces(kRanks);
-  std::vector<std::string> errors(kRanks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r)
-    threads.emplace_back([&, r] {
-      traces[r] = train(ranked, r * kBatch, kBatch, members[r].get(), errors[r]);
-      if (!errors[r].empty())
-        group.abort();
-    });
-  for (std::thread &t : threads)
-    t.join();
-  for (int r = 0; r < kRanks; ++r)
-    ASSERT_TRUE(errors[r].empty()) << "rank " << r << ": " << errors[r];
+  std::vector<Trace> traces;
+  ASSERT_NO_FATAL_FAILURE(trainOnRanks(ranked, traces));
 
   // fp32: the big batch sums its token losses in another order than the
   // ranks' means of means. Stated tolerance: 1e-5 relative on the loss and
@@ -193,24 +201,9 @@ TEST_F(DataParallelTest, RanksTrainLikeOneLargeBatch) {
 TEST_F(DataParallelTest, Fp8RanksShareTheirAmaxHistories) {
   std::vector<uint8_t> ranked = build(kBatch, kRanks, "fp8");
   ASSERT_FALSE(ranked.empty());
-  HostGroup group(kRanks);
-  std::vector<std::unique_ptr<Collective>> members;
-  for (int r = 0; r < kRanks; ++r)
-    members.push_back(group.member(r));
-  std::vector<Trace> traces(kRanks);
-  std::vector<std::string> errors(kRanks);
-  std::vector<std::thread> threads;
   // Different sequences per rank, so their activations' amaxes differ.
-  for (int r = 0; r < kRanks; ++r)
-    threads.emplace_back([&, r] {
-      traces[r] = train(ranked, r * kBatch, kBatch, members[r].get(), errors[r]);
-      if (!errors[r].empty())
-        group.abort();
-    });
-  for (std::thread &t : threads)
-    t.join();
-  for (int r = 0; r < kRanks; ++r)
-    ASSERT_TRUE(errors[r].empty()) << "rank " << r << ": " << errors[r];
+  std::vector<Trace> traces;
+  ASSERT_NO_FATAL_FAILURE(trainOnRanks(ranked, traces));
   ASSERT_FALSE(traces[0].histories.empty());
   EXPECT_EQ(traces[0].histories, traces[1].histories);
   EXPECT_EQ(traces[0].params, traces[1].params);
