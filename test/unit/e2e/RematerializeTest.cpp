@@ -32,7 +32,7 @@ struct TrainRun {
 class RematerializeTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, double budgetGiB, TrainRun &run,
-             bool geluEpilogue = false) {
+             bool geluEpilogue = false, int64_t maxDepth = 4) {
     ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
       o.batch = kBatch;
       o.seq = kSeq;
@@ -40,6 +40,7 @@ protected:
       o.precision = precision;
       o.memoryBudget = budgetGiB;
       o.epilogueGelu = geluEpilogue;
+      o.rematMaxDepth = maxDepth;
     }));
     function("train_step").walk([&](mlir::Operation *op) {
       run.clones += op->hasAttr("gpt.remat");
@@ -67,10 +68,10 @@ protected:
     }
   }
 
-  void expectSameBits(const std::string &precision, double budgetGiB) {
+  void expectSameBits(const std::string &precision, double budgetGiB, int64_t maxDepth = 4) {
     TrainRun full, budgeted;
     ASSERT_NO_FATAL_FAILURE(train(precision, 0, full));
-    ASSERT_NO_FATAL_FAILURE(train(precision, budgetGiB, budgeted));
+    ASSERT_NO_FATAL_FAILURE(train(precision, budgetGiB, budgeted, false, maxDepth));
     EXPECT_EQ(full.clones, 0);
     EXPECT_EQ(full.rematValues, 0u);
     EXPECT_GT(budgeted.clones, 0);
@@ -99,6 +100,13 @@ TEST_F(RematerializeTest, Bf16BudgetTrainsBitIdentical) { expectSameBits("bf16",
 // Verify fp8: 0.00023 GiB (241.2 KiB) against 279.8 KiB unbudgeted; the
 // plan recomputes an FP8 cast-transpose (both layouts from one clone).
 TEST_F(RematerializeTest, Fp8BudgetTrainsBitIdentical) { expectSameBits("fp8", 0.00023); }
+
+// Verify fp8 with chains one op deeper (--remat-max-depth=5): 0.0002 GiB
+// (209.7 KiB), which the default depth cannot reach; the plan rebuilds
+// residual sums through their scaled GEMM, its cast and its bias.
+TEST_F(RematerializeTest, Fp8DeeperChainsTrainBitIdentical) {
+  expectSameBits("fp8", 0.0002, /*maxDepth=*/5);
+}
 
 // With the GELU epilogue (the default), the plan at this budget recomputes
 // GELUs the forward took from the epilogue: the losses stay within bf16
