@@ -548,8 +548,9 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       }
     }
     std::vector<uint32_t> ins(p.inputs.begin(), p.inputs.end()), outs(p.outputs.begin(), p.outputs.end());
-    programs.push_back(s::CreateProgram(b, b.CreateString(p.name), b.CreateVector(ins),
-                                        b.CreateVector(outs), b.CreateVector(cmds)));
+    programs.push_back(s::CreateProgram(
+        b, b.CreateString(p.name), b.CreateVector(ins), b.CreateVector(outs),
+        b.CreateVector(cmds), p.liveAtPeak.empty() ? 0 : b.CreateString(p.liveAtPeak)));
   }
   // Model metadata.
   std::vector<fb::Offset<s::KeyValue>> config;

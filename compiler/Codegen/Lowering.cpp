@@ -1259,8 +1259,10 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
 }
 
 LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
-  result.programs.push_back(ProgramInfo{fn.getName().str(), {}, {}, {}});
+  result.programs.push_back(ProgramInfo{fn.getName().str(), {}, {}, {}, {}});
   program = &result.programs.back();
+  if (auto live = fn->getAttrOfType<StringAttr>("gpt.live_at_peak"))
+    program->liveAtPeak = live.str();
   pending.clear();
   scratchBase = 0;
   savedLse.clear();

@@ -115,6 +115,7 @@ struct ProgramInfo {
   std::string name;
   std::vector<int64_t> inputs, outputs; // tensor indices
   std::vector<Command> commands;
+  std::string liveAtPeak; // gpt-plan-memory's describePeak of the function
 };
 
 /// Everything an executable needs, before kernels are compiled.

@@ -1,8 +1,12 @@
 //===- BufferLiveness.cpp - activation buffers and their live intervals ---===//
 
 #include "compiler/Transforms/BufferLiveness.h"
+#include "compiler/Transforms/ProgramUtils.h"
+
+#include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <map>
 #include <tuple>
 
 using namespace mlir;
@@ -243,6 +247,44 @@ int64_t placeBuffers(std::vector<LiveBuffer> &buffers) {
     placed.push_back(i);
   }
   return peak;
+}
+
+std::string describePeak(const BufferLiveness &l, size_t top) {
+  struct Group {
+    std::string name;
+    int64_t bytes = 0, count = 0;
+  };
+  std::map<std::string, Group> groups;
+  for (int b : l.liveAtPeak) {
+    const LiveBuffer &buf = l.buffers[b];
+    std::string name;
+    llvm::raw_string_ostream os(name);
+    os << buf.value.getDefiningOp()->getName().stripDialect() << " "
+       << llvm::cast<ShapedType>(buf.value.getType()).getElementType();
+    Group &g = groups[name];
+    g.name = name;
+    g.bytes += buf.size;
+    ++g.count;
+  }
+  std::vector<Group> sorted;
+  for (auto &[name, g] : groups)
+    sorted.push_back(g);
+  llvm::stable_sort(sorted, [](const Group &a, const Group &b) { return a.bytes > b.bytes; });
+  std::string out;
+  int64_t rest = 0, restCount = 0;
+  for (auto [i, g] : llvm::enumerate(sorted)) {
+    if (i >= top) {
+      rest += g.bytes;
+      restCount += g.count;
+      continue;
+    }
+    out += llvm::formatv("{0}{1} {2} x{3}", out.empty() ? "" : ", ", g.name,
+                         formatBytes(g.bytes), g.count)
+               .str();
+  }
+  if (restCount)
+    out += llvm::formatv(", others {0} x{1}", formatBytes(rest), restCount).str();
+  return out;
 }
 
 } // namespace gptc

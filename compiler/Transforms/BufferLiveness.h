@@ -16,6 +16,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,6 +97,11 @@ int64_t placeBuffers(std::vector<LiveBuffer> &buffers);
 /// The largest sum of buffer sizes live at one of points 0 .. numPoints,
 /// and the first point that reaches it.
 std::pair<int64_t, int64_t> peakLiveBytes(llvm::ArrayRef<LiveBuffer> buffers, int64_t numPoints);
+
+/// What `l`'s peak point holds, largest first: "kind type bytes xN" per op
+/// kind and element type of the buffers' owners, the `top` largest groups
+/// named and the rest as "others bytes xN".
+std::string describePeak(const BufferLiveness &l, size_t top = 5);
 
 } // namespace gptc
 

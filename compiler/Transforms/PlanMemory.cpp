@@ -37,6 +37,8 @@ namespace {
 
 constexpr StringLiteral kOffsetsAttr = "gpt.offsets";
 constexpr StringLiteral kPlanAttr = "gpt.memory_plan";
+/// What the activations hold where they peak (describePeak), for reports.
+constexpr StringLiteral kLiveAtPeakAttr = "gpt.live_at_peak";
 constexpr StringLiteral kPoolAttr = "gpt.pool";
 constexpr StringLiteral kArgOffsetAttr = "gpt.offset";
 
@@ -94,6 +96,7 @@ struct Planner {
     for (auto &entry : poolBytes)
       plan.push_back(b.getNamedAttr(entry.getKey(), b.getI64IntegerAttr(entry.getValue())));
     fn->setAttr(kPlanAttr, b.getDictionaryAttr(plan));
+    fn->setAttr(kLiveAtPeakAttr, b.getStringAttr(describePeak(liveness)));
   }
 };
 

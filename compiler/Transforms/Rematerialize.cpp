@@ -351,46 +351,11 @@ struct CloneMerger {
   }
 };
 
-/// What is live where the plan peaks, largest first: "kind type bytes xN"
-/// per op kind and element type of the buffers' owners, the `top` largest
-/// groups named and the rest as "others".
-std::string peakContents(const BufferLiveness &l, size_t top = 5) {
-  struct Group {
-    std::string name;
-    int64_t bytes = 0, count = 0;
-  };
-  std::map<std::string, Group> groups;
-  for (int b : l.liveAtPeak) {
-    const LiveBuffer &buf = l.buffers[b];
-    std::string name;
-    llvm::raw_string_ostream os(name);
-    os << buf.value.getDefiningOp()->getName().stripDialect() << " "
-       << llvm::cast<ShapedType>(buf.value.getType()).getElementType();
-    Group &g = groups[name];
-    g.name = name;
-    g.bytes += buf.size;
-    ++g.count;
-  }
-  std::vector<Group> sorted;
-  for (auto &[name, g] : groups)
-    sorted.push_back(g);
-  llvm::stable_sort(sorted, [](const Group &a, const Group &b) { return a.bytes > b.bytes; });
-  std::string out;
-  int64_t rest = 0, restCount = 0;
-  for (auto [i, g] : llvm::enumerate(sorted)) {
-    if (i >= top) {
-      rest += g.bytes;
-      restCount += g.count;
-      continue;
-    }
-    out += llvm::formatv("{0}{1} {2} x{3}", out.empty() ? "" : ", ", g.name,
-                         gptc::formatBytes(g.bytes), g.count)
-               .str();
-  }
-  if (restCount)
-    out += llvm::formatv(", others {0} x{1}", gptc::formatBytes(rest), restCount).str();
+/// "live at the peak: A of arguments, B of activations (...)".
+std::string peakContents(const BufferLiveness &l) {
   return llvm::formatv("live at the peak: {0} of arguments, {1} of activations ({2})",
-                       gptc::formatBytes(l.argumentBytes()), gptc::formatBytes(l.peakBytes), out)
+                       gptc::formatBytes(l.argumentBytes()), gptc::formatBytes(l.peakBytes),
+                       describePeak(l))
       .str();
 }
 

@@ -48,6 +48,7 @@ std::string bytesText(uint64_t bytes) {
 ProgramSummary summarizeProgram(const schema::Executable &exe, const schema::Program &p) {
   ProgramSummary s;
   s.name = str(p.name());
+  s.liveAtPeak = str(p.live_at_peak());
   std::set<uint32_t> kernels;
   std::map<std::string, uint64_t> byFamily;
   if (p.commands())
@@ -206,6 +207,8 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
      << s.numStreams << " streams, " << s.numEvents << " events\n";
   for (const ProgramSummary &p : s.programs) {
     os << "program " << p.name << ": " << p.commands << " commands\n";
+    if (!p.liveAtPeak.empty())
+      os << "  activations at their peak: " << p.liveAtPeak << "\n";
     os << "  kernel launches: " << p.launches << " (" << p.distinctKernels
        << " distinct kernels)\n";
     os << "  gemms: " << p.gemms << "\n";

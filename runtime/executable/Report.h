@@ -36,6 +36,7 @@ struct ProgramSummary {
   /// Launches per kernel family (name without its trailing "_<n>"), most
   /// launched first, ties by name.
   std::vector<std::pair<std::string, uint64_t>> launchesByKernel;
+  std::string liveAtPeak; // Program.live_at_peak, empty when absent
 };
 
 /// Everything the report prints, as numbers (tests compare these).

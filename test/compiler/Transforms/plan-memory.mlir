@@ -198,3 +198,20 @@ func.func @f(%h: tensor<4xf32> {gpt.state = "fp8.amax_history.0"},
   %s2, %inv2, %h3 = gpt.fp8_scale e4m3 %x history %h {gpt.remat} : (tensor<8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
   return %h2, %inv2, %q : tensor<4xf32>, tensor<f32>, tensor<8x16xf8E4M3FN>
 }
+
+// -----
+
+// Tests that the plan names what its activations hold where they peak: by
+// the op kind and element type of each buffer's producer, largest first.
+// At the add, %a, %b (f32, 256 B each), %h (f16, 256 B) and the sum are
+// live; equal sizes go by name.
+
+// CHECK-LABEL: func.func @f
+// CHECK-SAME: gpt.live_at_peak = "exp f32 512 B x2, add f32 256 B x1, tanh f16 256 B x1"
+func.func @f(%x: tensor<64xf32> {gpt.input = "x"}, %y: tensor<128xf16> {gpt.input = "y"}) -> (tensor<64xf32>, tensor<128xf16>) {
+  %a = gpt.exp %x : tensor<64xf32>
+  %b = gpt.exp %a : tensor<64xf32>
+  %h = gpt.tanh %y : tensor<128xf16>
+  %c = gpt.add %a, %b : tensor<64xf32>
+  return %c, %h : tensor<64xf32>, tensor<128xf16>
+}

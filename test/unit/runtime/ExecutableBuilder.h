@@ -68,6 +68,7 @@ struct ProgramSpec {
   std::string name;
   std::vector<uint32_t> inputs, outputs;
   std::vector<CommandSpec> commands;
+  std::string liveAtPeak; // empty: absent
 
   ProgramSpec &launch(uint32_t kernel, std::vector<ArgSpec> args, uint32_t gridX = 1,
                       uint32_t blockX = 1, uint32_t stream = 0) {
@@ -271,8 +272,9 @@ struct ExecutableSpec {
         }
         cmds.push_back(s::CreateCommand(b, c.stream, c.op, op));
       }
-      programOffs.push_back(s::CreateProgram(b, b.CreateString(p.name), b.CreateVector(p.inputs),
-                                             b.CreateVector(p.outputs), b.CreateVector(cmds)));
+      programOffs.push_back(s::CreateProgram(
+          b, b.CreateString(p.name), b.CreateVector(p.inputs), b.CreateVector(p.outputs),
+          b.CreateVector(cmds), p.liveAtPeak.empty() ? 0 : b.CreateString(p.liveAtPeak)));
     }
     std::vector<flatbuffers::Offset<s::KeyValue>> kvs;
     for (const auto &[k, v] : config)

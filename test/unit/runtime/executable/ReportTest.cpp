@@ -133,6 +133,19 @@ TEST(ReportTest, TextShowsTheNumbersAndWhatIsNotRecorded) {
     EXPECT_NE(text.find(line), std::string::npos) << "missing '" << line << "' in\n" << text;
 }
 
+// Verify that a program's activations at their peak (gpt-plan-memory's
+// description) are printed under it, and nothing where a file has none.
+TEST(ReportTest, TextShowsWhatTheActivationsHoldAtTheirPeak) {
+  ExecutableSpec spec = smallSpec();
+  spec.programs[0].liveAtPeak = "gelu f32 2.00 KiB x2, matmul f32 1.00 KiB x1";
+  std::string text = formatReport(summarize(load(spec).get()), "small.fb");
+  EXPECT_NE(text.find("program train_step: 11 commands\n  activations at their peak: gelu f32 "
+                      "2.00 KiB x2, matmul f32 1.00 KiB x1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("program init: 1 commands\n  activations"), std::string::npos) << text;
+}
+
 // Verify the bytes a CUDA run allocates: pool sizes plus the padding of
 // alignments above cudaMalloc's 256.
 TEST(ReportTest, RequiredPoolBytesCountsAlignmentPadding) {
