@@ -106,6 +106,7 @@ TEST(NcclCollectiveTest, OneRank) {
   if (gpus() < 1)
     GTEST_SKIP() << "no GPU on this machine";
   reduceOnRanks(1, schema::ReduceOp::Sum);
+  reduceOnRanks(1, schema::ReduceOp::Max);
 }
 
 TEST(NcclCollectiveTest, SumMeanAndMaxOverEveryGpu) {
