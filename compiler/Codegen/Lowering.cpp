@@ -1111,31 +1111,20 @@ LogicalResult Lowerer::mapResults(Operation *op) {
       pending[op->getResult(0)] = it->second;
     return success();
   }
-  if (auto ar = llvm::dyn_cast<AllReduceOp>(op)) {
-    // In place (gpt-plan-memory): the result has its operand's offset, or
-    // -1 where the operand lives in an argument (an FP8 amax history).
-    for (auto [in, r, off] : llvm::zip(ar.getInputs(), ar.getResults(), offsets.asArrayRef())) {
-      const TensorInfo &src = result.tensors[tensorOf.lookup(in)];
-      if (off < 0 || (src.pool == "activations" && src.offset == off)) {
-        tensorOf[r] = tensorOf.lookup(in);
-        continue;
-      }
-      auto shape = rtt(r).getShape();
-      tensorOf[r] = addTensor({"%" + std::to_string(result.tensors.size()), "activations",
-                               "activations", eltOf(r),
-                               std::vector<int64_t>(shape.begin(), shape.end()), off,
-                               bytesOf(r.getType())});
-    }
-    return success();
-  }
-  if (auto [history, next] = getFp8History(op); history) {
-    // The next amax history: in place in the history (an argument's, or
-    // an activation at the same offset), else a buffer of its own.
-    const TensorInfo &src = result.tensors[tensorOf.lookup(history)];
-    int64_t off = offsets[llvm::cast<OpResult>(next).getResultNumber()];
+  // A result that gpt-plan-memory put in its operand's bytes (the same
+  // offset, or -1 where the operand is an argument's) is that tensor.
+  auto mapInPlace = [&](Value operand, Value r) {
+    const TensorInfo &src = result.tensors[tensorOf.lookup(operand)];
+    int64_t off = offsets[llvm::cast<OpResult>(r).getResultNumber()];
     if (off < 0 || (src.pool == "activations" && src.offset == off))
-      tensorOf[next] = tensorOf.lookup(history);
-  }
+      tensorOf[r] = tensorOf.lookup(operand);
+  };
+  // An all-reduce's results, and an FP8 amax history's next value.
+  if (auto ar = llvm::dyn_cast<AllReduceOp>(op))
+    for (auto [in, r] : llvm::zip(ar.getInputs(), ar.getResults()))
+      mapInPlace(in, r);
+  if (auto [history, next] = getFp8History(op); history)
+    mapInPlace(history, next);
   if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
     // In place: the new parameter and moments are the arguments' tensors.
     // A named vector: a braced ValueRange in the loop header would dangle.

@@ -442,12 +442,18 @@ private:
     return success();
   }
 
-  /// gpt.fp8_scale's s = max_finite / amax (1 for an all-zero or
-  /// non-finite amax; a NaN anywhere makes the amax NaN, as the kernels'
-  /// maxima do).
+  /// An amax a scale can be taken from: > 0 and finite (not NaN).
+  static bool usableAmax(double amax) { return amax > 0 && std::isfinite(amax); }
+
+  /// s = max_finite / amax, 1 for an amax that is not usable.
+  static double scaleOf(double amax, Fp8Format format) {
+    return usableAmax(amax) ? fp8MaxFinite(format) / amax : 1.0;
+  }
+
+  /// The scale of `x`'s own amax (a NaN anywhere makes the amax NaN, as
+  /// the kernels' maxima do).
   static double fp8Scale(const Buffer &x, Fp8Format format) {
-    double amax = amaxOf(x);
-    return amax > 0 && std::isfinite(amax) ? fp8MaxFinite(format) / amax : 1.0;
+    return scaleOf(amaxOf(x), format);
   }
 
   /// round_to_format(s x) for every element of `x`, nearest even,
@@ -512,22 +518,22 @@ private:
   }
 
   LogicalResult fp8ScaleOf(Fp8ScaleOp op) {
-    double s = 0;
+    // Delayed: the largest amax of the steps before, where it is usable;
+    // else the values' own.
+    double amax = std::numeric_limits<double>::quiet_NaN();
     if (Value h = op.getHistory()) {
-      // Delayed: the largest amax of the steps before, where there is one.
       const Buffer &history = in(h);
-      double past = amaxOf(history);
-      if (past > 0 && std::isfinite(past))
-        s = fp8MaxFinite(op.getFormat()) / past;
+      amax = amaxOf(history);
       Buffer &shifted = out(op.getShifted());
       shifted[0] = 0;
       for (size_t i = 1; i < shifted.size(); ++i)
         shifted[i] = history[i - 1];
     }
-    if (s == 0) {
+    if (!usableAmax(amax)) {
       Buffer storage;
-      s = fp8Scale(fp8Source(op.getInput(), op.getGelu(), storage), op.getFormat());
+      amax = amaxOf(fp8Source(op.getInput(), op.getGelu(), storage));
     }
+    double s = scaleOf(amax, op.getFormat());
     out(op.getScale())[0] = static_cast<T>(s);
     out(op.getInverse())[0] = static_cast<T>(1.0 / s);
     return success();

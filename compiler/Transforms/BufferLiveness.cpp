@@ -77,8 +77,8 @@ static Value historyOverwritten(OpResult r) {
 
 Value overwrittenOperand(OpResult r) {
   Operation *op = r.getOwner();
-  if (llvm::isa<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(op))
-    return historyOverwritten(r);
+  if (Value history = historyOverwritten(r))
+    return history;
   if (auto ar = llvm::dyn_cast<AllReduceOp>(op))
     return reducesInPlace(ar, r.getResultNumber()) ? ar.getInputs()[r.getResultNumber()]
                                                    : Value();
@@ -93,9 +93,6 @@ SmallVector<Value, 1> aliasesOf(Operation *user, Value v) {
     out.push_back(user->getResult(0));
     return out;
   }
-  if (!llvm::isa<AllReduceOp, CrossEntropyGradOp, Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(
-          user))
-    return out;
   for (OpResult r : user->getResults())
     if (overwrittenOperand(r) == v)
       out.push_back(r);

@@ -102,17 +102,8 @@ struct Fp8DelayedScalingPass
       scale.erase();
 
       ob.setInsertionPoint(recorder);
-      Operation *withHistory;
-      if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(recorder))
-        withHistory = Fp8QuantizeOp::create(ob, q.getLoc(), q.getFormat(), q.getInput(),
-                                            q.getScale(), delayed.getShifted(), q.getTranspose(),
-                                            q.getGelu());
-      else {
-        auto ct = llvm::cast<Fp8CastTransposeOp>(recorder);
-        withHistory = Fp8CastTransposeOp::create(ob, ct.getLoc(), ct.getFormat(), ct.getInput(),
-                                                 ct.getScale(), delayed.getShifted(),
-                                                 ct.getGelu());
-      }
+      Operation *withHistory =
+          gptc::cloneFp8Quantization(ob, recorder, delayed.getShifted(), IRMapping());
       for (unsigned i = 0; i < recorder->getNumResults(); ++i)
         recorder->getResult(i).replaceAllUsesWith(withHistory->getResult(i));
       recorder->erase();

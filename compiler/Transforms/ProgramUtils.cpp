@@ -32,6 +32,20 @@ Value reshapeSource(Value v) {
   return v;
 }
 
+Operation *cloneFp8Quantization(OpBuilder &b, Operation *op, Value history,
+                                const IRMapping &map) {
+  if (auto q = llvm::dyn_cast<gpt::Fp8QuantizeOp>(op))
+    return gpt::Fp8QuantizeOp::create(b, q.getLoc(), q.getFormat(),
+                                      map.lookupOrDefault(q.getInput()),
+                                      map.lookupOrDefault(q.getScale()), history,
+                                      q.getTranspose(), q.getGelu());
+  auto ct = llvm::cast<gpt::Fp8CastTransposeOp>(op);
+  return gpt::Fp8CastTransposeOp::create(b, ct.getLoc(), ct.getFormat(),
+                                         map.lookupOrDefault(ct.getInput()),
+                                         map.lookupOrDefault(ct.getScale()), history,
+                                         ct.getGelu());
+}
+
 std::string formatBytes(int64_t bytes) {
   double b = static_cast<double>(bytes);
   constexpr double kKiB = 1024.0;

@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <string>
 
@@ -28,6 +29,12 @@ bool availableBefore(mlir::Value v, mlir::Operation *op);
 
 /// `v` through any gpt.reshape: the tensor whose values it views.
 mlir::Value reshapeSource(mlir::Value v);
+
+/// A copy at `b` of the FP8 quantization `op` (gpt.fp8_quantize or
+/// gpt.fp8_cast_transpose), its input and scale read through `map`, that
+/// records the amax in `history` (delayed scaling), or nothing when null.
+mlir::Operation *cloneFp8Quantization(mlir::OpBuilder &b, mlir::Operation *op,
+                                      mlir::Value history, const mlir::IRMapping &map);
 
 /// True for `gpt.reduce sum dims [0 .. r-2]` without kept dimensions: a
 /// bias gradient's column sums.

@@ -68,19 +68,9 @@ bool isRecordedHistory(Operation *op, Value v) {
 /// A clone of `op` at `b` reading `map`'s values; a recording
 /// quantization's clone records nothing (the original's amax stands).
 Operation *cloneWithoutRecording(OpBuilder &b, Operation *op, IRMapping &map) {
-  Operation *clone;
-  if (auto q = llvm::dyn_cast<Fp8QuantizeOp>(op); q && q.getHistory())
-    clone = Fp8QuantizeOp::create(b, q.getLoc(), q.getFormat(),
-                                  map.lookupOrDefault(q.getInput()),
-                                  map.lookupOrDefault(q.getScale()), /*history=*/Value(),
-                                  q.getTranspose(), q.getGelu());
-  else if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op); ct && ct.getHistory())
-    clone = Fp8CastTransposeOp::create(b, ct.getLoc(), ct.getFormat(),
-                                       map.lookupOrDefault(ct.getInput()),
-                                       map.lookupOrDefault(ct.getScale()), /*history=*/Value(),
-                                       ct.getGelu());
-  else
+  if (llvm::isa<Fp8ScaleOp>(op) || !getFp8History(op).history)
     return b.clone(*op, map);
+  Operation *clone = cloneFp8Quantization(b, op, /*history=*/Value(), map);
   for (auto [from, to] : llvm::zip(op->getResults(), clone->getResults()))
     map.map(from, to); // all but `recorded`, which the clone lacks
   return clone;

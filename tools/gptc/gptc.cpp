@@ -310,6 +310,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.narrowGrads = narrowGrads;
   options.narrowResidual = narrowResidual;
   options.fp8LmHead = fp8LmHead;
+  options.rematMaxDepth = rematMaxDepth;
 }
 
 /// --matmul-epilogues into the pipeline's four switches, or an error naming
@@ -395,7 +396,6 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
     fail("--remat-max-depth: expected a number of ops >= 1, got " + std::to_string(rematMaxDepth));
     return failure();
   }
-  options.rematMaxDepth = rematMaxDepth;
   buildPipeline(pm, options, phase);
   return success();
 }
