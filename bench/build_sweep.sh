@@ -10,6 +10,8 @@
 #   current  with fp8: --fp8-history=0, scales from each tensor's own amax
 #            (tag current)
 #   head   with fp8: --fp8-lm-head, the LM head's GEMMs in FP8 (tag head)
+#   ce16   with head: --fp8-cross-entropy-grad=false, the logits' gradient
+#          in bf16, scaled by its amax and cast (tag ce16)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
@@ -36,11 +38,12 @@ for entry in $SWEEP; do
       fp8) tag=${tag:+$tag-}fp8 precision=fp8 ;;
       current) tag=${tag:+$tag-}current extra+=(--fp8-history=0) ;;
       head) tag=${tag:+$tag-}head extra+=(--fp8-lm-head) ;;
+      ce16) tag=${tag:+$tag-}ce16 extra+=(--fp8-cross-entropy-grad=false) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head or dN)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16 or dN)"
            status=1
            continue 2
          fi ;;

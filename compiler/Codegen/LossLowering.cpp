@@ -1,6 +1,7 @@
 //===- LossLowering.cpp - fused softmax cross-entropy kernels ------------===//
 
 #include "compiler/Codegen/LossLowering.h"
+#include "compiler/Codegen/Fp8Codes.h"
 #include "compiler/Codegen/RowLanes.h"
 #include "compiler/Codegen/NvvmKernel.h"
 
@@ -61,6 +62,23 @@ SmallVector<Value> ifElseValues(OpBuilder &b, Location loc, Value cond,
   return SmallVector<Value>(op.getResults());
 }
 
+/// The e5m2 scale of gradients bounded by |g|: 57344 / |g|, 1 where |g|
+/// is 0 or not finite (gpt.fp8_cross_entropy_grad).
+Value boundScale(KB &k, Value g) {
+  Type ft = k.b.getF32Type();
+  Value bound = math::AbsFOp::create(k.b, k.loc, g);
+  return k.select(usableAmax(k, bound),
+                  k.div(k.f(gpt::fp8MaxFinite(gpt::Fp8Format::E5M2), ft), bound), k.f(1, ft));
+}
+
+/// Builds `body` where `cond` holds.
+void buildIf(KB &k, Value cond, function_ref<void()> body) {
+  auto op = scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(k.b);
+  k.b.setInsertionPointToStart(&op.getThenRegion().front());
+  body();
+}
+
 } // namespace
 
 void buildCrossEntropyForwardRows(OpBuilder &b, Location loc, Value idx, ValueRange a,
@@ -77,15 +95,17 @@ void buildCrossEntropyForwardRows(OpBuilder &b, Location loc, Value idx, ValueRa
 }
 
 void buildCrossEntropyBackwardRows(OpBuilder &b, Location loc, Value idx, ValueRange a,
-                                   const CrossEntropyShape &s, bool savedLse) {
+                                   const CrossEntropyShape &s, bool savedLse,
+                                   GradStore store) {
   KB k{b, loc};
   Type ft = b.getF32Type();
   RowLanes r(k, idx, s.lanes);
   Value base = k.mul(r.row, k.idx(s.paddedVocab));
   Value lse = savedLse ? k.ld(a[4], r.row) : logSumExp(r, a[1], base, s.vocab);
   Value g = k.div(k.ld(a[0], k.idx(0)), k.f(s.rows, ft));
+  Value scale = store.fp8 ? boundScale(k, g) : Value();
   Value target = k.toIndex(k.ld(a[2], r.row));
-  // A gradient rounded to 16 bits does not need expf's last bits.
+  // A gradient rounded to 16 bits (or 8) does not need expf's last bits.
   Type out = llvm::cast<MemRefType>(a[3].getType()).getElementType();
   bool fast = out.getIntOrFloatBitWidth() <= 16;
   r.each(s.paddedVocab, [&](Value col) -> SmallVector<KB::Store> {
@@ -93,8 +113,16 @@ void buildCrossEntropyBackwardRows(OpBuilder &b, Location loc, Value idx, ValueR
     Value p = expFor(k, k.sub(k.ld(a[1], i), lse), fast);
     Value hit = k.cmpEq(col, target);
     Value d = k.mul(g, k.sub(p, k.select(hit, k.f(1, ft), k.f(0, ft))));
-    return {{k.select(k.cmpUlt(col, k.idx(s.vocab)), d, k.f(0, ft)), a[3], i}};
+    d = k.select(k.cmpUlt(col, k.idx(s.vocab)), d, k.f(0, ft));
+    if (store.fp8)
+      d = fp8Bits(k, k.mul(d, scale), gpt::Fp8Format::E5M2);
+    return {{d, a[3], i}};
   });
+  if (store.fp8)
+    r.once([&] {
+      buildIf(k, k.cmpEq(r.row, k.idx(0)),
+              [&] { k.st(k.div(k.f(1, ft), scale), a.back(), k.idx(0)); });
+    });
 }
 
 int64_t crossEntropyOnePassSharedBytes(const CrossEntropyShape &s, int64_t blockThreads) {
@@ -110,7 +138,8 @@ bool crossEntropyOnePassApplies(const CrossEntropyShape &s, Type logits, int64_t
 }
 
 void buildCrossEntropyOnePass(OpBuilder &b, Location loc, Value idx, ValueRange a,
-                              const CrossEntropyShape &s, int64_t blockThreads) {
+                              const CrossEntropyShape &s, int64_t blockThreads,
+                              GradStore store) {
   KB k{b, loc};
   Type f32 = b.getF32Type();
   Type elt = llvm::cast<MemRefType>(a[0].getType()).getElementType();
@@ -207,8 +236,17 @@ void buildCrossEntropyOnePass(OpBuilder &b, Location loc, Value idx, ValueRange 
   };
 
   // The gradient g p from the staged row over the logits in global memory
-  // (they may be the same buffer); columns past the vocab get 0.
+  // (they may be the same buffer); columns past the vocab get 0. As FP8:
+  // the codes of g p s, s the scale of the bound |g|.
   Value g = k.div(k.ld(a[2], k.idx(0)), k.f(s.rows, f32));
+  Value scale = store.fp8 ? boundScale(k, g) : Value();
+  auto stored = [&](SmallVector<Value> ds) {
+    if (!store.fp8)
+      return ds;
+    for (Value &d : ds)
+      d = k.mul(d, scale);
+    return fp8Codes(k, ds, gpt::Fp8Format::E5M2, store.cvt);
+  };
   Value target = k.toIndex(k.ld(a[1], row));
   k.loop(tid, k.idx(vectors), k.idx(blockThreads), {}, [&](Value v, ValueRange) {
     auto grads = [&](SmallVector<Value> xs) {
@@ -218,19 +256,21 @@ void buildCrossEntropyOnePass(OpBuilder &b, Location loc, Value idx, ValueRange 
     };
     SmallVector<Value> ds = ifElseValues(b, loc, whole(v), [&] { return grads(vectorAt(v)); },
                                          [&] { return masked(v, grads(vectorAt(v)), k.f(0, f32)); });
-    k.stVector(ds, a[4], k.add(base, k.mul(v, k.idx(8))));
+    k.stVector(stored(ds), a[4], k.add(base, k.mul(v, k.idx(8))));
     return SmallVector<Value>{};
   });
+  if (store.fp8)
+    buildIf(k, k.cmpEq(idx, k.idx(0)), [&] { k.st(k.div(k.f(1, f32), scale), a[5], k.idx(0)); });
   // The target's g (p - 1) and the row's loss, by the thread that stored
   // the target's vector (after it, in its program order).
-  auto owner = scf::IfOp::create(
-      b, loc, k.cmpEq(k.urem(k.udiv(target, k.idx(8)), k.idx(blockThreads)), tid),
-      /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(&owner.getThenRegion().front());
-  Value xt = k.ld(rowSm, target);
-  k.st(k.mul(g, k.sub(probability(xt), k.f(1, f32))), a[4], k.add(base, target));
-  k.st(k.sub(lse, xt), a[3], row);
+  buildIf(k, k.cmpEq(k.urem(k.udiv(target, k.idx(8)), k.idx(blockThreads)), tid), [&] {
+    Value xt = k.ld(rowSm, target);
+    Value dt = k.mul(g, k.sub(probability(xt), k.f(1, f32)));
+    if (store.fp8)
+      dt = fp8Bits(k, k.mul(dt, scale), gpt::Fp8Format::E5M2);
+    k.st(dt, a[4], k.add(base, target));
+    k.st(k.sub(lse, xt), a[3], row);
+  });
 }
 
 } // namespace gptc::codegen

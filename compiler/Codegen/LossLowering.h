@@ -30,12 +30,21 @@ struct CrossEntropyShape {
 void buildCrossEntropyForwardRows(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
                                   mlir::ValueRange args, const CrossEntropyShape &s);
 
+/// How a kernel stores dlogits: in their tensor's type, or with `fp8` as
+/// the e5m2 codes of gpt.fp8_cross_entropy_grad (an i8 tensor) at the
+/// scale of their bound |dloss| / rows, the inverse scale into one more
+/// argument (f32 scalar, the last). `cvt`: the codes from cvt instructions
+/// (CUDA, sm_89+).
+struct GradStore {
+  bool fp8 = false, cvt = false;
+};
+
 /// args: dloss (f32 scalar), logits, targets, dlogits, then lse (rows, f32)
 /// when `savedLse`; without it the row's log-sum-exp is computed online
 /// first, in the same launch.
 void buildCrossEntropyBackwardRows(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
                                    mlir::ValueRange args, const CrossEntropyShape &s,
-                                   bool savedLse);
+                                   bool savedLse, GradStore store = {});
 
 /// The forward and the gradient in one launch, one block (blockThreads
 /// threads) per row, on CUDA: the row is copied into shared memory once
@@ -47,7 +56,7 @@ void buildCrossEntropyBackwardRows(mlir::OpBuilder &b, mlir::Location loc, mlir:
 /// (rows x Vp).
 void buildCrossEntropyOnePass(mlir::OpBuilder &b, mlir::Location loc, mlir::Value idx,
                               mlir::ValueRange args, const CrossEntropyShape &s,
-                              int64_t blockThreads);
+                              int64_t blockThreads, GradStore store = {});
 /// Its dynamic shared memory: the row and each warp's (max, sum).
 int64_t crossEntropyOnePassSharedBytes(const CrossEntropyShape &s, int64_t blockThreads);
 /// 16-bit logits whose padded rows are whole 16-byte vectors and fit in

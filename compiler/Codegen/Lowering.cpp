@@ -9,6 +9,7 @@
 
 #include "compiler/Codegen/Lowering.h"
 #include "compiler/Codegen/FlashAttention.h"
+#include "compiler/Codegen/Fp8Codes.h"
 #include "compiler/Codegen/KernelBuilder.h"
 #include "compiler/Codegen/LossLowering.h"
 #include "compiler/Codegen/NvvmKernel.h"
@@ -300,50 +301,6 @@ int64_t classIndex(SmallVectorImpl<T> &set, const T &v) {
   return static_cast<int64_t>(set.size()) - 1;
 }
 
-/// The FP8 code (an i8) of the f32 `y`: rounded to nearest even and
-/// saturated to the largest finite value, as cvt.rn.satfinite does; NaN
-/// gives the format's NaN 0x7F (with y's sign). In integer and f32
-/// arithmetic, so that both targets run it: y is rounded on the grid of
-/// its binade (that of the smallest normal for subnormals), and the
-/// rounded value's f32 bits give the code.
-Value fp8Bits(KB &k, Value y, Fp8Format format) {
-  OpBuilder &b = k.b;
-  Location loc = k.loc;
-  bool e4m3 = format == Fp8Format::E4M3;
-  int64_t mantissa = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15, minExp = 1 - bias;
-  Type i32 = b.getI32Type(), f32 = b.getF32Type();
-  auto c = [&](int64_t v) { return arith::ConstantIntOp::create(b, loc, i32, v).getResult(); };
-  auto bits = [&](Value f) { return arith::BitcastOp::create(b, loc, i32, f).getResult(); };
-  auto real = [&](Value i) { return arith::BitcastOp::create(b, loc, f32, i).getResult(); };
-  auto shr = [&](Value x, int64_t n) { return arith::ShRUIOp::create(b, loc, x, c(n)).getResult(); };
-  auto shl = [&](Value x, Value n) { return arith::ShLIOp::create(b, loc, x, n).getResult(); };
-  // 2^e for an i32 exponent in the normal range.
-  auto pow2 = [&](Value e) { return real(shl(arith::AddIOp::create(b, loc, e, c(127)), c(23))); };
-  Value sign = shl(shr(bits(y), 31), c(7));
-  Value a = math::AbsFOp::create(b, loc, y);
-  Value exponent = arith::SubIOp::create(b, loc, shr(bits(a), 23), c(127));
-  Value quantum = arith::SubIOp::create(
-      b, loc, arith::MaxSIOp::create(b, loc, exponent, c(minExp)), c(mantissa));
-  Value scaled = k.mul(a, pow2(arith::SubIOp::create(b, loc, c(0), quantum)));
-  Value r = k.mul(math::RoundEvenOp::create(b, loc, scaled), pow2(quantum));
-  Value maxFinite = k.f(fp8MaxFinite(format), f32);
-  r = k.select(arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, r, maxFinite),
-               maxFinite, r);
-  Value rb = bits(r);
-  Value rExp = shr(rb, 23);
-  Value normal = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, rExp, c(127 + minExp));
-  Value normalCode = arith::OrIOp::create(
-      b, loc, shl(arith::SubIOp::create(b, loc, rExp, c(127 - bias)), c(mantissa)),
-      arith::AndIOp::create(b, loc, shr(rb, 23 - mantissa), c((1 << mantissa) - 1)));
-  // Below the smallest normal the code is r in units of the quantum.
-  Value subnormalCode = arith::FPToUIOp::create(
-      b, loc, i32, k.mul(r, k.f(std::ldexp(1.0, mantissa - minExp), f32)));
-  Value code = k.select(normal, normalCode, subnormalCode);
-  Value nan = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNO, y, y);
-  code = k.select(nan, c(0x7F), code);
-  code = arith::OrIOp::create(b, loc, code, sign);
-  return arith::TruncIOp::create(b, loc, b.getI8Type(), code);
-}
 
 /// Batched kernels: threads [starts[i], starts[i + 1]) serve member i of
 /// many tensors. Returns the member of thread p (the number of later
@@ -466,34 +423,40 @@ private:
     return o;
   }
 
-  /// The gradient that `ce`'s launch can compute as well (one pass over
-  /// the logits, buildCrossEntropyOnePass): the only other reader of the
-  /// logits is a gpt.cross_entropy_grad of the same targets, planned in
-  /// place of them, whose dloss is computed before `ce`. Writing the
-  /// gradient early then overwrites nothing that is still read.
-  CrossEntropyGradOp onePassGrad(CrossEntropyOp ce, const CrossEntropyShape &s) {
+  /// The gradient op (gpt.cross_entropy_grad or gpt.fp8_cross_entropy_grad)
+  /// that `ce`'s launch can compute as well (one pass over the logits,
+  /// buildCrossEntropyOnePass): the only other reader of the logits, of
+  /// the same targets, whose dloss is computed before `ce`. Writing the
+  /// gradient early must overwrite nothing that is still read: a bf16
+  /// gradient is planned in place of the logits; FP8 codes (half their
+  /// size, never in place) need the op right after `ce`, so that no
+  /// tensor read in between can share their bytes.
+  Operation *onePassGrad(CrossEntropyOp ce, const CrossEntropyShape &s) {
     if (!options.crossEntropyOnePass || !options.fusedCrossEntropy || !options.vectorAccess ||
         !crossEntropyOnePassApplies(s, eltOf(ce.getLogits()), options.blockThreads))
-      return {};
-    CrossEntropyGradOp grad;
+      return nullptr;
+    Operation *grad = nullptr;
     for (Operation *user : ce.getLogits().getUsers()) {
       if (user == ce)
         continue;
-      auto g = llvm::dyn_cast<CrossEntropyGradOp>(user);
-      if (!g || grad || g.getTargets() != ce.getTargets() ||
-          g.getVocabSize() != ce.getVocabSize() || g->getBlock() != ce->getBlock())
-        return {};
-      grad = g;
+      if (grad || !llvm::isa<CrossEntropyGradOp, Fp8CrossEntropyGradOp>(user) ||
+          user->getOperand(2) != ce.getTargets() ||
+          user->getAttr("vocab_size") != ce.getVocabSize() || user->getBlock() != ce->getBlock())
+        return nullptr;
+      grad = user;
     }
-    if (!grad || eltOf(grad.getResult()) != eltOf(ce.getLogits()))
-      return {};
-    if (Operation *def = grad.getGrad().getDefiningOp();
+    if (!grad)
+      return nullptr;
+    if (Operation *def = grad->getOperand(0).getDefiningOp();
         def && (def->getBlock() != ce->getBlock() || !def->isBeforeInBlock(ce)))
-      return {};
+      return nullptr;
+    if (llvm::isa<Fp8CrossEntropyGradOp>(grad))
+      return ce->getNextNode() == grad ? grad : nullptr;
     auto offsets = grad->getAttrOfType<DenseI64ArrayAttr>("gpt.offsets");
     const TensorInfo &logits = result.tensors[tensorOf.lookup(ce.getLogits())];
-    if (!offsets || logits.pool != "activations" || offsets[0] != logits.offset)
-      return {};
+    if (eltOf(grad->getResult(0)) != eltOf(ce.getLogits()) || !offsets ||
+        logits.pool != "activations" || offsets[0] != logits.offset)
+      return nullptr;
     return grad;
   }
 
@@ -595,6 +558,11 @@ private:
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
+  LogicalResult lowerFp8Transpose(Fp8TransposeOp op);
+  /// How `grad`'s kernel stores the logits' gradient (GradStore).
+  GradStore gradStore(Operation *grad) const {
+    return {llvm::isa<Fp8CrossEntropyGradOp>(grad), options.cudaArch >= 89};
+  }
   void quantize(Operation *op, Value x, Value scale, Value history, Value recorded, Value result,
                 Fp8Format format, bool gelu);
   void castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
@@ -1179,14 +1147,16 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
            << what << " is " << t
            << "; kernels take f32, bf16 and f16 tensors and i32 token ids";
   };
-  // FP8 tensors pass from a gpt.fp8_quantize or gpt.fp8_cast_transpose to a
+  // FP8 tensors pass from the ops that make them (the quantizations, the
+  // loss gradient's codes) through views and byte transposes to a
   // gpt.scaled_matmul only.
   auto fp8Use = [](Operation *op, Value v) {
     if (!llvm::isa<Float8E4M3FNType, Float8E5M2Type>(rtt(v).getElementType()))
       return false;
-    if (llvm::isa<ScaledMatmulOp>(op))
+    if (llvm::isa<ScaledMatmulOp, Fp8TransposeOp, ReshapeOp>(op))
       return true;
-    return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp>(op) && v.getDefiningOp() == op;
+    return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp, Fp8CrossEntropyGradOp>(op) &&
+           v.getDefiningOp() == op;
   };
   // The signature first: it names the parameter (folded constants in @init
   // have lost their locations).
@@ -1473,30 +1443,6 @@ constexpr int64_t kTransposeRun = 16;
 /// padding spreads the column reads over the banks).
 constexpr int64_t kCastTile = 64, kCastTilePitch = 68;
 
-/// The FP8 codes of xs. With `cvt` (CUDA, sm_89+) two per cvt.rn.satfinite
-/// instruction, which gives the codes fp8Bits computes but for NaN (its
-/// canonical 0x7F whatever the sign; both decode to NaN); fp8Bits else.
-SmallVector<Value> fp8Codes(KB &k, ArrayRef<Value> xs, Fp8Format format, bool cvt) {
-  SmallVector<Value> codes;
-  if (!cvt || xs.size() % 2) {
-    for (Value x : xs)
-      codes.push_back(fp8Bits(k, x, format));
-    return codes;
-  }
-  MLIRContext *ctx = k.b.getContext();
-  Type dst = format == Fp8Format::E4M3 ? Type(Float8E4M3FNType::get(ctx))
-                                       : Type(Float8E5M2Type::get(ctx));
-  auto pair = VectorType::get({2}, k.b.getI8Type());
-  for (size_t i = 0; i < xs.size(); i += 2) {
-    // The first operand's code is the high byte: element 1 of the pair.
-    Value v = NVVM::ConvertF32x2ToF8x2Op::create(k.b, k.loc, pair, xs[i + 1], xs[i],
-                                                 NVVM::FPRoundingMode::RN,
-                                                 NVVM::SaturationMode::SATFINITE, false, dst);
-    codes.push_back(vector::ExtractOp::create(k.b, k.loc, v, 0));
-    codes.push_back(vector::ExtractOp::create(k.b, k.loc, v, 1));
-  }
-  return codes;
-}
 
 /// What an FP8 kernel quantizes of a loaded (widened) value v of a tensor
 /// of `elt`: v, or with `gelu` GELU(v) rounded as a stored gpt.gelu result
@@ -1521,14 +1467,6 @@ Value maxOf(KB &k, ArrayRef<Value> xs) {
   return m;
 }
 
-/// amax > 0 and finite (OGT and OLT are false for NaN): an amax a scale
-/// can be taken from.
-Value usableAmax(KB &k, Value amax) {
-  Type ft = amax.getType();
-  return arith::AndIOp::create(
-      k.b, k.loc, arith::CmpFOp::create(k.b, k.loc, arith::CmpFPredicate::OGT, amax, k.f(0, ft)),
-      arith::CmpFOp::create(k.b, k.loc, arith::CmpFPredicate::OLT, amax, k.f(INFINITY, ft)));
-}
 
 /// Builds `body` where `cond` is true (an scf.if), or with `unless` where
 /// it is false (its else).
@@ -1877,6 +1815,64 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
            if (recAt >= 0)
              recordAmax(k, a[recAt], m);
          });
+}
+
+/// gpt.fp8_transpose: the codes of x as (rows, cols) into (cols, rows).
+/// On CUDA, whole 64 x 64 tiles as the cast-transpose's: each of a block's
+/// 256 threads loads 16 bytes of a row into shared memory, and after a
+/// barrier stores 16 bytes gathered down a column. Otherwise thread
+/// (g, r) moves kTransposeRun bytes of row r down the transposed rows.
+LogicalResult Lowerer::lowerFp8Transpose(Fp8TransposeOp op) {
+  Type i8 = IntegerType::get(ctx, 8);
+  Value x = op.getInput();
+  int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
+  std::vector<Type> types = {flatOf(n, i8), flatOf(n, i8)};
+  std::vector<Operand> args = {t(x), t(op.getResult())};
+  std::string key = keyOf(op);
+  constexpr int64_t kThreads = kCastTile * kCastTile / 16;
+  if (vectorChunks({x, op.getResult()}, 16) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
+      options.blockThreads == kThreads) {
+    int64_t tilesPerRow = cols / kCastTile;
+    launch(op, key + "tiled", "fp8_transpose", types, args, n / 16,
+           [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+             KB k{b, loc};
+             Value tid = k.urem(idx, k.idx(kThreads)), block = k.udiv(idx, k.idx(kThreads));
+             Value r0 = k.mul(k.udiv(block, k.idx(tilesPerRow)), k.idx(kCastTile));
+             Value c0 = k.mul(k.urem(block, k.idx(tilesPerRow)), k.idx(kCastTile));
+             Value tile = sharedView(k, dynamicSharedMemory(k), 0, kCastTile * kCastTilePitch, i8);
+             // Row tid / 4, bytes (tid % 4) * 16 on; the pitch keeps 4-byte
+             // alignment only, so into the tile 4 bytes at a time.
+             Value r = k.udiv(tid, k.idx(4)), c = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
+             SmallVector<Value> bytes =
+                 k.ldVector(a[0], k.add(k.mul(k.add(r0, r), k.idx(cols)), k.add(c0, c)), 16);
+             Value at = k.add(k.mul(r, k.idx(kCastTilePitch)), c);
+             for (int64_t w = 0; w < 4; ++w)
+               k.stVector(ArrayRef<Value>(bytes).slice(w * 4, 4), tile, k.add(at, k.idx(w * 4)));
+             gpu::BarrierOp::create(b, loc);
+             // Column tid / 4 of the tile, its rows (tid % 4) * 16 on.
+             Value col = k.udiv(tid, k.idx(4)), q = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
+             SmallVector<Value> down;
+             for (int64_t i = 0; i < 16; ++i)
+               down.push_back(
+                   k.ld(tile, k.add(k.mul(k.add(q, k.idx(i)), k.idx(kCastTilePitch)), col)));
+             k.stVector(down, a[1], k.add(k.mul(k.add(c0, col), k.idx(rows)), k.add(r0, q)));
+           },
+           /*minBlocksPerSM=*/0, /*sharedBytes=*/kCastTile * kCastTilePitch);
+    return success();
+  }
+  int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
+  launch(op, key, "fp8_transpose", types, args, n / run,
+         [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
+           KB k{b, loc};
+           Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
+           Value from = k.add(k.mul(r, k.idx(cols)), k.mul(g, k.idx(run)));
+           SmallVector<Value> bytes;
+           for (int64_t j = 0; j < run; ++j)
+             bytes.push_back(k.ld(a[0], k.add(from, k.idx(j))));
+           for (int64_t j = 0; j < run; ++j)
+             k.st(bytes[j], a[1], k.add(k.mul(k.add(k.mul(g, k.idx(run)), k.idx(j)), k.idx(rows)), r));
+         });
+  return success();
 }
 
 /// gpt.fp8_cast_transpose: both layouts from one read of the input, or
@@ -2462,7 +2458,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t v = *getConfigInt(ce.getVocabSize());
         Type ft = Float32Type::get(ctx);
         CrossEntropyShape s{rows, v, vp, lanes};
-        CrossEntropyGradOp grad = onePassGrad(ce, s);
+        Operation *grad = onePassGrad(ce, s);
         // The online forward keeps each row's log-sum-exp for the gradient
         // (keep() first: it restarts the scratch above what stays).
         Operand lse;
@@ -2472,19 +2468,32 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         }
         Operand losses = scratch(rows * 4);
         if (grad) {
-          // The gradient overwrites the logits (planned in place), so the
-          // launch passes the logits' tensor for it too.
+          // A bf16 gradient overwrites the logits (planned in place), so
+          // the launch passes the logits' tensor for it too; FP8 codes go
+          // to their own tensor, with the inverse scale.
           onePassGrads.insert(grad);
-          waitFor(grad.getGrad()); // dloss: read a launch earlier than its op
+          Value dloss = grad->getOperand(0);
+          waitFor(dloss); // read a launch earlier than its op
           int64_t threads = options.blockThreads;
-          launch(op, key + "onepass", "crossentropy_forward_backward",
-                 {flat(ce.getLogits()), flat(ce.getTargets()), flat(grad.getGrad()),
-                  flatOf(rows, ft), flat(ce.getLogits())},
-                 {t(ce.getLogits()), t(ce.getTargets()), t(grad.getGrad()), losses,
-                  t(ce.getLogits())},
-                 rows * threads,
+          GradStore store = gradStore(grad);
+          std::vector<Type> types = {flat(ce.getLogits()), flat(ce.getTargets()), flat(dloss),
+                                     flatOf(rows, ft), flat(ce.getLogits())};
+          std::vector<Operand> args = {t(ce.getLogits()), t(ce.getTargets()), t(dloss), losses,
+                                       t(ce.getLogits())};
+          if (store.fp8) {
+            // The codes' tensors, placed before their op's turn (mapping
+            // them again there keeps these).
+            if (failed(mapResults(grad)))
+              return failure();
+            types[4] = flatOf(numel(ce.getLogits()), IntegerType::get(ctx, 8));
+            args[4] = t(grad->getResult(0));
+            types.push_back(flatOf(1, ft));
+            args.push_back(t(grad->getResult(1)));
+          }
+          launch(op, key + "onepass" + (store.fp8 ? "[fp8]" : ""), "crossentropy_forward_backward",
+                 types, args, rows * threads,
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                   buildCrossEntropyOnePass(b, loc, idx, a, s, threads);
+                   buildCrossEntropyOnePass(b, loc, idx, a, s, threads, store);
                  }, /*minBlocksPerSM=*/2, crossEntropyOnePassSharedBytes(s, threads));
         } else if (options.fusedCrossEntropy) {
           launch(op, key + "online", "crossentropy_forward_online",
@@ -2524,6 +2533,35 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                });
         return success();
       })
+      .Case<Fp8CrossEntropyGradOp>([&](Fp8CrossEntropyGradOp ce) {
+        // Computed by its forward's launch (onePassGrad), or by the rows
+        // kernel from the saved log-sum-exp (or its own).
+        if (onePassGrads.contains(ce))
+          return success();
+        int64_t vp = lastDim(ce.getLogits()), rows = numel(ce.getTargets());
+        CrossEntropyShape s{rows, *getConfigInt(ce.getVocabSize()), vp, lanes};
+        Type ft = Float32Type::get(ctx);
+        auto saved = savedLse.find(ce.getLogits());
+        bool haveLse = saved != savedLse.end();
+        std::vector<Type> types = {flat(ce.getGrad()), flat(ce.getLogits()),
+                                   flat(ce.getTargets()),
+                                   flatOf(numel(ce.getResult()), IntegerType::get(ctx, 8))};
+        std::vector<Operand> args = {t(ce.getGrad()), t(ce.getLogits()), t(ce.getTargets()),
+                                     t(ce.getResult())};
+        if (haveLse) {
+          types.push_back(flatOf(rows, ft));
+          args.push_back(saved->second);
+        }
+        types.push_back(flatOf(1, ft));
+        args.push_back(t(ce.getInverse()));
+        GradStore store = gradStore(ce);
+        launch(op, key + (haveLse ? "saved" : "online"), "crossentropy_backward_fp8", types, args,
+               s.threads(), [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                 buildCrossEntropyBackwardRows(b, loc, idx, a, s, haveLse, store);
+               });
+        return success();
+      })
+      .Case<Fp8TransposeOp>([&](Fp8TransposeOp tr) { return lowerFp8Transpose(tr); })
       .Case<CrossEntropyGradOp>([&](CrossEntropyGradOp ce) {
         // Computed by its forward's launch (onePassGrad).
         if (onePassGrads.contains(ce))

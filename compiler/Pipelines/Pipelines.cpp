@@ -129,6 +129,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   if (options.precision == "fp8") {
     pm.addPass(createLowerFp8Pass());
     pm.addPass(createCSEPass());
+    // Before delayed scaling: the logits' gradient needs no history.
+    if (options.fp8CrossEntropyGrad)
+      pm.addPass(createFp8CrossEntropyGradPass());
     // After CSE: one history per scale that CSE left.
     if (options.fp8History > 0) {
       Fp8DelayedScalingPassOptions delayed;

@@ -63,6 +63,10 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
   Option<bool> fp8LmHead{*this, "fp8-lm-head",
                          llvm::cl::desc("gpt-mixed-precision's fp8-lm-head option"),
                          llvm::cl::init(false)};
+  Option<bool> fp8CrossEntropyGrad{
+      *this, "fp8-cross-entropy-grad",
+      llvm::cl::desc("Write an FP8 LM head's logit gradient as FP8 (gpt-fp8-cross-entropy-grad)"),
+      llvm::cl::init(true)};
   Option<bool> narrowResidual{*this, "narrow-residual",
                               llvm::cl::desc("gpt-mixed-precision's narrow-residual option"),
                               llvm::cl::init(false)};

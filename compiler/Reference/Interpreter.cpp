@@ -269,6 +269,11 @@ private:
         .template Case<CausalAttentionGradOp>([&](auto o) { return attentionGrad(o); })
         .template Case<CausalAttentionGradSumOp>([&](auto o) { return attentionGradSum(o); })
         .template Case<CrossEntropyGradOp>([&](auto o) { return crossEntropyGrad(o); })
+        .template Case<Fp8CrossEntropyGradOp>([&](auto o) { return fp8CrossEntropyGrad(o); })
+        .template Case<Fp8TransposeOp>([&](auto o) {
+          out(o.getResult()) = transposedOf(in(o.getInput()), o.getInput());
+          return success();
+        })
         .template Case<LRScheduleOp>([&](auto o) { return lrSchedule(o); })
         .template Case<GlobalNormOp>([&](auto o) { return globalNorm(o); })
         .template Case<AdamWOp>([&](auto o) { return adamw(o); })
@@ -956,14 +961,16 @@ private:
     return success();
   }
 
-  LogicalResult crossEntropyGrad(CrossEntropyGradOp op) {
+  /// dlogits of a cross_entropy_grad or fp8_cross_entropy_grad `op` into
+  /// `dl` (zeroed, of the logits' size).
+  template <typename GradOp>
+  LogicalResult crossEntropyGradInto(GradOp op, Buffer &dl) {
     const Buffer &dloss = in(op.getGrad()), &logits = in(op.getLogits());
     const Buffer &targets = in(op.getTargets());
     int64_t vp = shapeOf(op.getLogits()).back();
     int64_t v = *getConfigInt(op.getVocabSize());
     int64_t rows = targets.size();
     T g = dloss[0] / static_cast<T>(rows);
-    Buffer &dl = out(op.getResult());
     for (int64_t r = 0; r < rows; ++r) {
       int64_t target = static_cast<int64_t>(targets[r]);
       if (target < 0 || target >= v)
@@ -974,6 +981,22 @@ private:
       for (int64_t i = 0; i < v; ++i)
         dl[r * vp + i] = g * (std::exp(lr[i] - mx) / sum - (i == target ? T(1) : T(0)));
     }
+    return success();
+  }
+
+  LogicalResult crossEntropyGrad(CrossEntropyGradOp op) {
+    return crossEntropyGradInto(op, out(op.getResult()));
+  }
+
+  /// The gradient's codes at the scale of its bound |dloss| / P.
+  LogicalResult fp8CrossEntropyGrad(Fp8CrossEntropyGradOp op) {
+    Buffer dl(in(op.getLogits()).size(), T(0));
+    if (failed(crossEntropyGradInto(op, dl)))
+      return failure();
+    T bound = std::fabs(in(op.getGrad())[0] / static_cast<T>(in(op.getTargets()).size()));
+    double s = scaleOf(static_cast<double>(bound), Fp8Format::E5M2);
+    out(op.getResult()) = quantize(dl, Fp8Format::E5M2, s);
+    out(op.getInverse())[0] = static_cast<T>(1.0 / s);
     return success();
   }
 

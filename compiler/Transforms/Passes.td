@@ -371,6 +371,54 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
 
+def Fp8CrossEntropyGradPass : Pass<"gpt-fp8-cross-entropy-grad", "::mlir::ModuleOp"> {
+  let summary = "Writes an FP8 LM head's logit gradient as e5m2 codes from the loss kernel";
+  let description = [{
+    With `--fp8-lm-head`, gpt-lower-fp8 leaves the logits' gradient as a
+    bf16 `gpt.cross_entropy_grad` that a `gpt.fp8_scale` reads for its
+    amax and a `gpt.fp8_cast_transpose` casts into the two e5m2 layouts
+    of the head's backward GEMMs: at GPT-2 124M, B=64, a 6.6 GB write,
+    two reads of it (one with delayed scaling) and two 3.3 GB writes.
+
+    The gradient's scale needs no amax: every element
+    `dloss (p - onehot) / P` is at most `|dloss| / P` in magnitude, so
+    `57344 P / |dloss|` never saturates, and the elements near the bound
+    (a wrong prediction, p_target near 0) occur in every batch. Each such
+    cast becomes a `gpt.fp8_cross_entropy_grad` at the gradient, whose
+    kernel (the loss's, with `--cross-entropy-one-pass` the forward's own
+    launch) writes the codes and the inverse scale, then a
+    `gpt.fp8_transpose` of the codes for the weight gradient's layout.
+    The bf16 gradient, its scale and its cast are erased. That is a 3.3
+    GB write and a 3.3 GB byte transpose in place of the above, and the
+    logits die before the transposed copy exists (peak: the logits and
+    one FP8 layout, not the logits and two).
+
+    It matches only a plain cast (no `gelu`, no history: it runs before
+    gpt-fp8-delayed-scaling, which then gives this gradient no history)
+    of the gradient as it is (FP8 codes have no `gpt.reshape`), whose
+    scale is the gradient's own and where nothing else reads the bf16
+    gradient. Runs after gpt-lower-fp8 and CSE; `gptc
+    --fp8-cross-entropy-grad=false` leaves it out.
+
+    ```mlir
+    // Before:
+    %g = gpt.cross_entropy_grad %dloss, %logits, %t {vocab_size = 60 : i64}
+        : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
+    %s, %inv = gpt.fp8_scale e5m2 %g : (tensor<2x8x64xbf16>) -> (tensor<f32>, tensor<f32>)
+    %q, %qt = gpt.fp8_cast_transpose e5m2 %g, %s
+        : (tensor<2x8x64xbf16>, tensor<f32>) -> (tensor<2x8x64xf8E5M2>, tensor<64x16xf8E5M2>)
+    // After:
+    %q, %inv = gpt.fp8_cross_entropy_grad %dloss, %logits, %t {vocab_size = 60 : i64}
+        : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> (tensor<2x8x64xf8E5M2>, tensor<f32>)
+    %qt = gpt.fp8_transpose %q : (tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numRewritten", "rewritten", "Logit gradients written as FP8 codes">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect"];
+}
+
 def Fp8DelayedScalingPass : Pass<"gpt-fp8-delayed-scaling", "::mlir::ModuleOp"> {
   let summary = "Takes each FP8 scale of the train step from the amaxes of the steps before";
   let description = [{

@@ -136,6 +136,13 @@ cl::opt<bool> fp8LmHead(
              "products) in FP8 too; the largest GEMMs of the small models, at a cost in loss "
              "(default: bf16)"),
     cl::init(false), cl::cat(compileCat));
+cl::opt<bool> fp8CrossEntropyGrad(
+    "fp8-cross-entropy-grad",
+    cl::desc("With --fp8-lm-head: the loss kernel writes the logits' gradient as e5m2 codes "
+             "at the scale of its bound |dloss| / positions, and a byte transpose gives the "
+             "other layout (gpt-fp8-cross-entropy-grad; =false: a bf16 gradient, scaled by its "
+             "amax and cast)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> narrowResidual(
     "narrow-residual",
     cl::desc("With --precision=bf16 or fp16: the residual stream (the embedding, the residual "
@@ -310,6 +317,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.narrowGrads = narrowGrads;
   options.narrowResidual = narrowResidual;
   options.fp8LmHead = fp8LmHead;
+  options.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
   options.rematMaxDepth = rematMaxDepth;
 }
 

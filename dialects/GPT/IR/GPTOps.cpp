@@ -712,6 +712,32 @@ LogicalResult CrossEntropyGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+LogicalResult Fp8CrossEntropyGradOp::inferReturnTypes(MLIRContext *ctx,
+                                                      std::optional<Location> loc,
+                                                      Adaptor adaptor,
+                                                      SmallVectorImpl<Type> &results) {
+  auto logits = rtt(adaptor.getLogits());
+  if (failed(checkLogitsAndTargets(loc, "fp8_cross_entropy_grad", logits,
+                                   rtt(adaptor.getTargets()), adaptor.getVocabSize())))
+    return failure();
+  results.push_back(RankedTensorType::get(logits.getShape(), Float8E5M2Type::get(ctx)));
+  results.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+LogicalResult Fp8TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  if (x.getRank() < 2)
+    return shapeError(loc, "fp8_transpose", "input must have rank >= 2, got ", x.getRank());
+  int64_t cols = x.getShape().back(), rows = 1;
+  for (int64_t d : x.getShape().drop_back())
+    rows = isDyn(d) || isDyn(rows) ? ShapedType::kDynamic : rows * d;
+  results.push_back(RankedTensorType::get({cols, rows}, x.getElementType()));
+  return success();
+}
+
 LogicalResult RandomNormalOp::verify() {
   if (!getType().hasStaticShape())
     return emitOpError("result type must be static, got ") << getType();

@@ -723,6 +723,53 @@ def GPT_CrossEntropyGradOp : GPT_InferredOp<"cross_entropy_grad"> {
   }];
 }
 
+def GPT_Fp8CrossEntropyGradOp : GPT_InferredOp<"fp8_cross_entropy_grad"> {
+  let summary = "The logits' gradient as e5m2 codes, with a scale fixed by its bound";
+  let description = [{
+    `gpt.cross_entropy_grad` quantized as e5m2 with a scale known before
+    the gradient exists: every element `dloss (p - onehot) / P` is at most
+    `|dloss| / P` in magnitude (`|p_i - [i == target]| <= 1`), so
+    `s = 57344 P / |dloss|` (1 where `dloss` is 0 or not finite) never
+    saturates. `result = round_e5m2(s dlogits)` (nearest even, as
+    `gpt.fp8_quantize`), of the logits' shape; `inverse = 1 / s`, the
+    dequantization factor a `gpt.scaled_matmul` takes. The loss kernel
+    writes the codes directly: the bf16 gradient is never stored, read for
+    an amax or cast. `gpt-fp8-cross-entropy-grad` makes it from an FP8 LM
+    head's gradient.
+
+    ```mlir
+    %q, %inv = gpt.fp8_cross_entropy_grad %dloss, %logits, %targets {vocab_size = 60 : i64}
+        : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>)
+          -> (tensor<2x8x64xf8E5M2>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins GPT_Scalar:$grad, GPT_FloatTensor:$logits,
+                       GPT_IndexTensor:$targets, GPT_IntOrConfigAttr:$vocab_size);
+  let results = (outs RankedTensorOf<[F8E5M2]>:$result, 0DTensorOf<[F32]>:$inverse);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $targets attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def GPT_Fp8TransposeOp : GPT_InferredOp<"fp8_transpose"> {
+  let summary = "FP8 codes seen as a (rows, columns) matrix, transposed";
+  let description = [{
+    The input's last dimension is the columns and the others flatten into
+    rows; the result is (columns, rows), the same codes moved, as
+    `gpt.fp8_cast_transpose`'s `transposed`. It copies bytes: for FP8 codes
+    that already exist in one layout (`gpt.fp8_cross_entropy_grad`'s), the
+    other layout an FP8 GEMM needs costs a read and a write of one byte
+    per element.
+
+    ```mlir
+    %qt = gpt.fp8_transpose %q : (tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[F8E4M3FN, F8E5M2]>:$input);
+  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizer ops (produced by gpt-insert-optimizer)
 //===----------------------------------------------------------------------===//

@@ -1480,3 +1480,33 @@ func.func @fp8_scale_empty_history(%x: tensor<8x16xbf16>, %h: tensor<0xf32>) {
   %s, %inv, %h1 = gpt.fp8_scale e4m3 %x history %h : (tensor<8x16xbf16>, tensor<0xf32>) -> (tensor<f32>, tensor<f32>, tensor<0xf32>)
   return
 }
+
+// -----
+
+// Tests that gpt.fp8_transpose needs a matrix (rank >= 2).
+func.func @fp8_transpose_rank(%q: tensor<16xf8E5M2>) {
+  // expected-error @+2 {{input must have rank >= 2, got 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %qt = gpt.fp8_transpose %q : (tensor<16xf8E5M2>) -> tensor<16xf8E5M2>
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_cross_entropy_grad checks its targets against the
+// logits as gpt.cross_entropy_grad does.
+func.func @fp8_cross_entropy_grad_targets(%dloss: tensor<f32>, %logits: tensor<2x8x64xbf16>, %t: tensor<2x4xi32>) {
+  // expected-error @+2 {{logits and targets differ in dimension 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q, %inv = gpt.fp8_cross_entropy_grad %dloss, %logits, %t {vocab_size = 60 : i64} : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x4xi32>) -> (tensor<2x8x64xf8E5M2>, tensor<f32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_transpose takes FP8 codes only.
+func.func @fp8_transpose_type(%x: tensor<16x64xbf16>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of f8E4M3FN type or f8E5M2 type values}}
+  %qt = gpt.fp8_transpose %x : (tensor<16x64xbf16>) -> tensor<64x16xbf16>
+  return
+}

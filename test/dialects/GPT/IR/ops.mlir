@@ -1137,3 +1137,27 @@ func.func @fp8_gelu(%x: tensor<2x8x16xbf16>) -> (tensor<2x8x16xf8E4M3FN>, tensor
   %t = gpt.fp8_quantize e4m3 %x2, %s {gelu, transpose} : (tensor<16x16xbf16>, tensor<f32>) -> tensor<16x16xf8E4M3FN>
   return %q, %qt, %t : tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>
 }
+
+// -----
+
+// Tests that gpt.fp8_cross_entropy_grad round-trips: e5m2 codes of the
+// logits' shape and an f32 inverse scale.
+// CHECK-LABEL: func.func @fp8_cross_entropy_grad
+// CHECK-SAME:    %[[D:[^:]*]]: tensor<f32>, %[[L:[^:]*]]: tensor<2x8x64xbf16>, %[[T:[^:]*]]: tensor<2x8xi32>
+func.func @fp8_cross_entropy_grad(%dloss: tensor<f32>, %logits: tensor<2x8x64xbf16>, %t: tensor<2x8xi32>) -> (tensor<2x8x64xf8E5M2>, tensor<f32>) {
+  // CHECK: gpt.fp8_cross_entropy_grad %[[D]], %[[L]], %[[T]] {vocab_size = 60 : i64} : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> (tensor<2x8x64xf8E5M2>, tensor<f32>)
+  %q, %inv = gpt.fp8_cross_entropy_grad %dloss, %logits, %t {vocab_size = 60 : i64} : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> (tensor<2x8x64xf8E5M2>, tensor<f32>)
+  return %q, %inv : tensor<2x8x64xf8E5M2>, tensor<f32>
+}
+
+// -----
+
+// Tests that gpt.fp8_transpose round-trips, flattening the leading
+// dimensions into rows and keeping the element type.
+// CHECK-LABEL: func.func @fp8_transpose
+// CHECK-SAME:    %[[Q:.*]]: tensor<2x8x64xf8E5M2>
+func.func @fp8_transpose(%q: tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2> {
+  // CHECK: gpt.fp8_transpose %[[Q]] : (tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2>
+  %qt = gpt.fp8_transpose %q : (tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2>
+  return %qt : tensor<64x16xf8E5M2>
+}

@@ -546,4 +546,107 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
   }
 }
 
+// gpt.fp8_cross_entropy_grad's rows kernel (from the forward's saved
+// log-sum-exp, and computing its own) and gpt.fp8_transpose's kernel, read
+// back through FP8 GEMMs with identities: the dequantized codes of both
+// layouts and the inverse scale against the fp64 reference. dloss = 2.5
+// makes the scale 57344 * 16 / 2.5; 16 rows of 64 (60 in the vocabulary)
+// give the transpose's generic path (not whole 64 x 64 tiles).
+TEST_F(LoweringTest, Fp8CrossEntropyGradMatchesTheReference) {
+  constexpr int64_t rows = 16, vp = 64;
+  std::string l = "tensor<16x64xf32>", q = "tensor<16x64xf8E5M2>", qt = "tensor<64x16xf8E5M2>";
+  std::string e = "tensor<64x64xf32>", qe = "tensor<64x64xf8E4M3FN>", e16 = "tensor<16x16xf32>",
+              qe16 = "tensor<16x16xf8E4M3FN>", yt = "tensor<64x16xf32>";
+  auto grad = [&](const std::string &n, const std::string &logits) {
+    return "  %q" + n + ", %i" + n + " = gpt.fp8_cross_entropy_grad %d, " + logits +
+           ", %t {vocab_size = 60 : i64} : (tensor<f32>, " + l +
+           ", tensor<16xi32>) -> (" + q + ", tensor<f32>)\n"
+           "  %qt" + n + " = gpt.fp8_transpose %q" + n + " : (" + q + ") -> " + qt + "\n"
+           "  %y" + n + " = gpt.scaled_matmul %q" + n + ", %i" + n + ", %qe, %se {transpose_rhs} : (" +
+           q + ", tensor<f32>, " + qe + ", tensor<f32>) -> " + l + "\n"
+           "  %yt" + n + " = gpt.scaled_matmul %qt" + n + ", %i" + n + ", %qe16, %se16 {transpose_rhs} : (" +
+           qt + ", tensor<f32>, " + qe16 + ", tensor<f32>) -> " + yt + "\n";
+  };
+  module = parse(
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(%x: " + l + " {gpt.input = \"x\"}, %x2: " + l +
+      " {gpt.input = \"x2\"}, %t: tensor<16xi32> {gpt.input = \"t\"}, %d: tensor<f32> {gpt.input = \"d\"}, %e: " +
+      e + " {gpt.input = \"e\"}, %e16: " + e16 + " {gpt.input = \"e16\"}) -> (tensor<f32> {gpt.output = \"loss\"}, " +
+      l + " {gpt.output = \"saved\"}, " + yt + " {gpt.output = \"saved_t\"}, tensor<f32> {gpt.output = \"inverse\"}, " +
+      l + " {gpt.output = \"online\"}, " + yt + " {gpt.output = \"online_t\"}) {\n"
+      "  %fe, %se = gpt.fp8_scale e4m3 %e : (" + e + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %qe = gpt.fp8_quantize e4m3 %e, %fe : (" + e + ", tensor<f32>) -> " + qe + "\n"
+      "  %fe16, %se16 = gpt.fp8_scale e4m3 %e16 : (" + e16 + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %qe16 = gpt.fp8_quantize e4m3 %e16, %fe16 : (" + e16 + ", tensor<f32>) -> " + qe16 + "\n"
+      "  %loss = gpt.cross_entropy %x, %t {vocab_size = 60 : i64} : (" + l + ", tensor<16xi32>) -> tensor<f32>\n" +
+      grad("1", "%x") + grad("2", "%x2") +
+      "  return %loss, %y1, %yt1, %i1, %y2, %yt2 : tensor<f32>, " + l + ", " + yt + ", tensor<f32>, " +
+      l + ", " + yt + "\n}\n");
+  ASSERT_TRUE(module);
+
+  std::vector<float> xs(rows * vp), x2s(rows * vp), id(vp * vp, 0.0f), id16(rows * rows, 0.0f);
+  std::vector<int32_t> ts(rows);
+  for (int64_t i = 0; i < rows * vp; ++i) {
+    xs[i] = static_cast<float>(3.0 * std::sin(0.37 * static_cast<double>(i)));
+    x2s[i] = static_cast<float>(6.0 * std::cos(0.11 * static_cast<double>(i * i % 97)));
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    ts[r] = static_cast<int32_t>((r * 7) % 60);
+  for (int64_t i = 0; i < vp; ++i)
+    id[i * vp + i] = 1.0f;
+  for (int64_t i = 0; i < rows; ++i)
+    id16[i * rows + i] = 1.0f;
+  std::vector<float> dloss = {2.5f};
+
+  auto asTensor = [](std::vector<int64_t> dims, auto data) {
+    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
+  };
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(fn);
+  auto ref = reference::evaluate(fn,
+                                 {asTensor({rows, vp}, xs), asTensor({rows, vp}, x2s),
+                                  asTensor({rows}, ts), asTensor({}, dloss),
+                                  asTensor({vp, vp}, id), asTensor({rows, rows}, id16)},
+                                 reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
+
+  auto session = hostSession("fp8-cross-entropy-grad-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "x", xs));
+  ASSERT_TRUE(session->setInput("train_step", "x2", x2s));
+  ASSERT_TRUE(session->setInput("train_step", "t", ts));
+  ASSERT_TRUE(session->setInput("train_step", "d", dloss));
+  ASSERT_TRUE(session->setInput("train_step", "e", id));
+  ASSERT_TRUE(session->setInput("train_step", "e16", id16));
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+
+  // The inverse is the bound's: |dloss| / rows / 57344.
+  EXPECT_DOUBLE_EQ((*ref)[3].data[0], 2.5 / rows / 57344.0);
+  const char *names[] = {"loss", "saved", "saved_t", "inverse", "online", "online_t"};
+  for (size_t o = 0; o < std::size(names); ++o) {
+    auto got = session->getOutput("train_step", names[o]);
+    ASSERT_TRUE(got) << names[o] << ": " << got.status().message();
+    const Tensor &want = (*ref)[o];
+    ASSERT_EQ(got->size(), want.data.size() * 4) << names[o];
+    int far = 0, nonzero = 0;
+    std::string first;
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      float g;
+      std::memcpy(&g, got->data() + 4 * i, 4);
+      double wv = want.data[i];
+      nonzero += wv != 0;
+      // Codes agree exactly; the f32 inverse and loss to rounding.
+      if (!(std::fabs(g - wv) <= 1e-6 * std::fabs(wv)) && far++ == 0)
+        first = std::string(names[o]) + "[" + std::to_string(i) + "]: " + std::to_string(g) +
+                " against " + std::to_string(wv);
+    }
+    EXPECT_EQ(far, 0) << names[o] << ": elements off; the first: " << first;
+    EXPECT_GT(nonzero, 0) << names[o];
+  }
+}
+
 } // namespace

@@ -87,6 +87,54 @@ TEST_F(InterpreterTest, Fp8ScaleOfANanIsOne) {
   }
 }
 
+// Verify gpt.fp8_cross_entropy_grad: the gradient's e5m2 codes at the
+// scale of its bound |dloss| / P, the inverse of that scale, scale 1 for a
+// zero dloss, zero codes in the padding; gpt.fp8_transpose moves them.
+TEST_F(InterpreterTest, Fp8CrossEntropyGradScalesByItsBound) {
+  module = parse(R"mlir(
+    func.func @f(%d: tensor<f64>, %l: tensor<2x4xf64>, %t: tensor<2xi32>)
+        -> (tensor<2x4xf8E5M2>, tensor<f32>, tensor<4x2xf8E5M2>, tensor<2x4xf64>) {
+      %q, %inv = gpt.fp8_cross_entropy_grad %d, %l, %t {vocab_size = 3 : i64}
+          : (tensor<f64>, tensor<2x4xf64>, tensor<2xi32>) -> (tensor<2x4xf8E5M2>, tensor<f32>)
+      %qt = gpt.fp8_transpose %q : (tensor<2x4xf8E5M2>) -> tensor<4x2xf8E5M2>
+      %g = gpt.cross_entropy_grad %d, %l, %t {vocab_size = 3 : i64}
+          : (tensor<f64>, tensor<2x4xf64>, tensor<2xi32>) -> tensor<2x4xf64>
+      return %q, %inv, %qt, %g : tensor<2x4xf8E5M2>, tensor<f32>, tensor<4x2xf8E5M2>, tensor<2x4xf64>
+    })mlir");
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  // e5m2: 2 mantissa bits, normal from 2^-14, ties to even.
+  auto e5m2 = [](double v) {
+    if (v == 0)
+      return 0.0;
+    double quantum = std::ldexp(1.0, std::max(std::ilogb(v), -14) - 2);
+    return std::nearbyint(v / quantum) * quantum;
+  };
+  Tensor logits({2, 4}, {4, -1, 0.5, 9, -2, 3, 1, -9});
+  for (double dloss : {3.0, -0.5}) {
+    auto out = reference::evaluate(fn, {Tensor({}, {dloss}), logits, Tensor({2}, {2, 1})},
+                                   Precision::F64);
+    ASSERT_TRUE(mlir::succeeded(out)) << diagnostics;
+    double s = 57344 * 2 / std::fabs(dloss);
+    const Tensor &q = (*out)[0], &qt = (*out)[2], &g = (*out)[3];
+    double largest = 0;
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(q.data[i], e5m2(g.data[i] * s)) << "element " << i << ", dloss " << dloss;
+      EXPECT_EQ(qt.data[(i % 4) * 2 + i / 4], q.data[i]) << "element " << i;
+      largest = std::max(largest, std::fabs(q.data[i]));
+    }
+    EXPECT_EQ(q.data[3], 0); // padding
+    EXPECT_LE(largest, 57344);
+    EXPECT_GT(largest, 57344 / 2.0); // row 0's target has p near 0
+    expectNear((*out)[1], {1 / s}, 1e-15);
+  }
+  auto zero = reference::evaluate(fn, {Tensor({}, {0.0}), logits, Tensor({2}, {2, 1})},
+                                  Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(zero)) << diagnostics;
+  expectNear((*zero)[0], std::vector<double>(8, 0.0), 0);
+  expectNear((*zero)[1], {1.0}, 0);
+}
+
 // Verify the tanh-approximate GELU at a few points.
 TEST_F(InterpreterTest, GeluTanhApproximation) {
   Tensor y = run(R"mlir(
