@@ -41,6 +41,7 @@ protected:
   std::vector<codegen::Command> ceGrad, ce;
   bool onePass = true; // LoweringOptions::crossEntropyOnePass
   bool flash = false;   // LoweringOptions::flashAttention
+  bool fp8LmHead = false, fp8CrossEntropyGrad = true; // PipelineOptions
   std::vector<codegen::Command> attentionGrad;
 
   std::optional<codegen::Lowered> lowered;
@@ -52,6 +53,8 @@ protected:
       o.fuseAdamW = fuseAdamW;
       o.narrowGrads = narrowGrads;
       o.precision = precision;
+      o.fp8LmHead = fp8LmHead;
+      o.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
     }));
     codegen::LoweringOptions options;
     options.rowLanes = lanes;
@@ -69,7 +72,7 @@ protected:
       kernels[c.op].push_back(lowered->kernels[c.kernel].name);
       if (c.op == "gpt.cross_entropy_grad")
         ceGrad.push_back(c);
-      if (c.op == "gpt.cross_entropy")
+      if (c.op == "gpt.cross_entropy" || c.op == "gpt.fp8_cross_entropy_grad")
         ce.push_back(c);
       if (c.op == "gpt.causal_attention_grad_sum")
         attentionGrad.push_back(c);
@@ -233,6 +236,44 @@ TEST_F(FusionLoweringTest, CrossEntropyOnePassNeedsNarrowLogitsAndItsOption) {
   onePass = true;
   ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "tiny", 32, /*vectorAccess=*/false));
   EXPECT_EQ(launches["gpt.cross_entropy_grad"], 1);
+}
+
+// fp8 with the FP8 LM head (CUDA): the forward's one-pass launch writes
+// the logits' gradient as e5m2 codes into their own tensor (not over the
+// logits) and the inverse scale, a byte transpose gives the other layout,
+// and the gradient's scale and cast-transpose are gone; without the one
+// pass, the rows kernel writes the codes.
+TEST_F(FusionLoweringTest, Fp8LogitGradientIsWrittenByTheLossKernel) {
+  fp8LmHead = true;
+  fp8CrossEntropyGrad = false;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "fp8", true, "tiny", 32, /*vectorAccess=*/true));
+  std::map<std::string, int> castFirst = launches;
+  launches.clear();
+  ce.clear();
+  fp8CrossEntropyGrad = true;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "fp8", true, "tiny", 32, /*vectorAccess=*/true));
+  EXPECT_EQ(launches.count("gpt.cross_entropy_grad"), 0u);
+  EXPECT_EQ(launches.count("gpt.fp8_cross_entropy_grad"), 0u);
+  EXPECT_EQ(launches["gpt.fp8_transpose"], 1);
+  EXPECT_EQ(launches["gpt.fp8_cast_transpose"], castFirst["gpt.fp8_cast_transpose"] - 1);
+  EXPECT_EQ(launches["gpt.fp8_scale"], castFirst["gpt.fp8_scale"] - 1);
+  ASSERT_FALSE(ce.empty());
+  const codegen::Command &c = ce.front();
+  EXPECT_EQ(lowered->kernels[c.kernel].name.rfind("crossentropy_forward_backward", 0), 0u);
+  // logits, targets, dloss, losses, codes, inverse.
+  ASSERT_EQ(c.args.size(), 6u);
+  const codegen::TensorInfo &codes = lowered->tensors[c.args[4].tensor];
+  EXPECT_TRUE(llvm::isa<mlir::Float8E5M2Type>(codes.elementType));
+  EXPECT_NE(c.args[4].tensor, c.args[0].tensor);
+  EXPECT_EQ(codes.bytes * 2, lowered->tensors[c.args[0].tensor].bytes);
+  EXPECT_EQ(lowered->tensors[c.args[5].tensor].bytes, 4);
+
+  launches.clear();
+  ce.clear();
+  onePass = false;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "fp8", true, "tiny", 32, /*vectorAccess=*/true));
+  ASSERT_EQ(launches["gpt.fp8_cross_entropy_grad"], 1);
+  EXPECT_EQ(kernels["gpt.fp8_cross_entropy_grad"][0].rfind("crossentropy_backward_fp8", 0), 0u);
 }
 
 // bf16 mini (T = 64, head dimension 16: the flash kernels): the qkv bias
