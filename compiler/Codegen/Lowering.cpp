@@ -1442,6 +1442,33 @@ constexpr int64_t kTransposeRun = 16;
 /// staged as codes in shared memory rows of kCastTilePitch bytes (the
 /// padding spreads the column reads over the banks).
 constexpr int64_t kCastTile = 64, kCastTilePitch = 68;
+/// Threads of a tile's block: each moves 16 codes of the transposed rows.
+constexpr int64_t kCastTileThreads = kCastTile * kCastTile / 16;
+
+/// A tiled transpose's block (kCastTileThreads per 64 x 64 tile, tiles
+/// row by row over `cols` columns): the thread, its tile's first row and
+/// column, and the tile in dynamic shared memory.
+struct CastTile {
+  Value tid, r0, c0, codes;
+};
+CastTile castTile(KB &k, Value idx, int64_t cols) {
+  Value tid = k.urem(idx, k.idx(kCastTileThreads)), block = k.udiv(idx, k.idx(kCastTileThreads));
+  int64_t tilesPerRow = cols / kCastTile;
+  return {tid, k.mul(k.udiv(block, k.idx(tilesPerRow)), k.idx(kCastTile)),
+          k.mul(k.urem(block, k.idx(tilesPerRow)), k.idx(kCastTile)),
+          sharedView(k, dynamicSharedMemory(k), 0, kCastTile * kCastTilePitch, k.b.getI8Type())};
+}
+
+/// After the tile is in shared memory (and a barrier): each thread gathers
+/// 16 codes down column tid / 4, rows (tid % 4) * 16 on, and stores them as
+/// one 16-byte vector of that transposed row of `out` ((cols, rows)).
+void storeTileColumns(KB &k, const CastTile &t, Value out, int64_t rows) {
+  Value c = k.udiv(t.tid, k.idx(4)), q = k.mul(k.urem(t.tid, k.idx(4)), k.idx(16));
+  SmallVector<Value> down;
+  for (int64_t i = 0; i < 16; ++i)
+    down.push_back(k.ld(t.codes, k.add(k.mul(k.add(q, k.idx(i)), k.idx(kCastTilePitch)), c)));
+  k.stVector(down, out, k.add(k.mul(k.add(t.c0, c), k.idx(rows)), k.add(t.r0, q)));
+}
 
 
 /// What an FP8 kernel quantizes of a loaded (widened) value v of a tensor
@@ -1724,19 +1751,16 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
   }
   std::string name = rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose";
   std::string key = keyOf(op) + (rowMajor ? "[both]" : "[transposed]");
-  constexpr int64_t kThreads = kCastTile * kCastTile / 16;
+  constexpr int64_t kThreads = kCastTileThreads;
   // 16-byte vectors of the input and of the transposed rows.
   if (vectorChunks(tensors, 16) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
       options.blockThreads == kThreads && elt.getIntOrFloatBitWidth() == 16) {
     bool cvt = options.cudaArch >= 89;
-    int64_t tilesPerRow = cols / kCastTile;
     launch(op, key + "tiled", name, types, args, n / 16,
            [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
              KB k{b, loc};
-             Value tid = k.urem(idx, k.idx(kThreads)), block = k.udiv(idx, k.idx(kThreads));
-             Value r0 = k.mul(k.udiv(block, k.idx(tilesPerRow)), k.idx(kCastTile));
-             Value c0 = k.mul(k.urem(block, k.idx(tilesPerRow)), k.idx(kCastTile));
-             Value tile = sharedView(k, dynamicSharedMemory(k), 0, kCastTile * kCastTilePitch, i8);
+             CastTile ct = castTile(k, idx, cols);
+             Value tid = ct.tid, r0 = ct.r0, c0 = ct.c0, tile = ct.codes;
              Value s = k.ld(a[1], k.idx(0));
              SmallVector<Value> rowOf, colOf;
              SmallVector<SmallVector<Value>> xs;
@@ -1778,12 +1802,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
                buildIf(k, k.cmpEq(tid, k.idx(0)), [&] {
                  recordAmax(k, a[recAt], maxOf(k, loadFirst(k, perWarp, kThreads / 32)));
                });
-             Value c = k.udiv(tid, k.idx(4)), q = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
-             SmallVector<Value> down;
-             for (int64_t i = 0; i < 16; ++i)
-               down.push_back(
-                   k.ld(tile, k.add(k.mul(k.add(q, k.idx(i)), k.idx(kCastTilePitch)), c)));
-             k.stVector(down, a[2], k.add(k.mul(k.add(c0, c), k.idx(rows)), k.add(r0, q)));
+             storeTileColumns(k, ct, a[2], rows);
            },
            /*minBlocksPerSM=*/0,
            /*sharedBytes=*/kCastTile * kCastTilePitch + (recAt >= 0 ? kThreads / 32 * 4 : 0));
@@ -1829,33 +1848,23 @@ LogicalResult Lowerer::lowerFp8Transpose(Fp8TransposeOp op) {
   std::vector<Type> types = {flatOf(n, i8), flatOf(n, i8)};
   std::vector<Operand> args = {t(x), t(op.getResult())};
   std::string key = keyOf(op);
-  constexpr int64_t kThreads = kCastTile * kCastTile / 16;
   if (vectorChunks({x, op.getResult()}, 16) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
-      options.blockThreads == kThreads) {
-    int64_t tilesPerRow = cols / kCastTile;
+      options.blockThreads == kCastTileThreads) {
     launch(op, key + "tiled", "fp8_transpose", types, args, n / 16,
            [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
              KB k{b, loc};
-             Value tid = k.urem(idx, k.idx(kThreads)), block = k.udiv(idx, k.idx(kThreads));
-             Value r0 = k.mul(k.udiv(block, k.idx(tilesPerRow)), k.idx(kCastTile));
-             Value c0 = k.mul(k.urem(block, k.idx(tilesPerRow)), k.idx(kCastTile));
-             Value tile = sharedView(k, dynamicSharedMemory(k), 0, kCastTile * kCastTilePitch, i8);
+             CastTile ct = castTile(k, idx, cols);
              // Row tid / 4, bytes (tid % 4) * 16 on; the pitch keeps 4-byte
              // alignment only, so into the tile 4 bytes at a time.
-             Value r = k.udiv(tid, k.idx(4)), c = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
-             SmallVector<Value> bytes =
-                 k.ldVector(a[0], k.add(k.mul(k.add(r0, r), k.idx(cols)), k.add(c0, c)), 16);
+             Value r = k.udiv(ct.tid, k.idx(4)), c = k.mul(k.urem(ct.tid, k.idx(4)), k.idx(16));
+             SmallVector<Value> bytes = k.ldVector(
+                 a[0], k.add(k.mul(k.add(ct.r0, r), k.idx(cols)), k.add(ct.c0, c)), 16);
              Value at = k.add(k.mul(r, k.idx(kCastTilePitch)), c);
              for (int64_t w = 0; w < 4; ++w)
-               k.stVector(ArrayRef<Value>(bytes).slice(w * 4, 4), tile, k.add(at, k.idx(w * 4)));
+               k.stVector(ArrayRef<Value>(bytes).slice(w * 4, 4), ct.codes,
+                          k.add(at, k.idx(w * 4)));
              gpu::BarrierOp::create(b, loc);
-             // Column tid / 4 of the tile, its rows (tid % 4) * 16 on.
-             Value col = k.udiv(tid, k.idx(4)), q = k.mul(k.urem(tid, k.idx(4)), k.idx(16));
-             SmallVector<Value> down;
-             for (int64_t i = 0; i < 16; ++i)
-               down.push_back(
-                   k.ld(tile, k.add(k.mul(k.add(q, k.idx(i)), k.idx(kCastTilePitch)), col)));
-             k.stVector(down, a[1], k.add(k.mul(k.add(c0, col), k.idx(rows)), k.add(r0, q)));
+             storeTileColumns(k, ct, a[1], rows);
            },
            /*minBlocksPerSM=*/0, /*sharedBytes=*/kCastTile * kCastTilePitch);
     return success();

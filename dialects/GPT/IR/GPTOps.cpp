@@ -273,6 +273,15 @@ LogicalResult Fp8QuantizeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Lo
 // Fp8CastTransposeOp
 //===----------------------------------------------------------------------===//
 
+/// `x` (rank >= 2) seen as (rows, its last dimension), transposed, of
+/// element type `e`.
+static RankedTensorType transposedMatrix(RankedTensorType x, Type e) {
+  int64_t cols = x.getShape().back(), rows = 1;
+  for (int64_t d : x.getShape().drop_back())
+    rows = isDyn(d) || isDyn(rows) ? ShapedType::kDynamic : rows * d;
+  return RankedTensorType::get({cols, rows}, e);
+}
+
 LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc,
                                                    Adaptor adaptor,
                                                    SmallVectorImpl<Type> &results) {
@@ -280,11 +289,8 @@ LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::option
   if (x.getRank() < 2)
     return shapeError(loc, "fp8_cast_transpose", "input must have rank >= 2, got ", x.getRank());
   Type e = fp8Type(ctx, adaptor.getFormat());
-  int64_t cols = x.getShape().back(), rows = 1;
-  for (int64_t d : x.getShape().drop_back())
-    rows = isDyn(d) || isDyn(rows) ? ShapedType::kDynamic : rows * d;
   results.push_back(RankedTensorType::get(x.getShape(), e));
-  results.push_back(RankedTensorType::get({cols, rows}, e));
+  results.push_back(transposedMatrix(x, e));
   if (adaptor.getHistory())
     results.push_back(adaptor.getHistory().getType());
   return success();
@@ -731,10 +737,7 @@ LogicalResult Fp8TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Loca
   auto x = rtt(adaptor.getInput());
   if (x.getRank() < 2)
     return shapeError(loc, "fp8_transpose", "input must have rank >= 2, got ", x.getRank());
-  int64_t cols = x.getShape().back(), rows = 1;
-  for (int64_t d : x.getShape().drop_back())
-    rows = isDyn(d) || isDyn(rows) ? ShapedType::kDynamic : rows * d;
-  results.push_back(RankedTensorType::get({cols, rows}, x.getElementType()));
+  results.push_back(transposedMatrix(x, x.getElementType()));
   return success();
 }
 
