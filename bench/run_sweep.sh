@@ -15,6 +15,9 @@
 # time (gptc: AOT on the CPU machine, from sweep.tsv; torch: its first step).
 # SWEEP_TORCH="124M" runs torch for the listed models only.
 # $OUT/sweep_table.md is rewritten after each size. SWEEP_EAGER=0 skips eager.
+# $OUT holds three files (the device tool returns only a few): run_sweep.log,
+# sweep_table.md and logs.tar.gz (build.log, each run's log and JSON),
+# repacked after each size.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
@@ -22,8 +25,9 @@ BUDGET_S=${BUDGET_S:-560}
 DEADLINE=$((START + BUDGET_S))
 OUT=${OUT:-out/device}
 WORK=${WORK:-/tmp/gptc-sweep}
+LOGS=$WORK/logs
 mkdir -p "$OUT"
-rm -rf "$WORK" && mkdir -p "$WORK"
+rm -rf "$WORK" && mkdir -p "$LOGS"
 exec > >(tee -a "$OUT/run_sweep.log") 2>&1
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 # shellcheck source=bench/configs.sh
@@ -39,15 +43,15 @@ RESERVE_S=10
 source bench/stages.sh
 
 echo "=== build ==="
-[ -x "$GPTRUN" ] || run_limited build 240 bash scripts/device-build.sh > "$OUT/build.log" 2>&1
-tail -n 2 "$OUT/build.log" 2> /dev/null
+[ -x "$GPTRUN" ] || run_limited build 240 bash scripts/device-build.sh > "$LOGS/build.log" 2>&1
+tail -n 2 "$LOGS/build.log" 2> /dev/null
 
 runs=()
 while IFS=$'\t' read -r model b file secs tag _; do
   [ "$tag" = - ] && tag=""
   name=$model${tag:+-$tag}
   echo; echo "=== $name B=$b ($(($(date +%s) - START)) s) ==="
-  log=$OUT/gptrun_$name.log
+  log=$LOGS/gptrun_$name.log
   dtype=bf16
   [[ "-$tag-" == *-fp8-* ]] && dtype=fp8 # tags are joined by "-"
   run_limited "gptc-$name" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
@@ -71,19 +75,21 @@ PYEOF
       --init counter --seed "$SEED" --timing-warmup "$WARMUP" --quiet --steps "$SWEEP_STEPS" \
       --data "$DATA" $TRAIN_OPT --mode "$mode" --dtype bf16 --tf32 on \
       --json "$WORK/torch-$mode-$model.json" --label "torch $mode bf16 $model" \
-      --time-limit $(($(left) > 150 ? 135 : $(left) - 15)) > "$OUT/torch_${mode}_$model.log" 2>&1
-    echo "torch $mode rc=$?"; tail -n 1 "$OUT/torch_${mode}_$model.log"
+      --time-limit $(($(left) > 150 ? 135 : $(left) - 15)) > "$LOGS/torch_${mode}_$model.log" 2>&1
+    echo "torch $mode rc=$?"; tail -n 1 "$LOGS/torch_${mode}_$model.log"
     [ -f "$WORK/torch-$mode-$model.json" ] && runs+=("$WORK/torch-$mode-$model.json")
   done
   # The table so far: a call cut short still brings back every finished size.
   if ((${#runs[@]})); then
-    cp "${runs[@]}" "$OUT/" 2> /dev/null
+    cp "${runs[@]}" "$LOGS/" 2> /dev/null
     "$PY" bench/compare.py table "${runs[@]}" --reference none > "$OUT/sweep_table.md"
   fi
+  tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 done < "$ARTIFACTS/sweep.tsv"
 
 echo; echo "=== table ($(($(date +%s) - START)) s) ==="
-cp "${runs[@]}" "$OUT/" 2> /dev/null
+cp "${runs[@]}" "$LOGS/" 2> /dev/null
+tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 ((${#runs[@]})) && "$PY" bench/compare.py table "${runs[@]}" --reference none
 echo; echo "=== stages ==="
 for k in "${ORDER[@]}"; do printf '  %-20s %s\n' "$k" "${STATUS[$k]}"; done
