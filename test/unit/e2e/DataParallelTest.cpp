@@ -38,9 +38,10 @@ struct Trace {
 class DataParallelTest : public GPT2Test {
 protected:
   std::vector<uint8_t> build(int64_t batch, int64_t worldSize,
-                             const std::string &precision = "fp32") {
+                             const std::string &precision = "fp32", bool fp8LmHead = false) {
     EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
       o.precision = precision;
+      o.fp8LmHead = fp8LmHead;
       o.batch = batch;
       o.seq = kSeq;
       o.lr = 1e-2;
@@ -197,22 +198,27 @@ TEST_F(DataParallelTest, RanksTrainLikeOneLargeBatch) {
 
 // FP8 with delayed scaling: each rank records the amaxes of its own
 // batch; the ranks must end every step with the same histories (their
-// maximum), hence take the same scales and save the same state.
+// maximum), hence take the same scales and save the same state. With the
+// FP8 LM head too, whose logit gradient each rank writes as codes at the
+// scale of its bound (no history; the same on every rank).
 TEST_F(DataParallelTest, Fp8RanksShareTheirAmaxHistories) {
-  std::vector<uint8_t> ranked = build(kBatch, kRanks, "fp8");
-  ASSERT_FALSE(ranked.empty());
-  // Different sequences per rank, so their activations' amaxes differ.
-  std::vector<Trace> traces;
-  ASSERT_NO_FATAL_FAILURE(trainOnRanks(ranked, traces));
-  ASSERT_FALSE(traces[0].histories.empty());
-  EXPECT_EQ(traces[0].histories, traces[1].histories);
-  EXPECT_EQ(traces[0].params, traces[1].params);
-  // kSteps amaxes were recorded in each history (newest first).
-  for (const std::vector<float> &h : traces[0].histories) {
-    ASSERT_GT(h.size(), size_t(kSteps));
-    for (int64_t i = 0; i < kSteps; ++i)
-      EXPECT_GT(h[i], 0.0f);
-    EXPECT_EQ(h[kSteps], 0.0f);
+  for (bool head : {false, true}) {
+    std::vector<uint8_t> ranked = build(kBatch, kRanks, "fp8", head);
+    ASSERT_FALSE(ranked.empty());
+    // Different sequences per rank, so their activations' amaxes differ.
+    std::vector<Trace> traces;
+    ASSERT_NO_FATAL_FAILURE(trainOnRanks(ranked, traces));
+    ASSERT_FALSE(traces[0].histories.empty());
+    EXPECT_EQ(traces[0].histories, traces[1].histories) << "head " << head;
+    EXPECT_EQ(traces[0].params, traces[1].params) << "head " << head;
+    EXPECT_LT(traces[0].loss.back(), traces[0].loss.front()) << "head " << head;
+    // kSteps amaxes were recorded in each history (newest first).
+    for (const std::vector<float> &h : traces[0].histories) {
+      ASSERT_GT(h.size(), size_t(kSteps));
+      for (int64_t i = 0; i < kSteps; ++i)
+        EXPECT_GT(h[i], 0.0f);
+      EXPECT_EQ(h[kSteps], 0.0f);
+    }
   }
 }
 
