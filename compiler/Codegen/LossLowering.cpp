@@ -63,12 +63,14 @@ SmallVector<Value> ifElseValues(OpBuilder &b, Location loc, Value cond,
 }
 
 /// The e5m2 scale of gradients bounded by |g|: 57344 / |g|, 1 where |g|
-/// is 0 or not finite (gpt.fp8_cross_entropy_grad).
+/// is 0 or not finite or the quotient overflows f32 (|g| below ~1.7e-34)
+/// (gpt.fp8_cross_entropy_grad).
 Value boundScale(KB &k, Value g) {
   Type ft = k.b.getF32Type();
   Value bound = math::AbsFOp::create(k.b, k.loc, g);
-  return k.select(usableAmax(k, bound),
-                  k.div(k.f(gpt::fp8MaxFinite(gpt::Fp8Format::E5M2), ft), bound), k.f(1, ft));
+  Value s = k.div(k.f(gpt::fp8MaxFinite(gpt::Fp8Format::E5M2), ft), bound);
+  Value usable = arith::AndIOp::create(k.b, k.loc, usableAmax(k, bound), usableAmax(k, s));
+  return k.select(usable, s, k.f(1, ft));
 }
 
 /// Builds `body` where `cond` holds.

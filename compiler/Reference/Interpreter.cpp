@@ -995,6 +995,9 @@ private:
       return failure();
     T bound = std::fabs(in(op.getGrad())[0] / static_cast<T>(in(op.getTargets()).size()));
     double s = scaleOf(static_cast<double>(bound), Fp8Format::E5M2);
+    // A scale past f32's range is 1, as the kernels' f32 quotient.
+    if (!std::isfinite(static_cast<float>(s)))
+      s = 1.0;
     out(op.getResult()) = quantize(dl, Fp8Format::E5M2, s);
     out(op.getInverse())[0] = static_cast<T>(1.0 / s);
     return success();

@@ -729,7 +729,8 @@ def GPT_Fp8CrossEntropyGradOp : GPT_InferredOp<"fp8_cross_entropy_grad"> {
     `gpt.cross_entropy_grad` quantized as e5m2 with a scale known before
     the gradient exists: every element `dloss (p - onehot) / P` is at most
     `|dloss| / P` in magnitude (`|p_i - [i == target]| <= 1`), so
-    `s = 57344 P / |dloss|` (1 where `dloss` is 0 or not finite) never
+    `s = 57344 P / |dloss|` (1 where `dloss` is 0 or not finite, or `s`
+    overflows f32) never
     saturates. `result = round_e5m2(s dlogits)` (nearest even, as
     `gpt.fp8_quantize`), of the logits' shape; `inverse = 1 / s`, the
     dequantization factor a `gpt.scaled_matmul` takes. The loss kernel

@@ -128,11 +128,14 @@ TEST_F(InterpreterTest, Fp8CrossEntropyGradScalesByItsBound) {
     EXPECT_GT(largest, 57344 / 2.0); // row 0's target has p near 0
     expectNear((*out)[1], {1 / s}, 1e-15);
   }
-  auto zero = reference::evaluate(fn, {Tensor({}, {0.0}), logits, Tensor({2}, {2, 1})},
-                                  Precision::F64);
-  ASSERT_TRUE(mlir::succeeded(zero)) << diagnostics;
-  expectNear((*zero)[0], std::vector<double>(8, 0.0), 0);
-  expectNear((*zero)[1], {1.0}, 0);
+  // A zero dloss, and one whose scale would overflow f32: scale 1.
+  for (double dloss : {0.0, 1e-40}) {
+    auto out = reference::evaluate(fn, {Tensor({}, {dloss}), logits, Tensor({2}, {2, 1})},
+                                   Precision::F64);
+    ASSERT_TRUE(mlir::succeeded(out)) << diagnostics;
+    expectNear((*out)[0], std::vector<double>(8, 0.0), 0);
+    expectNear((*out)[1], {1.0}, 0);
+  }
 }
 
 // Verify the tanh-approximate GELU at a few points.
