@@ -224,6 +224,16 @@ struct KB {
   }
 };
 
+/// Builds `body` where `cond` is true (an scf.if), or with `unless` where
+/// it is false (its else).
+inline void buildIf(KB &k, Value cond, function_ref<void()> body, bool unless = false) {
+  auto branch = mlir::scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/unless);
+  OpBuilder::InsertionGuard g(k.b);
+  k.b.setInsertionPointToStart(unless ? &branch.getElseRegion().front()
+                                      : &branch.getThenRegion().front());
+  body();
+}
+
 } // namespace gptc::codegen
 
 #endif // GPTC_COMPILER_CODEGEN_KERNELBUILDER_H

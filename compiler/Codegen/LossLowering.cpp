@@ -73,14 +73,6 @@ Value boundScale(KB &k, Value g) {
   return k.select(usable, s, k.f(1, ft));
 }
 
-/// Builds `body` where `cond` holds.
-void buildIf(KB &k, Value cond, function_ref<void()> body) {
-  auto op = scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/false);
-  OpBuilder::InsertionGuard guard(k.b);
-  k.b.setInsertionPointToStart(&op.getThenRegion().front());
-  body();
-}
-
 } // namespace
 
 void buildCrossEntropyForwardRows(OpBuilder &b, Location loc, Value idx, ValueRange a,

@@ -301,7 +301,6 @@ int64_t classIndex(SmallVectorImpl<T> &set, const T &v) {
   return static_cast<int64_t>(set.size()) - 1;
 }
 
-
 /// Batched kernels: threads [starts[i], starts[i + 1]) serve member i of
 /// many tensors. Returns the member of thread p (the number of later
 /// starts <= p).
@@ -559,6 +558,10 @@ private:
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
   LogicalResult lowerFp8Transpose(Fp8TransposeOp op);
+  /// A gpt.cross_entropy_grad or gpt.fp8_cross_entropy_grad as one rows
+  /// launch (buildCrossEntropyBackwardRows): from the forward's saved
+  /// log-sum-exp when it read these logits, else computing it first.
+  void launchCrossEntropyBackwardRows(Operation *grad, const std::string &name);
   /// How `grad`'s kernel stores the logits' gradient (GradStore).
   GradStore gradStore(Operation *grad) const {
     return {llvm::isa<Fp8CrossEntropyGradOp>(grad), options.cudaArch >= 89};
@@ -1470,7 +1473,6 @@ void storeTileColumns(KB &k, const CastTile &t, Value out, int64_t rows) {
   k.stVector(down, out, k.add(k.mul(k.add(t.c0, c), k.idx(rows)), k.add(t.r0, q)));
 }
 
-
 /// What an FP8 kernel quantizes of a loaded (widened) value v of a tensor
 /// of `elt`: v, or with `gelu` GELU(v) rounded as a stored gpt.gelu result
 /// (gpt-lower-fp8's fold-gelu), so that the codes are the unfused ones.
@@ -1492,17 +1494,6 @@ Value maxOf(KB &k, ArrayRef<Value> xs) {
   for (Value x : xs.drop_front())
     m = k.fmax(m, x);
   return m;
-}
-
-
-/// Builds `body` where `cond` is true (an scf.if), or with `unless` where
-/// it is false (its else).
-void buildIf(KB &k, Value cond, function_ref<void()> body, bool unless = false) {
-  auto branch = scf::IfOp::create(k.b, k.loc, cond, /*withElseRegion=*/unless);
-  OpBuilder::InsertionGuard g(k.b);
-  k.b.setInsertionPointToStart(unless ? &branch.getElseRegion().front()
-                                      : &branch.getThenRegion().front());
-  body();
 }
 
 /// Raises element 0 of the i32 view of an FP8 amax history to `amax`
@@ -1882,6 +1873,35 @@ LogicalResult Lowerer::lowerFp8Transpose(Fp8TransposeOp op) {
              k.st(bytes[j], a[1], k.add(k.mul(k.add(k.mul(g, k.idx(run)), k.idx(j)), k.idx(rows)), r));
          });
   return success();
+}
+
+void Lowerer::launchCrossEntropyBackwardRows(Operation *grad, const std::string &name) {
+  Value dloss = grad->getOperand(0), logits = grad->getOperand(1), targets = grad->getOperand(2);
+  Value dlogits = grad->getResult(0);
+  int64_t rows = numel(targets);
+  CrossEntropyShape s{rows, *getConfigInt(grad->getAttr("vocab_size")), lastDim(logits),
+                      options.rowLanes};
+  Type ft = Float32Type::get(ctx);
+  GradStore store = gradStore(grad);
+  auto saved = savedLse.find(logits);
+  bool haveLse = saved != savedLse.end();
+  // FP8 codes are bytes to the kernel.
+  std::vector<Type> types = {flat(dloss), flat(logits), flat(targets),
+                             store.fp8 ? flatOf(numel(dlogits), IntegerType::get(ctx, 8))
+                                       : Type(flat(dlogits))};
+  std::vector<Operand> args = {t(dloss), t(logits), t(targets), t(dlogits)};
+  if (haveLse) {
+    types.push_back(flatOf(rows, ft));
+    args.push_back(saved->second);
+  }
+  if (store.fp8) {
+    types.push_back(flatOf(1, ft));
+    args.push_back(t(grad->getResult(1)));
+  }
+  launch(grad, keyOf(grad) + (haveLse ? "saved" : "online"), name, types, args, s.threads(),
+         [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+           buildCrossEntropyBackwardRows(b, loc, idx, a, s, haveLse, store);
+         });
 }
 
 /// gpt.fp8_cast_transpose: both layouts from one read of the input, or
@@ -2544,30 +2564,9 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       })
       .Case<Fp8CrossEntropyGradOp>([&](Fp8CrossEntropyGradOp ce) {
         // Computed by its forward's launch (onePassGrad), or by the rows
-        // kernel from the saved log-sum-exp (or its own).
-        if (onePassGrads.contains(ce))
-          return success();
-        int64_t vp = lastDim(ce.getLogits()), rows = numel(ce.getTargets());
-        CrossEntropyShape s{rows, *getConfigInt(ce.getVocabSize()), vp, lanes};
-        Type ft = Float32Type::get(ctx);
-        auto saved = savedLse.find(ce.getLogits());
-        bool haveLse = saved != savedLse.end();
-        std::vector<Type> types = {flat(ce.getGrad()), flat(ce.getLogits()),
-                                   flat(ce.getTargets()),
-                                   flatOf(numel(ce.getResult()), IntegerType::get(ctx, 8))};
-        std::vector<Operand> args = {t(ce.getGrad()), t(ce.getLogits()), t(ce.getTargets()),
-                                     t(ce.getResult())};
-        if (haveLse) {
-          types.push_back(flatOf(rows, ft));
-          args.push_back(saved->second);
-        }
-        types.push_back(flatOf(1, ft));
-        args.push_back(t(ce.getInverse()));
-        GradStore store = gradStore(ce);
-        launch(op, key + (haveLse ? "saved" : "online"), "crossentropy_backward_fp8", types, args,
-               s.threads(), [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                 buildCrossEntropyBackwardRows(b, loc, idx, a, s, haveLse, store);
-               });
+        // kernel (whatever --fuse-cross-entropy says: it has no other).
+        if (!onePassGrads.contains(ce))
+          launchCrossEntropyBackwardRows(ce, "crossentropy_backward_fp8");
         return success();
       })
       .Case<Fp8TransposeOp>([&](Fp8TransposeOp tr) { return lowerFp8Transpose(tr); })
@@ -2579,23 +2578,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         int64_t v = *getConfigInt(ce.getVocabSize());
         Type ft = Float32Type::get(ctx);
         if (options.fusedCrossEntropy) {
-          // The forward's saved log-sum-exp when it read these logits;
-          // otherwise the same launch computes it first.
-          CrossEntropyShape s{rows, v, vp, lanes};
-          auto saved = savedLse.find(ce.getLogits());
-          bool haveLse = saved != savedLse.end();
-          std::vector<Type> types = {flat(ce.getGrad()), flat(ce.getLogits()),
-                                     flat(ce.getTargets()), flat(ce.getResult())};
-          std::vector<Operand> args = {t(ce.getGrad()), t(ce.getLogits()), t(ce.getTargets()),
-                                       t(ce.getResult())};
-          if (haveLse) {
-            types.push_back(flatOf(rows, ft));
-            args.push_back(saved->second);
-          }
-          launch(op, key + (haveLse ? "saved" : "online"), "crossentropy_backward_fused", types,
-                 args, s.threads(), [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-                   buildCrossEntropyBackwardRows(b, loc, idx, a, s, haveLse);
-                 });
+          launchCrossEntropyBackwardRows(ce, "crossentropy_backward_fused");
           return success();
         }
         Operand stats = scratch(rows * 2 * 4);
