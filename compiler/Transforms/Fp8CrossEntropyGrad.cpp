@@ -24,24 +24,6 @@ using namespace mlir::gpt;
 
 namespace {
 
-/// The ops that read `v` through reshapes, with the reshapes themselves in
-/// `views` (outermost last).
-SmallVector<Operation *> readersThroughViews(Value v, SmallVectorImpl<Operation *> &views) {
-  SmallVector<Operation *> readers;
-  SmallVector<Value> work = {v};
-  while (!work.empty()) {
-    for (Operation *user : work.pop_back_val().getUsers()) {
-      if (auto reshape = llvm::dyn_cast<ReshapeOp>(user)) {
-        views.push_back(reshape);
-        work.push_back(reshape.getResult());
-      } else {
-        readers.push_back(user);
-      }
-    }
-  }
-  return readers;
-}
-
 /// gpt.fp8_cast_transpose e5m2 of a gpt.cross_entropy_grad, scaled by the
 /// gradient's own gpt.fp8_scale, where nothing else reads the gradient or
 /// the scale -> gpt.fp8_cross_entropy_grad at the gradient + gpt.fp8_transpose.
@@ -62,8 +44,8 @@ struct WriteCrossEntropyGradAsFp8 : OpRewritePattern<Fp8CastTransposeOp> {
         !scale.getScale().hasOneUse())
       return rewriter.notifyMatchFailure(cast, "not scaled by the gradient's own amax");
     SmallVector<Operation *> views;
-    for (Operation *reader : readersThroughViews(grad.getResult(), views))
-      if (reader != cast && reader != scale)
+    for (OpOperand *use : gptc::usesThroughReshapes(grad.getResult(), views))
+      if (use->getOwner() != cast && use->getOwner() != scale)
         return rewriter.notifyMatchFailure(cast, "the bf16 gradient has other readers");
 
     // At the gradient: the loss kernel that reads the logits writes it.

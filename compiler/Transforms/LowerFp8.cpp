@@ -103,25 +103,13 @@ void pairLayouts(Block &block, llvm::Statistic &paired) {
 /// are erased.
 void foldGelus(Block &block, llvm::Statistic &folded) {
   for (GeluOp gelu : llvm::make_early_inc_range(block.getOps<GeluOp>())) {
-    SmallVector<OpOperand *> reads;
     SmallVector<Operation *> views;
-    SmallVector<Value> work = {gelu.getResult()};
-    bool onlyFp8 = true;
-    while (!work.empty() && onlyFp8) {
-      Value v = work.pop_back_val();
-      for (OpOperand &use : v.getUses()) {
-        Operation *user = use.getOwner();
-        if (auto reshape = llvm::dyn_cast<ReshapeOp>(user)) {
-          views.push_back(user);
-          work.push_back(reshape.getResult());
-        } else if (llvm::isa<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(user) &&
-                   use.getOperandNumber() == 0 && !user->hasAttr("gelu")) {
-          reads.push_back(&use);
-        } else {
-          onlyFp8 = false;
-        }
-      }
-    }
+    SmallVector<OpOperand *> reads = gptc::usesThroughReshapes(gelu.getResult(), views);
+    bool onlyFp8 = llvm::all_of(reads, [](OpOperand *use) {
+      Operation *user = use->getOwner();
+      return llvm::isa<Fp8ScaleOp, Fp8QuantizeOp, Fp8CastTransposeOp>(user) &&
+             use->getOperandNumber() == 0 && !user->hasAttr("gelu");
+    });
     if (!onlyFp8 || reads.empty())
       continue;
     Value pre = gelu.getInput();

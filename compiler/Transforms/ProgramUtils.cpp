@@ -32,6 +32,22 @@ Value reshapeSource(Value v) {
   return v;
 }
 
+SmallVector<OpOperand *> usesThroughReshapes(Value v, SmallVectorImpl<Operation *> &views) {
+  SmallVector<OpOperand *> uses;
+  SmallVector<Value> work = {v};
+  while (!work.empty()) {
+    for (OpOperand &use : work.pop_back_val().getUses()) {
+      if (auto reshape = llvm::dyn_cast<gpt::ReshapeOp>(use.getOwner())) {
+        views.push_back(reshape);
+        work.push_back(reshape.getResult());
+      } else {
+        uses.push_back(&use);
+      }
+    }
+  }
+  return uses;
+}
+
 Operation *cloneFp8Quantization(OpBuilder &b, Operation *op, Value history,
                                 const IRMapping &map) {
   if (auto q = llvm::dyn_cast<gpt::Fp8QuantizeOp>(op))

@@ -30,6 +30,12 @@ bool availableBefore(mlir::Value v, mlir::Operation *op);
 /// `v` through any gpt.reshape: the tensor whose values it views.
 mlir::Value reshapeSource(mlir::Value v);
 
+/// The uses of `v` and of the gpt.reshapes of it (transitively) that are
+/// not themselves reshapes; the reshapes go into `views`, each after the
+/// one it reshapes.
+llvm::SmallVector<mlir::OpOperand *>
+usesThroughReshapes(mlir::Value v, llvm::SmallVectorImpl<mlir::Operation *> &views);
+
 /// A copy at `b` of the FP8 quantization `op` (gpt.fp8_quantize or
 /// gpt.fp8_cast_transpose), its input and scale read through `map`, that
 /// records the amax in `history` (delayed scaling), or nothing when null.
