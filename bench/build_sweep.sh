@@ -12,6 +12,8 @@
 #   head   with fp8: --fp8-lm-head, the LM head's GEMMs in FP8 (tag head)
 #   ce16   with head: --fp8-cross-entropy-grad=false, the logits' gradient
 #          in bf16, scaled by its amax and cast (tag ce16)
+#   nofc   with fp8: --fuse-fp8-cast=false, the bias sums and the GELU
+#          gradient in kernels of their own, not in the FP8 casts (tag nofc)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
@@ -39,11 +41,12 @@ for entry in $SWEEP; do
       current) tag=${tag:+$tag-}current extra+=(--fp8-history=0) ;;
       head) tag=${tag:+$tag-}head extra+=(--fp8-lm-head) ;;
       ce16) tag=${tag:+$tag-}ce16 extra+=(--fp8-cross-entropy-grad=false) ;;
+      nofc) tag=${tag:+$tag-}nofc extra+=(--fuse-fp8-cast=false) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16 or dN)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc or dN)"
            status=1
            continue 2
          fi ;;

@@ -511,6 +511,10 @@ private:
                      std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
                      int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
                      bool pairs = false);
+  void foldColumnPartials(Operation *op, const std::string &key, const std::string &base,
+                          Operand partials, Type partialsType, std::vector<Type> outTypes,
+                          std::vector<Operand> outs, int64_t parts, int64_t rows, int64_t cols,
+                          Type ft, ReduceKind kind);
   /// reduceColumns of a row-major (rows, cols) matrix `in` into `out`.
   void reduceMatrix(Operation *op, const std::string &key, const std::string &base, Type inType,
                     Operand in, Type outType, Operand out, int64_t rows, int64_t cols, Type ft,
@@ -569,7 +573,9 @@ private:
   void quantize(Operation *op, Value x, Value scale, Value history, Value recorded, Value result,
                 Fp8Format format, bool gelu);
   void castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
-                     Value rowMajor, Value transposed, Fp8Format format, bool gelu);
+                     Value rowMajor, Value transposed, Fp8Format format, bool gelu,
+                     Value pre = Value(), Value sum = Value());
+  LogicalResult lowerFp8CastTransposeSum(Fp8CastTransposeSumOp op);
   /// A recording quantization's kernel argument: `recorded` as i32 (for
   /// recordAmax), after a copy of `history` into it unless in place.
   std::pair<Type, Operand> recordedArg(Operation *op, Value history, Value recorded);
@@ -714,6 +720,21 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
              for (int64_t c = 0; c < vec; ++c)
                k.st(acc[e * vec + c], a[nIns], k.add(at, k.idx(e * parts * cols + c)));
          });
+  foldColumnPartials(op, key, base, partials, partialsType, std::move(outTypes), std::move(outs),
+                     parts, rows, cols, ft, kind);
+}
+
+/// The second stage of reduceColumns: outs[e][col] from the `parts`
+/// partials of each column (outs.size() runs of parts x cols).
+void Lowerer::foldColumnPartials(Operation *op, const std::string &key, const std::string &base,
+                                 Operand partials, Type partialsType, std::vector<Type> outTypes,
+                                 std::vector<Operand> outs, int64_t parts, int64_t rows,
+                                 int64_t cols, Type ft, ReduceKind kind) {
+  int64_t n = static_cast<int64_t>(outs.size());
+  auto fold = [kind](KB &k, Value acc, Value x) {
+    return kind == ReduceKind::Max ? k.fmax(acc, x) : k.add(acc, x);
+  };
+  double init = kind == ReduceKind::Max ? -INFINITY : 0.0;
   std::vector<Type> sumTypes = {partialsType};
   sumTypes.insert(sumTypes.end(), outTypes.begin(), outTypes.end());
   std::vector<Operand> sumArgs = {partials};
@@ -1158,7 +1179,8 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
       return false;
     if (llvm::isa<ScaledMatmulOp, Fp8TransposeOp, ReshapeOp>(op))
       return true;
-    return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp, Fp8CrossEntropyGradOp>(op) &&
+    return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp, Fp8CastTransposeSumOp,
+                     Fp8CrossEntropyGradOp>(op) &&
            v.getDefiningOp() == op;
   };
   // The signature first: it names the parameter (folded constants in @init
@@ -1480,6 +1502,23 @@ Value fp8Source(KB &k, Value v, Type elt, bool gelu) {
   return gelu ? k.asStored(geluOf(k, v), elt) : v;
 }
 
+/// An FP8 source of a loaded v with its GELU gradient folded in
+/// (gpt-fuse-fp8-cast): with `pre` (loaded, widened) the values are
+/// v gelu'(pre) (`exact`, the column sums' terms) rounded as a stored
+/// gpt.gelu_grad result; without, v itself (and `exact` v too).
+Value fp8Source(KB &k, Value v, Value pre, Type elt, bool gelu, Value *exact = nullptr) {
+  if (!pre) {
+    v = fp8Source(k, v, elt, gelu);
+    if (exact)
+      *exact = v;
+    return v;
+  }
+  Value g = k.mul(v, geluGradOf(k, pre));
+  if (exact)
+    *exact = g;
+  return k.asStored(g, elt);
+}
+
 /// Elements [0, n) of `mem`, loaded.
 SmallVector<Value> loadFirst(KB &k, Value mem, int64_t n) {
   SmallVector<Value> xs;
@@ -1525,6 +1564,16 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   int64_t count = n;
   Value history = op.getHistory();
   int64_t past = history ? numel(history) : 0;
+  // With a folded GELU gradient every pass over the input reads `pre` too:
+  // it goes last, a[preAt(types)].
+  Value pre = op.getPre();
+  auto withPre = [&](std::pair<std::vector<Type>, std::vector<Operand>> ta) {
+    if (pre) {
+      ta.first.push_back(flat(pre));
+      ta.second.push_back(t(pre));
+    }
+    return ta;
+  };
   // The stages' arguments after their input and partials: the history.
   std::vector<Type> historyTypes;
   std::vector<Operand> historyArgs;
@@ -1545,13 +1594,15 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   };
   int64_t threads = options.blockThreads, warps = threads / 32;
   int64_t width = 16 * 8 / elt.getIntOrFloatBitWidth();
-  if (vectorChunks(x, width) && n % width == 0 && threads % 32 == 0 && n > kAmaxLast) {
+  if (vectorChunks(x, width) && (!pre || vectorChunks(pre, width)) && n % width == 0 &&
+      threads % 32 == 0 && n > kAmaxLast) {
     int64_t vectors = n / width;
     int64_t per = (vectors + kAmaxBlocks * threads - 1) / (kAmaxBlocks * threads);
     per = (per + kAmaxUnroll - 1) / kAmaxUnroll * kAmaxUnroll;
     int64_t blocks = (vectors + per * threads - 1) / (per * threads);
     Operand partial = scratch(blocks * 4);
-    auto [types, args] = withHistory({valuesType, flatOf(blocks, ft)}, {values, partial});
+    auto [types, args] = withPre(withHistory({valuesType, flatOf(blocks, ft)}, {values, partial}));
+    int64_t preAt = static_cast<int64_t>(types.size()) - 1;
     launch(op, key + "amaxv", "fp8_amax", types, args, blocks * threads,
            [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
              KB k{b, loc};
@@ -1563,14 +1614,17 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
              Value m = k.loop(k.idx(0), k.idx(per), k.idx(kAmaxUnroll), {k.f(0, ft)},
                               [&](Value j, ValueRange acc) {
                Value cur = acc[0];
-               SmallVector<Value> xs;
+               SmallVector<Value> xs, ps;
                for (int64_t u = 0; u < kAmaxUnroll; ++u) {
                  Value v = k.add(first, k.mul(k.add(j, k.idx(u)), k.idx(threads)));
                  v = arith::MinUIOp::create(b, loc, v, k.idx(vectors - 1));
                  llvm::append_range(xs, k.ldVector(a[0], k.mul(v, k.idx(width)), width));
+                 if (pre)
+                   llvm::append_range(ps, k.ldVector(a[preAt], k.mul(v, k.idx(width)), width));
                }
-               for (Value v : xs)
-                 cur = k.fmax(cur, math::AbsFOp::create(b, loc, fp8Source(k, v, elt, gelu)));
+               for (auto [i, v] : llvm::enumerate(xs))
+                 cur = k.fmax(cur, math::AbsFOp::create(
+                                       b, loc, fp8Source(k, v, pre ? ps[i] : Value(), elt, gelu)));
                return SmallVector<Value>{cur};
              })[0];
              // The warp's maximum, then one per warp in shared memory.
@@ -1593,6 +1647,10 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     Operand partial = scratch(threads * 4);
     bool first = count == n; // the input itself, not partial maxima
     auto [types, args] = withHistory({valuesType, flatOf(threads, ft)}, {values, partial});
+    if (first)
+      std::tie(types, args) = withPre({types, args});
+    Value source = first ? pre : Value();
+    int64_t preAt = static_cast<int64_t>(types.size()) - 1;
     launch(op, key + "amax" + std::to_string(count), "fp8_amax", types, args, threads,
            [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
              KB k{b, loc};
@@ -1600,7 +1658,10 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
                Value m = k.loop(p, k.idx(count), k.idx(threads), {k.f(0, ft)},
                                 [&](Value i, ValueRange acc) {
                                   Value v = math::AbsFOp::create(
-                                      b, loc, fp8Source(k, k.ld(a[0], i), elt, gelu && first));
+                                      b, loc,
+                                      fp8Source(k, k.ld(a[0], i),
+                                                source ? k.ld(a[preAt], i) : Value(), elt,
+                                                gelu && first));
                                   return SmallVector<Value>{k.fmax(acc[0], v)};
                                 })[0];
                k.st(m, a[1], p);
@@ -1619,13 +1680,19 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     types.insert(types.end(), {flatOf(past, ft), flatOf(past, ft)});
     args.insert(args.end(), {t(history), t(op.getShifted())});
   }
+  if (direct)
+    std::tie(types, args) = withPre({types, args});
+  Value source = direct ? pre : Value();
+  int64_t preAt = static_cast<int64_t>(types.size()) - 1;
   launch(op, key + "scale" + std::to_string(count), "fp8_scale", types, args, lanes,
          [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
            RowLanes rl(k, idx, lanes);
            Value m = rl.fold(count, {k.f(0, ft)}, [&](Value i, ValueRange acc) {
-             Value v = math::AbsFOp::create(b, loc,
-                                            fp8Source(k, k.ld(a[0], i), elt, gelu && direct));
+             Value v = math::AbsFOp::create(
+                 b, loc,
+                 fp8Source(k, k.ld(a[0], i), source ? k.ld(a[preAt], i) : Value(), elt,
+                           gelu && direct));
              return SmallVector<Value>{k.fmax(acc[0], v)};
            })[0];
            Value amax = rl.max(m);
@@ -1707,46 +1774,73 @@ std::pair<Type, Operand> Lowerer::recordedArg(Operation *op, Value history, Valu
 
 /// Codes of s x for x seen as (rows, cols) (its last dimension the
 /// columns): into `transposed` as (cols, rows), and with `rowMajor` also
-/// as they lie.
+/// as they lie. With `pre`, x is the GELU gradient of the input and `pre`
+/// (fp8Source); with `sum`, also the sums of x's columns (unrounded), in
+/// reduceColumns' order: each 64-row chunk in row order, then its fold.
 ///
 /// On CUDA, for whole tiles: a block of 256 threads takes a 64 x 64 tile,
 /// each thread two 8-element vectors of its rows; the row-major codes go
 /// out as 8-byte vectors and into shared memory, and after a barrier each
 /// thread gathers 16 codes down one column and stores them as one 16-byte
-/// vector of the transposed row (4 threads per 64-byte run).
+/// vector of the transposed row (4 threads per 64-byte run). With `sum`
+/// the f32 values go to shared memory too, and 64 threads each add up a
+/// column of the tile into the chunk's partial.
 ///
 /// Otherwise thread (g, r) (r fastest) reads kTransposeRun consecutive
 /// columns of row r and writes them down transposed rows g * run + j,
-/// where the warp's consecutive r give consecutive bytes.
+/// where the warp's consecutive r give consecutive bytes; the sums are a
+/// reduceColumns launch of their own.
 void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
-                            Value rowMajor, Value transposed, Fp8Format format, bool gelu) {
+                            Value rowMajor, Value transposed, Fp8Format format, bool gelu,
+                            Value pre, Value sum) {
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8), elt = eltOf(x);
   int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
   std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
   std::vector<Operand> args = {t(x), t(scale), t(transposed)};
   SmallVector<Value> tensors = {x, transposed};
   // Argument positions: a[rowAt] the row-major codes, a[recAt] the
-  // recorded history (-1: none).
-  int64_t rowAt = -1, recAt = -1;
+  // recorded history, a[preAt] the pre-activation, a[sumAt] the sums'
+  // partials (-1: none).
+  int64_t rowAt = -1, recAt = -1, preAt = -1, sumAt = -1;
+  auto add = [&](int64_t &at, Type type, Operand arg) {
+    at = static_cast<int64_t>(args.size());
+    types.push_back(type);
+    args.push_back(arg);
+  };
   if (rowMajor) {
-    rowAt = static_cast<int64_t>(args.size());
-    types.push_back(flatOf(n, i8));
-    args.push_back(t(rowMajor));
+    add(rowAt, flatOf(n, i8), t(rowMajor));
     tensors.push_back(rowMajor);
   }
   if (recorded) {
-    recAt = static_cast<int64_t>(args.size());
     auto [type, arg] = recordedArg(op, history, recorded);
-    types.push_back(type);
-    args.push_back(arg);
+    add(recAt, type, arg);
   }
-  std::string name = rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose";
+  if (pre) {
+    add(preAt, flat(pre), t(pre));
+    tensors.push_back(pre);
+  }
+  bool sums = static_cast<bool>(sum);
+  std::string name = sums ? "fp8_cast_transpose_sum"
+                     : rowMajor ? "fp8_cast_transpose"
+                                : "fp8_quantize_transpose";
   std::string key = keyOf(op) + (rowMajor ? "[both]" : "[transposed]");
   constexpr int64_t kThreads = kCastTileThreads;
   // 16-byte vectors of the input and of the transposed rows.
   if (vectorChunks(tensors, 16) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
       options.blockThreads == kThreads && elt.getIntOrFloatBitWidth() == 16) {
     bool cvt = options.cudaArch >= 89;
+    int64_t parts = rows / kCastTile;
+    auto partialsType = flatOf(parts * cols, ft);
+    Operand partials;
+    if (sums) {
+      partials = scratch(parts * cols * 4);
+      add(sumAt, partialsType, partials);
+    }
+    // Shared memory: the codes, 8 warps' amaxes, the f32 tile (sums).
+    constexpr int64_t kAmaxAt = kCastTile * kCastTilePitch, kSumAt = kAmaxAt + 32;
+    int64_t sharedBytes = sums ? kSumAt + kCastTile * kCastTile * 4
+                          : recAt >= 0 ? kAmaxAt + kThreads / 32 * 4
+                                       : kAmaxAt;
     launch(op, key + "tiled", name, types, args, n / 16,
            [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
              KB k{b, loc};
@@ -1754,21 +1848,33 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
              Value tid = ct.tid, r0 = ct.r0, c0 = ct.c0, tile = ct.codes;
              Value s = k.ld(a[1], k.idx(0));
              SmallVector<Value> rowOf, colOf;
-             SmallVector<SmallVector<Value>> xs;
+             SmallVector<SmallVector<Value>> xs, ps;
              for (int64_t h = 0; h < 2; ++h) { // all loads in flight first
                Value v = k.add(tid, k.idx(h * kThreads));
                rowOf.push_back(k.udiv(v, k.idx(kCastTile / 8)));
                colOf.push_back(k.mul(k.urem(v, k.idx(kCastTile / 8)), k.idx(8)));
                Value at = k.add(k.mul(k.add(r0, rowOf[h]), k.idx(cols)), k.add(c0, colOf[h]));
                xs.push_back(k.ldVector(a[0], at, 8));
+               if (preAt >= 0)
+                 ps.push_back(k.ldVector(a[preAt], at, 8));
              }
+             Value exactTile;
+             if (sums)
+               exactTile = sharedView(k, dynamicSharedMemory(k), kSumAt, kCastTile * kCastTile, ft);
              Value m = k.f(0, ft);
              for (int64_t h = 0; h < 2; ++h) {
-               for (Value &v : xs[h]) {
-                 v = fp8Source(k, v, elt, gelu);
+               SmallVector<Value> exact(8);
+               for (int64_t e = 0; e < 8; ++e) {
+                 Value &v = xs[h][e];
+                 v = fp8Source(k, v, preAt >= 0 ? ps[h][e] : Value(), elt, gelu, &exact[e]);
                  if (recAt >= 0)
                    m = k.fmax(m, math::AbsFOp::create(b, loc, v));
                  v = k.mul(v, s);
+               }
+               if (sums) {
+                 Value at = k.add(k.mul(rowOf[h], k.idx(kCastTile)), colOf[h]);
+                 k.stVector(ArrayRef<Value>(exact).take_front(4), exactTile, at);
+                 k.stVector(ArrayRef<Value>(exact).drop_front(4), exactTile, k.add(at, k.idx(4)));
                }
                SmallVector<Value> codes = fp8Codes(k, xs[h], format, cvt);
                if (rowAt >= 0)
@@ -1784,8 +1890,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
              if (recAt >= 0) {
                RowLanes warp(k, tid, 32);
                m = warp.max(m);
-               perWarp = sharedView(k, dynamicSharedMemory(k), kCastTile * kCastTilePitch,
-                                    kThreads / 32, ft);
+               perWarp = sharedView(k, dynamicSharedMemory(k), kAmaxAt, kThreads / 32, ft);
                warp.once([&] { k.st(m, perWarp, warp.row); });
              }
              gpu::BarrierOp::create(b, loc);
@@ -1793,14 +1898,46 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
                buildIf(k, k.cmpEq(tid, k.idx(0)), [&] {
                  recordAmax(k, a[recAt], maxOf(k, loadFirst(k, perWarp, kThreads / 32)));
                });
+             if (sums)
+               buildIf(k, k.cmpUlt(tid, k.idx(kCastTile)), [&] {
+                 SmallVector<Value> down;
+                 for (int64_t r = 0; r < kCastTile; ++r)
+                   down.push_back(k.ld(exactTile, k.add(k.idx(r * kCastTile), tid)));
+                 Value acc = k.f(0, ft);
+                 for (Value v : down)
+                   acc = k.add(acc, v);
+                 Value chunk = k.udiv(r0, k.idx(kCastTile));
+                 k.st(acc, a[sumAt], k.add(k.mul(chunk, k.idx(cols)), k.add(c0, tid)));
+               });
              storeTileColumns(k, ct, a[2], rows);
            },
-           /*minBlocksPerSM=*/0,
-           /*sharedBytes=*/kCastTile * kCastTilePitch + (recAt >= 0 ? kThreads / 32 * 4 : 0));
+           /*minBlocksPerSM=*/0, sharedBytes);
+    if (sums)
+      foldColumnPartials(op, keyOf(op) + "cols", name, partials, partialsType, {flat(sum)},
+                         {t(sum)}, parts, rows, cols, ft, ReduceKind::Sum);
     return;
   }
+  if (sums) {
+    std::vector<Type> inTypes = {flat(x)};
+    std::vector<Operand> ins = {t(x)};
+    if (pre) {
+      inTypes.push_back(flat(pre));
+      ins.push_back(t(pre));
+    }
+    bool withPre = static_cast<bool>(pre);
+    reduceColumns(op, keyOf(op) + "cols", name, inTypes, ins, {flat(sum)}, {t(sum)}, rows, cols,
+                  ft, ReduceKind::Sum,
+                  [=](KB &k, ValueRange a, Value r, Value col, int64_t,
+                      SmallVector<KB::Store> &) {
+                    Value at = k.add(k.mul(r, k.idx(cols)), col);
+                    Value exact;
+                    fp8Source(k, k.ld(a[0], at), withPre ? k.ld(a[1], at) : Value(), elt, gelu,
+                              &exact);
+                    return SmallVector<Value>{exact};
+                  });
+  }
   int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
-  launch(op, key, name, types, args, n / run,
+  launch(op, key, sums ? "fp8_cast_transpose" : name, types, args, n / run,
          [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
            KB k{b, loc};
            Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));
@@ -1809,7 +1946,9 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
            SmallVector<Value> codes;
            Value m = k.f(0, ft);
            for (int64_t j = 0; j < run; ++j) {
-             Value v = fp8Source(k, k.ld(a[0], k.add(from, k.idx(j))), elt, gelu);
+             Value at = k.add(from, k.idx(j));
+             Value v = fp8Source(k, k.ld(a[0], at), preAt >= 0 ? k.ld(a[preAt], at) : Value(),
+                                 elt, gelu);
              if (recAt >= 0)
                m = k.fmax(m, math::AbsFOp::create(b, loc, v));
              codes.push_back(k.mul(v, s));
@@ -1914,6 +2053,16 @@ LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
     castTranspose(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(),
                   op.getResult().use_empty() ? Value() : op.getResult(), op.getTransposed(),
                   op.getFormat(), op.getGelu());
+  return success();
+}
+
+/// gpt.fp8_cast_transpose_sum: the cast-transpose's tiles also give their
+/// columns' partial sums (castTranspose).
+LogicalResult Lowerer::lowerFp8CastTransposeSum(Fp8CastTransposeSumOp op) {
+  castTranspose(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(),
+                op.getResult().use_empty() ? Value() : op.getResult(), op.getTransposed(),
+                op.getFormat(), /*gelu=*/false, op.getPre(),
+                op.getSum().use_empty() ? Value() : op.getSum());
   return success();
 }
 
@@ -2034,6 +2183,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case<Fp8ScaleOp>([&](Fp8ScaleOp sc) { return lowerFp8Scale(sc); })
       .Case<Fp8QuantizeOp>([&](Fp8QuantizeOp q) { return lowerFp8Quantize(q); })
       .Case<Fp8CastTransposeOp>([&](Fp8CastTransposeOp q) { return lowerFp8CastTranspose(q); })
+      .Case<Fp8CastTransposeSumOp>(
+          [&](Fp8CastTransposeSumOp q) { return lowerFp8CastTransposeSum(q); })
       .Case<LinearGeluOp>([&](LinearGeluOp l) {
         return lowerMatmul(op, l.getInput(), l.getWeight(), false, true, l.getBias(),
                            l.getBias() ? GemmEpilogue::BiasGeluAux : GemmEpilogue::GeluAux,

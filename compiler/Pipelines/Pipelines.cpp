@@ -138,6 +138,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
       delayed.history = options.fp8History;
       pm.addPass(createFp8DelayedScalingPass(delayed));
     }
+    // After delayed scaling: the fused casts keep the casts' histories.
+    if (options.fuseFp8Cast)
+      pm.addPass(createFuseFp8CastPass());
   }
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.

@@ -67,6 +67,10 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
       *this, "fp8-cross-entropy-grad",
       llvm::cl::desc("Write an FP8 LM head's logit gradient as FP8 (gpt-fp8-cross-entropy-grad)"),
       llvm::cl::init(true)};
+  Option<bool> fuseFp8Cast{
+      *this, "fuse-fp8-cast",
+      llvm::cl::desc("Fold bias sums and GELU gradients into the FP8 casts (gpt-fuse-fp8-cast)"),
+      llvm::cl::init(true)};
   Option<bool> narrowResidual{*this, "narrow-residual",
                               llvm::cl::desc("gpt-mixed-precision's narrow-residual option"),
                               llvm::cl::init(false)};

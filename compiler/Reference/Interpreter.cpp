@@ -220,6 +220,7 @@ private:
         .template Case<Fp8ScaleOp>([&](auto o) { return fp8ScaleOf(o); })
         .template Case<Fp8QuantizeOp>([&](auto o) { return fp8Quantize(o); })
         .template Case<Fp8CastTransposeOp>([&](auto o) { return fp8CastTranspose(o); })
+        .template Case<Fp8CastTransposeSumOp>([&](auto o) { return fp8CastTransposeSum(o); })
         .template Case<ScaledMatmulOp>([&](auto o) { return scaledMatmul(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
         .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
@@ -510,6 +511,30 @@ private:
     return storage;
   }
 
+  /// Likewise with a `gelu_grad %pre`: gpt.gelu_grad(x, pre), unrounded
+  /// (into `exact`, for sums) and as stored (the returned buffer).
+  const Buffer &fp8Source(Value x, Value pre, bool withGelu, Buffer &storage,
+                          Buffer *exact = nullptr) {
+    if (!pre) {
+      const Buffer &values = fp8Source(x, withGelu, storage);
+      if (exact)
+        *exact = values;
+      return values;
+    }
+    Type elt = llvm::cast<ShapedType>(x.getType()).getElementType();
+    bool narrow = elt.isBF16() || elt.isF16();
+    storage = in(x);
+    const Buffer &p = in(pre);
+    for (size_t i = 0; i < storage.size(); ++i)
+      storage[i] *= geluDerivative(p[i]);
+    if (exact)
+      *exact = storage;
+    if (narrow)
+      for (T &e : storage)
+        e = static_cast<T>(roundTo(elt, e));
+    return storage;
+  }
+
   /// max |x|, NaN if any element is NaN (as the kernels' maxima).
   static double amaxOf(const Buffer &x) {
     double amax = 0;
@@ -536,7 +561,7 @@ private:
     }
     if (!usableAmax(amax)) {
       Buffer storage;
-      amax = amaxOf(fp8Source(op.getInput(), op.getGelu(), storage));
+      amax = amaxOf(fp8Source(op.getInput(), op.getPre(), op.getGelu(), storage));
     }
     double s = scaleOf(amax, op.getFormat());
     out(op.getScale())[0] = static_cast<T>(s);
@@ -580,6 +605,18 @@ private:
     Buffer storage;
     const Buffer &values = fp8Source(op.getInput(), op.getGelu(), storage);
     record(op.getHistory(), op.getRecorded(), values);
+    Buffer q = quantize(values, op.getFormat(), in(op.getScale())[0]);
+    out(op.getTransposed()) = transposedOf(q, op.getInput());
+    out(op.getResult()) = std::move(q);
+    return success();
+  }
+
+  LogicalResult fp8CastTransposeSum(Fp8CastTransposeSumOp op) {
+    Buffer storage, exact;
+    const Buffer &values = fp8Source(op.getInput(), op.getPre(), false, storage, &exact);
+    record(op.getHistory(), op.getRecorded(), values);
+    Buffer &sum = out(op.getSum());
+    addColumnSums(exact, sum);
     Buffer q = quantize(values, op.getFormat(), in(op.getScale())[0]);
     out(op.getTransposed()) = transposedOf(q, op.getInput());
     out(op.getResult()) = std::move(q);

@@ -96,7 +96,7 @@ struct Fp8DelayedScalingPass
 
       OpBuilder ob(scale);
       auto delayed = Fp8ScaleOp::create(ob, scale.getLoc(), scale.getFormat(), scale.getInput(),
-                                        fn.getArgument(index), scale.getGelu());
+                                        scale.getPre(), fn.getArgument(index), scale.getGelu());
       scale.getScale().replaceAllUsesWith(delayed.getScale());
       scale.getInverse().replaceAllUsesWith(delayed.getInverse());
       scale.erase();

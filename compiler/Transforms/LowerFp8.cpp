@@ -39,7 +39,7 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
     // CSE gives X and the flattened X of the weight gradient one scale.
     auto quantize = [&](Fp8Format format, Value x, bool transpose) {
       auto scale = Fp8ScaleOp::create(rewriter, op.getLoc(), format, gptc::reshapeSource(x),
-                                      /*history=*/Value());
+                                      /*pre=*/Value(), /*history=*/Value());
       if (transpose)
         ++transposed;
       Value q = Fp8QuantizeOp::create(rewriter, op.getLoc(), format, x, scale.getScale(),

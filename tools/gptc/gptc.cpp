@@ -143,6 +143,12 @@ cl::opt<bool> fp8CrossEntropyGrad(
              "other layout (gpt-fp8-cross-entropy-grad; =false: a bf16 gradient, scaled by its "
              "amax and cast)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> fuseFp8Cast(
+    "fuse-fp8-cast",
+    cl::desc("With --precision=fp8: the backward's FP8 casts also sum the bias gradients' "
+             "columns, and cast the MLP's GELU gradient from the GEMM output and the "
+             "pre-activation, which is then never stored in bf16 (gpt-fuse-fp8-cast)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> narrowResidual(
     "narrow-residual",
     cl::desc("With --precision=bf16 or fp16: the residual stream (the embedding, the residual "
@@ -318,6 +324,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.narrowResidual = narrowResidual;
   options.fp8LmHead = fp8LmHead;
   options.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
+  options.fuseFp8Cast = fuseFp8Cast;
   options.rematMaxDepth = rematMaxDepth;
 }
 

@@ -297,6 +297,39 @@ LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::option
 }
 
 //===----------------------------------------------------------------------===//
+// Fp8CastTransposeSumOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult Fp8CastTransposeSumOp::inferReturnTypes(MLIRContext *ctx,
+                                                      std::optional<Location> loc,
+                                                      Adaptor adaptor,
+                                                      SmallVectorImpl<Type> &results) {
+  auto x = rtt(adaptor.getInput());
+  if (x.getRank() < 2)
+    return shapeError(loc, "fp8_cast_transpose_sum", "input must have rank >= 2, got ",
+                      x.getRank());
+  Type e = fp8Type(ctx, adaptor.getFormat());
+  results.push_back(RankedTensorType::get(x.getShape(), e));
+  results.push_back(transposedMatrix(x, e));
+  results.push_back(RankedTensorType::get({x.getShape().back()}, x.getElementType()));
+  if (adaptor.getHistory())
+    results.push_back(adaptor.getHistory().getType());
+  return success();
+}
+
+/// A GELU gradient's `pre` is of its gradient's type.
+static LogicalResult verifyGeluGradPre(Operation *op, Value input, Value pre) {
+  if (pre && pre.getType() != input.getType())
+    return op->emitOpError("gelu_grad's pre-activation must have the input's type ")
+           << input.getType() << ", got " << pre.getType();
+  return success();
+}
+
+LogicalResult Fp8CastTransposeSumOp::verify() {
+  return verifyGeluGradPre(*this, getInput(), getPre());
+}
+
+//===----------------------------------------------------------------------===//
 // Fp8ScaleOp
 //===----------------------------------------------------------------------===//
 
@@ -307,6 +340,8 @@ Fp8History mlir::gpt::getFp8History(Operation *op) {
     return {q.getHistory(), q.getRecorded()};
   if (auto ct = llvm::dyn_cast<Fp8CastTransposeOp>(op))
     return {ct.getHistory(), ct.getRecorded()};
+  if (auto cs = llvm::dyn_cast<Fp8CastTransposeSumOp>(op))
+    return {cs.getHistory(), cs.getRecorded()};
   return {};
 }
 
@@ -320,6 +355,10 @@ LogicalResult Fp8ScaleOp::inferReturnTypes(MLIRContext *ctx, std::optional<Locat
 }
 
 LogicalResult Fp8ScaleOp::verify() {
+  if (getPre() && getGelu())
+    return emitOpError("takes gelu or gelu_grad, not both");
+  if (failed(verifyGeluGradPre(*this, getInput(), getPre())))
+    return failure();
   if (Value h = getHistory()) {
     auto type = rtt(h);
     if (!type.hasStaticShape() || type.getNumElements() < 1)

@@ -169,7 +169,7 @@ def GPT_Fp8MatmulOp : GPT_InferredOp<"fp8_matmul", [GPT_Differentiable]> {
   let hasVerifier = 1;
 }
 
-def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale"> {
+def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale", [AttrSizedOperandSegments]> {
   let summary = "The per-tensor FP8 scale of a tensor and its inverse";
   let description = [{
     With `amax = max |x|`: `scale = max_finite / amax` (1 for an all-zero
@@ -181,7 +181,8 @@ def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale"> {
     of its weight gradient) share one. With `gelu` the scale is that of
     `gelu(input)` rounded to the input's type, as a `gpt.gelu` would store
     it (`gpt-lower-fp8` reads a GELU's input where only FP8 ops read its
-    output: the GELU is never stored).
+    output: the GELU is never stored). With `gelu_grad %pre` it is that of
+    `gpt.gelu_grad(input, pre)` rounded likewise (`gpt-fuse-fp8-cast`).
 
     With a `history` (delayed scaling, `gpt-fp8-delayed-scaling`): the
     amax is the largest element of the history, the amaxes of the steps
@@ -194,14 +195,18 @@ def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale"> {
     %s, %inv = gpt.fp8_scale e5m2 %dy : (tensor<16x48xbf16>) -> (tensor<f32>, tensor<f32>)
     %s2, %inv2, %h1 = gpt.fp8_scale e4m3 %x history %h0
         : (tensor<16x16xbf16>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>)
+    %s3, %inv3 = gpt.fp8_scale e5m2 %dh gelu_grad %pre
+        : (tensor<16x48xbf16>, tensor<16x48xbf16>) -> (tensor<f32>, tensor<f32>)
     ```
   }];
   let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input,
-                       Optional<1DTensorOf<[F32]>>:$history, UnitAttr:$gelu);
+                       Optional<GPT_FloatTensor>:$pre, Optional<1DTensorOf<[F32]>>:$history,
+                       UnitAttr:$gelu);
   let results = (outs 0DTensorOf<[F32]>:$scale, 0DTensorOf<[F32]>:$inverse,
                       Optional<1DTensorOf<[F32]>>:$shifted);
   let assemblyFormat = [{
-    $format $input (`history` $history^)? attr-dict `:` functional-type(operands, results)
+    $format $input (`gelu_grad` $pre^)? (`history` $history^)? attr-dict `:`
+    functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -268,6 +273,41 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     $format $input `,` $scale (`history` $history^)? attr-dict `:`
     functional-type(operands, results)
   }];
+}
+
+def GPT_Fp8CastTransposeSumOp
+    : GPT_InferredOp<"fp8_cast_transpose_sum", [AttrSizedOperandSegments]> {
+  let summary = "gpt.fp8_cast_transpose that also sums the tensor's columns";
+  let description = [{
+    With `x = input`, or with `gelu_grad %pre` `x = gpt.gelu_grad(input,
+    pre)` (rounded to the input's type): `result` and `transposed` are
+    `gpt.fp8_cast_transpose`'s codes of `x` (and `recorded` its history),
+    and `sum[c]` is the sum of `x[..., c]` over every leading index
+    (accumulated in f32, from the GELU gradient before it is rounded, as
+    `gpt.gelu_grad_sum`'s), in the input's type. `gpt-fuse-fp8-cast` makes
+    it from a backward's FP8 cast of a gradient and the bias gradient's
+    column sum: the kernel that reads the gradient's tiles for the codes
+    adds up their columns, and with `gelu_grad` the GELU gradient is never
+    stored in bf16.
+
+    ```mlir
+    %q, %qt, %db = gpt.fp8_cast_transpose_sum e5m2 %dh gelu_grad %pre, %s
+        : (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<f32>)
+          -> (tensor<2x8x64xf8E5M2>, tensor<64x16xf8E5M2>, tensor<64xbf16>)
+    ```
+  }];
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input,
+                       Optional<GPT_FloatTensor>:$pre, 0DTensorOf<[F32]>:$scale,
+                       Optional<1DTensorOf<[F32]>>:$history);
+  let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
+                      RankedTensorOf<[F8E4M3FN, F8E5M2]>:$transposed,
+                      GPT_FloatTensor:$sum,
+                      Optional<1DTensorOf<[F32]>>:$recorded);
+  let assemblyFormat = [{
+    $format $input (`gelu_grad` $pre^)? `,` $scale (`history` $history^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
 }
 
 def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure]> {

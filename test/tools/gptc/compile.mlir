@@ -110,7 +110,9 @@
 // @logits); the LM head's 5 stay bf16. In the train step each scale is
 // delayed (gpt-fp8-delayed-scaling): 24 amax histories of 16 steps, state
 // after AdamW's moments, recorded by the cast-transposes; with
-// --fp8-history=0 the scales are current.
+// --fp8-history=0 the scales are current. The backward's casts also sum
+// the bias gradients, and the MLP's reads the GELU gradient's inputs
+// (gpt-fuse-fp8-cast).
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8PLAN
 // FP8PLAN-LABEL: func.func @forward
 // FP8PLAN-NOT: history
@@ -122,7 +124,9 @@
 // FP8PLAN: gpt.fp8_scale e4m3 %{{.*}} history %{{.*}} : (tensor<2x8x16xbf16>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>)
 // FP8PLAN: gpt.fp8_cast_transpose e4m3 %{{.*}}, %{{.*}} history %{{.*}} : (tensor<2x8x16xbf16>, tensor<f32>, tensor<16xf32>) -> (tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16xf32>)
 // FP8PLAN: gpt.scaled_matmul {{.*}} {fast_accum, gpt.offsets = {{.*}}, transpose_rhs}
-// FP8PLAN: gpt.fp8_cast_transpose e5m2 %{{.*}}, %{{.*}} history %{{.*}} -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xf32>)
+// FP8PLAN: gpt.fp8_cast_transpose_sum e5m2 %{{.*}}, %{{.*}} history %{{.*}} -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>, tensor<16xf32>)
+// FP8PLAN: gpt.fp8_scale e5m2 %[[DH:.*]] gelu_grad %[[PRE:.*]] history
+// FP8PLAN-NEXT: gpt.fp8_cast_transpose_sum e5m2 %[[DH]] gelu_grad %[[PRE]], %{{.*}} history %{{.*}} -> (tensor<2x8x64xf8E5M2>, tensor<64x16xf8E5M2>, tensor<64xbf16>, tensor<16xf32>)
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-history=0 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8CURRENT
 // FP8CURRENT-LABEL: func.func @train_step
 // FP8CURRENT-NOT: history

@@ -1510,3 +1510,31 @@ func.func @fp8_transpose_type(%x: tensor<16x64xbf16>) {
   %qt = gpt.fp8_transpose %x : (tensor<16x64xbf16>) -> tensor<64x16xbf16>
   return
 }
+
+// -----
+
+// Tests that a folded GELU gradient's pre-activation has the gradient's type.
+func.func @fp8_cast_transpose_sum_pre(%dh: tensor<2x8x16xbf16>, %pre: tensor<2x8x16xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{gelu_grad's pre-activation must have the input's type 'tensor<2x8x16xbf16>', got 'tensor<2x8x16xf32>'}}
+  %q, %qt, %db = gpt.fp8_cast_transpose_sum e5m2 %dh gelu_grad %pre, %s : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<f32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_cast_transpose_sum needs a matrix (rank >= 2).
+func.func @fp8_cast_transpose_sum_rank(%x: tensor<16xbf16>, %s: tensor<f32>) {
+  // expected-error @+2 {{input must have rank >= 2, got 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %q, %qt, %db = gpt.fp8_cast_transpose_sum e5m2 %x, %s : (tensor<16xbf16>, tensor<f32>) -> (tensor<16xf8E5M2>, tensor<16xf8E5M2>, tensor<16xbf16>)
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_scale folds a GELU or a GELU gradient, not both.
+func.func @fp8_scale_gelu_and_gelu_grad(%dh: tensor<8x16xbf16>, %pre: tensor<8x16xbf16>) {
+  // expected-error @+1 {{takes gelu or gelu_grad, not both}}
+  %s, %inv = gpt.fp8_scale e5m2 %dh gelu_grad %pre {gelu} : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> (tensor<f32>, tensor<f32>)
+  return
+}

@@ -1161,3 +1161,21 @@ func.func @fp8_transpose(%q: tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2> {
   %qt = gpt.fp8_transpose %q : (tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2>
   return %qt : tensor<64x16xf8E5M2>
 }
+
+// -----
+
+// Tests that gpt.fp8_cast_transpose_sum round-trips with a folded GELU
+// gradient and a history, its sum one entry per column in the input's
+// type, and that gpt.fp8_scale takes the same GELU gradient.
+// CHECK-LABEL: func.func @fp8_cast_transpose_sum
+// CHECK-SAME:    %[[DH:[^:]*]]: tensor<2x8x16xbf16>, %[[PRE:[^:]*]]: tensor<2x8x16xbf16>, %[[H:[^:]*]]: tensor<4xf32>
+func.func @fp8_cast_transpose_sum(%dh: tensor<2x8x16xbf16>, %pre: tensor<2x8x16xbf16>, %h: tensor<4xf32>)
+    -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>, tensor<4xf32>, tensor<16xbf16>) {
+  // CHECK: %[[S:.*]], %{{.*}}, %[[H1:.*]] = gpt.fp8_scale e5m2 %[[DH]] gelu_grad %[[PRE]] history %[[H]] : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  %s, %inv, %h1 = gpt.fp8_scale e5m2 %dh gelu_grad %pre history %h : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>)
+  // CHECK: gpt.fp8_cast_transpose_sum e5m2 %[[DH]] gelu_grad %[[PRE]], %[[S]] history %[[H1]] : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>, tensor<4xf32>)
+  %q, %qt, %db, %h2 = gpt.fp8_cast_transpose_sum e5m2 %dh gelu_grad %pre, %s history %h1 : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>, tensor<4xf32>)
+  // CHECK: gpt.fp8_cast_transpose_sum e5m2 %[[DH]], %[[S]] : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>)
+  %q2, %qt2, %db2 = gpt.fp8_cast_transpose_sum e5m2 %dh, %s : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>)
+  return %q, %qt, %db, %h2, %db2 : tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>, tensor<4xf32>, tensor<16xbf16>
+}

@@ -668,4 +668,157 @@ TEST_F(LoweringTest, Fp8CrossEntropyGradMatchesTheReference) {
   }
 }
 
+// gpt-fuse-fp8-cast on the Host: a GELU gradient with its bias sum, and a
+// plain gradient with its sum, each scaled with a history and cast into
+// both layouts, then folded by the pass into two
+// gpt.fp8_cast_transpose_sum (and a scale reading the GELU gradient's
+// inputs). The fused kernels against the fp64 reference of the fused
+// graph, and that reference against the unfused graph's: codes (read back
+// through FP8 GEMMs with identities), inverse scales and recorded amaxes
+// alike, the sums to bf16 rounding (the fused one sums the GELU gradient
+// before it is rounded, as gpt.gelu_grad_sum). 144 rows: two 64-row chunks
+// and a ragged one. The first history is all zeros (the amax kernels read
+// dh and pre), the second usable (they do not).
+TEST_F(LoweringTest, Fp8CastTransposeSumMatchesTheUnfusedGraph) {
+  constexpr int64_t rows = 144, cols = 48;
+  std::string x = "tensor<144x48xf32>", xb = "tensor<144x48xbf16>", q = "tensor<144x48xf8E5M2>",
+              qt = "tensor<48x144xf8E5M2>", e = "tensor<48x48xf32>",
+              qe = "tensor<48x48xf8E4M3FN>", e2 = "tensor<144x144xf32>",
+              qe2 = "tensor<144x144xf8E4M3FN>", xt = "tensor<48x144xf32>", h = "tensor<4xf32>";
+  auto castOf = [&](const std::string &n, const std::string &g, const std::string &hist) {
+    return "  %db" + n + " = gpt.reduce sum " + g + " dims [0] : (" + xb +
+           ") -> tensor<48xbf16>\n"
+           "  %s" + n + ", %i" + n + ", %h" + n + " = gpt.fp8_scale e5m2 " + g + " history " +
+           hist + " : (" + xb + ", " + h + ") -> (tensor<f32>, tensor<f32>, " + h + ")\n"
+           "  %q" + n + ", %qt" + n + ", %r" + n + " = gpt.fp8_cast_transpose e5m2 " + g + ", %s" +
+           n + " history %h" + n + " : (" + xb + ", tensor<f32>, " + h + ") -> (" + q + ", " + qt +
+           ", " + h + ")\n"
+           "  %y" + n + " = gpt.scaled_matmul %q" + n + ", %i" + n + ", %qe, %se {transpose_rhs} : (" +
+           q + ", tensor<f32>, " + qe + ", tensor<f32>) -> " + x + "\n"
+           "  %yt" + n + " = gpt.scaled_matmul %qt" + n + ", %i" + n + ", %qe2, %se2 {transpose_rhs} : (" +
+           qt + ", tensor<f32>, " + qe2 + ", tensor<f32>) -> " + xt + "\n"
+           "  %sum" + n + " = gpt.cast %db" + n + " : tensor<48xbf16> to tensor<48xf32>\n";
+  };
+  auto outs = [&](const std::string &n) {
+    return x + " {gpt.output = \"codes" + n + "\"}, " + xt + " {gpt.output = \"codes_t" + n +
+           "\"}, tensor<48xf32> {gpt.output = \"sum" + n + "\"}, tensor<f32> {gpt.output = \"inverse" +
+           n + "\"}, " + h + " {gpt.output = \"recorded" + n + "\"}";
+  };
+  std::string text =
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(%dh: " + x + " {gpt.input = \"dh\"}, %pre: " + x +
+      " {gpt.input = \"pre\"}, %dy: " + x + " {gpt.input = \"dy\"}, %h0: " + h +
+      " {gpt.input = \"h0\"}, %hd: " + h + " {gpt.input = \"hd\"}, %e: " + e +
+      " {gpt.input = \"e\"}, %e2: " + e2 + " {gpt.input = \"e2\"}) -> (" + outs("1") + ", " +
+      outs("2") + ") {\n"
+      "  %dhb = gpt.cast %dh : " + x + " to " + xb + "\n"
+      "  %preb = gpt.cast %pre : " + x + " to " + xb + "\n"
+      "  %dyb = gpt.cast %dy : " + x + " to " + xb + "\n"
+      "  %fe, %se = gpt.fp8_scale e4m3 %e : (" + e + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %qe = gpt.fp8_quantize e4m3 %e, %fe : (" + e + ", tensor<f32>) -> " + qe + "\n"
+      "  %fe2, %se2 = gpt.fp8_scale e4m3 %e2 : (" + e2 + ") -> (tensor<f32>, tensor<f32>)\n"
+      "  %qe2 = gpt.fp8_quantize e4m3 %e2, %fe2 : (" + e2 + ", tensor<f32>) -> " + qe2 + "\n"
+      // Copies: a history recorded in place would make its input the
+      // output's tensor (named after it).
+      "  %h0n = gpt.neg %h0 : " + h + "\n  %h0c = gpt.neg %h0n : " + h + "\n"
+      "  %hdn = gpt.neg %hd : " + h + "\n  %hdc = gpt.neg %hdn : " + h + "\n"
+      "  %g = gpt.gelu_grad %dhb, %preb : " + xb + "\n" + castOf("1", "%g", "%h0c") +
+      castOf("2", "%dyb", "%hdc") +
+      "  return %y1, %yt1, %sum1, %i1, %r1, %y2, %yt2, %sum2, %i2, %r2 : " + x + ", " + xt +
+      ", tensor<48xf32>, tensor<f32>, " + h + ", " + x + ", " + xt + ", tensor<48xf32>, tensor<f32>, " +
+      h + "\n}\n";
+  module = parse(text);
+  ASSERT_TRUE(module);
+
+  std::vector<float> dh(rows * cols), pre(rows * cols), dy(rows * cols), id(cols * cols, 0.0f),
+      id2(rows * rows, 0.0f);
+  for (int64_t i = 0; i < rows * cols; ++i) {
+    double d = static_cast<double>(i);
+    dh[i] = static_cast<float>(1e-3 * std::sin(0.37 * d));
+    pre[i] = static_cast<float>(3.0 * std::cos(0.11 * static_cast<double>(i * i % 97)));
+    dy[i] = static_cast<float>(2e-2 * std::sin(0.053 * d + 1.0));
+  }
+  for (int64_t i = 0; i < cols; ++i)
+    id[i * cols + i] = 1.0f;
+  for (int64_t i = 0; i < rows; ++i)
+    id2[i * rows + i] = 1.0f;
+  std::vector<float> h0(4, 0.0f), hd = {0.0f, 0.03f, 0.01f, 0.0f};
+  auto asTensor = [](std::vector<int64_t> dims, const std::vector<float> &data) {
+    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
+  };
+  std::vector<Tensor> inputs = {asTensor({rows, cols}, dh), asTensor({rows, cols}, pre),
+                                asTensor({rows, cols}, dy), asTensor({4}, h0),
+                                asTensor({4}, hd), asTensor({cols, cols}, id),
+                                asTensor({rows, rows}, id2)};
+  auto evaluate = [&] {
+    auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+    return reference::evaluate(fn, inputs, reference::Precision::F64);
+  };
+  auto unfused = evaluate();
+  ASSERT_TRUE(mlir::succeeded(unfused)) << diagnostics;
+
+  mlir::PassManager pm(&context);
+  pm.addPass(createFuseFp8CastPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+  int sums = 0, folded = 0, others = 0;
+  module->walk([&](mlir::Operation *op) {
+    if (auto cs = llvm::dyn_cast<mlir::gpt::Fp8CastTransposeSumOp>(op)) {
+      ++sums;
+      folded += static_cast<bool>(cs.getPre());
+    }
+    others += llvm::isa<mlir::gpt::GeluGradOp, mlir::gpt::ReduceOp,
+                        mlir::gpt::Fp8CastTransposeOp>(op);
+  });
+  EXPECT_EQ(sums, 2);
+  EXPECT_EQ(folded, 1);
+  EXPECT_EQ(others, 0);
+  auto fused = evaluate();
+  ASSERT_TRUE(mlir::succeeded(fused)) << diagnostics;
+
+  auto session = hostSession("fp8-cast-transpose-sum-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "dh", dh));
+  ASSERT_TRUE(session->setInput("train_step", "pre", pre));
+  ASSERT_TRUE(session->setInput("train_step", "dy", dy));
+  ASSERT_TRUE(session->setInput("train_step", "h0", h0));
+  ASSERT_TRUE(session->setInput("train_step", "hd", hd));
+  ASSERT_TRUE(session->setInput("train_step", "e", id));
+  ASSERT_TRUE(session->setInput("train_step", "e2", id2));
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+
+  const char *names[] = {"codes1", "codes_t1", "sum1", "inverse1", "recorded1",
+                         "codes2", "codes_t2", "sum2", "inverse2", "recorded2"};
+  // The GELU gradient's sums: the unfused graph adds its bf16-rounded
+  // terms, so they differ by up to 2^-9 of each term (bounded through the
+  // dequantized codes, within 2^-3 of the terms), then one bf16 rounding.
+  std::vector<double> termBound(cols, 0.0);
+  for (int64_t i = 0; i < rows * cols; ++i)
+    termBound[i % cols] += std::fabs((*unfused)[0].data[i]) * 1.25 / 512.0;
+  for (size_t o = 0; o < std::size(names); ++o) {
+    bool sum = o == 2 || o == 7;
+    const Tensor &want = (*fused)[o], &before = (*unfused)[o];
+    // The fused graph computes what the unfused one did.
+    ASSERT_EQ(want.data.size(), before.data.size()) << names[o];
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      double tolerance = o == 2 ? termBound[i] + std::fabs(before.data[i]) / 128.0
+                                : 1e-12 * std::fabs(before.data[i]);
+      ASSERT_NEAR(want.data[i], before.data[i], tolerance) << names[o] << "[" << i << "]";
+    }
+    // The kernels compute the fused graph (sums: one bf16 rounding apart).
+    std::string first;
+    EXPECT_EQ(elementsOff(*session, names[o], want, sum ? 8e-3 : 1e-6, first), 0)
+        << names[o] << ": elements off; the first: " << first;
+    EXPECT_LT(llvm::count(want.data, 0.0), static_cast<long>(want.data.size()))
+        << names[o] << " is all zeros";
+  }
+  // The zero history takes the GELU gradient's own amax; the usable one
+  // scales by its largest entry, 0.03.
+  EXPECT_DOUBLE_EQ((*fused)[8].data[0], static_cast<double>(0.03f) / 57344.0);
+  EXPECT_GT((*fused)[4].data[0], 0.0);
+}
+
 } // namespace
