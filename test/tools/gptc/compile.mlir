@@ -127,6 +127,12 @@
 // FP8PLAN: gpt.fp8_cast_transpose_sum e5m2 %{{.*}}, %{{.*}} history %{{.*}} -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>, tensor<16xf32>)
 // FP8PLAN: gpt.fp8_scale e5m2 %[[DH:.*]] gelu_grad %[[PRE:.*]] history
 // FP8PLAN-NEXT: gpt.fp8_cast_transpose_sum e5m2 %[[DH]] gelu_grad %[[PRE]], %{{.*}} history %{{.*}} -> (tensor<2x8x64xf8E5M2>, tensor<64x16xf8E5M2>, tensor<64xbf16>, tensor<16xf32>)
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fuse-fp8-cast=false --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8UNFUSED
+// FP8UNFUSED-LABEL: func.func @train_step
+// FP8UNFUSED-NOT: gpt.fp8_cast_transpose_sum
+// FP8UNFUSED: gpt.gelu_grad_sum
+// FP8UNFUSED-NOT: gpt.fp8_cast_transpose_sum
+// FP8UNFUSED-LABEL: func.func @init
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-history=0 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8CURRENT
 // FP8CURRENT-LABEL: func.func @train_step
 // FP8CURRENT-NOT: history
