@@ -1467,6 +1467,9 @@ constexpr int64_t kTransposeRun = 16;
 /// staged as codes in shared memory rows of kCastTilePitch bytes (the
 /// padding spreads the column reads over the banks).
 constexpr int64_t kCastTile = 64, kCastTilePitch = 68;
+// A cast-transpose's column sums are reduceColumns' first stage, a tile per
+// chunk: the same partials, in the same order, for one fold kernel.
+static_assert(kCastTile == kColumnChunkRows, "a tile's rows are a column chunk");
 /// Threads of a tile's block: each moves 16 codes of the transposed rows.
 constexpr int64_t kCastTileThreads = kCastTile * kCastTile / 16;
 
