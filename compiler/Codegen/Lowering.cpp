@@ -1567,15 +1567,15 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   int64_t count = n;
   Value history = op.getHistory();
   int64_t past = history ? numel(history) : 0;
-  // With a folded GELU gradient every pass over the input reads `pre` too:
-  // it goes last, a[preAt(types)].
+  // With a folded GELU gradient every pass over the input reads `pre` too,
+  // as its last argument: its position, or -1 where a kernel reads none.
   Value pre = op.getPre();
-  auto withPre = [&](std::pair<std::vector<Type>, std::vector<Operand>> ta) {
-    if (pre) {
-      ta.first.push_back(flat(pre));
-      ta.second.push_back(t(pre));
-    }
-    return ta;
+  auto readPre = [&](std::vector<Type> &types, std::vector<Operand> &args, bool readsInput) {
+    if (!pre || !readsInput)
+      return int64_t{-1};
+    types.push_back(flat(pre));
+    args.push_back(t(pre));
+    return static_cast<int64_t>(types.size()) - 1;
   };
   // The stages' arguments after their input and partials: the history.
   std::vector<Type> historyTypes;
@@ -1604,8 +1604,8 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     per = (per + kAmaxUnroll - 1) / kAmaxUnroll * kAmaxUnroll;
     int64_t blocks = (vectors + per * threads - 1) / (per * threads);
     Operand partial = scratch(blocks * 4);
-    auto [types, args] = withPre(withHistory({valuesType, flatOf(blocks, ft)}, {values, partial}));
-    int64_t preAt = static_cast<int64_t>(types.size()) - 1;
+    auto [types, args] = withHistory({valuesType, flatOf(blocks, ft)}, {values, partial});
+    int64_t preAt = readPre(types, args, /*readsInput=*/true);
     launch(op, key + "amaxv", "fp8_amax", types, args, blocks * threads,
            [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
              KB k{b, loc};
@@ -1622,12 +1622,12 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
                  Value v = k.add(first, k.mul(k.add(j, k.idx(u)), k.idx(threads)));
                  v = arith::MinUIOp::create(b, loc, v, k.idx(vectors - 1));
                  llvm::append_range(xs, k.ldVector(a[0], k.mul(v, k.idx(width)), width));
-                 if (pre)
+                 if (preAt >= 0)
                    llvm::append_range(ps, k.ldVector(a[preAt], k.mul(v, k.idx(width)), width));
                }
                for (auto [i, v] : llvm::enumerate(xs))
                  cur = k.fmax(cur, math::AbsFOp::create(
-                                       b, loc, fp8Source(k, v, pre ? ps[i] : Value(), elt, gelu)));
+                                       b, loc, fp8Source(k, v, preAt >= 0 ? ps[i] : Value(), elt, gelu)));
                return SmallVector<Value>{cur};
              })[0];
              // The warp's maximum, then one per warp in shared memory.
@@ -1650,10 +1650,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     Operand partial = scratch(threads * 4);
     bool first = count == n; // the input itself, not partial maxima
     auto [types, args] = withHistory({valuesType, flatOf(threads, ft)}, {values, partial});
-    if (first)
-      std::tie(types, args) = withPre({types, args});
-    Value source = first ? pre : Value();
-    int64_t preAt = static_cast<int64_t>(types.size()) - 1;
+    int64_t preAt = readPre(types, args, first);
     launch(op, key + "amax" + std::to_string(count), "fp8_amax", types, args, threads,
            [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
              KB k{b, loc};
@@ -1663,7 +1660,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
                                   Value v = math::AbsFOp::create(
                                       b, loc,
                                       fp8Source(k, k.ld(a[0], i),
-                                                source ? k.ld(a[preAt], i) : Value(), elt,
+                                                preAt >= 0 ? k.ld(a[preAt], i) : Value(), elt,
                                                 gelu && first));
                                   return SmallVector<Value>{k.fmax(acc[0], v)};
                                 })[0];
@@ -1683,10 +1680,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
     types.insert(types.end(), {flatOf(past, ft), flatOf(past, ft)});
     args.insert(args.end(), {t(history), t(op.getShifted())});
   }
-  if (direct)
-    std::tie(types, args) = withPre({types, args});
-  Value source = direct ? pre : Value();
-  int64_t preAt = static_cast<int64_t>(types.size()) - 1;
+  int64_t preAt = readPre(types, args, direct);
   launch(op, key + "scale" + std::to_string(count), "fp8_scale", types, args, lanes,
          [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
@@ -1694,7 +1688,7 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
            Value m = rl.fold(count, {k.f(0, ft)}, [&](Value i, ValueRange acc) {
              Value v = math::AbsFOp::create(
                  b, loc,
-                 fp8Source(k, k.ld(a[0], i), source ? k.ld(a[preAt], i) : Value(), elt,
+                 fp8Source(k, k.ld(a[0], i), preAt >= 0 ? k.ld(a[preAt], i) : Value(), elt,
                            gelu && direct));
              return SmallVector<Value>{k.fmax(acc[0], v)};
            })[0];
@@ -1823,9 +1817,9 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
     tensors.push_back(pre);
   }
   bool sums = static_cast<bool>(sum);
-  std::string name = sums ? "fp8_cast_transpose_sum"
-                     : rowMajor ? "fp8_cast_transpose"
-                                : "fp8_quantize_transpose";
+  // With sums on the generic path the cast is a kernel of its own.
+  std::string castName = rowMajor ? "fp8_cast_transpose" : "fp8_quantize_transpose";
+  std::string name = sums ? "fp8_cast_transpose_sum" : castName;
   std::string key = keyOf(op) + (rowMajor ? "[both]" : "[transposed]");
   constexpr int64_t kThreads = kCastTileThreads;
   // 16-byte vectors of the input and of the transposed rows.
@@ -1927,20 +1921,19 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
       inTypes.push_back(flat(pre));
       ins.push_back(t(pre));
     }
-    bool withPre = static_cast<bool>(pre);
     reduceColumns(op, keyOf(op) + "cols", name, inTypes, ins, {flat(sum)}, {t(sum)}, rows, cols,
                   ft, ReduceKind::Sum,
                   [=](KB &k, ValueRange a, Value r, Value col, int64_t,
                       SmallVector<KB::Store> &) {
                     Value at = k.add(k.mul(r, k.idx(cols)), col);
                     Value exact;
-                    fp8Source(k, k.ld(a[0], at), withPre ? k.ld(a[1], at) : Value(), elt, gelu,
+                    fp8Source(k, k.ld(a[0], at), pre ? k.ld(a[1], at) : Value(), elt, gelu,
                               &exact);
                     return SmallVector<Value>{exact};
                   });
   }
   int64_t run = cols % kTransposeRun == 0 ? kTransposeRun : 1;
-  launch(op, key, sums ? "fp8_cast_transpose" : name, types, args, n / run,
+  launch(op, key, castName, types, args, n / run,
          [=](OpBuilder &b, Location loc, Value p, ValueRange a) {
            KB k{b, loc};
            Value r = k.urem(p, k.idx(rows)), g = k.udiv(p, k.idx(rows));

@@ -601,25 +601,25 @@ private:
     return success();
   }
 
-  LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
-    Buffer storage;
-    const Buffer &values = fp8Source(op.getInput(), op.getGelu(), storage);
+  /// A cast-transpose's codes of `values` in both layouts, and its
+  /// recorded history.
+  template <typename CastOp> void castBothLayouts(CastOp op, const Buffer &values) {
     record(op.getHistory(), op.getRecorded(), values);
     Buffer q = quantize(values, op.getFormat(), in(op.getScale())[0]);
     out(op.getTransposed()) = transposedOf(q, op.getInput());
     out(op.getResult()) = std::move(q);
+  }
+
+  LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
+    Buffer storage;
+    castBothLayouts(op, fp8Source(op.getInput(), op.getGelu(), storage));
     return success();
   }
 
   LogicalResult fp8CastTransposeSum(Fp8CastTransposeSumOp op) {
     Buffer storage, exact;
-    const Buffer &values = fp8Source(op.getInput(), op.getPre(), false, storage, &exact);
-    record(op.getHistory(), op.getRecorded(), values);
-    Buffer &sum = out(op.getSum());
-    addColumnSums(exact, sum);
-    Buffer q = quantize(values, op.getFormat(), in(op.getScale())[0]);
-    out(op.getTransposed()) = transposedOf(q, op.getInput());
-    out(op.getResult()) = std::move(q);
+    castBothLayouts(op, fp8Source(op.getInput(), op.getPre(), false, storage, &exact));
+    addColumnSums(exact, out(op.getSum()));
     return success();
   }
 
