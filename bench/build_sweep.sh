@@ -15,6 +15,8 @@
 #   nofc   with fp8: --fuse-fp8-cast=false, the bias sums and the GELU
 #          gradient in kernels of their own, not in the FP8 casts (tag nofc)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
+#   aN     --accum-steps=N: the step takes N micro-batches of B rows each
+#          (tag aN), so 1558M:8:fp8,a2 trains on 16 rows a step as 1558M:16
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
 #   bash bench/build_sweep.sh                 # all four
@@ -32,7 +34,7 @@ tsv=$ARTIFACTS/sweep.tsv
 status=0
 for entry in $SWEEP; do
   IFS=: read -r model b variant <<< "$entry"
-  tag="" extra=() precision=bf16
+  tag="" extra=() precision=bf16 accum=1
   IFS=, read -ra parts <<< "$variant"
   for part in "${parts[@]}"; do
     case $part in
@@ -43,10 +45,11 @@ for entry in $SWEEP; do
       ce16) tag=${tag:+$tag-}ce16 extra+=(--fp8-cross-entropy-grad=false) ;;
       nofc) tag=${tag:+$tag-}nofc extra+=(--fuse-fp8-cast=false) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
+      a[0-9]*) tag=${tag:+$tag-}$part accum=${part#a} ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc or dN)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, dN or aN)"
            status=1
            continue 2
          fi ;;
@@ -54,7 +57,7 @@ for entry in $SWEEP; do
   done
   file=$ARTIFACTS/sweep-$model${tag:+-$tag}.fb
   # shellcheck disable=SC2206
-  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq="${SWEEP_SEQ:-1024}" $TRAIN_OPT --precision="$precision" "${extra[@]}" -o "$file")
+  cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq="${SWEEP_SEQ:-1024}" ${TRAIN_OPT/--accum-steps=1/--accum-steps=$accum} --precision="$precision" "${extra[@]}" -o "$file")
   echo "+ ${cmd[*]}"
   t0=$(date +%s.%N)
   if "${cmd[@]}"; then

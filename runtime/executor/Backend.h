@@ -61,6 +61,13 @@ public:
   virtual StatusOr<Fence> recordFence() = 0;
   /// Returns once everything before the fence has run.
   virtual Status waitFence(Fence fence) = 0;
+  /// waitFence(fence), then the seconds between `since` and `fence` passing
+  /// on the device's clock: how long the work enqueued between them ran,
+  /// counted from when the device reached `since`. `since` is an earlier
+  /// fence that no wait has passed yet. (Host timing around waitFence is
+  /// off by however long the host was busy elsewhere, e.g. in a launch
+  /// that blocks while the device's queue is full.)
+  virtual StatusOr<double> waitFenceTimed(Fence since, Fence fence) = 0;
   /// Host memory for the asynchronous copies (page-locked on CUDA), or an
   /// error; freeHost takes it back.
   virtual StatusOr<void *> allocateHost(size_t bytes) = 0;

@@ -70,6 +70,7 @@ public:
   Status launch(const schema::Program &program) override;
   StatusOr<Fence> recordFence() override;
   Status waitFence(Fence fence) override;
+  StatusOr<double> waitFenceTimed(Fence since, Fence fence) override;
   StatusOr<void *> allocateHost(size_t bytes) override {
     void *p = nullptr;
     GPT_CUDA_CHECK(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
@@ -517,7 +518,8 @@ Status CudaBackend::launch(const schema::Program &program) {
 StatusOr<Backend::Fence> CudaBackend::recordFence() {
   cudaEvent_t e = nullptr;
   if (spareEvents_.empty()) {
-    GPT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    // Timed: waitFenceTimed reads two of them (a step's two, a few a step).
+    GPT_CUDA_CHECK(cudaEventCreate(&e));
   } else {
     e = spareEvents_.back();
     spareEvents_.pop_back();
@@ -546,6 +548,28 @@ Status CudaBackend::waitFence(Fence fence) {
     done = fences_.erase(done);
   }
   return Status::ok();
+}
+
+StatusOr<double> CudaBackend::waitFenceTimed(Fence since, Fence fence) {
+  if (since >= fence)
+    return Status::error("fence " + std::to_string(since) + " is not before fence " +
+                         std::to_string(fence));
+  auto from = fences_.find(since);
+  if (from == fences_.end())
+    return Status::error("fence " + std::to_string(since) +
+                         (since < nextFence_ ? " was already waited for" : " was never recorded"));
+  cudaEvent_t start = from->second;
+  auto to = fences_.find(fence);
+  if (to == fences_.end())
+    return Status::error("fence " + std::to_string(fence) + " was never recorded");
+  cudaEvent_t end = to->second;
+  // Recycles both events, so their times are read first.
+  GPT_CUDA_CHECK(cudaEventSynchronize(end));
+  float ms = 0;
+  GPT_CUDA_CHECK(cudaEventElapsedTime(&ms, start, end));
+  if (Status s = waitFence(fence); !s)
+    return s;
+  return double(ms) * 1e-3;
 }
 
 Status CudaBackend::release() {

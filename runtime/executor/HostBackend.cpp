@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 
 namespace gptc {
 
@@ -88,11 +90,40 @@ public:
     queue_.push_back([this, &program] { return execute(program); });
     return Status::ok();
   }
-  StatusOr<Fence> recordFence() override { return Fence(done_ + queue_.size()); }
+  // A fence is an operation of its own, which notes when the queue ran
+  // past it: the host's clock stands in for the device's.
+  StatusOr<Fence> recordFence() override {
+    Fence f = done_ + queue_.size() + 1;
+    queue_.push_back([this, f] {
+      passedAt_[f] = Clock::now();
+      return Status::ok();
+    });
+    return f;
+  }
   Status waitFence(Fence fence) override {
     if (fence > done_ + queue_.size())
       return Status::error("fence " + std::to_string(fence) + " was never recorded");
-    return drain(fence > done_ ? size_t(fence - done_) : 0);
+    Status s = waitFenceRun(fence);
+    passedAt_.erase(passedAt_.begin(), passedAt_.upper_bound(fence));
+    waited_ = std::max(waited_, fence);
+    return s;
+  }
+  StatusOr<double> waitFenceTimed(Fence since, Fence fence) override {
+    if (since >= fence)
+      return Status::error("fence " + std::to_string(since) + " is not before fence " +
+                           std::to_string(fence));
+    if (since <= waited_)
+      return Status::error("fence " + std::to_string(since) + " was already waited for");
+    if (Status s = waitFenceRun(fence); !s)
+      return s;
+    auto start = passedAt_.find(since), end = passedAt_.find(fence);
+    if (start == passedAt_.end() || end == passedAt_.end())
+      return Status::error("fence " + std::to_string(start == passedAt_.end() ? since : fence) +
+                           " was never recorded");
+    double seconds = std::chrono::duration<double>(end->second - start->second).count();
+    if (Status s = waitFence(fence); !s) // forgets the fences it passed
+      return s;
+    return seconds;
   }
   StatusOr<void *> allocateHost(size_t bytes) override {
     void *p = std::malloc(std::max<size_t>(bytes, 1));
@@ -105,6 +136,12 @@ public:
 private:
   Status loadHostObject();
   Status execute(const schema::Program &program);
+  /// Runs the queue up to `fence`.
+  Status waitFenceRun(Fence fence) {
+    if (fence > done_ + queue_.size())
+      return Status::error("fence " + std::to_string(fence) + " was never recorded");
+    return drain(fence > done_ ? size_t(fence - done_) : 0);
+  }
   /// Runs the first `n` queued operations; the first error empties the
   /// queue (what followed it would run on a broken state).
   Status drain(size_t n) {
@@ -131,6 +168,9 @@ private:
   LaunchArgTable args_; // by program, then command
   std::deque<std::function<Status()>> queue_; // enqueued, not yet run
   uint64_t done_ = 0;                         // operations run (or dropped)
+  using Clock = std::chrono::steady_clock;
+  std::map<Fence, Clock::time_point> passedAt_; // fences run, not yet waited for
+  Fence waited_ = 0;                            // the latest fence waited for
 };
 
 Status HostBackend::init() {

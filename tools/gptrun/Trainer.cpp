@@ -145,8 +145,7 @@ struct Trainer::Impl {
     int64_t step; // 0-based
     int slot;     // the batch's slot in `stage`
     uint64_t dataPosition;
-    Backend::Fence fence;
-    Clock::time_point enqueued;
+    Backend::Fence start, fence; // before the step's inputs, after its outputs
   };
   struct TrainTensors {
     uint32_t tokens, targets, loss, gradNorm;
@@ -536,8 +535,11 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   StatusOr<data::BatchStage::Batch> batch = stage->acquire();
   if (!batch)
     return batch.status();
-  // Before the launch: the GPU starts on the step while it is enqueued.
-  Clock::time_point enqueued = Clock::now();
+  // The step's time runs from when the device reaches this fence (after
+  // the step before, or once enqueued) to its last fence.
+  StatusOr<Backend::Fence> start = session->backend().recordFence();
+  if (!start)
+    return start.status();
   StepIo &slot = stepIo[step % 2];
   slot.step = int32_t(step);
   slot.lrScale = lrScale;
@@ -564,7 +566,7 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   StatusOr<Backend::Fence> fence = session->backend().recordFence();
   if (!fence)
     return fence.status();
-  inFlight.push_back({step, batch->slot, batch->position, *fence, enqueued});
+  inFlight.push_back({step, batch->slot, batch->position, *start, *fence});
   return Status::ok();
 }
 
@@ -608,7 +610,7 @@ Status Trainer::Impl::runSteps(float lrScale) {
   const int64_t firstStep = stepsDone;
   int64_t next = firstStep;  // the next step to enqueue
   bool stopping = false;     // decided: stop once the step in flight is done
-  Clock::time_point runStart = Clock::now(), lastDone = runStart;
+  Clock::time_point runStart = Clock::now();
   while (!inFlight.empty() || next < o.steps) {
     // --on-nan=skip: the state before the step, to undo its update.
     std::optional<checkpoint::Checkpoint> before;
@@ -638,14 +640,16 @@ Status Trainer::Impl::runSteps(float lrScale) {
 
     InFlight cur = inFlight.front();
     inFlight.pop_front();
-    if (Status s = backend.waitFence(cur.fence); !s)
-      return s;
+    // On the device's clock: the host may notice the step late (it was
+    // blocked launching the next one while the device's queue was full),
+    // which would book part of this step to the next.
+    StatusOr<double> timed = backend.waitFenceTimed(cur.start, cur.fence);
+    if (!timed)
+      return timed.status();
+    const double seconds = *timed;
     if (Status s = stage->release(cur.slot); !s)
       return s;
     const StepIo out = stepIo[step % 2];
-    Clock::time_point now = Clock::now();
-    double seconds = std::chrono::duration<double>(now - std::max(lastDone, cur.enqueued)).count();
-    lastDone = now;
     stepsDone = done;
     dataPosition = cur.dataPosition;
 

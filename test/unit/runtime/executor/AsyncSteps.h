@@ -32,9 +32,12 @@ inline void checkAsyncSteps(Session &session, int steps = 6) {
       ASSERT_TRUE(p) << p.status().message();
       buffers[i] = static_cast<float *>(*p);
     }
-  // Step s scales x = (s + 1) * [1..8] by 0.5 into xs.
-  std::vector<Backend::Fence> fences;
+  // Step s scales x = (s + 1) * [1..8] by 0.5 into xs, between two fences.
+  std::vector<Backend::Fence> starts, fences;
   auto enqueue = [&](int s) {
+    StatusOr<Backend::Fence> start = backend.recordFence();
+    ASSERT_TRUE(start) << start.status().message();
+    starts.push_back(*start);
     for (int i = 0; i < 8; ++i)
       in[s % 2][i] = float((s + 1) * (i + 1));
     ASSERT_TRUE(backend.writeAsync(x, in[s % 2]));
@@ -48,8 +51,10 @@ inline void checkAsyncSteps(Session &session, int steps = 6) {
   for (int s = 0; s < steps; ++s) {
     if (s + 1 < steps)
       enqueue(s + 1);
-    Status waited = backend.waitFence(fences[s]);
-    ASSERT_TRUE(waited) << waited.message();
+    StatusOr<double> seconds = backend.waitFenceTimed(starts[s], fences[s]);
+    ASSERT_TRUE(seconds) << seconds.status().message();
+    EXPECT_GE(*seconds, 0.0) << "step " << s;
+    EXPECT_LT(*seconds, 60.0) << "step " << s;
     for (int i = 0; i < 8; ++i)
       EXPECT_EQ(out[s % 2][i], 0.5f * float((s + 1) * (i + 1))) << "step " << s << " element " << i;
   }
@@ -60,6 +65,27 @@ inline void checkAsyncSteps(Session &session, int steps = 6) {
   // Waiting again for a passed fence is fine; for one never recorded not.
   EXPECT_TRUE(backend.waitFence(fences[0]));
   EXPECT_FALSE(backend.waitFence(fences.back() + 100));
+  // A timed wait needs an earlier fence that no wait has passed.
+  StatusOr<Backend::Fence> a = backend.recordFence();
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(backend.launch(*main));
+  StatusOr<Backend::Fence> b = backend.recordFence();
+  ASSERT_TRUE(b);
+  StatusOr<double> reversed = backend.waitFenceTimed(*b, *a);
+  ASSERT_FALSE(reversed);
+  EXPECT_NE(reversed.status().message().find("is not before"), std::string::npos)
+      << reversed.status().message();
+  StatusOr<double> unknown = backend.waitFenceTimed(*a, *b + 100);
+  ASSERT_FALSE(unknown);
+  EXPECT_NE(unknown.status().message().find("never recorded"), std::string::npos)
+      << unknown.status().message();
+  StatusOr<double> passed = backend.waitFenceTimed(starts.back(), *b);
+  ASSERT_FALSE(passed);
+  EXPECT_NE(passed.status().message().find("already waited for"), std::string::npos)
+      << passed.status().message();
+  StatusOr<double> ok = backend.waitFenceTimed(*a, *b);
+  ASSERT_TRUE(ok) << ok.status().message();
+  EXPECT_GE(*ok, 0.0);
   for (float **buffers : {in, out})
     for (int i = 0; i < 2; ++i)
       backend.freeHost(buffers[i]);
