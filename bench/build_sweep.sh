@@ -16,6 +16,8 @@
 #          gradient in kernels of their own, not in the FP8 casts (tag nofc)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 #   aN     --accum-steps=N: the step takes N micro-batches of B rows each
+#   fga    with fp8 and aN: --fuse-grad-accumulation, the micro-batch sums
+#          of the weight gradients in their GEMMs, in f32 (tag fga)
 #          (tag aN), so 1558M:8:fp8,a2 trains on 16 rows a step as 1558M:16
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs no torch for it, the
 # plain entry of the same model has that.
@@ -46,10 +48,11 @@ for entry in $SWEEP; do
       nofc) tag=${tag:+$tag-}nofc extra+=(--fuse-fp8-cast=false) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       a[0-9]*) tag=${tag:+$tag-}$part accum=${part#a} ;;
+      fga) tag=${tag:+$tag-}fga extra+=(--fuse-grad-accumulation) ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, dN or aN)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, dN, aN or fga)"
            status=1
            continue 2
          fi ;;

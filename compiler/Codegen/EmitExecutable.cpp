@@ -385,6 +385,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
             os << " epilogue=" << s::EnumNameEpilogue(schemaEpilogue(g.epilogue));
           if (g.fastAccum)
             os << " fast_accum";
+          if (g.beta != 0)
+            os << " beta=" << g.beta;
         }
         for (const Operand &o : c.args)
           os << " " << name(o);
@@ -474,7 +476,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     gemms.push_back(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb,
                                   g.ldc, g.strideA, g.strideB, g.strideC, dtypeOf(g.aType),
                                   dtypeOf(g.bType), dtypeOf(g.cType), s::ComputeType::F32,
-                                  schemaEpilogue(g.epilogue), /*alpha=*/1.0, /*beta=*/0.0,
+                                  schemaEpilogue(g.epilogue), /*alpha=*/1.0, g.beta,
                                   g.fastAccum));
   std::vector<fb::Offset<s::Program>> programs;
   for (const ProgramInfo &p : lowered->programs) {

@@ -1117,6 +1117,8 @@ LogicalResult Lowerer::mapResults(Operation *op) {
       mapInPlace(in, r);
   if (auto [history, next] = getFp8History(op); history)
     mapInPlace(history, next);
+  if (auto mm = llvm::dyn_cast<ScaledMatmulOp>(op); mm && mm.getAccumulate())
+    mapInPlace(mm.getAccumulate(), mm.getResult());
   if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
     // In place: the new parameter and moments are the arguments' tensors.
     // A named vector: a braced ValueRange in the loop header would dangle.
@@ -1435,6 +1437,15 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
   g.aType = eltOf(bm);
   g.bType = in;
   g.cType = out;
+  Value acc = scaled ? scaled.getAccumulate() : Value();
+  if (acc) {
+    // beta = 1 reads C, which is D: the accumulator's bytes, or a copy of
+    // them where the plan could not hand them over.
+    g.beta = 1;
+    if (tensorOf.lookup(acc) != tensorOf.lookup(op->getResult(0)))
+      program->commands.push_back({Command::Copy, 0, 0, 0, {t(acc), t(op->getResult(0))},
+                                   op->getName().getStringRef().str()});
+  }
   result.gemms.push_back(g);
   Command c;
   c.kind = Command::Gemm;

@@ -82,6 +82,8 @@ struct GemmDesc {
   mlir::Type aType, bType, cType;
   /// FP8: the tensor cores fold partial sums less often (faster).
   bool fastAccum = false;
+  /// 1: D += the product (C is D, holding the accumulator).
+  double beta = 0;
 };
 
 struct Command {

@@ -141,6 +141,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     // After delayed scaling: the fused casts keep the casts' histories.
     if (options.fuseFp8Cast)
       pm.addPass(createFuseFp8CastPass());
+    // Before remat: its plan counts the sums in place.
+    if (options.fuseGradAccumulation && options.accumSteps > 1)
+      pm.addPass(createFuseGradAccumulationPass());
   }
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.

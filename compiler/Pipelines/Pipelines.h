@@ -71,6 +71,11 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
       *this, "fuse-fp8-cast",
       llvm::cl::desc("Fold bias sums and GELU gradients into the FP8 casts (gpt-fuse-fp8-cast)"),
       llvm::cl::init(true)};
+  Option<bool> fuseGradAccumulation{
+      *this, "fuse-grad-accumulation",
+      llvm::cl::desc("Sum FP8 weight gradients over the micro-batches in their GEMMs "
+                     "(gpt-fuse-grad-accumulation)"),
+      llvm::cl::init(false)};
   Option<bool> narrowResidual{*this, "narrow-residual",
                               llvm::cl::desc("gpt-mixed-precision's narrow-residual option"),
                               llvm::cl::init(false)};

@@ -637,6 +637,11 @@ private:
       for (size_t i = 0; i < y.size(); ++i)
         y[i] += b[i % b.size()];
     }
+    if (op.getAccumulate()) {
+      const Buffer &acc = in(op.getAccumulate());
+      for (size_t i = 0; i < y.size(); ++i)
+        y[i] += acc[i];
+    }
     return success();
   }
 

@@ -75,10 +75,28 @@ static Value historyOverwritten(OpResult r) {
   return h;
 }
 
+/// A GEMM's accumulator can take its result (cuBLASLt's C is D) when it
+/// is an op's own buffer (not an argument, a view or an update in place in
+/// an argument) that nothing reads after the GEMM.
+static Value accumulatorOverwritten(ScaledMatmulOp mm) {
+  Value acc = mm.getAccumulate();
+  Operation *def = acc ? acc.getDefiningOp() : nullptr;
+  if (!def || viewSource(def) || def->getBlock() != mm->getBlock() ||
+      llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def))
+    return {};
+  for (Operation *user : acc.getUsers())
+    if (user != mm && (user->getBlock() != mm->getBlock() || viewSource(user) ||
+                       !user->isBeforeInBlock(mm)))
+      return {};
+  return acc;
+}
+
 Value overwrittenOperand(OpResult r) {
   Operation *op = r.getOwner();
   if (Value history = historyOverwritten(r))
     return history;
+  if (auto mm = llvm::dyn_cast<ScaledMatmulOp>(op))
+    return accumulatorOverwritten(mm);
   if (auto ar = llvm::dyn_cast<AllReduceOp>(op))
     return reducesInPlace(ar, r.getResultNumber()) ? ar.getInputs()[r.getResultNumber()]
                                                    : Value();

@@ -37,7 +37,8 @@ bool reducesInPlace(mlir::gpt::AllReduceOp op, unsigned i);
 /// all_reduce input (reducesInPlace), or the logits of a
 /// gpt.cross_entropy_grad that nothing reads after it (its kernels read
 /// each logit before writing that element's gradient), or an FP8 amax
-/// history nothing reads after its scale or quantization.
+/// history nothing reads after its scale or quantization, or a
+/// gpt.scaled_matmul's accumulator that nothing reads after the GEMM.
 mlir::Value overwrittenOperand(mlir::OpResult r);
 
 /// The values of `user` that share `v`'s bytes: a view of it, or a result

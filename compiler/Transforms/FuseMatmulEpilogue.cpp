@@ -217,8 +217,9 @@ struct FoldScaledBias : OpRewritePattern<BiasAddOp> {
 
   LogicalResult matchAndRewrite(BiasAddOp add, PatternRewriter &rewriter) const override {
     auto mm = add.getInput().getDefiningOp<ScaledMatmulOp>();
-    if (!mm || mm.getBias())
-      return rewriter.notifyMatchFailure(add, "input is not a scaled_matmul without a bias");
+    if (!mm || mm.getBias() || mm.getAccumulate())
+      return rewriter.notifyMatchFailure(
+          add, "input is not a scaled_matmul without a bias or an accumulator");
     if (!mm->hasOneUse() || mm->getBlock() != add->getBlock())
       return rewriter.notifyMatchFailure(add, "the product has other readers");
     Type elt = rtt(add.getResult()).getElementType();
@@ -227,8 +228,8 @@ struct FoldScaledBias : OpRewritePattern<BiasAddOp> {
     rewriter.setInsertionPoint(add);
     auto fused = ScaledMatmulOp::create(
         rewriter, mm.getLoc(), add.getType(), mm.getLhs(), mm.getLhsScale(), mm.getRhs(),
-        mm.getRhsScale(), add.getBias(), mm.getTransposeLhs(), mm.getTransposeRhs(),
-        mm.getFastAccum());
+        mm.getRhsScale(), add.getBias(), /*accumulate=*/Value(), mm.getTransposeLhs(),
+        mm.getTransposeRhs(), mm.getFastAccum());
     rewriter.replaceOp(add, fused.getResult());
     rewriter.eraseOp(mm);
     ++count;

@@ -52,7 +52,7 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
     auto [rhs, rhsScale] = quantize(op.getRhsFormat(), op.getRhs(), !op.getTransposeRhs());
     bool forward = op.getLhsFormat() == Fp8Format::E4M3 && op.getRhsFormat() == Fp8Format::E4M3;
     rewriter.replaceOpWithNewOp<ScaledMatmulOp>(
-        op, op.getType(), lhs, lhsScale, rhs, rhsScale, /*bias=*/Value(),
+        op, op.getType(), lhs, lhsScale, rhs, rhsScale, /*bias=*/Value(), /*accumulate=*/Value(),
         /*transpose_lhs=*/false, /*transpose_rhs=*/true, /*fast_accum=*/forward);
     ++products;
     return success();
@@ -64,8 +64,11 @@ struct LowerFp8Matmul : OpRewritePattern<Fp8MatmulOp> {
 /// Replaces an operand's untransposed and transposed quantizations by one
 /// gpt.fp8_cast_transpose at the earlier of the two, so that the tensor is
 /// read once for both. The scale of the earlier one serves both: both are
-/// the scale of the same values.
-void pairLayouts(Block &block, llvm::Statistic &paired) {
+/// the scale of the same values. Later quantizations of the operand in
+/// either layout (a weight's, in each further micro-batch) read the pair's
+/// codes too: the weight's bf16 copy is then read once a step, and what
+/// stays live across micro-batches is its FP8 codes, half the bytes.
+void pairLayouts(Block &block, llvm::Statistic &paired, llvm::Statistic &reused) {
   llvm::MapVector<std::pair<Value, unsigned>, SmallVector<Fp8QuantizeOp, 2>> groups;
   for (auto q : block.getOps<Fp8QuantizeOp>())
     groups[{gptc::reshapeSource(q.getInput()), static_cast<unsigned>(q.getFormat())}].push_back(q);
@@ -91,6 +94,16 @@ void pairLayouts(Block &block, llvm::Statistic &paired) {
                                            first.getScale(), /*history=*/Value());
     rows.getResult().replaceAllUsesWith(pair.getResult());
     cols.getResult().replaceAllUsesWith(pair.getTransposed());
+    for (Fp8QuantizeOp q : ops) {
+      if (q == rows || q == cols || !pair->isBeforeInBlock(q))
+        continue;
+      Value same = q.getTranspose() ? pair.getTransposed() : pair.getResult();
+      if (same.getType() != q.getResult().getType())
+        continue;
+      q.getResult().replaceAllUsesWith(same);
+      q.erase();
+      ++reused;
+    }
     rows.erase();
     cols.erase();
     ++paired;
@@ -141,7 +154,7 @@ struct LowerFp8Pass : public gptc::impl::LowerFp8PassBase<LowerFp8Pass> {
     if (pairLayoutsOption)
       getOperation().walk([&](func::FuncOp fn) {
         for (Block &block : fn.getBody())
-          pairLayouts(block, numPaired);
+          pairLayouts(block, numPaired, numReused);
       });
     if (foldGeluOption)
       getOperation().walk([&](func::FuncOp fn) {

@@ -326,7 +326,10 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
     tensor once and writes both copies. Where nothing else reads the
     forward's bf16 X (a layernorm's or GELU's output), it is dead once the
     forward has quantized it, and the backward keeps the FP8 X^T, half the
-    bytes.
+    bytes. Later quantizations of the same operand in either layout (a
+    weight's, in each further micro-batch under `--accum-steps`) read the
+    pair's codes instead: the weight's bf16 copy is read once a step, and
+    the FP8 codes, not the bf16 copy, stay live across the micro-batches.
 
     With `fold-gelu` (the default), a `gpt.gelu` whose result only FP8
     scales and quantizations read (through reshapes: the MLP's hidden
@@ -367,6 +370,8 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
     Statistic<"numGelus", "gelus", "GELUs applied inside FP8 scales and quantizations">,
     Statistic<"numTransposed", "transposed", "Operands quantized as their transpose">,
     Statistic<"numPaired", "paired", "Quantizations paired into gpt.fp8_cast_transpose">,
+    Statistic<"numReused", "reused",
+              "Later quantizations of a paired operand that read the pair's codes">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
@@ -469,6 +474,45 @@ def Fp8DelayedScalingPass : Pass<"gpt-fp8-delayed-scaling", "::mlir::ModuleOp"> 
     Statistic<"numScales", "scales", "FP8 scales given an amax history">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
+def FuseGradAccumulationPass : Pass<"gpt-fuse-grad-accumulation", "::mlir::ModuleOp"> {
+  let summary = "Sums FP8 weight gradients over the micro-batches inside their GEMMs, in f32";
+  let description = [{
+    With `--accum-steps=N` the train step adds each parameter's gradients
+    of the N micro-batches (`gpt.add {gpt.micro_batch}`, from
+    gpt-insert-optimizer) after the last one. An FP8 weight gradient is a
+    `gpt.scaled_matmul` with a bf16 result, which a `gpt.cast` widens to
+    the parameter's f32: per micro-batch a bf16 and an f32 copy of every
+    weight's gradient, and a pass over the parameters to add them: at
+    GPT-2 1.5B about 31 GB of memory traffic per micro-batch, where the
+    fused GEMM moves 12 GB (the sum read and written once).
+
+    This pass gives the first micro-batch's GEMM an f32 result (no cast)
+    and folds each later sum into the next micro-batch's GEMM as its
+    `accumulate` operand: cuBLASLt adds the product to the running sum in
+    f32 (`beta = 1`), in the sum's own bytes where nothing reads it later.
+    The products are no longer rounded to bf16 before they are summed.
+
+    A sum folds when its running operand is computed before the GEMM and
+    the GEMM (with its cast) is read by nothing else. Other sums (biases,
+    layernorms, the embedding) stay `gpt.add`s; bf16 GEMMs (`gpt.matmul`)
+    are not changed. `gptc --fuse-grad-accumulation=false` leaves it out.
+
+    ```mlir
+    // Before:
+    %p0 = gpt.scaled_matmul %a0, %sa0, %b0, %sb0 {transpose_rhs} : (...) -> tensor<48x16xbf16>
+    %p1 = gpt.scaled_matmul %a1, %sa1, %b1, %sb1 {transpose_rhs} : (...) -> tensor<48x16xbf16>
+    %g0 = gpt.cast %p0 : tensor<48x16xbf16> to tensor<48x16xf32>
+    %g1 = gpt.cast %p1 : tensor<48x16xbf16> to tensor<48x16xf32>
+    %sum = gpt.add %g0, %g1 {gpt.micro_batch = 1 : i64} : tensor<48x16xf32>
+    // After:
+    %g0 = gpt.scaled_matmul %a0, %sa0, %b0, %sb0 {transpose_rhs} : (...) -> tensor<48x16xf32>
+    %sum = gpt.scaled_matmul %a1, %sa1, %b1, %sb1 accumulate %g0 {transpose_rhs}
+        : (...) -> tensor<48x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
 
 def FuseFp8CastPass : Pass<"gpt-fuse-fp8-cast", "::mlir::ModuleOp"> {
@@ -787,6 +831,12 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
          of its views) reads the clone instead. Cost: FLOPs, plus 200 per
          byte read or written, plus 4e9 per launch (an H200's ratios).
 
+    First, each widening `gpt.cast` read by one later op moves to just
+    before it (the micro-batch sums' f32 casts of the gradients: the fusion
+    after this pass reads the bf16 gradient there anyway). The plan fits
+    the budget less `headroom` (0.5%), left for the fusion passes after
+    this one, which may lengthen a lifetime.
+
     Liveness is recomputed after each choice. When the placed plan needs
     more than the estimate, the loop continues with that slack. The plan
     is recorded as `gpt.remat_plan` on the function (budget, values, ops,
@@ -823,6 +873,9 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
            "Memory budget in GiB: arguments plus activations (0: off)">,
     Option<"maxDepth", "max-depth", "int64_t", /*default=*/"4",
            "Most ops (views and FP8 casts aside) on a path of one recompute chain">,
+    Option<"headroom", "headroom", "double", /*default=*/"0.005",
+           "Fraction of the budget the plan leaves free for the fusion passes after "
+           "it, which may lengthen a lifetime (gpt-plan-memory checks the whole budget)">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "Buffer alignment gpt-plan-memory will use, in bytes">,
   ];

@@ -349,12 +349,36 @@ std::string peakContents(const BufferLiveness &l) {
       .str();
 }
 
+/// Moves each widening gpt.cast read by one later op of its block to just
+/// before that op: the narrow value lives on instead of the wide one. (The
+/// micro-batch sums read their first gradient's f32 cast at the step's
+/// end; gpt-fuse-elementwise would fuse the cast into the sum later, and
+/// the plan here would count the wide copy across every later micro-batch.)
+int64_t sinkWideningCasts(func::FuncOp fn) {
+  int64_t moved = 0;
+  for (auto cast : llvm::to_vector(fn.getBody().front().getOps<CastOp>())) {
+    if (!cast->hasOneUse() ||
+        tensorBytes(cast.getType()) <= tensorBytes(cast.getInput().getType()))
+      continue;
+    Operation *user = *cast->getUsers().begin();
+    if (user->getBlock() != cast->getBlock() || user == cast->getNextNode())
+      continue;
+    cast->moveBefore(user);
+    ++moved;
+  }
+  return moved;
+}
+
 struct RematerializePass : public gptc::impl::RematerializePassBase<RematerializePass> {
   using Base::Base;
 
   void runOnOperation() override {
     if (!(memoryBudget >= 0) || !std::isfinite(memoryBudget)) {
       getOperation().emitError("gpt-rematerialize: memory-budget must be a number of GiB >= 0");
+      return signalPassFailure();
+    }
+    if (!(headroom >= 0 && headroom < 1)) {
+      getOperation().emitError("gpt-rematerialize: headroom must be a fraction in [0, 1)");
       return signalPassFailure();
     }
     if (memoryBudget == 0)
@@ -376,6 +400,8 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
 
   LogicalResult run(func::FuncOp fn) {
     const int64_t budget = static_cast<int64_t>(memoryBudget * kGiB);
+    // The fusions after this pass may lengthen a lifetime a little.
+    const int64_t target = budget - static_cast<int64_t>(headroom * static_cast<double>(budget));
     double stepFlops = 0, stepCost = 0;
     fn.walk([&](Operation *op) {
       if (llvm::isa<GPTDialect>(op->getDialect())) {
@@ -384,6 +410,7 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
       }
     });
 
+    sinkWideningCasts(fn);
     FailureOr<BufferLiveness> l = BufferLiveness::compute(fn, alignment, "gpt-rematerialize");
     if (failed(l))
       return failure();
@@ -394,8 +421,8 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
     // The loop estimates with the live lower bound; the placement may need
     // more: `slack` grows by the difference until the placed plan fits.
     int64_t slack = 0;
-    for (int round = 0; round < 8 && after > budget; ++round) {
-      while (l->argumentBytes() + l->peakBytes + slack > budget) {
+    for (int round = 0; round < 8 && after > target; ++round) {
+      while (l->argumentBytes() + l->peakBytes + slack > target) {
         Rematerializer r{fn, maxDepth, *l};
         std::optional<Candidate> best;
         for (int b : l->liveAtPeak) {
@@ -415,7 +442,7 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
       }
       // Clones of the same ops share them where the estimate still fits.
       for (;;) {
-        auto pairs = CloneMerger{*l, budget - slack}.next();
+        auto pairs = CloneMerger{*l, target - slack}.next();
         if (pairs.empty())
           break;
         CloneMerger::merge(pairs);
@@ -426,7 +453,7 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
       int64_t placed = placedPeak(*l);
       int64_t estimate = l->argumentBytes() + l->peakBytes;
       after = placed;
-      if (estimate + slack > budget)
+      if (estimate + slack > target)
         break; // no candidate left
       slack = std::max<int64_t>(slack + 1, placed - estimate);
     }
@@ -464,7 +491,8 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
                             << gib(l->argumentBytes()) << ") after recomputing " << values
                             << " values";
     fn.emitRemark() << "gpt-rematerialize: @" << function << " planned peak " << gib(before)
-                    << " -> " << gib(after) << " (budget " << gib(budget) << "): "
+                    << " -> " << gib(after) << " (budget " << gib(budget) << ", fitted to "
+                    << gib(target) << "): "
                     << (values ? "recomputes " + std::to_string(values) + " values (" +
                                      std::to_string(ops) + " ops: " + what + ")"
                                : std::string("nothing recomputed"))

@@ -149,6 +149,14 @@ cl::opt<bool> fuseFp8Cast(
              "columns, and cast the MLP's GELU gradient from the GEMM output and the "
              "pre-activation, which is then never stored in bf16 (gpt-fuse-fp8-cast)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> fuseGradAccumulation(
+    "fuse-grad-accumulation",
+    cl::desc("With --precision=fp8 and --accum-steps > 1: the first micro-batch's weight-gradient "
+             "GEMMs write f32, and each later one adds its product to that sum in place "
+             "(cuBLASLt beta = 1), where a bf16 result, its f32 copy and an add per micro-batch "
+             "did (gpt-fuse-grad-accumulation; off by default: the f32 sum takes twice the "
+             "bytes of the bf16 gradients it replaces across the micro-batches)"),
+    cl::init(false), cl::cat(compileCat));
 cl::opt<bool> narrowResidual(
     "narrow-residual",
     cl::desc("With --precision=bf16 or fp16: the residual stream (the embedding, the residual "
@@ -325,6 +333,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fp8LmHead = fp8LmHead;
   options.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
   options.fuseFp8Cast = fuseFp8Cast;
+  options.fuseGradAccumulation = fuseGradAccumulation;
   options.rematMaxDepth = rematMaxDepth;
 }
 

@@ -395,6 +395,13 @@ LogicalResult ScaledMatmulOp::verify() {
       return emitOpError("bias ") << b << " must have the result's element type "
                                    << r.getElementType();
   }
+  if (Value acc = getAccumulate()) {
+    if (acc.getType() != getResult().getType())
+      return emitOpError("accumulate ") << acc.getType() << " must have the result's type "
+                                         << getResult().getType();
+    if (getBias())
+      return emitOpError("takes a bias or an accumulator, not both");
+  }
   return success();
 }
 

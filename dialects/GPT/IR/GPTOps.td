@@ -310,7 +310,7 @@ def GPT_Fp8CastTransposeSumOp
   let hasVerifier = 1;
 }
 
-def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure]> {
+def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure, AttrSizedOperandSegments]> {
   let summary = "A GEMM of FP8 tensors, each times its f32 dequantization scale";
   let description = [{
     `result = (lhs_scale * op(lhs)) (rhs_scale * op(rhs))`, accumulated in
@@ -324,21 +324,32 @@ def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure]> {
     the one rounding (cuBLASLt's bias epilogue; gpt-fuse-matmul-epilogue
     folds a `gpt.bias_add` of the product into it).
 
+    An optional `accumulate` tensor, of the result's type, is added to the
+    f32 product before the rounding: `result = accumulate + product`, as
+    cuBLASLt's `beta = 1` computes it into C (the accumulator's bytes when
+    nothing reads it later, else a copy). `gpt-fuse-grad-accumulation` sums
+    a weight's gradient over the micro-batches this way, in f32.
+
     ```mlir
     %y = gpt.scaled_matmul %qx, %sx, %qw, %sw bias %b {transpose_rhs}
         : (tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf8E4M3FN>, tensor<f32>,
            tensor<48xbf16>) -> tensor<16x48xbf16>
+    // dW += dY^T X, in f32 (dY e5m2, X e4m3, both transposed for the TN GEMM).
+    %dw1 = gpt.scaled_matmul %qdyt, %sdy, %qxt, %sx accumulate %dw0 {transpose_rhs}
+        : (tensor<48x16xf8E5M2>, tensor<f32>, tensor<16x16xf8E4M3FN>, tensor<f32>,
+           tensor<48x16xf32>) -> tensor<48x16xf32>
     ```
   }];
   let arguments = (ins RankedTensorOf<[F8E4M3FN, F8E5M2]>:$lhs, 0DTensorOf<[F32]>:$lhs_scale,
                        RankedTensorOf<[F8E4M3FN, F8E5M2]>:$rhs, 0DTensorOf<[F32]>:$rhs_scale,
                        Optional<GPT_FloatTensor>:$bias,
+                       Optional<GPT_FloatTensor>:$accumulate,
                        UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs,
                        UnitAttr:$fast_accum);
   let results = (outs GPT_FloatTensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $lhs_scale `,` $rhs `,` $rhs_scale (`bias` $bias^)? attr-dict `:`
-    functional-type(operands, results)
+    $lhs `,` $lhs_scale `,` $rhs `,` $rhs_scale (`bias` $bias^)?
+    (`accumulate` $accumulate^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }

@@ -89,6 +89,28 @@ func.func @paired_layouts(%x: tensor<2x8x16xbf16>, %w: tensor<48x16xbf16>, %dy: 
 
 // -----
 
+// Tests that a weight quantized in two micro-batches, each both ways (W
+// for the forward, W^T for dX), gets one gpt.fp8_cast_transpose whose
+// codes all four products read: no later quantization of W.
+// PAIR-LABEL: func.func @reused_layouts
+// PAIR-SAME:    %[[X0:[^:]*]]: tensor<16x16xbf16>, %[[X1:[^:]*]]: tensor<16x16xbf16>, %[[W:[^:]*]]: tensor<48x16xbf16>
+// PAIR: %[[SW:.*]], %[[IW:.*]] = gpt.fp8_scale e4m3 %[[W]]
+// PAIR: %[[QW:.*]], %[[QWT:.*]] = gpt.fp8_cast_transpose e4m3 %[[W]], %[[SW]]
+// PAIR-NOT: gpt.fp8_quantize e4m3 %[[W]]
+// PAIR: gpt.scaled_matmul %{{.*}}, %{{.*}}, %[[QW]], %[[IW]] {fast_accum, transpose_rhs}
+// PAIR: gpt.scaled_matmul %{{.*}}, %{{.*}}, %[[QWT]], %[[IW]] {transpose_rhs}
+// PAIR: gpt.scaled_matmul %{{.*}}, %{{.*}}, %[[QW]], %[[IW]] {fast_accum, transpose_rhs}
+// PAIR: gpt.scaled_matmul %{{.*}}, %{{.*}}, %[[QWT]], %[[IW]] {transpose_rhs}
+func.func @reused_layouts(%x0: tensor<16x16xbf16>, %x1: tensor<16x16xbf16>, %w: tensor<48x16xbf16>, %dy0: tensor<16x48xbf16>, %dy1: tensor<16x48xbf16>) -> (tensor<16x48xbf16>, tensor<16x16xbf16>, tensor<16x48xbf16>, tensor<16x16xbf16>) {
+  %y0 = gpt.fp8_matmul e4m3 %x0, e4m3 %w {transpose_rhs} : (tensor<16x16xbf16>, tensor<48x16xbf16>) -> tensor<16x48xbf16>
+  %dx0 = gpt.fp8_matmul e5m2 %dy0, e4m3 %w : (tensor<16x48xbf16>, tensor<48x16xbf16>) -> tensor<16x16xbf16>
+  %y1 = gpt.fp8_matmul e4m3 %x1, e4m3 %w {transpose_rhs} : (tensor<16x16xbf16>, tensor<48x16xbf16>) -> tensor<16x48xbf16>
+  %dx1 = gpt.fp8_matmul e5m2 %dy1, e4m3 %w : (tensor<16x48xbf16>, tensor<48x16xbf16>) -> tensor<16x16xbf16>
+  return %y0, %dx0, %y1, %dx1 : tensor<16x48xbf16>, tensor<16x16xbf16>, tensor<16x48xbf16>, tensor<16x16xbf16>
+}
+
+// -----
+
 // Tests that a GELU only FP8 ops read (the forward product and, through a
 // reshape, the weight gradient) is not stored: its scale and its
 // cast-transpose read the pre-activation with {gelu}.

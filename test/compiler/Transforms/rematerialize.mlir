@@ -16,7 +16,7 @@
 // CHECK-NEXT: %[[G2:.*]] = gpt.gelu %[[H]] {gpt.remat}
 // CHECK-NEXT: gpt.mul %[[S]], %[[G2]]
 // CHECK-NOT:  gpt.remat
-// expected-remark @+1 {{gpt-rematerialize: @f planned peak 24.00 MiB -> 20.00 MiB (budget 22.00 MiB): recomputes 1 values (1 ops: gelu x1), 4.00 MiB saved}}
+// expected-remark @+1 {{gpt-rematerialize: @f planned peak 24.00 MiB -> 20.00 MiB (budget 22.00 MiB, fitted to 21.89 MiB): recomputes 1 values (1 ops: gelu x1), 4.00 MiB saved}}
 func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
   %h = gpt.matmul %x, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   %g = gpt.gelu %h : tensor<1024x1024xf32>
@@ -36,7 +36,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf3
 // CHECK-SAME: values = 0 : i64
 // CHECK-NOT:  gpt.remat}
 // CHECK:      return
-// expected-remark @+1 {{planned peak 16.00 MiB -> 16.00 MiB (budget 22.00 MiB): nothing recomputed}}
+// expected-remark @+1 {{planned peak 16.00 MiB -> 16.00 MiB (budget 22.00 MiB, fitted to 21.89 MiB): nothing recomputed}}
 func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
   %h = gpt.tanh %x : tensor<1024x1024xf32>
   %g = gpt.gelu %h : tensor<1024x1024xf32>
@@ -191,4 +191,24 @@ func.func @f(%x1: tensor<128x1024xf32> {gpt.input = "x1"}, %x2: tensor<256x1024x
   %r = gpt.add %a, %b : tensor<512x1024xf32>
   return %r, %c, %d, %e, %f, %g : tensor<512x1024xf32>, tensor<256x1024xf32>, tensor<256x1024xf32>,
       tensor<128x1024xf32>, tensor<128x1024xf32>, tensor<128x1024xf32>
+}
+
+// -----
+
+// Tests that a widening cast read once, late, moves to just before its
+// reader: the bf16 value lives on instead of the f32 one.
+
+// CHECK-LABEL: func.func @f
+// CHECK:      %[[N:.*]] = gpt.cast %arg0 : tensor<1024x1024xf32> to tensor<1024x1024xbf16>
+// CHECK:      %[[G:.*]] = gpt.gelu
+// CHECK-NEXT: %[[W:.*]] = gpt.cast %[[N]] : tensor<1024x1024xbf16> to tensor<1024x1024xf32>
+// CHECK-NEXT: gpt.add %[[G]], %[[W]]
+// expected-remark @+1 {{nothing recomputed}}
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+  %n = gpt.cast %x : tensor<1024x1024xf32> to tensor<1024x1024xbf16>
+  %w = gpt.cast %n : tensor<1024x1024xbf16> to tensor<1024x1024xf32>
+  %h = gpt.tanh %x : tensor<1024x1024xf32>
+  %g = gpt.gelu %h : tensor<1024x1024xf32>
+  %u = gpt.add %g, %w : tensor<1024x1024xf32>
+  return %u : tensor<1024x1024xf32>
 }

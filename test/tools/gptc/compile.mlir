@@ -113,6 +113,17 @@
 // --fp8-history=0 the scales are current. The backward's casts also sum
 // the bias gradients, and the MLP's reads the GELU gradient's inputs
 // (gpt-fuse-fp8-cast).
+// With --accum-steps=2, --fuse-grad-accumulation sums each block weight's
+// gradients in the second micro-batch's GEMM (tiny: 2 layers x 4 weights);
+// without it the sums stay adds.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --accum-steps=2 --fuse-grad-accumulation --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8ACCUM
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --accum-steps=2 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8SUM
+// FP8ACCUM-LABEL: func.func @train_step
+// FP8ACCUM-COUNT-8: gpt.scaled_matmul {{.*}} accumulate
+// FP8ACCUM-NOT: accumulate
+// FP8SUM-LABEL: func.func @train_step
+// FP8SUM-NOT: accumulate
+
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8PLAN
 // FP8PLAN-LABEL: func.func @forward
 // FP8PLAN-NOT: history

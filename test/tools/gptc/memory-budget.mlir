@@ -5,7 +5,7 @@
 // tiny at B=8, T=16 (fp32) plans 421.00 KiB (the logits' gradient in place
 // of the logits); 0.0003 GiB is 314.57 KiB.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --target=host --memory-budget=0.0003 -o %t.fb --report --progress=off 2>&1 | FileCheck %s --check-prefix=FIT
-// FIT: remark: gpt-rematerialize: @train_step planned peak 421.00 KiB -> {{[0-9.]+}} KiB (budget 314.57 KiB): recomputes {{[1-9][0-9]*}} values
+// FIT: remark: gpt-rematerialize: @train_step planned peak 421.00 KiB -> {{[0-9.]+}} KiB (budget 314.57 KiB, fitted to 313.00 KiB): recomputes {{[1-9][0-9]*}} values
 // FIT: recompute (--memory-budget 314.6 KiB): {{[1-9][0-9]*}} values rebuilt by {{[1-9][0-9]*}} ops in the backward; planned peak 421.0 KiB -> {{[0-9.]+}} KiB, +{{[0-9.]+}}% FLOPs
 
 // The IR carries the clones and the plan.
@@ -31,7 +31,7 @@
 // default, 4, plans 5 values, one of them a GELU rebuilt from its linear's
 // stored result); below 1 it is an error naming the flag.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0.0003 --remat-max-depth=1 --progress=off 2>&1 >/dev/null | FileCheck %s --check-prefix=DEPTH1
-// DEPTH1: remark: gpt-rematerialize: @train_step planned peak 421.00 KiB -> {{[0-9.]+}} KiB (budget 314.57 KiB): recomputes 7 values (7 ops: embed x1, layernorm x2, linear x4)
+// DEPTH1: remark: gpt-rematerialize: @train_step planned peak 421.00 KiB -> {{[0-9.]+}} KiB (budget 314.57 KiB, fitted to 313.00 KiB): recomputes 7 values (7 ops: embed x1, layernorm x2, linear x4)
 // DEPTH1-SAME: live at the peak: 102.{{[0-9]+}} KiB of arguments
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --remat-max-depth=0 2>&1 | FileCheck %s --check-prefix=BADDEPTH
 // BADDEPTH: gptc: error: --remat-max-depth: expected a number of ops >= 1, got 0

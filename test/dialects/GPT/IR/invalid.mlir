@@ -1438,6 +1438,24 @@ func.func @scaled_matmul_two_e5m2(%a: tensor<8x16xf8E5M2>, %s: tensor<f32>, %b: 
 
 // -----
 
+// Tests that gpt.scaled_matmul's accumulator has the result's type.
+func.func @scaled_matmul_accumulate_type(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %b: tensor<4x16xf8E4M3FN>, %acc: tensor<8x4xbf16>) {
+  // expected-error @+1 {{accumulate 'tensor<8x4xbf16>' must have the result's type 'tensor<8x4xf32>'}}
+  %0 = gpt.scaled_matmul %a, %s, %b, %s accumulate %acc {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<4x16xf8E4M3FN>, tensor<f32>, tensor<8x4xbf16>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul takes a bias or an accumulator, not both.
+func.func @scaled_matmul_bias_and_accumulate(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %b: tensor<4x16xf8E4M3FN>, %bias: tensor<4xbf16>, %acc: tensor<8x4xbf16>) {
+  // expected-error @+1 {{takes a bias or an accumulator, not both}}
+  %0 = gpt.scaled_matmul %a, %s, %b, %s bias %bias accumulate %acc {transpose_rhs} : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<4x16xf8E4M3FN>, tensor<f32>, tensor<4xbf16>, tensor<8x4xbf16>) -> tensor<8x4xbf16>
+  return
+}
+
+// -----
+
 // Tests that gpt.scaled_matmul's result has the product's shape.
 func.func @scaled_matmul_shape(%a: tensor<8x16xf8E4M3FN>, %s: tensor<f32>, %b: tensor<4x16xf8E4M3FN>) {
   // expected-error @+1 {{does not have the product's shape 8x4}}

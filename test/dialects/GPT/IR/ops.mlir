@@ -1124,6 +1124,16 @@ func.func @scaled_matmul_bias(%a: tensor<8x16xf8E4M3FN>, %sa: tensor<f32>, %b: t
 
 // -----
 
+// Tests that gpt.scaled_matmul round-trips with an f32 accumulator.
+// CHECK-LABEL: func.func @scaled_matmul_accumulate
+func.func @scaled_matmul_accumulate(%a: tensor<48x16xf8E5M2>, %sa: tensor<f32>, %b: tensor<16x16xf8E4M3FN>, %sb: tensor<f32>, %acc: tensor<48x16xf32>) -> tensor<48x16xf32> {
+  // CHECK: gpt.scaled_matmul %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} accumulate %{{.*}} {transpose_rhs} : (tensor<48x16xf8E5M2>, tensor<f32>, tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf32>) -> tensor<48x16xf32>
+  %y = gpt.scaled_matmul %a, %sa, %b, %sb accumulate %acc {transpose_rhs} : (tensor<48x16xf8E5M2>, tensor<f32>, tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<48x16xf32>) -> tensor<48x16xf32>
+  return %y : tensor<48x16xf32>
+}
+
+// -----
+
 // Tests that the FP8 ops round-trip {gelu} (they quantize the GELU of
 // their input).
 // CHECK-LABEL: func.func @fp8_gelu

@@ -821,4 +821,149 @@ TEST_F(LoweringTest, Fp8CastTransposeSumMatchesTheUnfusedGraph) {
   EXPECT_GT((*fused)[4].data[0], 0.0);
 }
 
+/// @init and @forward, which every executable needs, and a train_step
+/// that quantizes f32 inputs a0, a1 (e5m2, 48x32) and b (e4m3, 16x32) for
+/// products a b^T (48x16), followed by `body`.
+std::string accumulationModule(const std::string &extraArgs, const std::string &outputs,
+                               const std::string &body) {
+  std::string text =
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(%a0: tensor<48x32xf32> {gpt.input = \"a0\"}, %a1: tensor<48x32xf32> "
+      "{gpt.input = \"a1\"}, %b: tensor<16x32xf32> {gpt.input = \"b\"}" + extraArgs + ") -> (" +
+      outputs + ") {\n";
+  for (auto [v, format, type] : {std::tuple{"a0", "e5m2", "48x32"}, std::tuple{"a1", "e5m2", "48x32"},
+                                  std::tuple{"b", "e4m3", "16x32"}}) {
+    std::string t = std::string("tensor<") + type + "xf32>";
+    std::string q = std::string("tensor<") + type + (format[1] == '5' ? "xf8E5M2>" : "xf8E4M3FN>");
+    text += std::string("  %s") + v + ", %i" + v + " = gpt.fp8_scale " + format + " %" + v + " : (" + t +
+            ") -> (tensor<f32>, tensor<f32>)\n  %q" + v + " = gpt.fp8_quantize " + format + " %" + v +
+            ", %s" + v + " : (" + t + ", tensor<f32>) -> " + q + "\n";
+  }
+  return text + body + "}\n";
+}
+
+/// "%name = gpt.scaled_matmul" of micro-batch `i` (lhs a<i>), with result
+/// `type` and an optional accumulator.
+std::string product(const std::string &name, int i, const std::string &type,
+                    const std::string &acc = "") {
+  std::string a = "a" + std::to_string(i);
+  return "  %" + name + " = gpt.scaled_matmul %q" + a + ", %i" + a + ", %qb, %ib" +
+         (acc.empty() ? "" : " accumulate " + acc) +
+         " {transpose_rhs} : (tensor<48x32xf8E5M2>, tensor<f32>, tensor<16x32xf8E4M3FN>, "
+         "tensor<f32>" + (acc.empty() ? "" : ", " + type) + ") -> " + type + "\n";
+}
+
+std::vector<float> wave(size_t n, double amplitude, double frequency, double phase) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = static_cast<float>(amplitude * std::sin(frequency * static_cast<double>(i) + phase));
+  return v;
+}
+
+// Verify that gpt-fuse-grad-accumulation's graph (the first product in
+// f32, the second added to it by the GEMM) computes the unfused sum of
+// the bf16 products, within their rounding, and that the Host GEMM's
+// beta = 1 computes the fused graph.
+TEST_F(LoweringTest, GradAccumulationInTheGemmMatchesTheSum) {
+  module = parse(accumulationModule(
+      "", "tensor<48x16xf32> {gpt.output = \"sum\"}",
+      product("p0", 0, "tensor<48x16xbf16>") + product("p1", 1, "tensor<48x16xbf16>") +
+          "  %g0 = gpt.cast %p0 : tensor<48x16xbf16> to tensor<48x16xf32>\n"
+          "  %g1 = gpt.cast %p1 : tensor<48x16xbf16> to tensor<48x16xf32>\n"
+          "  %sum = gpt.add %g0, %g1 {gpt.micro_batch = 1 : i64} : tensor<48x16xf32>\n"
+          "  return %sum : tensor<48x16xf32>\n"));
+  ASSERT_TRUE(module);
+  std::vector<float> a0 = wave(48 * 32, 0.7, 0.37, 0.0), a1 = wave(48 * 32, 1.3, 0.11, 1.0),
+                     b = wave(16 * 32, 0.9, 0.053, 2.0);
+  auto asTensor = [](std::vector<int64_t> dims, const std::vector<float> &data) {
+    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
+  };
+  std::vector<Tensor> inputs = {asTensor({48, 32}, a0), asTensor({48, 32}, a1),
+                                asTensor({16, 32}, b)};
+  auto evaluate = [&] {
+    return reference::evaluate(module->lookupSymbol<mlir::func::FuncOp>("train_step"), inputs,
+                               reference::Precision::F64);
+  };
+  auto unfused = evaluate();
+  ASSERT_TRUE(mlir::succeeded(unfused)) << diagnostics;
+
+  mlir::PassManager pm(&context);
+  pm.addPass(createFuseGradAccumulationPass());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
+  int products = 0, accumulating = 0, others = 0;
+  module->walk([&](mlir::Operation *op) {
+    if (auto mm = llvm::dyn_cast<mlir::gpt::ScaledMatmulOp>(op)) {
+      ++products;
+      accumulating += static_cast<bool>(mm.getAccumulate());
+    }
+    others += llvm::isa<mlir::gpt::CastOp, mlir::gpt::AddOp>(op);
+  });
+  EXPECT_EQ(products, 2);
+  EXPECT_EQ(accumulating, 1);
+  EXPECT_EQ(others, 0);
+  auto fused = evaluate();
+  ASSERT_TRUE(mlir::succeeded(fused)) << diagnostics;
+  // Each unfused product was rounded to bf16 (2^-9 of it) before the sum;
+  // |product| <= 1.25 sum_k |a_ik b_jk| (e5m2 and e4m3 codes are within
+  // 2^-3 and 2^-4 of their values).
+  const Tensor &before = (*unfused)[0], &after = (*fused)[0];
+  ASSERT_EQ(before.data.size(), after.data.size());
+  int moved = 0;
+  for (size_t i = 0; i < after.data.size(); ++i) {
+    double bound = 0;
+    for (int64_t k = 0; k < 32; ++k)
+      bound += (std::fabs(a0[i / 16 * 32 + k]) + std::fabs(a1[i / 16 * 32 + k])) *
+               std::fabs(b[i % 16 * 32 + k]);
+    ASSERT_NEAR(after.data[i], before.data[i], 1.25 * bound / 512.0) << "sum[" << i << "]";
+    moved += after.data[i] != before.data[i];
+  }
+  EXPECT_GT(moved, 0) << "the fused sum should skip the bf16 rounding";
+
+  auto session = hostSession("grad-accumulation-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "a0", a0));
+  ASSERT_TRUE(session->setInput("train_step", "a1", a1));
+  ASSERT_TRUE(session->setInput("train_step", "b", b));
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+  std::string first;
+  EXPECT_EQ(elementsOff(*session, "sum", after, 1e-5, first), 0) << first;
+}
+
+// Verify that an accumulator read after its GEMM is not overwritten: the
+// GEMM adds into a copy, and the later reader sees the value from before.
+TEST_F(LoweringTest, AccumulatorReadAfterTheGemmIsCopied) {
+  module = parse(accumulationModule(
+      ", %c: tensor<48x16xf32> {gpt.input = \"c\"}",
+      "tensor<48x16xf32> {gpt.output = \"sum\"}, tensor<48x16xf32> {gpt.output = \"acc\"}",
+      "  %acc = gpt.neg %c : tensor<48x16xf32>\n" +
+          product("sum", 1, "tensor<48x16xf32>", "%acc") +
+          "  %again = gpt.neg %acc : tensor<48x16xf32>\n"
+          "  return %sum, %again : tensor<48x16xf32>, tensor<48x16xf32>\n"));
+  ASSERT_TRUE(module);
+  std::vector<float> a1 = wave(48 * 32, 1.3, 0.11, 1.0), b = wave(16 * 32, 0.9, 0.053, 2.0),
+                     c = wave(48 * 16, 5.0, 0.3, 0.5);
+  std::vector<Tensor> inputs = {Tensor({48, 32}, std::vector<double>(48 * 32, 0.0)),
+                                Tensor({48, 32}, std::vector<double>(a1.begin(), a1.end())),
+                                Tensor({16, 32}, std::vector<double>(b.begin(), b.end())),
+                                Tensor({48, 16}, std::vector<double>(c.begin(), c.end()))};
+  auto want = reference::evaluate(module->lookupSymbol<mlir::func::FuncOp>("train_step"), inputs,
+                                  reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(want)) << diagnostics;
+  auto session = hostSession("accumulator-copied-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "a0", std::vector<float>(48 * 32, 0.0f)));
+  ASSERT_TRUE(session->setInput("train_step", "a1", a1));
+  ASSERT_TRUE(session->setInput("train_step", "b", b));
+  ASSERT_TRUE(session->setInput("train_step", "c", c));
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+  std::string first;
+  EXPECT_EQ(elementsOff(*session, "sum", (*want)[0], 1e-5, first), 0) << first;
+  EXPECT_EQ(elementsOff(*session, "acc", (*want)[1], 0.0, first), 0) << first;
+}
+
 } // namespace
