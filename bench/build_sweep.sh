@@ -16,6 +16,7 @@
 #          gradient in kernels of their own, not in the FP8 casts (tag nofc)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 #   aN     --accum-steps=N: the step takes N micro-batches of B rows each
+#   split  with a budget: --split-batch, gptc picks the micro-batches (tag split)
 #   fga    with fp8 and aN: --fuse-grad-accumulation, the micro-batch sums
 #          of the weight gradients in their GEMMs, in f32 (tag fga)
 #          (tag aN), so 1558M:8:fp8,a2 trains on 16 rows a step as 1558M:16
@@ -49,10 +50,11 @@ for entry in $SWEEP; do
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       a[0-9]*) tag=${tag:+$tag-}$part accum=${part#a} ;;
       fga) tag=${tag:+$tag-}fga extra+=(--fuse-grad-accumulation) ;;
+      split) tag=${tag:+$tag-}split extra+=(--split-batch) ;;
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, dN, aN or fga)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, dN, aN, fga or split)"
            status=1
            continue 2
          fi ;;

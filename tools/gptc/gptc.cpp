@@ -193,6 +193,14 @@ cl::opt<bool> listPhases("list-phases", cl::desc("Print the phases and exit"),
                          cl::cat(compileCat));
 
 cl::OptionCategory trainCat("gptc train-step options (phase train-step)");
+cl::opt<bool> splitBatch(
+    "split-batch",
+    cl::desc("With --memory-budget and --batch=B: also try each step's B rows as 2, 4, ... "
+             "micro-batches of B/k rows (--accum-steps k times as many), and compile the fewest "
+             "whose rematerialization recomputes under 1% more FLOPs (else the one that "
+             "recomputes least): where the budget would have GEMMs rebuilt, smaller "
+             "micro-batches are usually the cheaper way to fit"),
+    cl::init(false), cl::cat(compileCat));
 cl::opt<int64_t> accumSteps("accum-steps", cl::desc("Micro-batches per step (gradient accumulation)"),
                             cl::init(1), cl::cat(trainCat));
 cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3.0e-4), cl::cat(trainCat));
@@ -304,14 +312,18 @@ OwningOpRef<ModuleOp> parseInput(MLIRContext &context, llvm::SourceMgr &sourceMg
   return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
+/// --split-batch's choice: each step's --batch rows as this many
+/// micro-batches.
+int64_t batchSplit = 1;
+
 /// The driver's flags as pipeline options (PassOptions cannot be copied).
 void setPipelineOptions(PipelineOptions &options) {
   options.model = model;
-  options.batch = batch;
+  options.batch = batch / batchSplit;
   options.seq = seq;
   options.precision = precision;
   options.fp8History = fp8History;
-  options.accumSteps = accumSteps;
+  options.accumSteps = accumSteps * batchSplit;
   options.lr = lr;
   options.minLr = minLr;
   options.warmupSteps = warmupSteps;
@@ -452,6 +464,58 @@ int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
   return 0;
 }
 
+/// --split-batch: the fewest micro-batches k (a power of two dividing
+/// --batch) whose memory plan recomputes under 1% more FLOPs, else the k
+/// that recomputes least; each candidate runs the passes up to the memory
+/// plan with its diagnostics held back. 0 where none fits the budget (said
+/// here), -1 where the input or the flags are bad (said as found).
+int64_t chooseBatchSplit(MLIRContext &context) {
+  constexpr double kCheapRecompute = 0.01;
+  int64_t best = 0;
+  double bestFraction = 0;
+  std::string tried;
+  for (int64_t k = 1; k <= batch && batch % k == 0; k *= 2) {
+    batchSplit = k;
+    llvm::SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+    OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
+    if (!module)
+      return -1;
+    PassManager pm(&context);
+    if (failed(buildPassManager(pm, Phase::MemoryPlan)))
+      return -1;
+    ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+    bool ran = succeeded(pm.run(*module));
+    auto step = module->lookupSymbol<func::FuncOp>("train_step");
+    auto plan = step ? step->getAttrOfType<DictionaryAttr>("gpt.remat_plan") : DictionaryAttr();
+    auto flops = [&](StringRef key) {
+      auto a = plan ? plan.getAs<IntegerAttr>(key) : IntegerAttr();
+      return a ? static_cast<double>(a.getInt()) : 0.0;
+    };
+    if (!ran || !plan) {
+      tried += llvm::formatv("{0}{1}: does not fit", tried.empty() ? "" : ", ", k).str();
+      continue;
+    }
+    double fraction = flops("step_flops") > 0 ? flops("extra_flops") / flops("step_flops") : 0;
+    tried += llvm::formatv("{0}{1}: +{2:f1}%", tried.empty() ? "" : ", ", k, 100 * fraction).str();
+    if (!best || fraction < bestFraction) {
+      best = k;
+      bestFraction = fraction;
+    }
+    if (fraction < kCheapRecompute)
+      break;
+  }
+  batchSplit = 1;
+  if (best)
+    llvm::errs() << llvm::formatv("gptc: --split-batch: {0} micro-batch{1} of {2} rows a step "
+                                  "(FLOPs recomputed per split: {3})\n",
+                                  best, best > 1 ? "es" : "", batch / best, tried);
+  else
+    fail("--split-batch: no split of --batch=" + std::to_string(batch) +
+         " fits --memory-budget (tried " + tried + ")");
+  return best;
+}
+
 int runCompile(MLIRContext &context) {
   // Default: the executable when -o names a .fb file, else the last IR phase.
   Phase target = llvm::StringRef(outputFile).ends_with(".fb") ? Phase::Executable
@@ -495,6 +559,22 @@ int runCompile(MLIRContext &context) {
       if (!llvm::sys::fs::can_execute(dir + "/bin/ptxas") && !llvm::sys::findProgramByName("ptxas"))
         return missing("bin/ptxas (nor ptxas on $PATH)");
     }
+  }
+  if (splitBatch) {
+    std::optional<double> budget = parseMemoryBudget();
+    if (!budget)
+      return 1;
+    if (*budget <= 0)
+      return fail("--split-batch: needs --memory-budget=GiB (the budget the split must fit)");
+    if (batch <= 0)
+      return fail("--split-batch: needs --batch=B (the rows of a step to split)");
+    if (target < Phase::MemoryPlan)
+      return fail("--split-batch: the memory plan decides the split; --compile-to=" +
+                  compileTo + " stops before it");
+    int64_t k = chooseBatchSplit(context);
+    if (k <= 0)
+      return 1;
+    batchSplit = k;
   }
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);

@@ -35,3 +35,23 @@
 // DEPTH1-SAME: live at the peak: 102.{{[0-9]+}} KiB of arguments
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --remat-max-depth=0 2>&1 | FileCheck %s --check-prefix=BADDEPTH
 // BADDEPTH: gptc: error: --remat-max-depth: expected a number of ops >= 1, got 0
+
+// --split-batch: where the budget would rebuild GEMMs (+15.2% FLOPs at one
+// micro-batch of 8 rows), two micro-batches of 4 fit with no recomputed
+// FLOPs; the step then takes (2, 4, 16) tokens. A budget the whole batch
+// fits keeps one micro-batch.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0.0003 --split-batch --compile-to=memory-plan --progress=off 2>&1 | FileCheck %s --check-prefix=SPLIT
+// SPLIT: gptc: --split-batch: 2 micro-batches of 4 rows a step (FLOPs recomputed per split: 1: +15.2%, 2: +0.0%)
+// SPLIT: func.func @train_step
+// SPLIT-SAME: tensor<2x4x16xi32> {gpt.input = "tokens"
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=1 --split-batch --compile-to=memory-plan --progress=off 2>&1 | FileCheck %s --check-prefix=NOSPLIT
+// NOSPLIT: gptc: --split-batch: 1 micro-batch of 8 rows a step (FLOPs recomputed per split: 1: +0.0%)
+// NOSPLIT: func.func @train_step
+// NOSPLIT-SAME: tensor<1x8x16xi32> {gpt.input = "tokens"
+
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --split-batch 2>&1 | FileCheck %s --check-prefix=SPLITNOBUDGET
+// SPLITNOBUDGET: gptc: error: --split-batch: needs --memory-budget=GiB
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --seq=16 --memory-budget=0.0003 --split-batch 2>&1 | FileCheck %s --check-prefix=SPLITNOBATCH
+// SPLITNOBATCH: gptc: error: --split-batch: needs --batch=B
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --batch=8 --seq=16 --memory-budget=0.00005 --split-batch 2>&1 | FileCheck %s --check-prefix=SPLITNONE
+// SPLITNONE: gptc: error: --split-batch: no split of --batch=8 fits --memory-budget (tried 1: does not fit, 2: does not fit, 4: does not fit, 8: does not fit)
