@@ -49,6 +49,17 @@ ProgramSummary summarizeProgram(const schema::Executable &exe, const schema::Pro
   ProgramSummary s;
   s.name = str(p.name());
   s.liveAtPeak = str(p.live_at_peak());
+  if (p.inputs() && exe.tensors())
+    for (uint32_t i : *p.inputs()) {
+      if (i >= exe.tensors()->size())
+        continue;
+      const schema::Tensor *t = exe.tensors()->Get(i);
+      if (str(t->name()) == "tokens" && t->shape() && t->shape()->size() == 3) {
+        s.microBatches = t->shape()->Get(0);
+        s.microRows = t->shape()->Get(1);
+        s.seq = t->shape()->Get(2);
+      }
+    }
   std::set<uint32_t> kernels;
   std::map<std::string, uint64_t> byFamily;
   if (p.commands())
@@ -207,6 +218,9 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
      << s.numStreams << " streams, " << s.numEvents << " events\n";
   for (const ProgramSummary &p : s.programs) {
     os << "program " << p.name << ": " << p.commands << " commands\n";
+    if (p.microBatches > 0)
+      os << "  tokens: " << p.microBatches << " micro-batch" << (p.microBatches > 1 ? "es" : "")
+         << " of " << p.microRows << " x " << p.seq << " a step\n";
     if (!p.liveAtPeak.empty())
       os << "  activations at their peak: " << p.liveAtPeak << "\n";
     os << "  kernel launches: " << p.launches << " (" << p.distinctKernels

@@ -37,6 +37,9 @@ struct ProgramSummary {
   /// launched first, ties by name.
   std::vector<std::pair<std::string, uint64_t>> launchesByKernel;
   std::string liveAtPeak; // Program.live_at_peak, empty when absent
+  /// A rank-3 "tokens" input, (micro-batches, rows, seq): how a train
+  /// step splits its batch (gptc --accum-steps, --split-batch); 0 if none.
+  int64_t microBatches = 0, microRows = 0, seq = 0;
 };
 
 /// Everything the report prints, as numbers (tests compare these).

@@ -32,6 +32,7 @@
 // CHECK-NEXT:       4  fill
 // CHECK-NEXT:       1  random_normal
 // CHECK-LABEL: program train_step:
+// CHECK-NEXT:    tokens: 1 micro-batch of {{[0-9]+}} x {{[0-9]+}} a step
 // CHECK-NEXT:    activations at their peak: linear_gelu f32 16.00 KiB x4, matmul f32 9.00 KiB x3, add_layernorm f32 8.00 KiB x8, {{.*}}, others {{.*}}
 // CHECK-NEXT:    kernel launches: {{[0-9]+}} ({{[0-9]+}} distinct kernels)
 // CHECK-NEXT:    gemms: {{[1-9][0-9]*}}

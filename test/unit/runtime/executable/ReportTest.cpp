@@ -146,6 +146,25 @@ TEST(ReportTest, TextShowsWhatTheActivationsHoldAtTheirPeak) {
   EXPECT_EQ(text.find("program init: 1 commands\n  activations"), std::string::npos) << text;
 }
 
+// Verify that a train step's (micro-batches, rows, seq) tokens input is
+// reported as its split of the batch, and nothing where there is none.
+TEST(ReportTest, TextShowsTheMicroBatchesOfAStep) {
+  ExecutableSpec spec = smallSpec();
+  uint32_t inputs = spec.addPool("inputs", 512);
+  uint32_t tokens =
+      spec.addTensor("tokens", s::TensorRole::Input, s::DType::I32, {2, 4, 8}, inputs, 0);
+  spec.programs[0].inputs.push_back(tokens);
+  ExecutableSummary sum = summarize(load(spec).get());
+  EXPECT_EQ(sum.programs[0].microBatches, 2);
+  EXPECT_EQ(sum.programs[0].microRows, 4);
+  EXPECT_EQ(sum.programs[1].microBatches, 0);
+  std::string text = formatReport(sum, "small.fb");
+  EXPECT_NE(text.find("program train_step: 11 commands\n  tokens: 2 micro-batches of 4 x 8 a step\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("program init: 1 commands\n  tokens"), std::string::npos) << text;
+}
+
 // Verify the bytes a CUDA run allocates: pool sizes plus the padding of
 // alignments above cudaMalloc's 256.
 TEST(ReportTest, RequiredPoolBytesCountsAlignmentPadding) {
