@@ -72,21 +72,23 @@ struct FuseGradAccumulationPass
     if (!type || !type.getElementType().isF32())
       return;
     // Either operand may be the new micro-batch's; gpt-insert-optimizer
-    // puts the running sum first.
-    for (auto [acc, v] : {std::pair<Value, Value>(add.getLhs(), add.getRhs()),
-                          std::pair<Value, Value>(add.getRhs(), add.getLhs())}) {
+    // puts the running sum first. Nothing changes until a side qualifies.
+    for (int side = 0; side < 2; ++side) {
+      Value acc = side ? add.getRhs() : add.getLhs();
+      Value v = side ? add.getLhs() : add.getRhs();
       ScaledMatmulOp mm = soleProduct(v);
       if (!mm || mm->getBlock() != add->getBlock())
         continue;
       // The running sum: the first micro-batch's product, widened by its
       // GEMM where only this sum reads it.
-      OpBuilder b(add);
-      if (ScaledMatmulOp first = soleProduct(acc);
-          first && acc.hasOneUse() && first->getBlock() == add->getBlock())
-        acc = rebuild(b, first, type, Value(), acc);
-      Operation *def = acc.getDefiningOp();
+      ScaledMatmulOp first = soleProduct(acc);
+      bool widen = first && acc.hasOneUse() && first->getBlock() == add->getBlock();
+      Operation *def = widen ? first.getOperation() : acc.getDefiningOp();
       if (!def || def->getBlock() != mm->getBlock() || !def->isBeforeInBlock(mm))
         continue; // the sum would start before its running operand exists
+      OpBuilder b(add);
+      if (widen)
+        acc = rebuild(b, first, type, Value(), acc);
       Value sum = rebuild(b, mm, type, acc, v);
       add.getResult().replaceAllUsesWith(sum);
       add->erase();

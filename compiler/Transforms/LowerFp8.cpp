@@ -98,7 +98,15 @@ void pairLayouts(Block &block, llvm::Statistic &paired, llvm::Statistic &reused)
       if (q == rows || q == cols || !pair->isBeforeInBlock(q))
         continue;
       Value same = q.getTranspose() ? pair.getTransposed() : pair.getResult();
-      if (same.getType() != q.getResult().getType())
+      // Its readers dequantize with q's scale: the same computation as the
+      // pair's (before CSE each product has its own gpt.fp8_scale).
+      auto mine = q.getScale().getDefiningOp<Fp8ScaleOp>(),
+           theirs = pair.getScale().getDefiningOp<Fp8ScaleOp>();
+      if (same.getType() != q.getResult().getType() || !mine || !theirs ||
+          llvm::cast<OpResult>(q.getScale()).getResultNumber() !=
+              llvm::cast<OpResult>(pair.getScale()).getResultNumber() ||
+          !OperationEquivalence::isEquivalentTo(mine, theirs,
+                                                OperationEquivalence::IgnoreLocations))
         continue;
       q.getResult().replaceAllUsesWith(same);
       q.erase();

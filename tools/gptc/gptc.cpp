@@ -484,8 +484,20 @@ int64_t chooseBatchSplit(MLIRContext &context) {
     PassManager pm(&context);
     if (failed(buildPassManager(pm, Phase::MemoryPlan)))
       return -1;
-    ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+    // A budget a split misses is an answer; any other error is the news.
+    std::string error;
+    ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error && error.empty())
+        error = d.str();
+      return success();
+    });
     bool ran = succeeded(pm.run(*module));
+    if (!ran && !error.empty() && !llvm::StringRef(error).contains("memory budget")) {
+      fail(llvm::formatv("--split-batch: {0} micro-batch{1} of {2} rows: {3}", k,
+                         k > 1 ? "es" : "", batch / k, error)
+               .str());
+      return -1;
+    }
     auto step = module->lookupSymbol<func::FuncOp>("train_step");
     auto plan = step ? step->getAttrOfType<DictionaryAttr>("gpt.remat_plan") : DictionaryAttr();
     auto flops = [&](StringRef key) {

@@ -96,7 +96,11 @@ faults:
 Each step prints
   step 1/N | loss 10.9876 | norm 1.2345 | lr 3.00e-04 | 123.4 ms | 53,120 tok/s | MFU 12.3% | mem 13.5 GiB
 where mem is the GPU's memory in use (cudaMemGetInfo; the pools' total on
-the host), tok/s = accum_steps*B*T / step time and
+the host), the step time is the device's, from reaching the step (the
+step before done, and this one enqueued) to its loss in host memory
+(gptrun keeps the next step enqueued, so the GPU waits for the host only
+where the host is slower than a step; such waits are not counted),
+tok/s = accum_steps*B*T / step time and
   MFU = tok/s * (6*N_params + 12*n_layer*T*n_embd) / peak,
 peak = the GPU's dense BF16 peak (H100/H200 SXM: 989.5 TFLOP/s, H100 PCIe:
 756, H100 NVL: 835, A100: 312). MFU is left out on the host and on GPUs

@@ -90,3 +90,21 @@ func.func @sum_after_product(%acc0: tensor<48x16xf32>, %a1: tensor<48x16xf8E5M2>
   %sum = gpt.add %acc, %g1 {gpt.micro_batch = 1 : i64} : tensor<48x16xf32>
   return %sum : tensor<48x16xf32>
 }
+
+// -----
+
+// Tests that the running sum may be the add's second operand: the earlier
+// product is still the one widened and the later one accumulates into it.
+// CHECK-LABEL: func.func @running_sum_second
+// CHECK:         %[[G0:.*]] = gpt.scaled_matmul %arg0, {{.*}} -> tensor<48x16xf32>
+// CHECK-NEXT:    %[[SUM:.*]] = gpt.scaled_matmul %arg1, {{.*}} accumulate %[[G0]]
+// CHECK-NOT:     gpt.add
+// CHECK:         return %[[SUM]]
+func.func @running_sum_second(%a0: tensor<48x16xf8E5M2>, %a1: tensor<48x16xf8E5M2>, %b: tensor<16x16xf8E4M3FN>, %s: tensor<f32>) -> tensor<48x16xf32> {
+  %p0 = gpt.scaled_matmul %a0, %s, %b, %s {transpose_rhs} : (tensor<48x16xf8E5M2>, tensor<f32>, tensor<16x16xf8E4M3FN>, tensor<f32>) -> tensor<48x16xbf16>
+  %p1 = gpt.scaled_matmul %a1, %s, %b, %s {transpose_rhs} : (tensor<48x16xf8E5M2>, tensor<f32>, tensor<16x16xf8E4M3FN>, tensor<f32>) -> tensor<48x16xbf16>
+  %g0 = gpt.cast %p0 : tensor<48x16xbf16> to tensor<48x16xf32>
+  %g1 = gpt.cast %p1 : tensor<48x16xbf16> to tensor<48x16xf32>
+  %sum = gpt.add %g1, %g0 {gpt.micro_batch = 1 : i64} : tensor<48x16xf32>
+  return %sum : tensor<48x16xf32>
+}

@@ -924,6 +924,15 @@ TEST_F(LoweringTest, GradAccumulationInTheGemmMatchesTheSum) {
 
   auto session = hostSession("grad-accumulation-host.fb");
   ASSERT_TRUE(session);
+  // Planned in place: the sum's bytes are the first product's.
+  module->walk([&](mlir::gpt::ScaledMatmulOp mm) {
+    if (!mm.getAccumulate())
+      return;
+    auto offsets = [](mlir::Operation *op) {
+      return op->getAttrOfType<mlir::DenseI64ArrayAttr>("gpt.offsets").asArrayRef()[0];
+    };
+    EXPECT_EQ(offsets(mm), offsets(mm.getAccumulate().getDefiningOp()));
+  });
   ASSERT_TRUE(session->setInput("train_step", "a0", a0));
   ASSERT_TRUE(session->setInput("train_step", "a1", a1));
   ASSERT_TRUE(session->setInput("train_step", "b", b));
