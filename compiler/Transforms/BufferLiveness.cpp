@@ -39,24 +39,28 @@ bool reducesInPlace(AllReduceOp op, unsigned i) {
          !llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def);
 }
 
+/// `op` may write over `v`'s bytes: `v` is the result of an op of its
+/// block that owns its buffer (not an argument, a view, or an update in
+/// place in an argument), and nothing but `op` reads it from `op` on.
+static bool lastReadBy(Value v, Operation *op) {
+  Operation *def = v.getDefiningOp();
+  if (!def || viewSource(def) || def->getBlock() != op->getBlock() ||
+      llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def))
+    return false;
+  for (Operation *user : v.getUsers())
+    if (user != op && (user->getBlock() != op->getBlock() || viewSource(user) ||
+                       !user->isBeforeInBlock(op)))
+      return false;
+  return true;
+}
+
 /// The logits' bytes can take the gradient: the same size, owned by the
 /// op that made them (not a view or another in-place result), and read
 /// by nothing after the gradient.
 static bool gradOverwritesLogits(CrossEntropyGradOp ce) {
   Value logits = ce.getLogits();
-  Operation *def = logits.getDefiningOp();
-  if (!def || viewSource(def) || def->getBlock() != ce->getBlock() ||
-      llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp, CrossEntropyGradOp>(def) ||
-      tensorBytes(logits.getType()) != tensorBytes(ce.getType()))
-    return false;
-  for (OpOperand &use : logits.getUses()) {
-    Operation *user = use.getOwner();
-    if (user == ce)
-      continue;
-    if (user->getBlock() != ce->getBlock() || viewSource(user) || !user->isBeforeInBlock(ce))
-      return false;
-  }
-  return true;
+  return !llvm::isa_and_nonnull<CrossEntropyGradOp>(logits.getDefiningOp()) &&
+         tensorBytes(logits.getType()) == tensorBytes(ce.getType()) && lastReadBy(logits, ce);
 }
 
 /// An FP8 history's next value (a scale's shifted, a quantization's
@@ -75,20 +79,11 @@ static Value historyOverwritten(OpResult r) {
   return h;
 }
 
-/// A GEMM's accumulator can take its result (cuBLASLt's C is D) when it
-/// is an op's own buffer (not an argument, a view or an update in place in
-/// an argument) that nothing reads after the GEMM.
+/// A GEMM's accumulator can take its result (cuBLASLt's C is D) when the
+/// GEMM reads it last.
 static Value accumulatorOverwritten(ScaledMatmulOp mm) {
   Value acc = mm.getAccumulate();
-  Operation *def = acc ? acc.getDefiningOp() : nullptr;
-  if (!def || viewSource(def) || def->getBlock() != mm->getBlock() ||
-      llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def))
-    return {};
-  for (Operation *user : acc.getUsers())
-    if (user != mm && (user->getBlock() != mm->getBlock() || viewSource(user) ||
-                       !user->isBeforeInBlock(mm)))
-      return {};
-  return acc;
+  return acc && lastReadBy(acc, mm) ? acc : Value();
 }
 
 Value overwrittenOperand(OpResult r) {

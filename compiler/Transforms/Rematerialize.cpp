@@ -354,8 +354,7 @@ std::string peakContents(const BufferLiveness &l) {
 /// micro-batch sums read their first gradient's f32 cast at the step's
 /// end; gpt-fuse-elementwise would fuse the cast into the sum later, and
 /// the plan here would count the wide copy across every later micro-batch.)
-int64_t sinkWideningCasts(func::FuncOp fn) {
-  int64_t moved = 0;
+void sinkWideningCasts(func::FuncOp fn) {
   for (auto cast : llvm::to_vector(fn.getBody().front().getOps<CastOp>())) {
     if (!cast->hasOneUse() ||
         tensorBytes(cast.getType()) <= tensorBytes(cast.getInput().getType()))
@@ -364,9 +363,7 @@ int64_t sinkWideningCasts(func::FuncOp fn) {
     if (user->getBlock() != cast->getBlock() || user == cast->getNextNode())
       continue;
     cast->moveBefore(user);
-    ++moved;
   }
-  return moved;
 }
 
 struct RematerializePass : public gptc::impl::RematerializePassBase<RematerializePass> {

@@ -39,6 +39,11 @@ namespace {
 // norm input.
 constexpr int64_t kB = 3, kT = 190, kC = 5, kNormInputs = 131;
 
+/// A reference tensor of shape `dims` holding `data` (floats or ints).
+template <typename Data> Tensor asTensor(std::vector<int64_t> dims, const Data &data) {
+  return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
+}
+
 std::string source() {
   std::string x = "tensor<3x190x5xf32>", v = "tensor<5xf32>";
   std::string norm = "  %n = gpt.global_norm ", types;
@@ -150,9 +155,9 @@ TEST_F(LoweringTest, SplitReductionsMatchTheReference) {
   ASSERT_TRUE(fn);
   auto ref = reference::evaluate(
       fn,
-      {Tensor({kB, kT, kC}, std::vector<double>(x.begin(), x.end())),
-       Tensor({kB, kT, kC}, std::vector<double>(dy.begin(), dy.end())),
-       Tensor({kC}, std::vector<double>(w.begin(), w.end()))},
+      {asTensor({kB, kT, kC}, x),
+       asTensor({kB, kT, kC}, dy),
+       asTensor({kC}, w)},
       reference::Precision::F64);
   ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
 
@@ -206,8 +211,8 @@ void LoweringTest::checkEmbedGrad(int64_t b, int64_t t, int64_t c, int64_t vocab
   ASSERT_TRUE(fn);
   auto ref = reference::evaluate(
       fn,
-      {Tensor({b, t, c}, std::vector<double>(g.begin(), g.end())),
-       Tensor({b, t}, std::vector<double>(id.begin(), id.end()))},
+      {asTensor({b, t, c}, g),
+       asTensor({b, t}, id)},
       reference::Precision::F64);
   ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
 
@@ -385,9 +390,6 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
   for (size_t i = 0; i < id.size(); ++i)
     id[i] = static_cast<int32_t>((i * 7 + i / 13) % vocab);
 
-  auto asTensor = [](std::vector<int64_t> dims, const auto &data) {
-    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
-  };
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   ASSERT_TRUE(fn);
   auto ref = reference::evaluate(fn,
@@ -511,9 +513,6 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
   for (int64_t i = 0; i < m; ++i)
     id16[i * m + i] = 1.0f;
 
-  auto asTensor = [](std::vector<int64_t> dims, const std::vector<float> &data) {
-    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
-  };
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   ASSERT_TRUE(fn);
   auto ref = reference::evaluate(fn,
@@ -611,9 +610,6 @@ TEST_F(LoweringTest, Fp8CrossEntropyGradMatchesTheReference) {
     id16[i * rows + i] = 1.0f;
   std::vector<float> dloss = {2.5f};
 
-  auto asTensor = [](std::vector<int64_t> dims, auto data) {
-    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
-  };
   auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
   ASSERT_TRUE(fn);
   auto ref = reference::evaluate(fn,
@@ -746,9 +742,6 @@ TEST_F(LoweringTest, Fp8CastTransposeSumMatchesTheUnfusedGraph) {
   for (int64_t i = 0; i < rows; ++i)
     id2[i * rows + i] = 1.0f;
   std::vector<float> h0(4, 0.0f), hd = {0.0f, 0.03f, 0.01f, 0.0f};
-  auto asTensor = [](std::vector<int64_t> dims, const std::vector<float> &data) {
-    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
-  };
   std::vector<Tensor> inputs = {asTensor({rows, cols}, dh), asTensor({rows, cols}, pre),
                                 asTensor({rows, cols}, dy), asTensor({4}, h0),
                                 asTensor({4}, hd), asTensor({cols, cols}, id),
@@ -878,9 +871,6 @@ TEST_F(LoweringTest, GradAccumulationInTheGemmMatchesTheSum) {
   ASSERT_TRUE(module);
   std::vector<float> a0 = wave(48 * 32, 0.7, 0.37, 0.0), a1 = wave(48 * 32, 1.3, 0.11, 1.0),
                      b = wave(16 * 32, 0.9, 0.053, 2.0);
-  auto asTensor = [](std::vector<int64_t> dims, const std::vector<float> &data) {
-    return Tensor(std::move(dims), std::vector<double>(data.begin(), data.end()));
-  };
   std::vector<Tensor> inputs = {asTensor({48, 32}, a0), asTensor({48, 32}, a1),
                                 asTensor({16, 32}, b)};
   auto evaluate = [&] {
@@ -955,10 +945,10 @@ TEST_F(LoweringTest, AccumulatorReadAfterTheGemmIsCopied) {
   ASSERT_TRUE(module);
   std::vector<float> a1 = wave(48 * 32, 1.3, 0.11, 1.0), b = wave(16 * 32, 0.9, 0.053, 2.0),
                      c = wave(48 * 16, 5.0, 0.3, 0.5);
-  std::vector<Tensor> inputs = {Tensor({48, 32}, std::vector<double>(48 * 32, 0.0)),
-                                Tensor({48, 32}, std::vector<double>(a1.begin(), a1.end())),
-                                Tensor({16, 32}, std::vector<double>(b.begin(), b.end())),
-                                Tensor({48, 16}, std::vector<double>(c.begin(), c.end()))};
+  std::vector<Tensor> inputs = {Tensor({48, 32}, 0.0),
+                                asTensor({48, 32}, a1),
+                                asTensor({16, 32}, b),
+                                asTensor({48, 16}, c)};
   auto want = reference::evaluate(module->lookupSymbol<mlir::func::FuncOp>("train_step"), inputs,
                                   reference::Precision::F64);
   ASSERT_TRUE(mlir::succeeded(want)) << diagnostics;
