@@ -14,6 +14,9 @@
 #          in bf16, scaled by its amax and cast (tag ce16)
 #   nofc   with fp8: --fuse-fp8-cast=false, the bias sums and the GELU
 #          gradient in kernels of their own, not in the FP8 casts (tag nofc)
+#   nosteady  with fp8: --fp8-steady-step=false, every step measures empty
+#          histories' tensors (an amax and a scale launch per FP8 operand;
+#          tag nosteady)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 #   aN     --accum-steps=N: the step takes N micro-batches of B rows each
 #   split  with a budget: --split-batch, gptc picks the micro-batches (tag split)
@@ -47,6 +50,7 @@ for entry in $SWEEP; do
       head) tag=${tag:+$tag-}head extra+=(--fp8-lm-head) ;;
       ce16) tag=${tag:+$tag-}ce16 extra+=(--fp8-cross-entropy-grad=false) ;;
       nofc) tag=${tag:+$tag-}nofc extra+=(--fuse-fp8-cast=false) ;;
+      nosteady) tag=${tag:+$tag-}nosteady extra+=(--fp8-steady-step=false) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       a[0-9]*) tag=${tag:+$tag-}$part accum=${part#a} ;;
       fga) tag=${tag:+$tag-}fga extra+=(--fuse-grad-accumulation) ;;
@@ -54,7 +58,7 @@ for entry in $SWEEP; do
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, dN, aN, fga or split)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, nosteady, dN, aN, fga or split)"
            status=1
            continue 2
          fi ;;

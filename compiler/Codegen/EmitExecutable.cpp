@@ -334,6 +334,9 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   // The pipeline always adds @logits (sampling); hand-built modules may not.
   if (module.lookupSymbol<func::FuncOp>("logits"))
     names.push_back("logits");
+  // gpt-fp8-steady-step's first step, where the runtime finds it.
+  if (module.lookupSymbol<func::FuncOp>("train_step_first"))
+    names.push_back("train_step_first");
   FailureOr<Lowered> lowered = lowerPrograms(module, names, lowering);
   if (failed(lowered))
     return failure();

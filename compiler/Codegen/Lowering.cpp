@@ -559,6 +559,7 @@ private:
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
                             GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value());
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
+  LogicalResult lowerFp8DelayedScales(Fp8DelayedScalesOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
   LogicalResult lowerFp8CastTranspose(Fp8CastTransposeOp op);
   LogicalResult lowerFp8Transpose(Fp8TransposeOp op);
@@ -1117,6 +1118,9 @@ LogicalResult Lowerer::mapResults(Operation *op) {
       mapInPlace(in, r);
   if (auto [history, next] = getFp8History(op); history)
     mapInPlace(history, next);
+  if (auto scales = llvm::dyn_cast<Fp8DelayedScalesOp>(op))
+    for (auto [i, h] : llvm::enumerate(scales.getHistories()))
+      mapInPlace(h, scales.getShifted(i));
   if (auto mm = llvm::dyn_cast<ScaledMatmulOp>(op); mm && mm.getAccumulate())
     mapInPlace(mm.getAccumulate(), mm.getResult());
   if (auto adam = llvm::dyn_cast<AdamWOp>(op); adam && offsets[0] < 0) {
@@ -1724,6 +1728,96 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
   return success();
 }
 
+/// gpt.fp8_delayed_scales: thread i takes entry i, with the arithmetic of
+/// gpt.fp8_scale's kernel where the history is usable (the same bits): the
+/// largest amax of the history, s = max_finite / amax (1 where not
+/// usable), 1 / s, and the history shifted on. One launch per history
+/// length, over all its entries where each of the four arrays lies in one
+/// pool (spanOf; the entries' offsets and max_finite from constant tables);
+/// otherwise one launch per entry.
+LogicalResult Lowerer::lowerFp8DelayedScales(Fp8DelayedScalesOp op) {
+  Type ft = Float32Type::get(ctx);
+  enum { kHistory, kShifted, kScale, kInverse, kArrays };
+  static const char *names[] = {"histories", "shifted", "scales", "inverses"};
+  auto membersOf = [&](unsigned i) {
+    return std::array<int64_t, kArrays>{tensorOf.lookup(op.getHistories()[i]),
+                                        tensorOf.lookup(op.getShifted(i)),
+                                        tensorOf.lookup(op.getScale(i)),
+                                        tensorOf.lookup(op.getInverse(i))};
+  };
+  // Launches `entries` over `arrays` (flat f32 tensors), entry j's
+  // elements at offsets[a][j] of array a.
+  auto emit = [&](int64_t past, ArrayRef<unsigned> entries, std::vector<Operand> arrays,
+                  std::vector<std::vector<int64_t>> offsets) {
+    std::vector<Type> types;
+    for (const Operand &o : arrays)
+      types.push_back(flatOf(std::max<int64_t>(result.tensors[o.tensor].bytes / 4, 1), ft));
+    std::vector<double> maxFinite;
+    std::string key = "fp8_delayed_scales[" + std::to_string(past) + "]";
+    for (auto [j, i] : llvm::enumerate(entries)) {
+      maxFinite.push_back(fp8MaxFinite(op.getFormat(i)));
+      key += "(" + std::to_string(static_cast<int>(op.getFormat(i)));
+      for (const std::vector<int64_t> &o : offsets)
+        key += "," + std::to_string(o[j]);
+      key += ")";
+    }
+    size_t n = entries.size();
+    launch(op, key, "fp8_delayed_scales", types, std::move(arrays), static_cast<int64_t>(n),
+           [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+             KB k{b, loc};
+             SmallVector<Type> tableTypes(kArrays, b.getIndexType());
+             tableTypes.push_back(ft);
+             SmallVector<Value> e = tableAt(k, idx, n, tableTypes, [&](size_t j) {
+               SmallVector<Value> row;
+               for (const std::vector<int64_t> &o : offsets)
+                 row.push_back(k.idx(o[j]));
+               row.push_back(k.f(maxFinite[j], ft));
+               return row;
+             });
+             auto at = [&](int array, int64_t i) { return k.add(e[array], k.idx(i)); };
+             // Every element loaded before any is stored: in place, the
+             // shifted history overwrites the one it is read from.
+             SmallVector<Value> h;
+             for (int64_t i = 0; i < past; ++i)
+               h.push_back(k.ld(a[kHistory], at(kHistory, i)));
+             Value amax = maxOf(k, h);
+             k.st(k.f(0, ft), a[kShifted], at(kShifted, 0));
+             for (int64_t i = 1; i < past; ++i)
+               k.st(h[i - 1], a[kShifted], at(kShifted, i));
+             Value s = k.select(usableAmax(k, amax), k.div(e[kArrays], amax), k.f(1, ft));
+             k.st(s, a[kScale], at(kScale, 0));
+             k.st(k.div(k.f(1, ft), s), a[kInverse], at(kInverse, 0));
+           });
+  };
+  llvm::MapVector<int64_t, SmallVector<unsigned>> byLength;
+  for (auto [i, h] : llvm::enumerate(op.getHistories()))
+    byLength[numel(h)].push_back(static_cast<unsigned>(i));
+  for (auto &[past, which] : byLength) {
+    std::vector<Operand> spans;
+    std::vector<std::vector<int64_t>> offsets(kArrays);
+    for (int a = 0; a < kArrays; ++a) {
+      SmallVector<int64_t> members;
+      for (unsigned i : which)
+        members.push_back(membersOf(i)[a]);
+      auto span = spanOf(result.tensors, members, std::string("fp8.") + names[a], offsets[a]);
+      if (!span)
+        break;
+      spans.push_back(Operand{Operand::Tensor, addTensor(*span)});
+    }
+    if (spans.size() == kArrays) {
+      emit(past, which, std::move(spans), std::move(offsets));
+      continue;
+    }
+    for (unsigned i : which) {
+      std::vector<Operand> own;
+      for (int64_t m : membersOf(i))
+        own.push_back(Operand{Operand::Tensor, m});
+      emit(past, {i}, std::move(own), std::vector<std::vector<int64_t>>(kArrays, {0}));
+    }
+  }
+  return success();
+}
+
 /// gpt.fp8_quantize: the codes of s x (at the transposed index with
 /// `transpose`).
 LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
@@ -2188,6 +2282,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                            mm.getTransposeRhs(), mm.getBias());
       })
       .Case<Fp8ScaleOp>([&](Fp8ScaleOp sc) { return lowerFp8Scale(sc); })
+      .Case<Fp8DelayedScalesOp>([&](Fp8DelayedScalesOp sc) { return lowerFp8DelayedScales(sc); })
       .Case<Fp8QuantizeOp>([&](Fp8QuantizeOp q) { return lowerFp8Quantize(q); })
       .Case<Fp8CastTransposeOp>([&](Fp8CastTransposeOp q) { return lowerFp8CastTranspose(q); })
       .Case<Fp8CastTransposeSumOp>(

@@ -77,12 +77,6 @@ std::optional<TensorInfo> spanOf(const std::vector<TensorInfo> &tensors,
                     {(hi - lo) / elt}, lo, (hi - lo) / elt * elt};
 }
 
-namespace {
-
-/// entry(i) for a runtime i < n (entry(n - 1) for any larger i): a switch
-/// whose cases yield constants, which LLVM turns into lookup tables (loads).
-/// A tree of compares yielding the constants instead kept them all in
-/// registers (hundreds at 1.5B: spills).
 SmallVector<Value> tableAt(KB &k, Value i, size_t n, TypeRange types,
                            function_ref<SmallVector<Value>(size_t)> entry) {
   if (n == 1)
@@ -100,6 +94,8 @@ SmallVector<Value> tableAt(KB &k, Value i, size_t n, TypeRange types,
   scf::YieldOp::create(k.b, k.loc, entry(n - 1));
   return SmallVector<Value>(sw.getResults());
 }
+
+namespace {
 
 /// The index of the segment holding element `idx`: a branchless binary
 /// search over the segments' first elements, one table load per step.

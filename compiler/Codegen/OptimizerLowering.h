@@ -20,6 +20,7 @@
 #ifndef GPTC_COMPILER_CODEGEN_OPTIMIZERLOWERING_H
 #define GPTC_COMPILER_CODEGEN_OPTIMIZERLOWERING_H
 
+#include "compiler/Codegen/KernelBuilder.h"
 #include "compiler/Codegen/Lowering.h"
 
 #include <algorithm>
@@ -72,6 +73,14 @@ struct AdamWLaunch {
 std::optional<TensorInfo> spanOf(const std::vector<TensorInfo> &tensors,
                                  llvm::ArrayRef<int64_t> members, const std::string &name,
                                  std::vector<int64_t> &elementOffsets);
+
+/// entry(i) for a runtime i < n (entry(n - 1) for any larger i): a switch
+/// whose cases yield constants, which LLVM turns into lookup tables (loads).
+/// A tree of compares yielding the constants instead kept them all in
+/// registers (hundreds at 1.5B: spills).
+llvm::SmallVector<mlir::Value>
+tableAt(KB &k, mlir::Value i, size_t n, mlir::TypeRange types,
+        llvm::function_ref<llvm::SmallVector<mlir::Value>(size_t)> entry);
 
 /// Kernel body; args: the kNumAdamWArrays spans (flat memrefs), lr, step,
 /// grad_scale.

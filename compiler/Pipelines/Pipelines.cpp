@@ -180,10 +180,17 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   // After the collectives: merged siblings never delay a bucket's operand.
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwisePass());
+  // After every fusion: the two steps are planned and lowered alike.
+  bool steady = options.precision == "fp8" && options.fp8History > 0 && options.fp8SteadyStep;
+  if (steady)
+    pm.addPass(createFp8SteadyStepPass());
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.
-  for (const char *program : {"train_step", "init", "forward", "logits"}) {
+  std::vector<std::string> programs = {"train_step", "init", "forward", "logits"};
+  if (steady)
+    programs.push_back("train_step_first");
+  for (const std::string &program : programs) {
     PlanMemoryPassOptions plan;
     plan.function = program;
     pm.addPass(createPlanMemoryPass(plan));

@@ -71,6 +71,11 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
       *this, "fuse-fp8-cast",
       llvm::cl::desc("Fold bias sums and GELU gradients into the FP8 casts (gpt-fuse-fp8-cast)"),
       llvm::cl::init(true)};
+  Option<bool> fp8SteadyStep{
+      *this, "fp8-steady-step",
+      llvm::cl::desc("Split off the first train step; the others take their FP8 scales from the "
+                     "histories in one op (gpt-fp8-steady-step)"),
+      llvm::cl::init(true)};
   Option<bool> fuseGradAccumulation{
       *this, "fuse-grad-accumulation",
       llvm::cl::desc("Sum FP8 weight gradients over the micro-batches in their GEMMs "

@@ -218,6 +218,7 @@ private:
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
         .template Case<Fp8MatmulOp>([&](auto o) { return fp8Matmul(o); })
         .template Case<Fp8ScaleOp>([&](auto o) { return fp8ScaleOf(o); })
+        .template Case<Fp8DelayedScalesOp>([&](auto o) { return fp8DelayedScales(o); })
         .template Case<Fp8QuantizeOp>([&](auto o) { return fp8Quantize(o); })
         .template Case<Fp8CastTransposeOp>([&](auto o) { return fp8CastTranspose(o); })
         .template Case<Fp8CastTransposeSumOp>([&](auto o) { return fp8CastTransposeSum(o); })
@@ -566,6 +567,22 @@ private:
     double s = scaleOf(amax, op.getFormat());
     out(op.getScale())[0] = static_cast<T>(s);
     out(op.getInverse())[0] = static_cast<T>(1.0 / s);
+    return success();
+  }
+
+  /// Each history's scale, as gpt.fp8_scale's delayed one, 1 where the
+  /// history holds no usable amax; the histories shifted on.
+  LogicalResult fp8DelayedScales(Fp8DelayedScalesOp op) {
+    for (auto [i, h] : llvm::enumerate(op.getHistories())) {
+      Buffer history = in(h); // a copy: shifted may be stored over it
+      double s = scaleOf(amaxOf(history), op.getFormat(i));
+      out(op.getScale(i))[0] = static_cast<T>(s);
+      out(op.getInverse(i))[0] = static_cast<T>(1.0 / s);
+      Buffer &shifted = out(op.getShifted(i));
+      shifted[0] = 0;
+      for (size_t j = 1; j < shifted.size(); ++j)
+        shifted[j] = history[j - 1];
+    }
     return success();
   }
 

@@ -68,9 +68,17 @@ static bool gradOverwritesLogits(CrossEntropyGradOp ce) {
 /// op and it is not a view: each step's histories stay in the state.
 static Value historyOverwritten(OpResult r) {
   Operation *op = r.getOwner();
-  auto [h, next] = getFp8History(op);
-  if (!h || r != next)
+  Value h;
+  if (auto scales = llvm::dyn_cast<Fp8DelayedScalesOp>(op)) {
+    unsigned n = scales.getHistories().size();
+    if (r.getResultNumber() < 2 * n)
+      return {};
+    h = scales.getHistories()[r.getResultNumber() - 2 * n];
+  } else if (auto [history, next] = getFp8History(op); history && r == next) {
+    h = history;
+  } else {
     return {};
+  }
   if (Operation *def = h.getDefiningOp(); def && viewSource(def))
     return {};
   for (Operation *user : h.getUsers())

@@ -517,6 +517,48 @@ def FuseGradAccumulationPass : Pass<"gpt-fuse-grad-accumulation", "::mlir::Modul
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
 
+def Fp8SteadyStepPass : Pass<"gpt-fp8-steady-step", "::mlir::ModuleOp"> {
+  let summary = "Splits off the first train step; the others take all FP8 scales in one op";
+  let description = [{
+    Under delayed scaling every `gpt.fp8_scale` of the train step first
+    reads its history and, only while that is empty (the first step),
+    the tensor: two kernel launches per FP8 operand (an amax pass that
+    returns at once, and the scale), 580 a step at GPT-2 350M, for a
+    decision that is the same on every step after the first.
+
+    This pass copies `function` as `<function>_first`, unchanged: the
+    runtime runs it for a run's first step (fresh histories), and
+    `function` for every later one. In `function` it replaces every
+    `gpt.fp8_scale` with a history by one `gpt.fp8_delayed_scales` at the
+    top of the function: scales from the histories alone, one kernel
+    launch for all of them. Where two scales share a history (a
+    rematerialized clone) the entry is shared. The steps compute the same
+    values as before as long as the histories hold a usable amax, which
+    the first step records; a history that holds none (a tensor that was
+    all zeros) scales by 1, where the first step's op measures it.
+
+    Runs after all fusions, just before the memory plan: both programs are
+    planned and lowered alike, and share their kernels.
+
+    ```mlir
+    // Before (in @train_step):
+    %s, %inv, %h1 = gpt.fp8_scale e4m3 %x history %h0
+        : (tensor<16x16xbf16>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>)
+    // After: @train_step_first is the function above; @train_step starts with
+    %r:3 = gpt.fp8_delayed_scales (e4m3 %h0) : tensor<16xf32>
+    // and %s, %inv, %h1 are %r#0, %r#1, %r#2.
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "The train step to split">,
+  ];
+  let statistics = [
+    Statistic<"numScales", "scales", "FP8 scales the steady step takes from their histories">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
 def FuseFp8CastPass : Pass<"gpt-fuse-fp8-cast", "::mlir::ModuleOp"> {
   let summary = "Folds bias-gradient sums and GELU gradients into the backward's FP8 casts";
   let description = [{

@@ -149,6 +149,13 @@ cl::opt<bool> fuseFp8Cast(
              "columns, and cast the MLP's GELU gradient from the GEMM output and the "
              "pre-activation, which is then never stored in bf16 (gpt-fuse-fp8-cast)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> fp8SteadyStep(
+    "fp8-steady-step",
+    cl::desc("With --precision=fp8 and delayed scaling: a program of its own for the first "
+             "step (train_step_first, which measures the tensors whose histories are empty); "
+             "every later step takes all its FP8 scales from the histories in one kernel "
+             "launch instead of two launches per FP8 operand (gpt-fp8-steady-step)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseGradAccumulation(
     "fuse-grad-accumulation",
     cl::desc("With --precision=fp8 and --accum-steps > 1: the first micro-batch's weight-gradient "
@@ -345,6 +352,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fp8LmHead = fp8LmHead;
   options.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
   options.fuseFp8Cast = fuseFp8Cast;
+  options.fp8SteadyStep = fp8SteadyStep;
   options.fuseGradAccumulation = fuseGradAccumulation;
   options.rematMaxDepth = rematMaxDepth;
 }

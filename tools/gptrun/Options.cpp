@@ -16,7 +16,8 @@ usage: gptrun STEP.fb --data TRAIN.bin [options]
 Runs program "init" once (input "seed"), zeroes the optimizer state, then
 for each step loads an (accum_steps, B, T) batch of tokens and next-token
 targets, runs "train_step" and prints its loss, gradient norm and learning
-rate. With --val, program "forward" computes the mean loss over (B, T)
+rate. An FP8 executable's "train_step_first" (gptc --fp8-steady-step) runs
+the first step of a run from "init" instead. With --val, program "forward" computes the mean loss over (B, T)
 validation batches. B, T and accum_steps come from the executable's model
 config and its tensors' shapes.
 

@@ -152,6 +152,12 @@ struct Trainer::Impl {
     int64_t step = -1, lrScale = -1, lr = -1; // -1: the program has none
   };
   TrainTensors io;
+  // gpt-fp8-steady-step's @train_step_first and its tensors: it runs the
+  // first step from @init (empty FP8 histories), @train_step every other.
+  bool hasFirst = false;
+  TrainTensors firstIo;
+  bool firstPending = false; // the next step enqueued runs @train_step_first
+  int64_t firstRanAt = -1;   // the step that ran it
   StepIo *stepIo = nullptr; // two, from backend().allocateHost
   std::deque<InFlight> inFlight;
   std::unique_ptr<data::BatchStage> stage; // reads trainData: destroyed first
@@ -510,22 +516,39 @@ Status Trainer::Impl::run() {
 }
 
 Status Trainer::Impl::findTrainTensors() {
-  auto find = [&](const char *name) { return session->findTensor(name, "train_step"); };
-  for (auto [name, out] : {std::pair{"tokens", &io.tokens}, std::pair{"targets", &io.targets},
-                           std::pair{"loss", &io.loss}, std::pair{"grad_norm", &io.gradNorm}}) {
-    StatusOr<uint32_t> t = find(name);
-    if (!t)
-      return t.status();
-    *out = *t;
-  }
-  io.lr = hasLr ? int64_t(*find("lr")) : -1;
-  io.lrScale = find("lr_scale") ? int64_t(*find("lr_scale")) : -1;
-  if (StatusOr<uint32_t> t = find("step"); t) {
-    if (session->tensor(*t).dtype() != schema::DType::I32 || session->tensor(*t).size_bytes() != 4)
-      return Status::error("program 'train_step': input " + session->describeTensor(*t) +
-                           " should be an I32 scalar");
-    io.step = *t;
-  }
+  auto findIn = [&](const std::string &program, TrainTensors &io) -> Status {
+    auto find = [&](const char *name) { return session->findTensor(name, program); };
+    for (auto [name, out] : {std::pair{"tokens", &io.tokens}, std::pair{"targets", &io.targets},
+                             std::pair{"loss", &io.loss}, std::pair{"grad_norm", &io.gradNorm}}) {
+      StatusOr<uint32_t> t = find(name);
+      if (!t)
+        return t.status();
+      *out = *t;
+    }
+    if (hasLr) {
+      StatusOr<uint32_t> lr = find("lr");
+      if (!lr)
+        return lr.status();
+      io.lr = *lr;
+    }
+    io.lrScale = find("lr_scale") ? int64_t(*find("lr_scale")) : -1;
+    if (StatusOr<uint32_t> t = find("step"); t) {
+      if (session->tensor(*t).dtype() != schema::DType::I32 ||
+          session->tensor(*t).size_bytes() != 4)
+        return Status::error("program '" + program + "': input " + session->describeTensor(*t) +
+                             " should be an I32 scalar");
+      io.step = *t;
+    }
+    return Status::ok();
+  };
+  if (Status s = findIn("train_step", io); !s)
+    return s;
+  hasFirst = bool(session->program("train_step_first"));
+  if (hasFirst)
+    if (Status s = findIn("train_step_first", firstIo); !s)
+      return s;
+  // From @init: a resumed run's histories come from its checkpoint.
+  firstPending = hasFirst && stepsDone == 0 && !resumeFrom;
   return Status::ok();
 }
 
@@ -540,6 +563,12 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   StatusOr<Backend::Fence> start = session->backend().recordFence();
   if (!start)
     return start.status();
+  const bool first = firstPending;
+  const std::string program = first ? "train_step_first" : "train_step";
+  const TrainTensors &io = first ? firstIo : this->io;
+  if (first)
+    firstRanAt = step;
+  firstPending = false;
   StepIo &slot = stepIo[step % 2];
   slot.step = int32_t(step);
   slot.lrScale = lrScale;
@@ -554,7 +583,7 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   if (io.lrScale >= 0)
     if (Status s = session->setInputAsync(uint32_t(io.lrScale), &slot.lrScale, 4); !s)
       return s;
-  if (Status s = session->launch("train_step"); !s)
+  if (Status s = session->launch(program); !s)
     return s;
   if (Status s = session->getOutputAsync(io.loss, &slot.loss, 4); !s)
     return s;
@@ -657,6 +686,9 @@ Status Trainer::Impl::runSteps(float lrScale) {
       history.push_back({done, out.loss, out.gradNorm, 0.f, seconds});
       if (Status s = onNonFinite(done, out.loss, out.gradNorm, before); !s)
         return s;
+      // Skipped: the histories are @init's again, for the first program.
+      if (step == firstRanAt)
+        firstPending = true;
       if (last && !o.checkpointDir.empty() && lead())
         if (StatusOr<std::string> path = checkpointNow(); !path)
           return path.status();

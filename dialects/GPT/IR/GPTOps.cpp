@@ -368,6 +368,79 @@ LogicalResult Fp8ScaleOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Fp8DelayedScalesOp
+//===----------------------------------------------------------------------===//
+
+/// `(e4m3 %h0, e5m2 %h1, ...)`: each history with its format.
+static ParseResult parseFp8Histories(OpAsmParser &parser,
+                                     SmallVectorImpl<OpAsmParser::UnresolvedOperand> &histories,
+                                     DenseI32ArrayAttr &formats) {
+  SmallVector<int32_t> codes;
+  if (parser.parseCommaSeparatedList(OpAsmParser::Delimiter::Paren, [&]() -> ParseResult {
+        StringRef keyword;
+        SMLoc at = parser.getCurrentLocation();
+        if (parser.parseKeyword(&keyword))
+          return failure();
+        std::optional<Fp8Format> format = symbolizeFp8Format(keyword);
+        if (!format)
+          return parser.emitError(at, "expected an FP8 format (e4m3 or e5m2), got '")
+                 << keyword << "'";
+        codes.push_back(static_cast<int32_t>(*format));
+        return parser.parseOperand(histories.emplace_back());
+      }))
+    return failure();
+  formats = DenseI32ArrayAttr::get(parser.getContext(), codes);
+  return success();
+}
+
+static void printFp8Histories(OpAsmPrinter &printer, Operation *, OperandRange histories,
+                              DenseI32ArrayAttr formats) {
+  printer << "(";
+  for (auto [i, h] : llvm::enumerate(histories)) {
+    if (i)
+      printer << ", ";
+    std::optional<Fp8Format> format;
+    if (i < static_cast<size_t>(formats.size()))
+      format = symbolizeFp8Format(static_cast<uint32_t>(formats[i]));
+    printer << (format ? stringifyFp8Format(*format) : StringRef("invalid")) << " " << h;
+  }
+  printer << ")";
+}
+
+LogicalResult Fp8DelayedScalesOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location>,
+                                                   Adaptor adaptor,
+                                                   SmallVectorImpl<Type> &results) {
+  auto scalar = RankedTensorType::get({}, Float32Type::get(ctx));
+  size_t n = adaptor.getHistories().size();
+  results.assign(2 * n, scalar);
+  for (Value h : adaptor.getHistories())
+    results.push_back(h.getType());
+  return success();
+}
+
+LogicalResult Fp8DelayedScalesOp::verify() {
+  size_t n = getHistories().size();
+  if (n == 0)
+    return emitOpError("needs at least one history");
+  if (getFormats().size() != static_cast<int64_t>(n))
+    return emitOpError("needs one format per history (") << n << "), got "
+                                                          << getFormats().size();
+  for (auto [i, code] : llvm::enumerate(getFormats()))
+    if (!symbolizeFp8Format(static_cast<uint32_t>(code)))
+      return emitOpError("format ") << i << " is not an FP8 format: " << code;
+  llvm::SmallDenseMap<Value, size_t> seen;
+  for (auto [i, h] : llvm::enumerate(getHistories())) {
+    // Each shifted history may take its history's bytes: one entry each.
+    if (auto [it, inserted] = seen.try_emplace(h, i); !inserted)
+      return emitOpError("history ") << i << " repeats history " << it->second;
+    auto type = rtt(h);
+    if (!type.hasStaticShape() || type.getNumElements() < 1)
+      return emitOpError("history ") << i << " must hold at least one amax, got " << type;
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // ScaledMatmulOp
 //===----------------------------------------------------------------------===//
 

@@ -211,6 +211,42 @@ def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def GPT_Fp8DelayedScalesOp : GPT_InferredOp<"fp8_delayed_scales"> {
+  let summary = "Many FP8 scales from their amax histories alone, in one op";
+  let description = [{
+    For each `histories[i]` (with `formats[i]`), what a `gpt.fp8_scale`
+    with that history computes when its history is usable, without the
+    tensor: `amax` is the largest element of the history, `scale =
+    max_finite / amax`, `inverse = 1 / scale`, and `shifted` the history
+    moved one place on (its first element 0). Where the history holds no
+    usable amax (all zeros, or not finite) the scale is 1: unlike
+    `gpt.fp8_scale`, there is no tensor to measure.
+
+    Results come in three runs of n: the n scales, the n inverses, the n
+    shifted histories. `gpt-fp8-steady-step` makes it from a steady train
+    step's history scales, which then read no tensor: one op at the top of
+    the step, one kernel launch for all of them.
+
+    ```mlir
+    %r:6 = gpt.fp8_delayed_scales (e4m3 %h0, e5m2 %h1) : tensor<16xf32>, tensor<16xf32>
+    // %r#0, %r#1: the scales; %r#2, %r#3: the inverses; %r#4, %r#5: shifted
+    ```
+  }];
+  let arguments = (ins Variadic<1DTensorOf<[F32]>>:$histories, DenseI32ArrayAttr:$formats);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    custom<Fp8Histories>($histories, $formats) attr-dict `:` type($histories)
+  }];
+  let extraClassDeclaration = [{
+    /// Entry i's format, scale, inverse and shifted history.
+    Fp8Format getFormat(unsigned i) { return static_cast<Fp8Format>(getFormats()[i]); }
+    Value getScale(unsigned i) { return getResults()[i]; }
+    Value getInverse(unsigned i) { return getResults()[getHistories().size() + i]; }
+    Value getShifted(unsigned i) { return getResults()[2 * getHistories().size() + i]; }
+  }];
+  let hasVerifier = 1;
+}
+
 def GPT_Fp8QuantizeOp : GPT_InferredOp<"fp8_quantize"> {
   let summary = "An FP8 copy of a tensor, scaled";
   let description = [{

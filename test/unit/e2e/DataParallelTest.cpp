@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "TestUtils.h"
+#include "e2e/HostTraining.h"
 
 #include "compiler/Codegen/EmitExecutable.h"
 #include "runtime/collective/HostCollective.h"
@@ -99,14 +100,14 @@ protected:
                                all.begin() + (first + batch) * kSeq + 1);
       std::vector<int32_t> stepIn = {static_cast<int32_t>(step)};
       std::vector<float> lrScale = {1.0f};
-      for (Status st : {s.setInput("train_step", "tokens", in),
-                        s.setInput("train_step", "targets", tgt),
-                        s.setInput("train_step", "step", stepIn),
-                        s.setInput("train_step", "lr_scale", lrScale), s.run("train_step")})
+      std::string program = stepProgram(s, step);
+      for (Status st : {s.setInput(program, "tokens", in), s.setInput(program, "targets", tgt),
+                        s.setInput(program, "step", stepIn),
+                        s.setInput(program, "lr_scale", lrScale), s.run(program)})
         if (!st)
           return fail(st);
-      auto loss = s.getScalarF32("train_step", "loss");
-      auto norm = s.getScalarF32("train_step", "grad_norm");
+      auto loss = s.getScalarF32(program, "loss");
+      auto norm = s.getScalarF32(program, "grad_norm");
       if (!loss || !norm)
         return fail(loss ? norm.status() : loss.status());
       trace.loss.push_back(*loss);

@@ -82,7 +82,7 @@ protected:
       }
       Status ran = trainStep(s, in, tgt, step);
       ASSERT_TRUE(ran) << ran.message();
-      auto loss = s.getScalarF32("train_step", "loss");
+      auto loss = s.getScalarF32(stepProgram(s, step), "loss");
       ASSERT_TRUE(loss) << loss.status().message();
       curves.host.push_back(*loss);
       if (step >= referenceSteps)

@@ -60,8 +60,8 @@ protected:
       learnableBatch(step, kBatch * kSeq, kVocab, in, tgt);
       Status ran = trainStep(s, in, tgt, step);
       ASSERT_TRUE(ran) << ran.message();
-      auto loss = s.getScalarF32("train_step", "loss");
-      auto norm = s.getScalarF32("train_step", "grad_norm");
+      auto loss = s.getScalarF32(stepProgram(s, step), "loss");
+      auto norm = s.getScalarF32(stepProgram(s, step), "grad_norm");
       ASSERT_TRUE(loss && norm);
       run.losses.push_back(*loss);
       run.norms.push_back(*norm);
