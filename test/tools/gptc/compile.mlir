@@ -106,21 +106,27 @@
 // FP8: gpt.fp8_matmul e5m2 %{{.*}}, e4m3 %{{.*}} {transpose_lhs} : (tensor<16x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
 // ... gpt-lower-fp8 (memory-plan phase) makes each one a scaled GEMM of
 // quantized operands, each operand's two layouts from one cast-transpose, and the executable's block GEMMs are FP8 (2
-// layers x (4 + 8) in the train step, 2 x 4 in each of @forward and
-// @logits); the LM head's 5 stay bf16. In the train step each scale is
+// layers x (4 + 8) in each of @train_step and @train_step_first, 2 x 4 in
+// each of @forward and @logits); the LM head's 8 stay bf16 (3 in each
+// train step program); --fp8-steady-step=false leaves one train step
+// program (24 + 8 + 8 FP8, 5 bf16). In the train step each scale is
 // delayed (gpt-fp8-delayed-scaling): 24 amax histories of 16 steps, state
 // after AdamW's moments, recorded by the cast-transposes; with
 // --fp8-history=0 the scales are current. The backward's casts also sum
 // the bias gradients, and the MLP's reads the GELU gradient's inputs
-// (gpt-fuse-fp8-cast).
+// (gpt-fuse-fp8-cast). The first step is a program of its own
+// (gpt-fp8-steady-step): @train_step_first measures the tensors while the
+// histories are empty; @train_step takes all 24 scales from the histories
+// in one gpt.fp8_delayed_scales at its top.
 // With --accum-steps=2, --fuse-grad-accumulation sums each block weight's
 // gradients in the second micro-batch's GEMM (tiny: 2 layers x 4 weights);
 // without it the sums stay adds.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --accum-steps=2 --fuse-grad-accumulation --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8ACCUM
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --accum-steps=2 --compile-to=memory-plan --progress=off | FileCheck %s --check-prefix=FP8SUM
-// FP8ACCUM-LABEL: func.func @train_step
+// FP8ACCUM-LABEL: func.func @train_step(
 // FP8ACCUM-COUNT-8: gpt.scaled_matmul {{.*}} accumulate
 // FP8ACCUM-NOT: accumulate
+// FP8ACCUM-LABEL: func.func @train_step_first(
 // FP8SUM-LABEL: func.func @train_step
 // FP8SUM-NOT: accumulate
 
@@ -128,8 +134,14 @@
 // FP8PLAN-LABEL: func.func @forward
 // FP8PLAN-NOT: history
 // FP8PLAN-LABEL: func.func @logits
-// FP8PLAN-LABEL: func.func @train_step
+// FP8PLAN-LABEL: func.func @train_step(
 // FP8PLAN-SAME: gpt.pool = "state", gpt.state = "fp8.amax_history.0"}
+// FP8PLAN-SAME: gpt.pool = "state", gpt.state = "fp8.amax_history.23"}, %{{[^:]*}}: tensor<1x2x8xi32>
+// FP8PLAN-NEXT: %[[ALL:.*]]:72 = gpt.fp8_delayed_scales (e4m3 %{{.*}}, e4m3
+// FP8PLAN-NOT: gpt.fp8_scale
+// FP8PLAN: gpt.fp8_cast_transpose e4m3 %{{.*}}, %[[ALL]]#{{[0-9]+}} history %[[ALL]]#{{[0-9]+}}
+// FP8PLAN-NOT: gpt.fp8_scale
+// FP8PLAN-LABEL: func.func @train_step_first(
 // FP8PLAN-SAME: gpt.pool = "state", gpt.state = "fp8.amax_history.23"}, %{{[^:]*}}: tensor<1x2x8xi32>
 // FP8PLAN-NOT: gpt.fp8_matmul
 // FP8PLAN: gpt.fp8_scale e4m3 %{{.*}} history %{{.*}} : (tensor<2x8x16xbf16>, tensor<16xf32>) -> (tensor<f32>, tensor<f32>, tensor<16xf32>)
@@ -154,12 +166,16 @@
 // BADHISTORY: gptc: error: --fp8-history: expected a number of steps >= 0, got -1
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --target=host --progress=off -o %t-fp8.fb
 // RUN: gptc explain %t-fp8.fb | FileCheck %s --check-prefix=FP8EXE
-// FP8EXE: precision: fp8, delayed scaling (16 steps); GEMM A operands: BF16 x5 F8E4M3 x40
-// --fp8-lm-head: the LM head's 5 GEMMs (3 in the train step, 1 in each of
-// @forward and @logits) are FP8 too; it needs --precision=fp8.
+// FP8EXE: precision: fp8, delayed scaling (16 steps); GEMM A operands: BF16 x8 F8E4M3 x64
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-steady-step=false --target=host --progress=off -o %t-fp8-unsplit.fb
+// RUN: gptc explain %t-fp8-unsplit.fb | FileCheck %s --check-prefix=FP8UNSPLIT
+// FP8UNSPLIT: precision: fp8, delayed scaling (16 steps); GEMM A operands: BF16 x5 F8E4M3 x40
+// FP8UNSPLIT-NOT: program train_step_first
+// --fp8-lm-head: the LM head's 8 GEMMs (3 in each train step program, 1
+// in each of @forward and @logits) are FP8 too; it needs --precision=fp8.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-lm-head --target=host --progress=off -o %t-fp8-head.fb
 // RUN: gptc explain %t-fp8-head.fb | FileCheck %s --check-prefix=FP8HEAD
-// FP8HEAD: precision: fp8, delayed scaling (16 steps), FP8 LM head; GEMM A operands: F8E4M3 x45
+// FP8HEAD: precision: fp8, delayed scaling (16 steps), FP8 LM head; GEMM A operands: F8E4M3 x72
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --fp8-lm-head 2>&1 | FileCheck %s --check-prefix=BADHEAD
 // BADHEAD: gptc: error: --fp8-lm-head: needs --precision=fp8, got fp32
 

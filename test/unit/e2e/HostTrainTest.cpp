@@ -13,6 +13,10 @@
 
 #include "runtime/data/TokenFile.h"
 
+#include <cctype>
+#include <cstring>
+#include <map>
+
 using namespace gptc;
 using namespace gptc::testing;
 using reference::Precision;
@@ -27,6 +31,9 @@ constexpr int64_t kBatch = 2, kSeq = 32, kSteps = 20, kBf16ReferenceSteps = 10;
 struct LossCurves {
   std::vector<double> host, reference;
   int64_t bf16Gemms = 0, fp8Gemms = 0, gemms = 0; // GEMMs with bf16 / FP8 A and B, all GEMMs
+  // Launches per program ("train_step", "train_step_first") of the scale
+  // kernels: fp8_amax, fp8_scale and fp8_delayed_scales.
+  std::map<std::string, std::map<std::string, int64_t>> scaleLaunches;
   // The FP8 amax histories after the last reference step: the Host
   // session's and the reference's, in @train_step's order.
   std::vector<std::vector<double>> hostHistories, referenceHistories;
@@ -37,7 +44,8 @@ protected:
   /// Compiles `mini` under `precision`, trains kSteps steps on the Host
   /// backend, and runs the first `referenceSteps` of them on the reference.
   void train(const std::string &precision, int64_t referenceSteps, LossCurves &curves,
-             bool narrowResidual = false, int64_t fp8History = 16, bool fp8LmHead = false) {
+             bool narrowResidual = false, int64_t fp8History = 16, bool fp8LmHead = false,
+             bool fp8SteadyStep = true) {
     auto tokens = data::readTokenFile(GPTC_DATA_DIR "/austen_train.bin", 50257);
     ASSERT_TRUE(tokens) << tokens.status().message()
                         << " (scripts/setup.sh builds data/austen_train.bin)";
@@ -49,10 +57,11 @@ protected:
       o.narrowResidual = narrowResidual;
       o.fp8History = fp8History;
       o.fp8LmHead = fp8LmHead;
+      o.fp8SteadyStep = fp8SteadyStep;
     }));
     std::string name = "mini-" + precision + (narrowResidual ? "-narrow-residual" : "") +
                        (precision == "fp8" ? "-history-" + std::to_string(fp8History) : "") +
-                       (fp8LmHead ? "-head" : "");
+                       (fp8LmHead ? "-head" : "") + (fp8SteadyStep ? "" : "-nosteady");
     std::unique_ptr<Session> session =
         hostSession(name + "-host.fb", {}, [&](const Executable &exe) {
           for (const schema::Gemm *g : *exe->gemms()) {
@@ -64,6 +73,15 @@ protected:
             };
             curves.fp8Gemms += fp8(g->a_type()) && fp8(g->b_type());
           }
+          for (const schema::Program *p : *exe->programs())
+            for (const schema::Command *c : *p->commands())
+              if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
+                std::string kernel = exe->kernels()->Get(l->kernel())->name()->str();
+                for (const char *base : {"fp8_amax", "fp8_scale", "fp8_delayed_scales"})
+                  if (kernel.rfind(std::string(base) + "_", 0) == 0 &&
+                      std::isdigit(static_cast<unsigned char>(kernel[std::strlen(base) + 1])))
+                    ++curves.scaleLaunches[p->name()->str()][base];
+              }
         });
     ASSERT_TRUE(session);
     Session &s = *session;
@@ -293,6 +311,33 @@ TEST_F(HostTrainTest, Fp8DelayedScalingRecordsEachTensorsAmax) {
               worst[2], worst[1], worst[0]);
   EXPECT_LT(delayed.host.back(), delayed.host.front() - 1.0)
       << "first " << delayed.host.front() << ", last " << delayed.host.back();
+}
+
+// gpt-fp8-steady-step on the Host executable: the first step runs
+// @train_step_first (the scales measure the tensors, the histories being
+// empty), every later one @train_step, whose scales all come from one
+// fp8_delayed_scales launch. Both take the scale from the same largest
+// history amax with the same arithmetic as a history scale of the
+// unsplit step, so the 20 steps' losses and the final histories are the
+// same bits as --fp8-steady-step=false's. The unsplit step launches an
+// amax and a scale kernel per FP8 operand (24, one layout each); the
+// steady one none of them.
+TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
+  LossCurves steady, unsplit;
+  ASSERT_NO_FATAL_FAILURE(train("fp8", 3, steady, false, /*fp8History=*/4));
+  ASSERT_NO_FATAL_FAILURE(
+      train("fp8", 3, unsplit, false, /*fp8History=*/4, false, /*fp8SteadyStep=*/false));
+  ASSERT_EQ(steady.host.size(), unsplit.host.size());
+  for (size_t i = 0; i < steady.host.size(); ++i)
+    EXPECT_EQ(steady.host[i], unsplit.host[i]) << "step " << i;
+  EXPECT_EQ(steady.hostHistories, unsplit.hostHistories);
+  EXPECT_EQ(steady.reference, unsplit.reference) << "the interpreter's steps differ";
+  EXPECT_EQ(steady.scaleLaunches["train_step"],
+            (std::map<std::string, int64_t>{{"fp8_delayed_scales", 1}}));
+  EXPECT_EQ(steady.scaleLaunches["train_step_first"],
+            unsplit.scaleLaunches["train_step"]);
+  EXPECT_EQ(unsplit.scaleLaunches["train_step"]["fp8_scale"], 24);
+  EXPECT_EQ(unsplit.scaleLaunches.count("train_step_first"), 0u);
 }
 
 // --fp8-lm-head on the Host executable against the fp64 reference of the

@@ -31,12 +31,13 @@ protected:
 
   /// Compiles `preset` (B=2, lr 1e-3) to a Host step.fb at `path`.
   void emit(const std::string &path, const std::string &preset = "mini", int64_t seq = 32,
-            const std::string &precision = "fp32") {
+            const std::string &precision = "fp32", bool fp8SteadyStep = true) {
     ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
       o.batch = 2;
       o.seq = seq;
       o.lr = 1e-3;
       o.precision = precision;
+      o.fp8SteadyStep = fp8SteadyStep;
     })) << diagnostics;
     codegen::EmitOptions options;
     options.target = codegen::EmitOptions::Target::Host;
@@ -130,6 +131,23 @@ TEST_F(ResumeTest, Fp8ResumeKeepsTheAmaxHistories) {
   std::vector<gptrun::StepRecord> resumed = train(options(kSteps, a, "latest"));
   ASSERT_EQ(resumed.size(), size_t(kSteps - 3));
   expectSameBits(straight, resumed);
+}
+
+// Verify that the Trainer runs an fp8 executable's @train_step_first for
+// the first step from @init and @train_step after it: the same bits as the
+// unsplit executable (--fp8-steady-step=false) at every step. Running
+// @train_step first would scale every FP8 tensor by 1 (empty histories).
+TEST_F(ResumeTest, Fp8FirstStepRunsItsOwnProgram) {
+  exe = (dir / "mini-fp8-unsplit.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp8", /*fp8SteadyStep=*/false));
+  std::vector<gptrun::StepRecord> unsplit = train(options(kSteps));
+  exe = (dir / "mini-fp8.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp8"));
+  ASSERT_TRUE(module->lookupSymbol("train_step_first"));
+  std::vector<gptrun::StepRecord> split = train(options(kSteps));
+  ASSERT_EQ(unsplit.size(), size_t(kSteps));
+  ASSERT_EQ(split.size(), size_t(kSteps));
+  expectSameBits(unsplit, split);
 }
 
 // Verify the step loop without host syncs (step s+1 enqueued before step

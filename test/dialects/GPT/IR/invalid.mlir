@@ -1550,6 +1550,44 @@ func.func @fp8_cast_transpose_sum_rank(%x: tensor<16xbf16>, %s: tensor<f32>) {
 
 // -----
 
+// Tests that gpt.fp8_delayed_scales takes each history once: each
+// shifted history may be stored over its own.
+func.func @fp8_delayed_scales_repeated(%h: tensor<4xf32>) {
+  // expected-error @+1 {{history 1 repeats history 0}}
+  %r:6 = gpt.fp8_delayed_scales (e4m3 %h, e4m3 %h) : tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_delayed_scales needs a history (the generic form:
+// the custom one cannot spell none).
+func.func @fp8_delayed_scales_none() {
+  // expected-error @+1 {{needs at least one history}}
+  "gpt.fp8_delayed_scales"() <{formats = array<i32>}> : () -> ()
+  return
+}
+
+// -----
+
+// Tests that a format gpt.fp8_delayed_scales does not know is named.
+func.func @fp8_delayed_scales_format(%h: tensor<4xf32>) {
+  // expected-error @+1 {{expected an FP8 format (e4m3 or e5m2), got 'e3m4'}}
+  %r:3 = gpt.fp8_delayed_scales (e3m4 %h) : tensor<4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.fp8_delayed_scales' histories hold an amax.
+func.func @fp8_delayed_scales_empty(%h: tensor<0xf32>) {
+  // expected-error @+1 {{history 0 must hold at least one amax, got 'tensor<0xf32>'}}
+  %r:3 = gpt.fp8_delayed_scales (e5m2 %h) : tensor<0xf32>
+  return
+}
+
+// -----
+
 // Tests that gpt.fp8_scale folds a GELU or a GELU gradient, not both.
 func.func @fp8_scale_gelu_and_gelu_grad(%dh: tensor<8x16xbf16>, %pre: tensor<8x16xbf16>) {
   // expected-error @+1 {{takes gelu or gelu_grad, not both}}

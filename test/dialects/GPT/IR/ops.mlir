@@ -1062,6 +1062,19 @@ func.func @fp8_scale(%x: tensor<2x8x16xbf16>) -> (tensor<f32>, tensor<f32>) {
 
 // -----
 
+// Tests that gpt.fp8_delayed_scales round-trips each history with its
+// format, giving the scales, the inverses and the shifted histories.
+// CHECK-LABEL: func.func @fp8_delayed_scales
+// CHECK-SAME:    %[[H0:.*]]: tensor<16xf32>, %[[H1:.*]]: tensor<4xf32>
+func.func @fp8_delayed_scales(%h0: tensor<16xf32>, %h1: tensor<4xf32>) -> (tensor<f32>, tensor<f32>, tensor<4xf32>) {
+  // CHECK: %[[R:.*]]:6 = gpt.fp8_delayed_scales (e4m3 %[[H0]], e5m2 %[[H1]]) : tensor<16xf32>, tensor<4xf32>
+  %r:6 = gpt.fp8_delayed_scales (e4m3 %h0, e5m2 %h1) : tensor<16xf32>, tensor<4xf32>
+  // CHECK: return %[[R]]#1, %[[R]]#2, %[[R]]#5 : tensor<f32>, tensor<f32>, tensor<4xf32>
+  return %r#1, %r#2, %r#5 : tensor<f32>, tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
 // Tests that gpt.fp8_quantize round-trips, with and without transpose,
 // giving the format's element type.
 // CHECK-LABEL: func.func @fp8_quantize
