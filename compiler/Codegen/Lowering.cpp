@@ -1186,7 +1186,7 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
     if (llvm::isa<ScaledMatmulOp, Fp8TransposeOp, ReshapeOp>(op))
       return true;
     return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp, Fp8CastTransposeSumOp,
-                     Fp8CrossEntropyGradOp>(op) &&
+                     Fp8CrossEntropyGradOp, AddLayerNormFp8Op>(op) &&
            v.getDefiningOp() == op;
   };
   // The signature first: it names the parameter (folded constants in @init
@@ -1559,6 +1559,37 @@ void recordAmax(KB &k, Value recorded, Value amax) {
   Value bits = arith::BitcastOp::create(k.b, k.loc, k.b.getI32Type(), amax);
   memref::AtomicRMWOp::create(k.b, k.loc, arith::AtomicRMWKind::maxu, bits, recorded,
                               ValueRange{k.idx(0)});
+}
+
+/// layernormRow's y for the row of `x`, rounded to `rounded` (the type the
+/// unfused layernorm stored), times the scale *scale, stored as FP8 codes
+/// into `q`: the arithmetic of the layernorm's store and the cast kernel's
+/// load, scaling and conversion, so the same codes. With `recorded`, the
+/// row's amax of the rounded y raises its first element.
+void layernormRowFp8(RowLanes &rl, RowVals &x, Value w, Value b, Value q, Value scale,
+                     Value recorded, Value base, int64_t n, double eps, Type t, Type rounded,
+                     Fp8Format format, bool cvt) {
+  KB &k = rl.k;
+  auto [mean, rstd] = meanAndRstd(rl, x, n, eps, t);
+  Value s = k.ld(scale, k.idx(0));
+  Value m = rl.foldChunks(n, {k.f(0, t)}, [&](ArrayRef<Value> cols, ValueRange acc) {
+    Value mx = acc[0];
+    SmallVector<Value> ys;
+    for (Value i : cols) {
+      Value xh = k.mul(k.sub(x(i), mean), rstd);
+      Value y = k.convert(k.convert(k.add(k.mul(xh, k.ld(w, i)), k.ld(b, i)), rounded), t);
+      mx = k.fmax(mx, math::AbsFOp::create(k.b, k.loc, y));
+      ys.push_back(k.mul(y, s));
+    }
+    SmallVector<Value> codes = fp8Codes(k, ys, format, cvt && ys.size() % 2 == 0);
+    for (auto [i, code] : llvm::zip(cols, codes))
+      k.st(code, q, k.add(base, i));
+    return SmallVector<Value>{mx};
+  })[0];
+  if (recorded) {
+    m = rl.max(m);
+    rl.once([&] { recordAmax(k, recorded, m); });
+  }
 }
 
 /// gpt.fp8_scale: stages of maxima of |x| until at most kAmaxLast partials
@@ -2537,6 +2568,43 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                    return {{s, a[4], at}};
                  });
                  layernormRow(rl, sum, a[2], a[3], a[5], base, c, eps, b.getF32Type());
+               });
+        return success();
+      })
+      .Case<AddLayerNormFp8Op>([&](AddLayerNormFp8Op ln) {
+        // add_layernorm_forward's kernel, storing FP8 codes for the result.
+        int64_t c = lastDim(ln.getSum()), rows = numel(ln.getSum()) / c;
+        double eps = ln.getEpsilon().convertToDouble();
+        Type ft = Float32Type::get(ctx), rounded = ln.getRoundedTo();
+        std::vector<Type> types = {flat(ln.getLhs()),  flat(ln.getRhs()), flat(ln.getWeight()),
+                                   flat(ln.getBias()), flat(ln.getSum()),
+                                   flatOf(rows * c, IntegerType::get(ctx, 8)), flatOf(1, ft)};
+        std::vector<Operand> args = {t(ln.getLhs()),  t(ln.getRhs()),    t(ln.getWeight()),
+                                     t(ln.getBias()), t(ln.getSum()),    t(ln.getResult()),
+                                     t(ln.getScale())};
+        bool records = static_cast<bool>(ln.getRecorded());
+        if (records) { // a[7]: the row maxima raise its first element
+          auto [type, arg] = recordedArg(op, ln.getHistory(), ln.getRecorded());
+          types.push_back(type);
+          args.push_back(arg);
+        }
+        Fp8Format format = ln.getFormat();
+        bool cvt = options.cudaArch >= 89;
+        launch(op, key, "add_layernorm_fp8", types, args, rows * lanes,
+               [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                 KB k{b, loc};
+                 RowLanes rl(k, idx, lanes);
+                 rl.keepResident(c);
+                 Value base = k.mul(rl.row, k.idx(c));
+                 RowVals sum(rl, a[4], base, /*preload=*/false);
+                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
+                   Value at = k.add(base, i);
+                   Value s = k.add(k.ld(a[0], at), k.ld(a[1], at));
+                   sum.stored(rl, i, s);
+                   return {{s, a[4], at}};
+                 });
+                 layernormRowFp8(rl, sum, a[2], a[3], a[5], a[6], records ? a[7] : Value(), base,
+                                 c, eps, b.getF32Type(), rounded, format, cvt);
                });
         return success();
       })

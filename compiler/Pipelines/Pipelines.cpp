@@ -153,12 +153,23 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     distribute.bucketMb = options.bucketMb;
     pm.addPass(createInsertAllReducePass(distribute));
   }
+  // After the collectives (both steps have them); before remat, which
+  // plans each step for the budget.
+  bool steady = options.precision == "fp8" && options.fp8History > 0 && options.fp8SteadyStep;
+  std::vector<std::string> steps = {"train_step"};
+  if (steady) {
+    pm.addPass(createFp8SteadyStepPass());
+    steps.push_back("train_step_first");
+  }
   // After CSE (which would merge the clones back) and the collectives.
   if (options.memoryBudget > 0) {
-    RematerializePassOptions remat;
-    remat.memoryBudget = options.memoryBudget;
-    remat.maxDepth = options.rematMaxDepth;
-    pm.addPass(createRematerializePass(remat));
+    for (const std::string &step : steps) {
+      RematerializePassOptions remat;
+      remat.function = step;
+      remat.memoryBudget = options.memoryBudget;
+      remat.maxDepth = options.rematMaxDepth;
+      pm.addPass(createRematerializePass(remat));
+    }
   }
   // Before gpt-fuse-elementwise, which would take the GELUs into fusions.
   if (options.fuseMatmulEpilogue) {
@@ -173,17 +184,20 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   // before gpt-fuse-elementwise, which would take the gradient casts that
   // narrow-grads removes into a fusion.
   if (options.fuseAdamW) {
-    FuseAdamWPassOptions adamw;
-    adamw.narrowGrads = options.narrowGrads;
-    pm.addPass(createFuseAdamWPass(adamw));
+    for (const std::string &step : steps) {
+      FuseAdamWPassOptions adamw;
+      adamw.function = step;
+      adamw.narrowGrads = options.narrowGrads;
+      pm.addPass(createFuseAdamWPass(adamw));
+    }
   }
   // After the collectives: merged siblings never delay a bucket's operand.
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwisePass());
-  // After every fusion: the two steps are planned and lowered alike.
-  bool steady = options.precision == "fp8" && options.fp8History > 0 && options.fp8SteadyStep;
-  if (steady)
-    pm.addPass(createFp8SteadyStepPass());
+  // After gpt-fuse-elementwise, which makes the residual layernorms; the
+  // steady step's scales exist before its layernorms run.
+  if (steady && options.fuseLayerNormFp8)
+    pm.addPass(createFuseLayerNormFp8Pass());
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.

@@ -214,6 +214,7 @@ private:
         .template Case<EmbedOp>([&](auto o) { return embed(o); })
         .template Case<LayerNormOp>([&](auto o) { return layernorm(o); })
         .template Case<AddLayerNormOp>([&](auto o) { return addLayernorm(o); })
+        .template Case<AddLayerNormFp8Op>([&](auto o) { return addLayernormFp8(o); })
         .template Case<LinearOp>([&](auto o) { return linear(o); })
         .template Case<MatmulOp>([&](auto o) { return matmul(o); })
         .template Case<Fp8MatmulOp>([&](auto o) { return fp8Matmul(o); })
@@ -369,6 +370,25 @@ private:
       sum[i] = narrow ? static_cast<T>(roundTo(sumElt, a[i] + bb[i])) : a[i] + bb[i];
     layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
                   static_cast<T>(op.getEpsilon().convertToDouble()), out(op.getResult()));
+    return success();
+  }
+
+  /// gpt.add_layernorm's sum, and the FP8 codes of its result rounded to
+  /// rounded_to, as its fp8_cast_transpose quantized it.
+  LogicalResult addLayernormFp8(AddLayerNormFp8Op op) {
+    const Buffer &a = in(op.getLhs()), &bb = in(op.getRhs());
+    Type sumElt = llvm::cast<ShapedType>(op.getSum().getType()).getElementType();
+    bool narrow = sumElt.isBF16() || sumElt.isF16();
+    Buffer &sum = out(op.getSum());
+    for (size_t i = 0; i < a.size(); ++i)
+      sum[i] = narrow ? static_cast<T>(roundTo(sumElt, a[i] + bb[i])) : a[i] + bb[i];
+    Buffer y(sum.size());
+    layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
+                  static_cast<T>(op.getEpsilon().convertToDouble()), y);
+    for (T &v : y)
+      v = static_cast<T>(roundTo(op.getRoundedTo(), v));
+    record(op.getHistory(), op.getRecorded(), y);
+    out(op.getResult()) = quantize(y, op.getFormat(), in(op.getScale())[0]);
     return success();
   }
 

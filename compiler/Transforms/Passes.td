@@ -537,8 +537,9 @@ def Fp8SteadyStepPass : Pass<"gpt-fp8-steady-step", "::mlir::ModuleOp"> {
     the first step records; a history that holds none (a tensor that was
     all zeros) scales by 1, where the first step's op measures it.
 
-    Runs after all fusions, just before the memory plan: both programs are
-    planned and lowered alike, and share their kernels.
+    Runs after the collectives and before gpt-rematerialize, which plans
+    each of the two steps for the memory budget; the fusions after it
+    apply to both, and they share their kernels.
 
     ```mlir
     // Before (in @train_step):
@@ -557,6 +558,40 @@ def Fp8SteadyStepPass : Pass<"gpt-fp8-steady-step", "::mlir::ModuleOp"> {
     Statistic<"numScales", "scales", "FP8 scales the steady step takes from their histories">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
+def FuseLayerNormFp8Pass : Pass<"gpt-fuse-layernorm-fp8", "::mlir::ModuleOp"> {
+  let summary = "Makes residual layernorms write their FP8 codes themselves";
+  let description = [{
+    In an FP8 forward each block's layernorms feed FP8 GEMMs: the
+    layernorm kernel stores its bf16 result, and a cast kernel reads it
+    back to write the two FP8 layouts (6 bytes moved per element after the
+    layernorm's reads). Where the cast's scale is known before the
+    layernorm runs (delayed scaling's steady step, `gpt-fp8-steady-step`:
+    the scales come from the histories at the top of the step), the
+    layernorm kernel can write the row-major codes itself (1 byte) and a
+    byte transpose the other layout (2 bytes): half the traffic, and one
+    pass over the bf16 result less.
+
+    Each `gpt.add_layernorm` whose result only a `gpt.fp8_cast_transpose`
+    (without `gelu`) reads, with that cast's scale and history computed
+    before the layernorm, becomes a `gpt.add_layernorm_fp8` and a
+    `gpt.fp8_transpose`. The codes, and the amax recorded, are the cast's:
+    the layernorm's result is rounded to its type before it is scaled.
+
+    ```mlir
+    // Before:
+    %sum, %y = gpt.add_layernorm %h, %x, %w, %b : (...) -> (tensor<8x16xf32>, tensor<8x16xbf16>)
+    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %y, %s history %h0 : (...)
+    // After:
+    %sum, %q, %h1 = gpt.add_layernorm_fp8 e4m3 %h, %x, %w, %b, %s history %h0 {rounded_to = bf16} : (...)
+    %qt = gpt.fp8_transpose %q : (tensor<8x16xf8E4M3FN>) -> tensor<16x8xf8E4M3FN>
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "gpt.add_layernorm ops that write FP8 codes">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
 
 def FuseFp8CastPass : Pass<"gpt-fuse-fp8-cast", "::mlir::ModuleOp"> {

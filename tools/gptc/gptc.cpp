@@ -156,6 +156,13 @@ cl::opt<bool> fp8SteadyStep(
              "every later step takes all its FP8 scales from the histories in one kernel "
              "launch instead of two launches per FP8 operand (gpt-fp8-steady-step)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> fuseLayerNormFp8(
+    "fuse-layernorm-fp8",
+    cl::desc("With --fp8-steady-step: the steady step's residual layernorms write the FP8 "
+             "codes of their result (the scale is known before they run) and a byte "
+             "transpose the other layout, where a bf16 result and a cast kernel did "
+             "(gpt-fuse-layernorm-fp8)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseGradAccumulation(
     "fuse-grad-accumulation",
     cl::desc("With --precision=fp8 and --accum-steps > 1: the first micro-batch's weight-gradient "
@@ -353,6 +360,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
   options.fuseFp8Cast = fuseFp8Cast;
   options.fp8SteadyStep = fp8SteadyStep;
+  options.fuseLayerNormFp8 = fuseLayerNormFp8;
   options.fuseGradAccumulation = fuseGradAccumulation;
   options.rematMaxDepth = rematMaxDepth;
 }

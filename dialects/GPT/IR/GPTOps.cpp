@@ -342,6 +342,8 @@ Fp8History mlir::gpt::getFp8History(Operation *op) {
     return {ct.getHistory(), ct.getRecorded()};
   if (auto cs = llvm::dyn_cast<Fp8CastTransposeSumOp>(op))
     return {cs.getHistory(), cs.getRecorded()};
+  if (auto ln = llvm::dyn_cast<AddLayerNormFp8Op>(op))
+    return {ln.getHistory(), ln.getRecorded()};
   return {};
 }
 
@@ -1056,6 +1058,41 @@ LogicalResult AddLayerNormOp::verify() {
       !compatible(bias.getDimSize(0), c) || w.getElementType() != bias.getElementType() ||
       !sameOrNarrowerFloat(sum.getElementType(), w.getElementType()))
     return emitOpError("weight and bias must be (C) in the sum's type or a wider one");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AddLayerNormFp8Op
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddLayerNormFp8Op::verify() {
+  auto a = rtt(getLhs()), b = rtt(getRhs()), sum = rtt(getSum()), q = rtt(getResult());
+  auto w = rtt(getWeight()), bias = rtt(getBias());
+  auto width = [](Type t) { return t.getIntOrFloatBitWidth(); };
+  if (a.getShape() != sum.getShape() || b.getShape() != sum.getShape() ||
+      q.getShape() != sum.getShape() || sum.getRank() < 1)
+    return emitOpError("lhs, rhs, sum and result must have one shape (..., C)");
+  if (width(a.getElementType()) > width(sum.getElementType()) ||
+      width(b.getElementType()) > width(sum.getElementType()))
+    return emitOpError("sum must have the widest element type, got ")
+           << a << " + " << b << " -> " << sum;
+  int64_t c = sum.getShape().back();
+  if (w.getRank() != 1 || bias.getRank() != 1 || !compatible(w.getDimSize(0), c) ||
+      !compatible(bias.getDimSize(0), c) || w.getElementType() != bias.getElementType() ||
+      !sameOrNarrowerFloat(sum.getElementType(), w.getElementType()))
+    return emitOpError("weight and bias must be (C) in the sum's type or a wider one");
+  auto rounded = llvm::dyn_cast<FloatType>(getRoundedTo());
+  if (!rounded || width(rounded) > width(sum.getElementType()) || width(rounded) < 16)
+    return emitOpError("rounded_to must be a float type of 16 bits up to the sum's, got ")
+           << getRoundedTo();
+  bool e5m2 = getFormat() == Fp8Format::E5M2;
+  if (e5m2 != llvm::isa<Float8E5M2Type>(q.getElementType()))
+    return emitOpError("result must hold ") << stringifyFp8Format(getFormat()) << " codes, got "
+                                            << q;
+  if (static_cast<bool>(getHistory()) != static_cast<bool>(getRecorded()))
+    return emitOpError("records a history exactly when it takes one");
+  if (getHistory() && getHistory().getType() != getRecorded().getType())
+    return emitOpError("recorded must have the history's type ") << getHistory().getType();
   return success();
 }
 

@@ -1059,6 +1059,40 @@ def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def GPT_AddLayerNormFp8Op : GPT_Op<"add_layernorm_fp8", [Pure]> {
+  let summary = "gpt.add_layernorm whose normalized result is stored as FP8 codes";
+  let description = [{
+    `sum` as `gpt.add_layernorm`'s, and `result` the codes of
+    `gpt.fp8_quantize(y, scale)` where `y` is `gpt.add_layernorm`'s result
+    rounded to `rounded_to` (the type the unfused op stored): the same
+    codes as the layernorm followed by its FP8 cast, without storing `y`
+    and reading it back. With a `history`, `recorded` is as
+    `gpt.fp8_quantize`'s: the history with its first element raised to
+    the amax of `y`. `gpt-fuse-layernorm-fp8` makes it where the scale is
+    known before the layernorm runs (delayed scaling's steady step); a
+    `gpt.fp8_transpose` of `result` gives the other layout.
+
+    ```mlir
+    %sum, %q, %h1 = gpt.add_layernorm_fp8 e4m3 %h, %x, %w, %b, %s history %h0
+        {epsilon = 1.0e-05 : f64, rounded_to = bf16}
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>,
+           tensor<f32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E4M3FN>, tensor<16xf32>)
+    ```
+  }];
+  let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs,
+                       GPT_FloatTensor:$weight, GPT_FloatTensor:$bias, 0DTensorOf<[F32]>:$scale,
+                       Optional<1DTensorOf<[F32]>>:$history, TypeAttr:$rounded_to,
+                       DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
+  let results = (outs GPT_FloatTensor:$sum, RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
+                      Optional<1DTensorOf<[F32]>>:$recorded);
+  let assemblyFormat = [{
+    $format $lhs `,` $rhs `,` $weight `,` $bias `,` $scale (`history` $history^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def GPT_GeluGradSumOp : GPT_Op<"gelu_grad_sum", [Pure]> {
   let summary = "gpt.gelu_grad and the sums of its result over all but the last dimension";
   let description = [{

@@ -32,7 +32,8 @@ struct LossCurves {
   std::vector<double> host, reference;
   int64_t bf16Gemms = 0, fp8Gemms = 0, gemms = 0; // GEMMs with bf16 / FP8 A and B, all GEMMs
   // Launches per program ("train_step", "train_step_first") of the scale
-  // kernels: fp8_amax, fp8_scale and fp8_delayed_scales.
+  // kernels (fp8_amax, fp8_scale, fp8_delayed_scales) and of the layernorms
+  // that write FP8 codes (add_layernorm_fp8, and fp8_transpose).
   std::map<std::string, std::map<std::string, int64_t>> scaleLaunches;
   // The FP8 amax histories after the last reference step: the Host
   // session's and the reference's, in @train_step's order.
@@ -77,7 +78,8 @@ protected:
             for (const schema::Command *c : *p->commands())
               if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
                 std::string kernel = exe->kernels()->Get(l->kernel())->name()->str();
-                for (const char *base : {"fp8_amax", "fp8_scale", "fp8_delayed_scales"})
+                for (const char *base : {"fp8_amax", "fp8_scale", "fp8_delayed_scales",
+                                         "add_layernorm_fp8", "fp8_transpose"})
                   if (kernel.rfind(std::string(base) + "_", 0) == 0 &&
                       std::isdigit(static_cast<unsigned char>(kernel[std::strlen(base) + 1])))
                     ++curves.scaleLaunches[p->name()->str()][base];
@@ -245,8 +247,9 @@ TEST_F(HostTrainTest, NarrowResidualTracksFp32) {
 // backend decodes the codes and applies the scales) against the fp64
 // interpreter running the same lowered IR, which quantizes in f64. Every
 // block GEMM, forward and backward, is FP8: per layer 4 forward and 8
-// backward in @train_step and 4 in each of @forward and @logits, 2 layers:
-// 40; the LM head's 5 (3 in @train_step) stay bf16. Measured (mini, B=2, T=32,
+// backward in each of @train_step and @train_step_first and 4 in each of
+// @forward and @logits, 2 layers: 64; the LM head's 8 (3 in each train
+// step program) stay bf16. Measured (mini, B=2, T=32,
 // lr 1e-3): at step 0 (the same parameters) the losses differ by 3.9e-7
 // relative, while FP8 moves the loss 9.2e-5 from bf16's; over 10 steps the
 // training dynamics amplify rounding differences to 9.0e-5 (bf16 against
@@ -256,9 +259,9 @@ TEST_F(HostTrainTest, Fp8ExecutableTracksItsReference) {
   LossCurves fp8, bf16;
   ASSERT_NO_FATAL_FAILURE(train("fp8", kBf16ReferenceSteps, fp8));
   ASSERT_NO_FATAL_FAILURE(train("bf16", 0, bf16));
-  EXPECT_EQ(fp8.fp8Gemms, 40);
-  EXPECT_EQ(fp8.bf16Gemms, 5);
-  EXPECT_EQ(fp8.gemms, 45);
+  EXPECT_EQ(fp8.fp8Gemms, 64);
+  EXPECT_EQ(fp8.bf16Gemms, 8);
+  EXPECT_EQ(fp8.gemms, 72);
   EXPECT_EQ(bf16.fp8Gemms, 0);
   double first = std::fabs(fp8.host[0] - fp8.reference[0]) / fp8.reference[0];
   double effect = std::fabs(fp8.host[0] - bf16.host[0]) / bf16.host[0];
@@ -321,7 +324,10 @@ TEST_F(HostTrainTest, Fp8DelayedScalingRecordsEachTensorsAmax) {
 // unsplit step, so the 20 steps' losses and the final histories are the
 // same bits as --fp8-steady-step=false's. The unsplit step launches an
 // amax and a scale kernel per FP8 operand (24, one layout each); the
-// steady one none of them.
+// steady one none of them. In the steady step the 3 residual layernorms
+// that feed FP8 GEMMs (not the final one: the LM head is bf16) write their
+// codes (gpt-fuse-layernorm-fp8): the same codes as their casts, or the
+// losses would differ.
 TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
   LossCurves steady, unsplit;
   ASSERT_NO_FATAL_FAILURE(train("fp8", 3, steady, false, /*fp8History=*/4));
@@ -333,7 +339,8 @@ TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
   EXPECT_EQ(steady.hostHistories, unsplit.hostHistories);
   EXPECT_EQ(steady.reference, unsplit.reference) << "the interpreter's steps differ";
   EXPECT_EQ(steady.scaleLaunches["train_step"],
-            (std::map<std::string, int64_t>{{"fp8_delayed_scales", 1}}));
+            (std::map<std::string, int64_t>{
+                {"fp8_delayed_scales", 1}, {"add_layernorm_fp8", 3}, {"fp8_transpose", 3}}));
   EXPECT_EQ(steady.scaleLaunches["train_step_first"],
             unsplit.scaleLaunches["train_step"]);
   EXPECT_EQ(unsplit.scaleLaunches["train_step"]["fp8_scale"], 24);
@@ -341,8 +348,8 @@ TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
 }
 
 // --fp8-lm-head on the Host executable against the fp64 reference of the
-// same IR: all 45 GEMMs are FP8 (the LM head's 3 in @train_step and 1 in
-// each of @forward and @logits join the blocks' 40), and the losses track
+// same IR: all 72 GEMMs are FP8 (the LM head's 3 in each train step
+// program and 1 in each of @forward and @logits join the blocks' 64), and the losses track
 // the reference as the blocks-only fp8 step does; its gradient's codes
 // come from the loss kernel (gpt-fp8-cross-entropy-grad). Measured (mini,
 // B=2, T=32): step 0 2.25e-7 relative, over 10 steps 1.42e-4 (1.3e-4 with
@@ -354,7 +361,7 @@ TEST_F(HostTrainTest, Fp8LmHeadTracksItsReference) {
   LossCurves head, blocks;
   ASSERT_NO_FATAL_FAILURE(train("fp8", kBf16ReferenceSteps, head, false, 16, /*fp8LmHead=*/true));
   ASSERT_NO_FATAL_FAILURE(train("fp8", 0, blocks));
-  EXPECT_EQ(head.fp8Gemms, 45);
+  EXPECT_EQ(head.fp8Gemms, 72);
   EXPECT_EQ(head.bf16Gemms, 0);
   double first = std::fabs(head.host[0] - head.reference[0]) / head.reference[0];
   double worst = 0;

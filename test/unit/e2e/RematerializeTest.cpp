@@ -97,9 +97,12 @@ TEST_F(RematerializeTest, Fp32BudgetTrainsBitIdentical) { expectSameBits("fp32",
 // Verify bf16: 0.00025 GiB (262.1 KiB) against 295.0 KiB unbudgeted.
 TEST_F(RematerializeTest, Bf16BudgetTrainsBitIdentical) { expectSameBits("bf16", 0.00025); }
 
-// Verify fp8: 0.00023 GiB (241.2 KiB) against 279.8 KiB unbudgeted; the
-// plan recomputes an FP8 cast-transpose (both layouts from one clone).
-TEST_F(RematerializeTest, Fp8BudgetTrainsBitIdentical) { expectSameBits("fp8", 0.00023); }
+// Verify fp8: 0.000232 GiB (243.3 KiB) against 283.8 KiB unbudgeted (the
+// steady step's peak, gpt-fp8-steady-step; its scales live through the
+// whole step); the plan recomputes an FP8 cast-transpose (both layouts
+// from one clone). At 0.00023 GiB the placement's gaps leave the plan
+// 0.1 KiB over the budget, which gpt-plan-memory refuses.
+TEST_F(RematerializeTest, Fp8BudgetTrainsBitIdentical) { expectSameBits("fp8", 0.000232); }
 
 // Verify fp8 with chains one op deeper (--remat-max-depth=5): 0.0002 GiB
 // (209.7 KiB), which the default depth cannot reach; the plan rebuilds

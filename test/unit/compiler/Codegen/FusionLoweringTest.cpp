@@ -41,7 +41,7 @@ protected:
   std::vector<codegen::Command> ceGrad, ce;
   bool onePass = true; // LoweringOptions::crossEntropyOnePass
   bool flash = false;   // LoweringOptions::flashAttention
-  bool fp8LmHead = false, fp8CrossEntropyGrad = true; // PipelineOptions
+  bool fp8LmHead = false, fp8CrossEntropyGrad = true, fp8SteadyStep = true; // PipelineOptions
   std::vector<codegen::Command> attentionGrad;
 
   std::optional<codegen::Lowered> lowered;
@@ -55,6 +55,7 @@ protected:
       o.precision = precision;
       o.fp8LmHead = fp8LmHead;
       o.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
+      o.fp8SteadyStep = fp8SteadyStep;
     }));
     codegen::LoweringOptions options;
     options.rowLanes = lanes;
@@ -245,6 +246,7 @@ TEST_F(FusionLoweringTest, CrossEntropyOnePassNeedsNarrowLogitsAndItsOption) {
 // pass, the rows kernel writes the codes.
 TEST_F(FusionLoweringTest, Fp8LogitGradientIsWrittenByTheLossKernel) {
   fp8LmHead = true;
+  fp8SteadyStep = false; // one train step, whose scales are launches of their own
   fp8CrossEntropyGrad = false;
   ASSERT_NO_FATAL_FAILURE(lower(true, true, "fp8", true, "tiny", 32, /*vectorAccess=*/true));
   std::map<std::string, int> castFirst = launches;
