@@ -119,6 +119,12 @@ void dump(const EmitOptions &options, const std::string &name,
     write(os);
 }
 
+/// Whether each CUDA kernel starts with griddepcontrol.wait (sm_90 and
+/// later): the schema's Kernel.waits_for_prior_grids.
+bool waitsForPriorGrids(const EmitOptions &options) {
+  return cudaComputeCapability(options.chip) >= 90;
+}
+
 /// The chip the kernels are compiled for: wgmma exists only on sm_90a
 /// (PTX for exactly sm_90 parts).
 std::string kernelChip(const EmitOptions &options, const Lowered &lowered) {
@@ -161,6 +167,11 @@ OwningOpRef<ModuleOp> buildGpuKernels(MLIRContext *ctx, const Lowered &lowered,
     }
     OpBuilder::InsertionGuard g(b);
     b.setInsertionPointToStart(&fn.getBody().front());
+    // sm_90: the runtime may launch a kernel before the one it depends on
+    // has finished (programmatic dependent launch); it waits here until
+    // that one's writes are visible. Without such a launch this is a no-op.
+    if (waitsForPriorGrids(options))
+      NVVM::GriddepcontrolOp::create(b, loc, NVVM::GridDepActionKind::wait);
     Value bid = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value bdim = gpu::BlockDimOp::create(b, loc, gpu::Dimension::x);
     Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -467,12 +478,13 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     cubins.push_back(b.CreateVector(part.cubin));
     ptxs.push_back(b.CreateString(part.ptx));
   }
+  bool waits = !host && waitsForPriorGrids(options);
   for (auto [index, k] : llvm::enumerate(lowered->kernels))
     kernelDefs.push_back(s::CreateKernel(b, b.CreateString(k.name),
                                          host ? 0 : cubins[partOf(index)],
                                          host ? 0 : ptxs[partOf(index)],
                                          host ? b.CreateString(k.name) : 0,
-                                         static_cast<uint32_t>(k.argTypes.size())));
+                                         static_cast<uint32_t>(k.argTypes.size()), waits));
   auto hostBytes = host ? b.CreateVector(hostObject) : fb::Offset<fb::Vector<uint8_t>>();
   std::vector<fb::Offset<s::Gemm>> gemms;
   for (const GemmDesc &g : lowered->gemms)

@@ -38,7 +38,8 @@ StatusOr<Driver> load() {
   for (Status s :
        {fetch("cuModuleLoadData", d.moduleLoadData),
         fetch("cuModuleGetFunction", d.moduleGetFunction), fetch("cuModuleUnload", d.moduleUnload),
-        fetch("cuLaunchKernel", d.launchKernel), fetch("cuFuncSetAttribute", d.funcSetAttribute),
+        fetch("cuLaunchKernel", d.launchKernel), fetch("cuLaunchKernelEx", d.launchKernelEx),
+        fetch("cuFuncSetAttribute", d.funcSetAttribute),
         fetch("cuGetErrorString", d.getErrorString), fetch("cuGetErrorName", d.getErrorName)})
     if (!s)
       return s;

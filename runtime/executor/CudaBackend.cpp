@@ -315,9 +315,28 @@ Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index,
     case schema::Op::LaunchKernel: {
       const auto *l = cmd->op_as_LaunchKernel();
       const auto &g = *l->grid(), &b = *l->block();
-      s = GPT_CU_STATUS(driver_->launchKernel(functions_[l->kernel()], g[0], g[1], g[2], b[0], b[1],
-                                              b[2], l->shared_bytes(), stream, args[c].argv.data(),
-                                              nullptr));
+      if (options_.programmaticLaunch && exe.kernels()->Get(l->kernel())->waits_for_prior_grids()) {
+        CUlaunchAttribute attr{};
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig config{};
+        config.gridDimX = g[0];
+        config.gridDimY = g[1];
+        config.gridDimZ = g[2];
+        config.blockDimX = b[0];
+        config.blockDimY = b[1];
+        config.blockDimZ = b[2];
+        config.sharedMemBytes = l->shared_bytes();
+        config.hStream = stream;
+        config.attrs = &attr;
+        config.numAttrs = 1;
+        s = GPT_CU_STATUS(driver_->launchKernelEx(&config, functions_[l->kernel()],
+                                                  args[c].argv.data(), nullptr));
+      } else {
+        s = GPT_CU_STATUS(driver_->launchKernel(functions_[l->kernel()], g[0], g[1], g[2], b[0],
+                                                b[1], b[2], l->shared_bytes(), stream,
+                                                args[c].argv.data(), nullptr));
+      }
       if (!s)
         s = Status::error("kernel '" + kernelName(*exe.kernels()->Get(l->kernel())) +
                           "': " + s.message());

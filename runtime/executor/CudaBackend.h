@@ -37,6 +37,11 @@ struct CudaBackendOptions {
   bool graphs = false;                          // capture each program once, replay it afterwards
   size_t gemmWorkspaceBytes = size_t(32) << 20; // per stream
   bool gemmAutotune = false;                    // time cuBLASLt's candidates (CublasLtGemm)
+  /// Launch the kernels whose schema entry says they wait for prior grids
+  /// (griddepcontrol.wait first, sm_90) with programmatic stream
+  /// serialization: their blocks may start while the kernel before them in
+  /// the stream drains, and wait for its writes.
+  bool programmaticLaunch = true;
   /// This rank's collective for a data-parallel executable (NCCL); null
   /// for one device. AllReduce commands are enqueued through it on their
   /// stream. Must outlive the backend.

@@ -24,6 +24,7 @@ struct Options {
   bool graph = true;                 // --no-graph turns CUDA graphs off
   bool graphGiven = false;           // --graph or --no-graph was given
   bool gemmAutotune = false;         // --gemm-autotune: time cuBLASLt's candidates
+  bool programmaticLaunch = true;    // --pdl / --no-pdl: programmatic dependent launch
   bool overlap = true;               // --no-overlap: wait for each step before the next
   int device = 0;                    // --device
   bool deviceGiven = false;          // --device was given (CUDA only)

@@ -9,6 +9,16 @@
 // SM90: .version 8.0
 // SM90: .target sm_90{{$}}
 // SM90: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// Every sm_90 kernel first waits for the grids before it (programmatic
+// dependent launch; the runtime's --pdl); sm_80's have no such instruction.
+// RUN: FileCheck %s --check-prefix=WAIT < %t.90/kernels.ptx
+// WAIT-LABEL: .entry
+// WAIT-NOT: ld.global
+// WAIT: griddepcontrol.wait
+// RUN: rm -rf %t.80 && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=bf16 --cuda-arch=sm_80 -o %t.80.fb --dump-ir-after-each-pass=%t.80
+// RUN: FileCheck %s --check-prefix=NOWAIT < %t.80/kernels.ptx
+// NOWAIT: .target sm_80
+// NOWAIT-NOT: griddepcontrol
 
 // Consumer Blackwell needs PTX 8.7; its flash kernels use mma.sync.
 // RUN: rm -rf %t.120 && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=bf16 --cuda-arch=sm_120 -o %t.120.fb --dump-ir-after-each-pass=%t.120

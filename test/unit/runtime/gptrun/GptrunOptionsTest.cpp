@@ -177,6 +177,22 @@ TEST(GptrunOptionsTest, GemmAutotuneFlag) {
             "--gemm-autotune takes no value");
 }
 
+// Verify that programmatic dependent launch is on by default, --no-pdl
+// turns it off and --pdl on again (the last one given wins), neither takes
+// a value.
+TEST(GptrunOptionsTest, PdlFlags) {
+  StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_TRUE(o->programmaticLaunch);
+  o = parseOptions({"step.fb", "--data", "t.bin", "--no-pdl"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_FALSE(o->programmaticLaunch);
+  o = parseOptions({"step.fb", "--data", "t.bin", "--no-pdl", "--pdl"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_TRUE(o->programmaticLaunch);
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--no-pdl=1"}), "--no-pdl takes no value");
+}
+
 TEST(GptrunOptionsTest, Gpus) {
   StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin"});
   ASSERT_TRUE(o) << o.status().message();
