@@ -267,6 +267,21 @@ void layernormRow(RowLanes &rl, RowVals &x, Value w, Value b, Value y, Value bas
   });
 }
 
+/// The residual sum lhs + rhs of the row at `base` (n columns), stored into
+/// `sum` and kept for the layernorm that reads it: each lane reads back only
+/// the columns it stored, so no barrier (a resident row keeps them instead).
+RowVals storeRowSum(RowLanes &rl, Value lhs, Value rhs, Value sum, Value base, int64_t n) {
+  KB &k = rl.k;
+  RowVals vals(rl, sum, base, /*preload=*/false);
+  rl.each(n, [&](Value i) -> SmallVector<KB::Store> {
+    Value at = k.add(base, i);
+    Value s = k.add(k.ld(lhs, at), k.ld(rhs, at));
+    vals.stored(rl, i, s);
+    return {{s, sum, at}};
+  });
+  return vals;
+}
+
 /// max_i x[base + i] and sum_i exp(x[base + i] - max) over i < n: the
 /// statistics of a stable softmax / log-sum-exp row.
 std::pair<Value, Value> maxAndSumExp(RowLanes &rl, Value x, Value base, int64_t n, Type t) {
@@ -1824,7 +1839,7 @@ LogicalResult Lowerer::lowerFp8DelayedScales(Fp8DelayedScalesOp op) {
   for (auto [i, h] : llvm::enumerate(op.getHistories()))
     byLength[numel(h)].push_back(static_cast<unsigned>(i));
   for (auto &[past, which] : byLength) {
-    std::vector<Operand> spans;
+    std::vector<TensorInfo> spans;
     std::vector<std::vector<int64_t>> offsets(kArrays);
     for (int a = 0; a < kArrays; ++a) {
       SmallVector<int64_t> members;
@@ -1833,10 +1848,13 @@ LogicalResult Lowerer::lowerFp8DelayedScales(Fp8DelayedScalesOp op) {
       auto span = spanOf(result.tensors, members, std::string("fp8.") + names[a], offsets[a]);
       if (!span)
         break;
-      spans.push_back(Operand{Operand::Tensor, addTensor(*span)});
+      spans.push_back(*span);
     }
     if (spans.size() == kArrays) {
-      emit(past, which, std::move(spans), std::move(offsets));
+      std::vector<Operand> arrays;
+      for (TensorInfo &span : spans)
+        arrays.push_back(Operand{Operand::Tensor, addTensor(std::move(span))});
+      emit(past, which, std::move(arrays), std::move(offsets));
       continue;
     }
     for (unsigned i : which) {
@@ -2558,15 +2576,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  RowLanes rl(k, idx, lanes);
                  rl.keepResident(c);
                  Value base = k.mul(rl.row, k.idx(c));
-                 // Each lane reads back only the columns it stored: no
-                 // barrier (a resident row keeps them instead).
-                 RowVals sum(rl, a[4], base, /*preload=*/false);
-                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
-                   Value at = k.add(base, i);
-                   Value s = k.add(k.ld(a[0], at), k.ld(a[1], at));
-                   sum.stored(rl, i, s);
-                   return {{s, a[4], at}};
-                 });
+                 RowVals sum = storeRowSum(rl, a[0], a[1], a[4], base, c);
                  layernormRow(rl, sum, a[2], a[3], a[5], base, c, eps, b.getF32Type());
                });
         return success();
@@ -2596,13 +2606,7 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  RowLanes rl(k, idx, lanes);
                  rl.keepResident(c);
                  Value base = k.mul(rl.row, k.idx(c));
-                 RowVals sum(rl, a[4], base, /*preload=*/false);
-                 rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
-                   Value at = k.add(base, i);
-                   Value s = k.add(k.ld(a[0], at), k.ld(a[1], at));
-                   sum.stored(rl, i, s);
-                   return {{s, a[4], at}};
-                 });
+                 RowVals sum = storeRowSum(rl, a[0], a[1], a[4], base, c);
                  layernormRowFp8(rl, sum, a[2], a[3], a[5], a[6], records ? a[7] : Value(), base,
                                  c, eps, b.getF32Type(), rounded, format, cvt);
                });

@@ -360,14 +360,20 @@ private:
     return success();
   }
 
-  LogicalResult addLayernorm(AddLayerNormOp op) {
-    const Buffer &a = in(op.getLhs()), &bb = in(op.getRhs());
-    // The layernorm reads the sum as stored (rounded when narrow).
-    Type sumElt = llvm::cast<ShapedType>(op.getSum().getType()).getElementType();
+  /// A residual layernorm's sum lhs + rhs as stored (rounded when narrow),
+  /// which the layernorm reads.
+  Buffer &residualSum(Value lhs, Value rhs, Value result) {
+    const Buffer &a = in(lhs), &bb = in(rhs);
+    Type sumElt = llvm::cast<ShapedType>(result.getType()).getElementType();
     bool narrow = sumElt.isBF16() || sumElt.isF16();
-    Buffer &sum = out(op.getSum());
+    Buffer &sum = out(result);
     for (size_t i = 0; i < a.size(); ++i)
       sum[i] = narrow ? static_cast<T>(roundTo(sumElt, a[i] + bb[i])) : a[i] + bb[i];
+    return sum;
+  }
+
+  LogicalResult addLayernorm(AddLayerNormOp op) {
+    const Buffer &sum = residualSum(op.getLhs(), op.getRhs(), op.getSum());
     layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
                   static_cast<T>(op.getEpsilon().convertToDouble()), out(op.getResult()));
     return success();
@@ -376,17 +382,15 @@ private:
   /// gpt.add_layernorm's sum, and the FP8 codes of its result rounded to
   /// rounded_to, as its fp8_cast_transpose quantized it.
   LogicalResult addLayernormFp8(AddLayerNormFp8Op op) {
-    const Buffer &a = in(op.getLhs()), &bb = in(op.getRhs());
-    Type sumElt = llvm::cast<ShapedType>(op.getSum().getType()).getElementType();
-    bool narrow = sumElt.isBF16() || sumElt.isF16();
-    Buffer &sum = out(op.getSum());
-    for (size_t i = 0; i < a.size(); ++i)
-      sum[i] = narrow ? static_cast<T>(roundTo(sumElt, a[i] + bb[i])) : a[i] + bb[i];
+    const Buffer &sum = residualSum(op.getLhs(), op.getRhs(), op.getSum());
     Buffer y(sum.size());
     layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
                   static_cast<T>(op.getEpsilon().convertToDouble()), y);
-    for (T &v : y)
-      v = static_cast<T>(roundTo(op.getRoundedTo(), v));
+    // As roundResults would round the unfused layernorm's result.
+    Type rounded = op.getRoundedTo();
+    if (rounded.isBF16() || rounded.isF16())
+      for (T &v : y)
+        v = static_cast<T>(roundTo(rounded, v));
     record(op.getHistory(), op.getRecorded(), y);
     out(op.getResult()) = quantize(y, op.getFormat(), in(op.getScale())[0]);
     return success();

@@ -51,12 +51,13 @@ struct Fp8SteadyStepPass : public gptc::impl::Fp8SteadyStepPassBase<Fp8SteadySte
       if (same.empty() || same.front().getFormat() == scale.getFormat())
         same.push_back(scale);
     }
-    if (byHistory.empty())
-      return; // no delayed scaling: every step is the same
-
+    // Always made, so that the passes after it find the program (with no
+    // history scale the two steps are the same).
     auto first = fn.clone();
     first.setName(firstName);
     symbols.insert(first, std::next(Block::iterator(fn)));
+    if (byHistory.empty())
+      return;
 
     SmallVector<Value> histories;
     SmallVector<int32_t> formats;

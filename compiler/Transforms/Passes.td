@@ -527,8 +527,9 @@ def Fp8SteadyStepPass : Pass<"gpt-fp8-steady-step", "::mlir::ModuleOp"> {
     decision that is the same on every step after the first.
 
     This pass copies `function` as `<function>_first`, unchanged: the
-    runtime runs it for a run's first step (fresh histories), and
-    `function` for every later one. In `function` it replaces every
+    runtime runs it for a run's first step (while the histories are all
+    zeros), and `function` for every later one (the copy is made even
+    where no scale has a history: the passes after it plan both). In `function` it replaces every
     `gpt.fp8_scale` with a history by one `gpt.fp8_delayed_scales` at the
     top of the function: scales from the histories alone, one kernel
     launch for all of them. Where two scales share a history (a

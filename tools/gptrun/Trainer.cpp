@@ -545,11 +545,26 @@ Status Trainer::Impl::findTrainTensors() {
   if (Status s = findIn("train_step", io); !s)
     return s;
   hasFirst = bool(session->program("train_step_first"));
-  if (hasFirst)
-    if (Status s = findIn("train_step_first", firstIo); !s)
+  firstPending = false;
+  if (!hasFirst)
+    return Status::ok();
+  if (Status s = findIn("train_step_first", firstIo); !s)
+    return s;
+  // @train_step_first while every FP8 history is all zeros: a run from
+  // @init, or a checkpoint of one whose first update was skipped. One read
+  // of the histories before the first step.
+  firstPending = true;
+  for (uint32_t i = 0; i < session->schema().tensors()->size() && firstPending; ++i) {
+    const schema::Tensor &t = session->tensor(i);
+    if (t.role() != schema::TensorRole::OptimizerState || !t.name() ||
+        t.name()->str().rfind("fp8.amax_history.", 0) != 0)
+      continue;
+    std::vector<float> history(t.size_bytes() / sizeof(float));
+    if (Status s = session->readTensor(i, history.data(), history.size() * sizeof(float)); !s)
       return s;
-  // From @init: a resumed run's histories come from its checkpoint.
-  firstPending = hasFirst && stepsDone == 0 && !resumeFrom;
+    for (float a : history)
+      firstPending &= a == 0.0f;
+  }
   return Status::ok();
 }
 

@@ -59,11 +59,14 @@ func.func @train_step(%h: tensor<4xf32> {gpt.state = "fp8.amax_history.0"}, %x: 
 
 // -----
 
-// Tests that a step without history scales (current scaling) is left as
-// it is: no @train_step_first, no gpt.fp8_delayed_scales.
+// Tests that a step without history scales (current scaling) keeps its
+// scales, and its copy @train_step_first is made all the same (the passes
+// after this one plan both programs).
 // CHECK-LABEL: func.func @train_step(
+// CHECK-NOT: gpt.fp8_delayed_scales
 // CHECK: gpt.fp8_scale e4m3
-// CHECK-NOT: train_step_first
+// CHECK-LABEL: func.func @train_step_first(
+// CHECK: gpt.fp8_scale e4m3
 // CHECK-NOT: gpt.fp8_delayed_scales
 func.func @train_step(%x: tensor<8x16xbf16>) -> (tensor<f32>) {
   %s, %inv = gpt.fp8_scale e4m3 %x : (tensor<8x16xbf16>) -> (tensor<f32>, tensor<f32>)

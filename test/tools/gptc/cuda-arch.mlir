@@ -10,7 +10,11 @@
 // SM90: .target sm_90{{$}}
 // SM90: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // Every sm_90 kernel first waits for the grids before it (programmatic
-// dependent launch; the runtime's --pdl); sm_80's have no such instruction.
+// dependent launch; the runtime's --pdl): as many waits as kernels, and the
+// first kernel's comes before its loads. sm_80's have no such instruction.
+// RUN: grep -c "\.entry " %t.90/kernels.ptx > %t.90.entries
+// RUN: grep -c "griddepcontrol.wait;" %t.90/kernels.ptx > %t.90.waits
+// RUN: diff %t.90.entries %t.90.waits
 // RUN: FileCheck %s --check-prefix=WAIT < %t.90/kernels.ptx
 // WAIT-LABEL: .entry
 // WAIT-NOT: ld.global
