@@ -1579,11 +1579,12 @@ void recordAmax(KB &k, Value recorded, Value amax) {
 /// layernormRow's y for the row of `x`, rounded to `rounded` (the type the
 /// unfused layernorm stored), times the scale *scale, stored as FP8 codes
 /// into `q`: the arithmetic of the layernorm's store and the cast kernel's
-/// load, scaling and conversion, so the same codes. With `recorded`, the
-/// row's amax of the rounded y raises its first element.
+/// load, scaling and conversion, so the same codes. onCode(column, code)
+/// stores each code's other copy. With `recorded`, the row's amax of the
+/// rounded y raises its first element.
 void layernormRowFp8(RowLanes &rl, RowVals &x, Value w, Value b, Value q, Value scale,
                      Value recorded, Value base, int64_t n, double eps, Type t, Type rounded,
-                     Fp8Format format, bool cvt) {
+                     Fp8Format format, bool cvt, function_ref<void(Value, Value)> onCode) {
   KB &k = rl.k;
   auto [mean, rstd] = meanAndRstd(rl, x, n, eps, t);
   Value s = k.ld(scale, k.idx(0));
@@ -1597,8 +1598,10 @@ void layernormRowFp8(RowLanes &rl, RowVals &x, Value w, Value b, Value q, Value 
       ys.push_back(k.mul(y, s));
     }
     SmallVector<Value> codes = fp8Codes(k, ys, format, cvt && ys.size() % 2 == 0);
-    for (auto [i, code] : llvm::zip(cols, codes))
+    for (auto [i, code] : llvm::zip(cols, codes)) {
       k.st(code, q, k.add(base, i));
+      onCode(i, code);
+    }
     return SmallVector<Value>{mx};
   })[0];
   if (recorded) {
@@ -2582,33 +2585,89 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         return success();
       })
       .Case<AddLayerNormFp8Op>([&](AddLayerNormFp8Op ln) {
-        // add_layernorm_forward's kernel, storing FP8 codes for the result.
+        // add_layernorm_forward's row work, storing both layouts of the
+        // result's FP8 codes.
         int64_t c = lastDim(ln.getSum()), rows = numel(ln.getSum()) / c;
         double eps = ln.getEpsilon().convertToDouble();
-        Type ft = Float32Type::get(ctx), rounded = ln.getRoundedTo();
-        std::vector<Type> types = {flat(ln.getLhs()),  flat(ln.getRhs()), flat(ln.getWeight()),
-                                   flat(ln.getBias()), flat(ln.getSum()),
-                                   flatOf(rows * c, IntegerType::get(ctx, 8)), flatOf(1, ft)};
-        std::vector<Operand> args = {t(ln.getLhs()),  t(ln.getRhs()),    t(ln.getWeight()),
-                                     t(ln.getBias()), t(ln.getSum()),    t(ln.getResult()),
-                                     t(ln.getScale())};
+        Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8),
+             rounded = ln.getRoundedTo();
+        std::vector<Type> types = {flat(ln.getLhs()),   flat(ln.getRhs()),  flat(ln.getWeight()),
+                                   flat(ln.getBias()),  flat(ln.getSum()),  flatOf(rows * c, i8),
+                                   flatOf(rows * c, i8), flatOf(1, ft)};
+        std::vector<Operand> args = {t(ln.getLhs()),    t(ln.getRhs()),  t(ln.getWeight()),
+                                     t(ln.getBias()),   t(ln.getSum()),  t(ln.getResult()),
+                                     t(ln.getTransposed()), t(ln.getScale())};
         bool records = static_cast<bool>(ln.getRecorded());
-        if (records) { // a[7]: the row maxima raise its first element
+        if (records) { // a[8]: the row maxima raise its first element
           auto [type, arg] = recordedArg(op, ln.getHistory(), ln.getRecorded());
           types.push_back(type);
           args.push_back(arg);
         }
         Fp8Format format = ln.getFormat();
         bool cvt = options.cudaArch >= 89;
+        // One row's work, the transposed codes by onCode.
+        auto rowBody = [=](KB &k, Value row, Value lane, ValueRange a,
+                           function_ref<void(Value, Value)> onCode) {
+          RowLanes rl(k, k.add(k.mul(row, k.idx(lanes)), lane), lanes);
+          rl.keepResident(c);
+          Value base = k.mul(rl.row, k.idx(c));
+          RowVals sum = storeRowSum(rl, a[0], a[1], a[4], base, c);
+          layernormRowFp8(rl, sum, a[2], a[3], a[5], a[7], records ? a[8] : Value(), base, c, eps,
+                          k.b.getF32Type(), rounded, format, cvt, onCode);
+        };
+        // CUDA: a block of 8 warps takes kTileRows rows (each warp
+        // kTileRows / 8 in turn), keeps their codes in shared memory, and
+        // after a barrier stores the tile's columns as 16-byte runs of the
+        // transposed rows (kTileRows bytes each: whole 32-byte sectors).
+        constexpr int64_t kTileRows = 32, kBlock = 256;
+        int64_t pitch = c + 4; // a row's codes, shifted one bank per row
+        if (lanes == 32 && options.vectorAccess && options.blockThreads == kBlock &&
+            rows % kTileRows == 0 && c % 32 == 0 && vectorChunks(ln.getTransposed(), 16)) {
+          int64_t runs = c * (kTileRows / 16), perThread = (runs + kBlock - 1) / kBlock;
+          launch(op, key + "tiled", "add_layernorm_fp8", types, args, rows / kTileRows * kBlock,
+                 [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+                   KB k{b, loc};
+                   Value tid = k.urem(idx, k.idx(kBlock)), block = k.udiv(idx, k.idx(kBlock));
+                   Value warp = k.udiv(tid, k.idx(32)), lane = k.urem(tid, k.idx(32));
+                   Value r0 = k.mul(block, k.idx(kTileRows));
+                   Value tile = sharedView(k, dynamicSharedMemory(k), 0, kTileRows * pitch,
+                                           b.getI8Type());
+                   k.loop(k.idx(0), k.idx(kTileRows / 8), [&](Value j) {
+                     Value local = k.add(k.mul(warp, k.idx(kTileRows / 8)), j);
+                     Value at = k.mul(local, k.idx(pitch));
+                     rowBody(k, k.add(r0, local), lane, a,
+                             [&](Value col, Value code) { k.st(code, tile, k.add(at, col)); });
+                   });
+                   gpu::BarrierOp::create(b, loc);
+                   // Run v: column v / (kTileRows / 16), rows (v % 2) * 16 on.
+                   for (int64_t p = 0; p < perThread; ++p) {
+                     Value v = k.add(tid, k.idx(p * kBlock));
+                     auto store = [&] {
+                       Value col = k.udiv(v, k.idx(kTileRows / 16));
+                       Value first = k.mul(k.urem(v, k.idx(kTileRows / 16)), k.idx(16));
+                       SmallVector<Value> down;
+                       for (int64_t i = 0; i < 16; ++i)
+                         down.push_back(
+                             k.ld(tile, k.add(k.mul(k.add(first, k.idx(i)), k.idx(pitch)), col)));
+                       k.stVector(down, a[6], k.add(k.mul(col, k.idx(rows)), k.add(r0, first)));
+                     };
+                     if ((p + 1) * kBlock <= runs)
+                       store();
+                     else
+                       buildIf(k, k.cmpUlt(v, k.idx(runs)), store);
+                   }
+                 },
+                 /*minBlocksPerSM=*/0, kTileRows * pitch);
+          return success();
+        }
+        // Elsewhere (the Host target): each code also to its transposed index.
         launch(op, key, "add_layernorm_fp8", types, args, rows * lanes,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};
-                 RowLanes rl(k, idx, lanes);
-                 rl.keepResident(c);
-                 Value base = k.mul(rl.row, k.idx(c));
-                 RowVals sum = storeRowSum(rl, a[0], a[1], a[4], base, c);
-                 layernormRowFp8(rl, sum, a[2], a[3], a[5], a[6], records ? a[7] : Value(), base,
-                                 c, eps, b.getF32Type(), rounded, format, cvt);
+                 Value row = k.udiv(idx, k.idx(lanes)), lane = k.urem(idx, k.idx(lanes));
+                 rowBody(k, row, lane, a, [&](Value col, Value code) {
+                   k.st(code, a[6], k.add(k.mul(col, k.idx(rows)), row));
+                 });
                });
         return success();
       })

@@ -392,7 +392,9 @@ private:
       for (T &v : y)
         v = static_cast<T>(roundTo(rounded, v));
     record(op.getHistory(), op.getRecorded(), y);
-    out(op.getResult()) = quantize(y, op.getFormat(), in(op.getScale())[0]);
+    Buffer q = quantize(y, op.getFormat(), in(op.getScale())[0]);
+    out(op.getTransposed()) = transposedOf(q, op.getSum());
+    out(op.getResult()) = std::move(q);
     return success();
   }
 

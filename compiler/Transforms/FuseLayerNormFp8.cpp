@@ -1,9 +1,8 @@
 //===- FuseLayerNormFp8.cpp - layernorms that store their FP8 codes -------===//
 //
 /// A gpt.add_layernorm read only by an FP8 cast whose scale is known before
-/// it becomes a gpt.add_layernorm_fp8 (the row-major codes, written by the
-/// layernorm's kernel) and a gpt.fp8_transpose (the other layout); see
-/// Passes.td.
+/// it becomes a gpt.add_layernorm_fp8: the layernorm's kernel writes both
+/// layouts of the codes; see Passes.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,18 +39,16 @@ struct FuseLayerNormFp8Pass
           (cast.getHistory() && !gptc::availableBefore(cast.getHistory(), ln)))
         continue;
       OpBuilder b(ln);
-      SmallVector<Type> types = {ln.getSum().getType(), cast.getResult().getType()};
+      SmallVector<Type> types = {ln.getSum().getType(), cast.getResult().getType(),
+                                 cast.getTransposed().getType()};
       if (cast.getRecorded())
         types.push_back(cast.getRecorded().getType());
       auto fused = AddLayerNormFp8Op::create(
           b, ln.getLoc(), types, cast.getFormat(), ln.getLhs(), ln.getRhs(), ln.getWeight(),
           ln.getBias(), cast.getScale(), cast.getHistory(),
           getElementTypeOrSelf(y.getType()), ln.getEpsilon());
-      b.setInsertionPoint(cast);
-      auto transposed = Fp8TransposeOp::create(b, cast.getLoc(), cast.getTransposed().getType(),
-                                               fused.getResult());
       cast.getResult().replaceAllUsesWith(fused.getResult());
-      cast.getTransposed().replaceAllUsesWith(transposed.getResult());
+      cast.getTransposed().replaceAllUsesWith(fused.getTransposed());
       if (cast.getRecorded())
         cast.getRecorded().replaceAllUsesWith(fused.getRecorded());
       ln.getSum().replaceAllUsesWith(fused.getSum());

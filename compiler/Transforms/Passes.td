@@ -570,23 +570,23 @@ def FuseLayerNormFp8Pass : Pass<"gpt-fuse-layernorm-fp8", "::mlir::ModuleOp"> {
     layernorm's reads). Where the cast's scale is known before the
     layernorm runs (delayed scaling's steady step, `gpt-fp8-steady-step`:
     the scales come from the histories at the top of the step), the
-    layernorm kernel can write the row-major codes itself (1 byte) and a
-    byte transpose the other layout (2 bytes): half the traffic, and one
-    pass over the bf16 result less.
+    layernorm kernel can write both layouts of the codes itself (2 bytes):
+    on CUDA a block normalizes 32 rows, keeps their codes in shared memory
+    and writes the transposed layout as 16-byte runs of its columns.
 
     Each `gpt.add_layernorm` whose result only a `gpt.fp8_cast_transpose`
     (without `gelu`) reads, with that cast's scale and history computed
-    before the layernorm, becomes a `gpt.add_layernorm_fp8` and a
-    `gpt.fp8_transpose`. The codes, and the amax recorded, are the cast's:
-    the layernorm's result is rounded to its type before it is scaled.
+    before the layernorm, becomes a `gpt.add_layernorm_fp8`. The codes,
+    and the amax recorded, are the cast's: the layernorm's result is
+    rounded to its type before it is scaled.
 
     ```mlir
     // Before:
     %sum, %y = gpt.add_layernorm %h, %x, %w, %b : (...) -> (tensor<8x16xf32>, tensor<8x16xbf16>)
     %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %y, %s history %h0 : (...)
     // After:
-    %sum, %q, %h1 = gpt.add_layernorm_fp8 e4m3 %h, %x, %w, %b, %s history %h0 {rounded_to = bf16} : (...)
-    %qt = gpt.fp8_transpose %q : (tensor<8x16xf8E4M3FN>) -> tensor<16x8xf8E4M3FN>
+    %sum, %q, %qt, %h1 = gpt.add_layernorm_fp8 e4m3 %h, %x, %w, %b, %s history %h0 {rounded_to = bf16}
+        : (...) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
     ```
   }];
   let statistics = [

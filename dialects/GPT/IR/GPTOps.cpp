@@ -1089,6 +1089,10 @@ LogicalResult AddLayerNormFp8Op::verify() {
   if (e5m2 != llvm::isa<Float8E5M2Type>(q.getElementType()))
     return emitOpError("result must hold ") << stringifyFp8Format(getFormat()) << " codes, got "
                                             << q;
+  auto qt = rtt(getTransposed());
+  if (qt.getElementType() != q.getElementType() || qt.getRank() != 2 ||
+      qt.getDimSize(0) != c || qt.getDimSize(1) * c != q.getNumElements())
+    return emitOpError("transposed must be the result's codes as (C, rows), got ") << qt;
   if (static_cast<bool>(getHistory()) != static_cast<bool>(getRecorded()))
     return emitOpError("records a history exactly when it takes one");
   if (getHistory() && getHistory().getType() != getRecorded().getType())

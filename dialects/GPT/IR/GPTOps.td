@@ -1060,24 +1060,25 @@ def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
 }
 
 def GPT_AddLayerNormFp8Op : GPT_Op<"add_layernorm_fp8", [Pure]> {
-  let summary = "gpt.add_layernorm whose normalized result is stored as FP8 codes";
+  let summary = "gpt.add_layernorm whose normalized result is stored as FP8 codes, both layouts";
   let description = [{
-    `sum` as `gpt.add_layernorm`'s, and `result` the codes of
-    `gpt.fp8_quantize(y, scale)` where `y` is `gpt.add_layernorm`'s result
-    rounded to `rounded_to` (the type the unfused op stored): the same
-    codes as the layernorm followed by its FP8 cast, without storing `y`
-    and reading it back. With a `history`, `recorded` is as
-    `gpt.fp8_quantize`'s: the history with its first element raised to
-    the amax of `y`. `gpt-fuse-layernorm-fp8` makes it where the scale is
-    known before the layernorm runs (delayed scaling's steady step); a
-    `gpt.fp8_transpose` of `result` gives the other layout.
+    `sum` as `gpt.add_layernorm`'s, and `result` and `transposed` the codes
+    `gpt.fp8_cast_transpose(y, scale)` gives, where `y` is
+    `gpt.add_layernorm`'s result rounded to `rounded_to` (the type the
+    unfused op stored): the same codes as the layernorm followed by its
+    FP8 cast, without storing `y` and reading it back. `transposed` is
+    (C, rows), the leading dimensions of `sum` flattened. With a
+    `history`, `recorded` is as `gpt.fp8_quantize`'s: the history with its
+    first element raised to the amax of `y`. `gpt-fuse-layernorm-fp8`
+    makes it where the scale is known before the layernorm runs (delayed
+    scaling's steady step).
 
     ```mlir
-    %sum, %q, %h1 = gpt.add_layernorm_fp8 e4m3 %h, %x, %w, %b, %s history %h0
-        {epsilon = 1.0e-05 : f64, rounded_to = bf16}
+    %sum, %q, %qt, %h1 = gpt.add_layernorm_fp8 e4m3 %h, %x, %w, %b, %s history %h0
+        {rounded_to = bf16}
         : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>,
            tensor<f32>, tensor<16xf32>)
-        -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E4M3FN>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16xf32>)
     ```
   }];
   let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs,
@@ -1085,6 +1086,7 @@ def GPT_AddLayerNormFp8Op : GPT_Op<"add_layernorm_fp8", [Pure]> {
                        Optional<1DTensorOf<[F32]>>:$history, TypeAttr:$rounded_to,
                        DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
   let results = (outs GPT_FloatTensor:$sum, RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
+                      RankedTensorOf<[F8E4M3FN, F8E5M2]>:$transposed,
                       Optional<1DTensorOf<[F32]>>:$recorded);
   let assemblyFormat = [{
     $format $lhs `,` $rhs `,` $weight `,` $bias `,` $scale (`history` $history^)? attr-dict `:`

@@ -1,16 +1,16 @@
 // RUN: gpt-opt %s --split-input-file --gpt-fuse-layernorm-fp8 | FileCheck %s
 
 // Tests that a residual layernorm read only by an FP8 cast whose scale
-// and history exist before it writes the row-major codes itself, rounded
-// to the bf16 it stored, and records the amax; a byte transpose gives the
-// other layout, and the sum and both layouts reach their readers.
+// and history exist before it writes both layouts of the codes itself,
+// rounded to the bf16 it stored, and records the amax; the sum and both
+// layouts reach their readers.
 // CHECK-LABEL: func.func @steady
 // CHECK-SAME:    %[[H:[^:]*]]: tensor<4xf32>, %[[A:[^:]*]]: tensor<8x16xf32>, %[[X:[^:]*]]: tensor<8x16xbf16>, %[[W:[^:]*]]: tensor<16xf32>, %[[B:[^:]*]]: tensor<16xf32>
 // CHECK: %[[R:.*]]:3 = gpt.fp8_delayed_scales (e4m3 %[[H]])
-// CHECK: %[[SUM:.*]], %[[Q:.*]], %[[REC:.*]] = gpt.add_layernorm_fp8 e4m3 %[[A]], %[[X]], %[[W]], %[[B]], %[[R]]#0 history %[[R]]#2 {rounded_to = bf16} : (tensor<8x16xf32>, tensor<8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<4xf32>)
-// CHECK-NEXT: %[[QT:.*]] = gpt.fp8_transpose %[[Q]] : (tensor<8x16xf8E4M3FN>) -> tensor<16x8xf8E4M3FN>
+// CHECK: %[[SUM:.*]], %[[Q:.*]], %[[QT:.*]], %[[REC:.*]] = gpt.add_layernorm_fp8 e4m3 %[[A]], %[[X]], %[[W]], %[[B]], %[[R]]#0 history %[[R]]#2 {rounded_to = bf16} : (tensor<8x16xf32>, tensor<8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
 // CHECK-NOT: gpt.add_layernorm {{.*}}:
 // CHECK-NOT: gpt.fp8_cast_transpose
+// CHECK-NOT: gpt.fp8_transpose
 // CHECK: return %[[SUM]], %[[Q]], %[[QT]], %[[REC]]
 func.func @steady(%h: tensor<4xf32>, %a: tensor<8x16xf32>, %x: tensor<8x16xbf16>, %w: tensor<16xf32>, %b: tensor<16xf32>)
     -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>) {
@@ -25,8 +25,7 @@ func.func @steady(%h: tensor<4xf32>, %a: tensor<8x16xf32>, %x: tensor<8x16xbf16>
 // Tests that a cast without a history (current scaling elsewhere) with a
 // scale given before the layernorm fuses too, and records nothing.
 // CHECK-LABEL: func.func @no_history
-// CHECK: %{{.*}}, %[[Q:.*]] = gpt.add_layernorm_fp8 e5m2 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {rounded_to = bf16} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf8E5M2>)
-// CHECK: gpt.fp8_transpose %[[Q]] : (tensor<2x4x16xf8E5M2>) -> tensor<16x8xf8E5M2>
+// CHECK: gpt.add_layernorm_fp8 e5m2 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {rounded_to = bf16} : (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xf8E5M2>, tensor<16x8xf8E5M2>)
 func.func @no_history(%s: tensor<f32>, %a: tensor<2x4x16xf32>, %x: tensor<2x4x16xf32>, %w: tensor<16xf32>, %b: tensor<16xf32>)
     -> (tensor<2x4x16xf32>, tensor<2x4x16xf8E5M2>, tensor<16x8xf8E5M2>) {
   %sum, %y = gpt.add_layernorm %a, %x, %w, %b : (tensor<2x4x16xf32>, tensor<2x4x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x4x16xf32>, tensor<2x4x16xbf16>)

@@ -32,8 +32,8 @@ struct LossCurves {
   std::vector<double> host, reference;
   int64_t bf16Gemms = 0, fp8Gemms = 0, gemms = 0; // GEMMs with bf16 / FP8 A and B, all GEMMs
   // Launches per program ("train_step", "train_step_first") of the scale
-  // kernels (fp8_amax, fp8_scale, fp8_delayed_scales) and of the layernorms
-  // that write FP8 codes (add_layernorm_fp8, and fp8_transpose).
+  // kernels (fp8_amax, fp8_scale, fp8_delayed_scales), of the layernorms
+  // that write FP8 codes (add_layernorm_fp8) and of byte transposes.
   std::map<std::string, std::map<std::string, int64_t>> scaleLaunches;
   // The FP8 amax histories after the last reference step: the Host
   // session's and the reference's, in @train_step's order.
@@ -325,9 +325,9 @@ TEST_F(HostTrainTest, Fp8DelayedScalingRecordsEachTensorsAmax) {
 // same bits as --fp8-steady-step=false's. The unsplit step launches an
 // amax and a scale kernel per FP8 operand (24, one layout each); the
 // steady one none of them. In the steady step the 3 residual layernorms
-// that feed FP8 GEMMs (not the final one: the LM head is bf16) write their
-// codes (gpt-fuse-layernorm-fp8): the same codes as their casts, or the
-// losses would differ.
+// that feed FP8 GEMMs (not the final one: the LM head is bf16) write both
+// layouts of their codes (gpt-fuse-layernorm-fp8; no byte transpose): the
+// same codes as their casts, or the losses would differ.
 TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
   LossCurves steady, unsplit;
   ASSERT_NO_FATAL_FAILURE(train("fp8", 3, steady, false, /*fp8History=*/4));
@@ -340,7 +340,7 @@ TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
   EXPECT_EQ(steady.reference, unsplit.reference) << "the interpreter's steps differ";
   EXPECT_EQ(steady.scaleLaunches["train_step"],
             (std::map<std::string, int64_t>{
-                {"fp8_delayed_scales", 1}, {"add_layernorm_fp8", 3}, {"fp8_transpose", 3}}));
+                {"fp8_delayed_scales", 1}, {"add_layernorm_fp8", 3}}));
   EXPECT_EQ(steady.scaleLaunches["train_step_first"],
             unsplit.scaleLaunches["train_step"]);
   EXPECT_EQ(unsplit.scaleLaunches["train_step"]["fp8_scale"], 24);

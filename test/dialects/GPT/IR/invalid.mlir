@@ -1553,7 +1553,7 @@ func.func @fp8_cast_transpose_sum_rank(%x: tensor<16xbf16>, %s: tensor<f32>) {
 // Tests that gpt.add_layernorm_fp8's codes are of its format.
 func.func @add_layernorm_fp8_format(%a: tensor<8x16xf32>, %w: tensor<16xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{result must hold e5m2 codes, got 'tensor<8x16xf8E4M3FN>'}}
-  %sum, %q = gpt.add_layernorm_fp8 e5m2 %a, %a, %w, %w, %s {rounded_to = bf16} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>)
+  %sum, %q, %qt = gpt.add_layernorm_fp8 e5m2 %a, %a, %w, %w, %s {rounded_to = bf16} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>)
   return
 }
 
@@ -1562,7 +1562,7 @@ func.func @add_layernorm_fp8_format(%a: tensor<8x16xf32>, %w: tensor<16xf32>, %s
 // Tests that gpt.add_layernorm_fp8 records exactly when given a history.
 func.func @add_layernorm_fp8_record(%a: tensor<8x16xf32>, %w: tensor<16xf32>, %s: tensor<f32>, %h: tensor<4xf32>) {
   // expected-error @+1 {{records a history exactly when it takes one}}
-  %sum, %q = gpt.add_layernorm_fp8 e4m3 %a, %a, %w, %w, %s history %h {rounded_to = bf16} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>)
+  %sum, %q, %qt = gpt.add_layernorm_fp8 e4m3 %a, %a, %w, %w, %s history %h {rounded_to = bf16} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>)
   return
 }
 
@@ -1571,7 +1571,16 @@ func.func @add_layernorm_fp8_record(%a: tensor<8x16xf32>, %w: tensor<16xf32>, %s
 // Tests that gpt.add_layernorm_fp8 rounds to a float no wider than the sum.
 func.func @add_layernorm_fp8_rounding(%a: tensor<8x16xf32>, %w: tensor<16xf32>, %s: tensor<f32>) {
   // expected-error @+1 {{rounded_to must be a float type of 16 bits up to the sum's, got 'f64'}}
-  %sum, %q = gpt.add_layernorm_fp8 e4m3 %a, %a, %w, %w, %s {rounded_to = f64} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>)
+  %sum, %q, %qt = gpt.add_layernorm_fp8 e4m3 %a, %a, %w, %w, %s {rounded_to = f64} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>)
+  return
+}
+
+// -----
+
+// Tests that gpt.add_layernorm_fp8's transposed codes are (C, rows).
+func.func @add_layernorm_fp8_transposed(%a: tensor<8x16xf32>, %w: tensor<16xf32>, %s: tensor<f32>) {
+  // expected-error @+1 {{transposed must be the result's codes as (C, rows), got 'tensor<8x16xf8E4M3FN>'}}
+  %sum, %q, %qt = gpt.add_layernorm_fp8 e4m3 %a, %a, %w, %w, %s {rounded_to = bf16} : (tensor<8x16xf32>, tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<8x16xf8E4M3FN>)
   return
 }
 

@@ -1078,12 +1078,12 @@ func.func @fp8_delayed_scales(%h0: tensor<16xf32>, %h1: tensor<4xf32>) -> (tenso
 // Tests that gpt.add_layernorm_fp8 round-trips with and without a history.
 // CHECK-LABEL: func.func @add_layernorm_fp8
 func.func @add_layernorm_fp8(%a: tensor<2x8x16xf32>, %x: tensor<2x8x16xbf16>, %w: tensor<16xf32>, %b: tensor<16xf32>, %s: tensor<f32>, %h: tensor<4xf32>)
-    -> (tensor<2x8x16xf8E4M3FN>, tensor<4xf32>, tensor<2x8x16xf8E5M2>) {
-  // CHECK: gpt.add_layernorm_fp8 e4m3 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} history %{{.*}} {rounded_to = bf16} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E4M3FN>, tensor<4xf32>)
-  %sum, %q, %rec = gpt.add_layernorm_fp8 e4m3 %a, %x, %w, %b, %s history %h {rounded_to = bf16} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E4M3FN>, tensor<4xf32>)
-  // CHECK: gpt.add_layernorm_fp8 e5m2 %{{.*}} {rounded_to = f32} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E5M2>)
-  %sum2, %q2 = gpt.add_layernorm_fp8 e5m2 %a, %x, %w, %b, %s {rounded_to = f32} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E5M2>)
-  return %q, %rec, %q2 : tensor<2x8x16xf8E4M3FN>, tensor<4xf32>, tensor<2x8x16xf8E5M2>
+    -> (tensor<16x16xf8E4M3FN>, tensor<4xf32>, tensor<2x8x16xf8E5M2>) {
+  // CHECK: gpt.add_layernorm_fp8 e4m3 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} history %{{.*}} {rounded_to = bf16} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<4xf32>)
+  %sum, %q, %qt, %rec = gpt.add_layernorm_fp8 e4m3 %a, %x, %w, %b, %s history %h {rounded_to = bf16} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<4xf32>)
+  // CHECK: gpt.add_layernorm_fp8 e5m2 %{{.*}} {rounded_to = f32} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>)
+  %sum2, %q2, %qt2 = gpt.add_layernorm_fp8 e5m2 %a, %x, %w, %b, %s {rounded_to = f32} : (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>, tensor<f32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>)
+  return %qt, %rec, %q2 : tensor<16x16xf8E4M3FN>, tensor<4xf32>, tensor<2x8x16xf8E5M2>
 }
 
 // -----
