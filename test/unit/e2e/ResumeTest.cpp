@@ -14,6 +14,7 @@
 #include "runtime/data/TokenFile.h"
 #include "tools/gptrun/Trainer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -147,6 +148,38 @@ TEST_F(ResumeTest, Fp8FirstStepRunsItsOwnProgram) {
   std::vector<gptrun::StepRecord> split = train(options(kSteps));
   ASSERT_EQ(unsplit.size(), size_t(kSteps));
   ASSERT_EQ(split.size(), size_t(kSteps));
+  expectSameBits(unsplit, split);
+}
+
+// Verify that a resumed run whose FP8 histories are all zeros (a
+// checkpoint written after --on-nan=skip undid the first step) runs
+// @train_step_first, which measures the tensors: its steps are the bits of
+// the unsplit executable (whose scales measure a tensor while its history
+// is empty) resumed from the same checkpoint. @train_step would scale by 1.
+TEST_F(ResumeTest, Fp8EmptyHistoriesResumeOnTheFirstStepProgram) {
+  exe = (dir / "mini-fp8.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp8"));
+  std::string a = (dir / "a").string();
+  ASSERT_EQ(train(options(2, a)).size(), 2u);
+  StatusOr<checkpoint::Checkpoint> ckpt =
+      checkpoint::readCheckpoint((dir / "a" / checkpoint::fileName(2)).string());
+  ASSERT_TRUE(ckpt) << ckpt.status().message();
+  int histories = 0;
+  for (checkpoint::Tensor &t : ckpt->tensors)
+    if (t.name.rfind("fp8.amax_history.", 0) == 0) {
+      std::fill(t.bytes.begin(), t.bytes.end(), 0);
+      ++histories;
+    }
+  EXPECT_EQ(histories, 24);
+  std::string empty = (dir / "empty.ckpt").string();
+  Status written = checkpoint::writeCheckpoint(empty, *ckpt);
+  ASSERT_TRUE(written) << written.message();
+  std::vector<gptrun::StepRecord> split = train(options(4, "", empty));
+  exe = (dir / "mini-fp8-unsplit.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp8", /*fp8SteadyStep=*/false));
+  std::vector<gptrun::StepRecord> unsplit = train(options(4, "", empty));
+  ASSERT_EQ(split.size(), 2u);
+  ASSERT_EQ(unsplit.size(), 2u);
   expectSameBits(unsplit, split);
 }
 
