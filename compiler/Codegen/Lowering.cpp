@@ -1576,6 +1576,26 @@ void recordAmax(KB &k, Value recorded, Value amax) {
                               ValueRange{k.idx(0)});
 }
 
+/// The loaded history `h` moved one place on into `shifted` from `first`:
+/// 0, h[0], ..., h[n - 2]. Every element is loaded before any is stored, so
+/// in place the shifted history may overwrite the one it is read from.
+void storeShifted(KB &k, ArrayRef<Value> h, Value shifted, Value first) {
+  k.st(k.f(0, k.b.getF32Type()), shifted, first);
+  for (size_t i = 1; i < h.size(); ++i)
+    k.st(h[i - 1], shifted, k.add(first, k.idx(i)));
+}
+
+/// An FP8 scale from its amax: s = maxFinite / amax (1 where the amax is
+/// 0 or not finite, NaN included) into scale[scaleAt], 1 / s into
+/// inverse[inverseAt].
+void storeScale(KB &k, Value amax, Value maxFinite, Value scale, Value scaleAt, Value inverse,
+                Value inverseAt) {
+  Type ft = k.b.getF32Type();
+  Value s = k.select(usableAmax(k, amax), k.div(maxFinite, amax), k.f(1, ft));
+  k.st(s, scale, scaleAt);
+  k.st(k.div(k.f(1, ft), s), inverse, inverseAt);
+}
+
 /// layernormRow's y for the row of `x`, rounded to `rounded` (the type the
 /// unfused layernorm stored), times the scale *scale, stored as FP8 codes
 /// into `q`: the arithmetic of the layernorm's store and the cast kernel's
@@ -1759,19 +1779,12 @@ LogicalResult Lowerer::lowerFp8Scale(Fp8ScaleOp op) {
            Value amax = rl.max(m);
            rl.once([&] {
              if (past) {
-               // Every element loaded before any is stored: in place, the
-               // shifted history overwrites the one it is read from.
                SmallVector<Value> h = loadFirst(k, a[3], past);
                Value delayed = maxOf(k, h);
                amax = k.select(usableAmax(k, delayed), delayed, amax);
-               k.st(k.f(0, ft), a[4], k.idx(0));
-               for (int64_t i = 1; i < past; ++i)
-                 k.st(h[i - 1], a[4], k.idx(i));
+               storeShifted(k, h, a[4], k.idx(0));
              }
-             // A NaN amax scales by 1 too.
-             Value s = k.select(usableAmax(k, amax), k.div(k.f(maxFinite, ft), amax), k.f(1, ft));
-             k.st(s, a[1], k.idx(0));
-             k.st(k.div(k.f(1, ft), s), a[2], k.idx(0));
+             storeScale(k, amax, k.f(maxFinite, ft), a[1], k.idx(0), a[2], k.idx(0));
            });
          });
   return success();
@@ -1823,19 +1836,12 @@ LogicalResult Lowerer::lowerFp8DelayedScales(Fp8DelayedScalesOp op) {
                row.push_back(k.f(maxFinite[j], ft));
                return row;
              });
-             auto at = [&](int array, int64_t i) { return k.add(e[array], k.idx(i)); };
-             // Every element loaded before any is stored: in place, the
-             // shifted history overwrites the one it is read from.
              SmallVector<Value> h;
              for (int64_t i = 0; i < past; ++i)
-               h.push_back(k.ld(a[kHistory], at(kHistory, i)));
+               h.push_back(k.ld(a[kHistory], k.add(e[kHistory], k.idx(i))));
              Value amax = maxOf(k, h);
-             k.st(k.f(0, ft), a[kShifted], at(kShifted, 0));
-             for (int64_t i = 1; i < past; ++i)
-               k.st(h[i - 1], a[kShifted], at(kShifted, i));
-             Value s = k.select(usableAmax(k, amax), k.div(e[kArrays], amax), k.f(1, ft));
-             k.st(s, a[kScale], at(kScale, 0));
-             k.st(k.div(k.f(1, ft), s), a[kInverse], at(kInverse, 0));
+             storeShifted(k, h, a[kShifted], e[kShifted]);
+             storeScale(k, amax, e[kArrays], a[kScale], e[kScale], a[kInverse], e[kInverse]);
            });
   };
   llvm::MapVector<int64_t, SmallVector<unsigned>> byLength;

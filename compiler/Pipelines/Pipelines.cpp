@@ -201,9 +201,8 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.
-  std::vector<std::string> programs = {"train_step", "init", "forward", "logits"};
-  if (steady)
-    programs.push_back("train_step_first");
+  std::vector<std::string> programs = steps;
+  programs.insert(programs.end(), {"init", "forward", "logits"});
   for (const std::string &program : programs) {
     PlanMemoryPassOptions plan;
     plan.function = program;

@@ -579,12 +579,8 @@ private:
     // else the values' own.
     double amax = std::numeric_limits<double>::quiet_NaN();
     if (Value h = op.getHistory()) {
-      const Buffer &history = in(h);
-      amax = amaxOf(history);
-      Buffer &shifted = out(op.getShifted());
-      shifted[0] = 0;
-      for (size_t i = 1; i < shifted.size(); ++i)
-        shifted[i] = history[i - 1];
+      amax = amaxOf(in(h));
+      shiftInto(in(h), op.getShifted());
     }
     if (!usableAmax(amax)) {
       Buffer storage;
@@ -596,18 +592,22 @@ private:
     return success();
   }
 
+  /// `shifted`: `history` moved one place on, its first element 0.
+  void shiftInto(const Buffer &history, Value shifted) {
+    Buffer &next = out(shifted);
+    next[0] = 0;
+    for (size_t i = 1; i < next.size(); ++i)
+      next[i] = history[i - 1];
+  }
+
   /// Each history's scale, as gpt.fp8_scale's delayed one, 1 where the
   /// history holds no usable amax; the histories shifted on.
   LogicalResult fp8DelayedScales(Fp8DelayedScalesOp op) {
     for (auto [i, h] : llvm::enumerate(op.getHistories())) {
-      Buffer history = in(h); // a copy: shifted may be stored over it
-      double s = scaleOf(amaxOf(history), op.getFormat(i));
+      double s = scaleOf(amaxOf(in(h)), op.getFormat(i));
       out(op.getScale(i))[0] = static_cast<T>(s);
       out(op.getInverse(i))[0] = static_cast<T>(1.0 / s);
-      Buffer &shifted = out(op.getShifted(i));
-      shifted[0] = 0;
-      for (size_t j = 1; j < shifted.size(); ++j)
-        shifted[j] = history[j - 1];
+      shiftInto(in(h), op.getShifted(i));
     }
     return success();
   }

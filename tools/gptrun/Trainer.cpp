@@ -154,7 +154,6 @@ struct Trainer::Impl {
   TrainTensors io;
   // gpt-fp8-steady-step's @train_step_first and its tensors: it runs the
   // first step from @init (empty FP8 histories), @train_step every other.
-  bool hasFirst = false;
   TrainTensors firstIo;
   bool firstPending = false; // the next step enqueued runs @train_step_first
   int64_t firstRanAt = -1;   // the step that ran it
@@ -544,9 +543,8 @@ Status Trainer::Impl::findTrainTensors() {
   };
   if (Status s = findIn("train_step", io); !s)
     return s;
-  hasFirst = bool(session->program("train_step_first"));
   firstPending = false;
-  if (!hasFirst)
+  if (!session->program("train_step_first"))
     return Status::ok();
   if (Status s = findIn("train_step_first", firstIo); !s)
     return s;
