@@ -340,6 +340,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   lowering.cudaArch = cuda ? cudaComputeCapability(options.chip) : 0;
   lowering.fusedCrossEntropy = options.fuseCrossEntropy;
   lowering.crossEntropyOnePass = options.crossEntropyOnePass;
+  lowering.layerNormGradOneLaunch = options.layerNormGradOneLaunch;
+  lowering.layerNormGradChunkRows = options.layerNormGradChunkRows;
   lowering.blockThreads = options.blockSize;
   std::vector<std::string> names = {"init", "train_step", "forward"};
   // The pipeline always adds @logits (sampling); hand-built modules may not.

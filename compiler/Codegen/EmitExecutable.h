@@ -29,6 +29,8 @@ struct EmitOptions {
   bool warpgroupMma = true;
   bool fuseCrossEntropy = true; // LoweringOptions::fusedCrossEntropy
   bool crossEntropyOnePass = true; // LoweringOptions::crossEntropyOnePass
+  bool layerNormGradOneLaunch = true; // LoweringOptions::layerNormGradOneLaunch
+  int64_t layerNormGradChunkRows = 0; // LoweringOptions::layerNormGradChunkRows
   /// Called after each codegen stage (lowering, kernels, serialize), for
   /// a compile's progress display.
   std::function<void(llvm::StringRef stage)> onStage;

@@ -29,8 +29,10 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -388,6 +390,28 @@ void dispatchMembers(KB &k, Value which, ValueRange mems, ArrayRef<Type> classes
 // The lowering
 //===----------------------------------------------------------------------===//
 
+/// Rows folded by one thread in the first stage of a column reduction: the
+/// (chunk, column) threads fill the GPU while each column's partials stay
+/// few enough for one thread to fold in the second.
+constexpr int64_t kColumnChunkRows = 64;
+/// Rows a warp of the one-launch layernorm gradient folds into a partial,
+/// for a (rows, c) input: about one wave of warps. Wider rows take more
+/// registers, so fewer warps fit an SM: a warp takes a row per 2^21
+/// elements of the input (4 to 64), which was fastest on an H100 (124M
+/// B=64: 32 rows, 0.7% faster than 16; 350M B=32: 16, 1.4% faster than 32
+/// and 0.6% than 8; 1.5B B=16: 16, 0.5% faster than 8).
+inline int64_t layerNormGradChunkRows(int64_t rows, int64_t c) {
+  int64_t perWarp = llvm::divideCeil(rows * c, int64_t(1) << 21);
+  return std::clamp<int64_t>(static_cast<int64_t>(llvm::PowerOf2Ceil(perWarp)), 4, 64);
+}
+
+/// The most dynamic shared memory a block of CUDA chip `arch` (compute
+/// capability x 10) can have: 227 KiB on sm_90, 163 KiB on sm_80 and
+/// sm_87, 99 KiB on the others gptc targets (sm_86, sm_89).
+inline int64_t maxSharedBytes(int64_t arch) {
+  return arch >= 90 ? 227 * 1024 : arch == 80 || arch == 87 ? 163 * 1024 : 99 * 1024;
+}
+
 class Lowerer {
 public:
   Lowerer(ModuleOp module, const LoweringOptions &options)
@@ -525,7 +549,7 @@ private:
                      std::vector<Type> inTypes, std::vector<Operand> ins,
                      std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
                      int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
-                     bool pairs = false);
+                     bool pairs = false, int64_t chunkRows = kColumnChunkRows);
   void foldColumnPartials(Operation *op, const std::string &key, const std::string &base,
                           Operand partials, Type partialsType, std::vector<Type> outTypes,
                           std::vector<Operand> outs, int64_t parts, int64_t rows, int64_t cols,
@@ -663,10 +687,6 @@ constexpr int64_t kEmbedUnroll = 32;
 /// row (a few SMs busy for a millisecond at 124M, B=16).
 constexpr int64_t kEmbedChunkRows = 256;
 
-/// Rows folded by one thread in the first stage of a column reduction: the
-/// (chunk, column) threads fill the GPU while each column's partials stay
-/// few enough for one thread to fold in the second.
-constexpr int64_t kColumnChunkRows = 64;
 /// Rows whose loads a first-stage thread issues together before folding
 /// them in order: one load in flight per thread left the stage at about
 /// half the copy bandwidth.
@@ -682,9 +702,9 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
                             std::vector<Type> inTypes, std::vector<Operand> ins,
                             std::vector<Type> outTypes, std::vector<Operand> outs, int64_t rows,
                             int64_t cols, Type ft, ReduceKind kind, RowValuesFn values,
-                            bool pairs) {
+                            bool pairs, int64_t chunkRows) {
   int64_t n = static_cast<int64_t>(outs.size());
-  int64_t parts = (rows + kColumnChunkRows - 1) / kColumnChunkRows;
+  int64_t parts = (rows + chunkRows - 1) / chunkRows;
   int64_t eltBytes = ft.getIntOrFloatBitWidth() / 8;
   Operand partials = scratch(n * parts * cols * eltBytes);
   auto partialsType = flatOf(n * parts * cols, ft);
@@ -705,8 +725,8 @@ void Lowerer::reduceColumns(Operation *op, const std::string &key, const std::st
            KB k{b, loc};
            Value chunk = k.udiv(idx, k.idx(groups));
            Value col = k.mul(k.urem(idx, k.idx(groups)), k.idx(vec));
-           Value lo = k.mul(chunk, k.idx(kColumnChunkRows));
-           Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(kColumnChunkRows)),
+           Value lo = k.mul(chunk, k.idx(chunkRows));
+           Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(chunkRows)),
                                              k.idx(rows));
            // Accumulator e * vec + c: output e, column col + c.
            SmallVector<Value> inits(n * vec, k.f(init, ft));
@@ -2225,22 +2245,41 @@ LogicalResult Lowerer::lowerFp8CastTransposeSum(Fp8CastTransposeSumOp op) {
   return success();
 }
 
-/// gpt.layernorm_grad's two kernels (rows: statistics and dx; columns:
-/// dweight and dbias); with `residual`, dx joins it and the rows kernel
+/// gpt.layernorm_grad: dx row by row (statistics, then dx), dweight and
+/// dbias over all rows; with `residual`, dx joins it and the rows kernel
 /// also stores the sum's `narrow` copy (gpt.layernorm_grad_add).
+///
+/// The column sums fold chunks of layerNormGradChunkRows rows into
+/// partials, then foldColumnPartials adds each column's partials. With
+/// layerNormGradOneLaunch a warp of the rows kernel takes a chunk, keeping
+/// its lanes' columns' sums in registers as it goes, so dy and x are read
+/// once; otherwise the rows kernel stores the statistics and a column
+/// kernel reads dy and x again. Either way each partial adds the same
+/// products in row order: the same bits.
 LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Value wV, Value dxV,
                                           Value dwV, Value dbV, Value residual, Value narrow,
                                           double eps) {
   std::string key = keyOf(op);
   int64_t lanes = options.rowLanes;
   int64_t c = lastDim(xV), rows = numel(xV) / c;
+  // One launch: a warp's sums live in shared memory (in registers they
+  // doubled the kernel's and cut its resident warps by two thirds).
+  int64_t warps = options.blockThreads / 32;
+  int64_t sharedBytes = warps * 2 * c * 4;
+  bool oneLaunch = options.layerNormGradOneLaunch && lanes == 32 && c % lanes == 0 &&
+                   c / lanes <= RowLanes::kMaxResident &&
+                   sharedBytes <= maxSharedBytes(options.cudaArch);
+  int64_t chunkRows = options.layerNormGradChunkRows > 0 ? options.layerNormGradChunkRows
+                      : oneLaunch ? layerNormGradChunkRows(rows, c)
+                                  : kColumnChunkRows;
+  int64_t parts = (rows + chunkRows - 1) / chunkRows;
   bool joins = static_cast<bool>(residual);
-  Operand stats = scratch(rows * 2 * 4); // mean, rstd per row
   Type ft = Float32Type::get(ctx);
   auto statsType = flatOf(rows * 2, ft);
-  // Per row: statistics, then dx.
+  // a[3]: each row's mean and rstd for the column kernel, or (one launch)
+  // the partials, dweight's parts x c then dbias'; set below.
   std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), statsType, flat(dxV)};
-  std::vector<Operand> args = {t(dyV), t(xV), t(wV), stats, t(dxV)};
+  std::vector<Operand> args = {t(dyV), t(xV), t(wV), {}, t(dxV)};
   if (joins) { // a[5] residual, a[6] the narrow copy (if any)
     types.push_back(flat(residual));
     args.push_back(t(residual));
@@ -2249,44 +2288,98 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
     types.push_back(flat(narrow));
     args.push_back(t(narrow));
   }
-  launch(op, key + "rows", joins ? "layernorm_backward_rows_add" : "layernorm_backward_rows", types,
-         args, rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+  // Row rl.row's dx; with `sums` (shared memory: this warp's dweight sums,
+  // then its dbias sums, from `sumsAt`) adds the row to its lane's
+  // resident columns' sums, else stores the row's statistics.
+  auto gradRow = [=](KB &k, RowLanes &rl, ValueRange a, Value sums, Value sumsAt) {
+    Value row = rl.row;
+    Value base = k.mul(row, k.idx(c));
+    RowVals x(rl, a[1], base), dy(rl, a[0], base);
+    auto [mean, rstd] = meanAndRstd(rl, x, c, eps, ft);
+    if (!sums)
+      rl.once([&] {
+        k.st(mean, a[3], k.mul(row, k.idx(2)));
+        k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
+      });
+    auto rowSums = rl.fold(c, {k.f(0, ft), k.f(0, ft)}, [&](Value i, ValueRange s) {
+      Value xh = k.mul(k.sub(x(i), mean), rstd);
+      Value dn = k.mul(dy(i), k.ld(a[2], i));
+      return SmallVector<Value>{k.add(s[0], dn), k.add(s[1], k.mul(dn, xh))};
+    });
+    Value m1 = k.div(rl.sum(rowSums[0]), k.f(c, ft));
+    Value m2 = k.div(rl.sum(rowSums[1]), k.f(c, ft));
+    rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
+      Value xh = k.mul(k.sub(x(i), mean), rstd);
+      Value dn = k.mul(dy(i), k.ld(a[2], i));
+      Value dx = k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd);
+      Value at = k.add(base, i);
+      if (!joins)
+        return {{dx, a[4], at}};
+      // The residual joins in the input's type, as the add did.
+      Value sum = k.asStored(k.add(k.ld(a[5], at), dx), getElementTypeOrSelf(dxV.getType()));
+      if (!narrow)
+        return {{sum, a[4], at}};
+      return {{sum, a[4], at}, {sum, a[6], at}};
+    });
+    if (!sums)
+      return;
+    for (Value i : rl.residentCols) {
+      Value g = dy(i);
+      Value dwAt = k.add(sumsAt, i), dbAt = k.add(dwAt, k.idx(c));
+      k.st(k.add(k.ld(sums, dwAt), k.mul(g, k.mul(k.sub(x(i), mean), rstd))), sums, dwAt);
+      k.st(k.add(k.ld(sums, dbAt), g), sums, dbAt);
+    }
+  };
+  std::string name = joins ? "layernorm_backward_rows_add" : "layernorm_backward_rows";
+  if (oneLaunch) {
+    Operand partials = scratch(2 * parts * c * 4);
+    auto partialsType = flatOf(2 * parts * c, ft);
+    types[3] = partialsType;
+    args[3] = partials;
+    launch(op, key + "rows", name + "_cols", types, args, parts * lanes,
+           [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+             KB k{b, loc};
+             RowLanes rl(k, idx, lanes);
+             rl.keepResident(c);
+             Value chunk = rl.row;
+             Value sums = sharedView(k, dynamicSharedMemory(k), 0, warps * 2 * c, ft);
+             Value sumsAt = k.mul(k.urem(chunk, k.idx(warps)), k.idx(2 * c));
+             for (Value i : rl.residentCols) {
+               k.st(k.f(0, ft), sums, k.add(sumsAt, i));
+               k.st(k.f(0, ft), sums, k.add(k.add(sumsAt, i), k.idx(c)));
+             }
+             Value lo = k.mul(chunk, k.idx(chunkRows));
+             Value hi = arith::MinUIOp::create(b, loc, k.add(lo, k.idx(chunkRows)), k.idx(rows));
+             k.loop(lo, hi, [&](Value r) {
+               RowLanes at = rl;
+               at.row = r;
+               gradRow(k, at, a, sums, sumsAt);
+             });
+             for (Value i : rl.residentCols) {
+               Value col = k.add(k.mul(chunk, k.idx(c)), i);
+               k.st(k.ld(sums, k.add(sumsAt, i)), a[3], col);
+               k.st(k.ld(sums, k.add(k.add(sumsAt, i), k.idx(c))), a[3],
+                    k.add(col, k.idx(parts * c)));
+             }
+           },
+           /*minBlocksPerSM=*/0, sharedBytes);
+    foldColumnPartials(op, key + "cols", "layernorm_backward_cols", partials, partialsType,
+                       {flat(dwV), flat(dbV)}, {t(dwV), t(dbV)}, parts, rows, c, ft,
+                       ReduceKind::Sum);
+    return success();
+  }
+  Operand stats = scratch(rows * 2 * 4); // mean, rstd per row
+  args[3] = stats;
+  launch(op, key + "rows", name, types, args, rows * lanes,
+         [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
            KB k{b, loc};
            RowLanes rl(k, idx, lanes);
            rl.keepResident(c);
-           Value row = rl.row;
-           Value base = k.mul(row, k.idx(c));
-           RowVals x(rl, a[1], base), dy(rl, a[0], base);
-           auto [mean, rstd] = meanAndRstd(rl, x, c, eps, ft);
-           rl.once([&] {
-             k.st(mean, a[3], k.mul(row, k.idx(2)));
-             k.st(rstd, a[3], k.add(k.mul(row, k.idx(2)), k.idx(1)));
-           });
-           auto sums = rl.fold(c, {k.f(0, ft), k.f(0, ft)}, [&](Value i, ValueRange s) {
-             Value xh = k.mul(k.sub(x(i), mean), rstd);
-             Value dn = k.mul(dy(i), k.ld(a[2], i));
-             return SmallVector<Value>{k.add(s[0], dn), k.add(s[1], k.mul(dn, xh))};
-           });
-           Value m1 = k.div(rl.sum(sums[0]), k.f(c, ft));
-           Value m2 = k.div(rl.sum(sums[1]), k.f(c, ft));
-           rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
-             Value xh = k.mul(k.sub(x(i), mean), rstd);
-             Value dn = k.mul(dy(i), k.ld(a[2], i));
-             Value dx = k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd);
-             Value at = k.add(base, i);
-             if (!joins)
-               return {{dx, a[4], at}};
-             // The residual joins in the input's type, as the add did.
-             Value sum = k.asStored(k.add(k.ld(a[5], at), dx), getElementTypeOrSelf(dxV.getType()));
-             if (!narrow)
-               return {{sum, a[4], at}};
-             return {{sum, a[4], at}, {sum, a[6], at}};
-           });
+           gradRow(k, rl, a, Value(), Value());
          });
-  // Per column: dweight and dbias over all rows.
-  reduceColumns(op, key + "cols", "layernorm_backward_cols", {flat(dyV), flat(xV), statsType},
-                {t(dyV), t(xV), stats}, {flat(dwV), flat(dbV)}, {t(dwV), t(dbV)}, rows, c, ft,
-                ReduceKind::Sum,
+  reduceColumns(op, key + "cols", "layernorm_backward_cols",
+                {flat(dyV), flat(xV), statsType}, {t(dyV), t(xV), stats}, {flat(dwV), flat(dbV)},
+                {t(dwV), t(dbV)}, rows, c, ft, ReduceKind::Sum,
                 [=](KB &k, ValueRange a, Value r, Value col, int64_t, SmallVector<KB::Store> &) {
                   Value at = k.add(k.mul(r, k.idx(c)), col);
                   Value mean = k.ld(a[2], k.mul(r, k.idx(2)));
@@ -2294,7 +2387,8 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
                   Value xh = k.mul(k.sub(k.ld(a[1], at), mean), rstd);
                   Value g = k.ld(a[0], at);
                   return SmallVector<Value>{k.mul(g, xh), g};
-                });
+                },
+                /*pairs=*/false, chunkRows);
   return success();
 }
 

@@ -156,6 +156,15 @@ struct LoweringOptions {
   /// them, reading each row from global memory once
   /// (buildCrossEntropyOnePass).
   bool crossEntropyOnePass = true;
+  /// gpt.layernorm_grad's rows kernel also folds dweight and dbias over
+  /// layerNormGradChunkRows rows per warp into partials, so the columns are
+  /// not read a second time; CUDA with a lane's columns resident only.
+  /// Otherwise a column reduction of its own, in the same order (same bits).
+  bool layerNormGradOneLaunch = true;
+  /// Rows of one partial of dweight and dbias (a warp's rows when fused);
+  /// 0: with layerNormGradOneLaunch about a wave of warps (4 to 64 rows),
+  /// else 64 (reduceColumns').
+  int64_t layerNormGradChunkRows = 0;
   /// The CUDA chip's compute capability times ten (90 for sm_90); 0 for the
   /// Host target. sm_89 and later convert to FP8 in hardware and run FP8
   /// GEMMs.

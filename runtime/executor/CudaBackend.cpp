@@ -21,9 +21,6 @@ namespace {
 
 std::string kernelName(const schema::Kernel &k) { return k.name() ? k.name()->str() : "<unnamed>"; }
 
-// Launches above this much dynamic shared memory must opt in per function.
-constexpr uint32_t kDefaultSharedLimit = 48 << 10;
-
 class CudaBackend final : public Backend {
 public:
   CudaBackend(const Executable &exe, const CudaBackendOptions &options)
@@ -286,7 +283,9 @@ Status CudaBackend::prepareLaunches() {
             sharedNeeded[launch->kernel()] =
                 std::max(sharedNeeded[launch->kernel()], launch->shared_bytes());
   for (size_t k = 0; k < functions_.size(); ++k)
-    if (sharedNeeded[k] > kDefaultSharedLimit)
+    // Any dynamic size: the kernels also declare their dynamic buffer as a
+    // static byte, so exactly 48 KiB dynamic is over the default limit.
+    if (sharedNeeded[k] > 0)
       if (Status s = GPT_CU_STATUS(driver_->funcSetAttribute(
               functions_[k], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
               int(sharedNeeded[k])));

@@ -108,6 +108,19 @@ cl::opt<bool> crossEntropyOnePass(
              "forward's launch writes it too, one block per row staged in shared memory, so "
              "the logits are read once (=false: a forward and a backward launch)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> layerNormGradOneLaunch(
+    "layernorm-grad-one-launch",
+    cl::desc("CUDA: a layernorm gradient's rows kernel also sums dweight and dbias, a warp "
+             "keeping its columns' sums over --layernorm-grad-chunk-rows rows, so dy and x "
+             "are read once (=false: a column kernel reads them again; the same bits)"),
+    cl::init(true), cl::cat(compileCat));
+cl::opt<int> layerNormGradChunkRows(
+    "layernorm-grad-chunk-rows",
+    cl::desc("Rows of one partial sum of a layernorm gradient's dweight and dbias, added "
+             "up by a second kernel (1 to 1024; 0: with --layernorm-grad-one-launch 4 to 64, "
+             "about a wave of warps, else 64). The same value gives the same bits with and "
+             "without one launch"),
+    cl::init(0), cl::cat(compileCat));
 cl::opt<std::string> progressMode(
     "progress",
     cl::desc("Compile progress on stderr: auto (a bar on a terminal, a line per pass and "
@@ -567,6 +580,9 @@ int runCompile(MLIRContext &context) {
   if (target == Phase::Executable) {
     if (::target != "cuda" && ::target != "host")
       return fail("--target: expected cuda or host, got '" + ::target + "'");
+    if (layerNormGradChunkRows < 0 || layerNormGradChunkRows > 1024)
+      return fail("--layernorm-grad-chunk-rows: expected 0 (auto) to 1024 rows, got " +
+                  std::to_string(layerNormGradChunkRows));
     if (::target == "cuda") {
       if (llvm::Expected<std::string> feature = codegen::cudaPtxFeature(cudaArch); !feature)
         return fail("--cuda-arch: " + llvm::toString(feature.takeError()));
@@ -664,6 +680,8 @@ int runCompile(MLIRContext &context) {
     emit.warpgroupMma = warpgroupMma;
     emit.fuseCrossEntropy = fuseCrossEntropy;
     emit.crossEntropyOnePass = crossEntropyOnePass;
+    emit.layerNormGradOneLaunch = layerNormGradOneLaunch;
+    emit.layerNormGradChunkRows = layerNormGradChunkRows;
     emit.toolkit = toolkitDir();
     emit.dumpDir = dumpDir;
     if (mode != CompileProgress::Mode::Off)
@@ -904,7 +922,7 @@ int main(int argc, char **argv) {
   if (command == "run-reference")
     for (cl::Option *opt : std::initializer_list<cl::Option *>{
              &target, &cudaArch, &cudaToolkit, &flashAttention, &warpgroupMma, &fuseCrossEntropy,
-             &crossEntropyOnePass})
+             &crossEntropyOnePass, &layerNormGradOneLaunch, &layerNormGradChunkRows})
       if (opt->getNumOccurrences())
         return fail("--" + opt->ArgStr + " configures the executable's kernels; run-reference "
                     "interprets the IR (give it to compile)");

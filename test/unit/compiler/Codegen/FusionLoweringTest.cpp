@@ -7,7 +7,10 @@
 // (plus the forward's mean), whose gradient overwrites the logits, or with
 // vector access one launch for both (the one-pass kernel). Also
 // builds kernel bodies to check that a warp keeps a layernorm row that fits
-// in registers (each element loaded once, no loop), and that elementwise
+// in registers (each element loaded once, no loop; once per row of its
+// chunk when the layernorm gradient's rows kernel also sums the columns),
+// that the layernorm gradient is a rows kernel and a fold with one launch
+// and a rows, a column and a fold kernel without, and that elementwise
 // kernels use vector loads and stores where the target has them, and that
 // the batched kernels (gradient norm, @init's draws) hold one loop per
 // element type rather than one per tensor.
@@ -40,6 +43,8 @@ protected:
   std::map<std::string, std::vector<std::string>> kernels;
   std::vector<codegen::Command> ceGrad, ce;
   bool onePass = true; // LoweringOptions::crossEntropyOnePass
+  bool lnOneLaunch = true;  // LoweringOptions::layerNormGradOneLaunch
+  int64_t lnChunkRows = 0;  // LoweringOptions::layerNormGradChunkRows
   bool flash = false;   // LoweringOptions::flashAttention
   bool fp8LmHead = false, fp8CrossEntropyGrad = true, fp8SteadyStep = true; // PipelineOptions
   std::vector<codegen::Command> attentionGrad;
@@ -62,6 +67,8 @@ protected:
     options.fusedCrossEntropy = fuseCrossEntropy;
     options.vectorAccess = vectorAccess;
     options.crossEntropyOnePass = onePass;
+    options.layerNormGradOneLaunch = lnOneLaunch;
+    options.layerNormGradChunkRows = lnChunkRows;
     options.flashAttention = flash;
     auto result = codegen::lowerPrograms(*module, {"train_step"}, options);
     ASSERT_TRUE(mlir::succeeded(result)) << diagnostics;
@@ -330,6 +337,13 @@ TEST_F(FusionLoweringTest, WarpRowKernelsReadEachRowOnce) {
   // The stored sum (argument 4) is never read back.
   EXPECT_EQ(loopsAndLoads(context, *lowered, "add_layernorm_forward", 4),
             std::make_pair(0, 0));
+  // The one-launch gradient: once per row of the warp's chunk (one loop).
+  EXPECT_EQ(loopsAndLoads(context, *lowered, "layernorm_backward_rows_add_cols", 1),
+            std::make_pair(1, 2));
+  EXPECT_EQ(loopsAndLoads(context, *lowered, "layernorm_backward_rows_add_cols", 0),
+            std::make_pair(1, 2));
+  lnOneLaunch = false;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32));
   EXPECT_EQ(loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 1),
             std::make_pair(0, 2));
   EXPECT_EQ(loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 0),
@@ -338,6 +352,65 @@ TEST_F(FusionLoweringTest, WarpRowKernelsReadEachRowOnce) {
   auto [loops, loads] = loopsAndLoads(context, *lowered, "layernorm_backward_rows_add", 1);
   EXPECT_GT(loops, 0);
   EXPECT_GT(loads, 1);
+}
+
+/// The kernel names and threads of the layernorm gradients' launches.
+std::vector<std::pair<std::string, int64_t>> layerNormGradLaunches(const codegen::Lowered &l) {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const codegen::Command &c : l.programs.front().commands)
+    if (c.kind == codegen::Command::Launch &&
+        (c.op == "gpt.layernorm_grad" || c.op == "gpt.layernorm_grad_add"))
+      out.push_back({l.kernels[c.kernel].name, c.threads});
+  return out;
+}
+
+bool startsWith(const std::string &s, const std::string &prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// mini (C = 64, 256 rows): with a warp per row, each layernorm gradient is
+// a rows kernel that also folds dweight and dbias into partials (4 rows per
+// warp for so small an input: 64 warps), then the partials' fold; its warps'
+// sums take 2 x 64 floats of shared memory each.
+TEST_F(FusionLoweringTest, LayerNormGradFoldsColumnsInItsRowsKernel) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32));
+  auto ln = layerNormGradLaunches(*lowered);
+  ASSERT_EQ(ln.size(), 2u * 5); // 2 per block layernorm and the final one
+  for (size_t i = 0; i < ln.size(); i += 2) {
+    EXPECT_TRUE(startsWith(ln[i].first, "layernorm_backward_rows")) << ln[i].first;
+    EXPECT_NE(ln[i].first.find("_cols_"), std::string::npos) << ln[i].first;
+    EXPECT_EQ(ln[i].second, 256 / 4 * 32);
+    EXPECT_TRUE(startsWith(ln[i + 1].first, "layernorm_backward_cols_sum")) << ln[i + 1].first;
+    EXPECT_EQ(ln[i + 1].second, 64 * 32); // a warp per column
+  }
+  for (const codegen::KernelDef &k : lowered->kernels)
+    if (startsWith(k.name, "layernorm_backward_rows"))
+      EXPECT_EQ(k.sharedBytes, 8 * 2 * 64 * 4) << k.name;
+  // The chunk is a flag's: 8 rows, 32 warps.
+  lnChunkRows = 8;
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", 32));
+  ln = layerNormGradLaunches(*lowered);
+  ASSERT_EQ(ln.size(), 2u * 5);
+  EXPECT_EQ(ln[0].second, 256 / 8 * 32);
+}
+
+// Without one launch, or with a lane per row (Host), the column sums are a
+// reduceColumns of their own: rows, partials, fold.
+TEST_F(FusionLoweringTest, LayerNormGradColumnKernelWithoutOneLaunch) {
+  for (int64_t lanes : {32, 1}) {
+    lnOneLaunch = lanes == 1;
+    ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "mini", lanes));
+    auto ln = layerNormGradLaunches(*lowered);
+    ASSERT_EQ(ln.size(), 3u * 5) << lanes;
+    for (size_t i = 0; i < ln.size(); i += 3) {
+      EXPECT_TRUE(startsWith(ln[i].first, "layernorm_backward_rows")) << ln[i].first;
+      EXPECT_EQ(ln[i].first.find("_cols_"), std::string::npos) << ln[i].first;
+      EXPECT_EQ(ln[i].second, 256 * lanes);
+      EXPECT_TRUE(startsWith(ln[i + 1].first, "layernorm_backward_cols_")) << ln[i + 1].first;
+      EXPECT_EQ(ln[i + 1].second, 256 / 64 * 64); // 64-row chunks x columns
+      EXPECT_TRUE(startsWith(ln[i + 2].first, "layernorm_backward_cols_sum")) << ln[i + 2].first;
+    }
+  }
 }
 
 /// Vector and scalar memory accesses of the first kernel named `prefix...`.

@@ -1,0 +1,27 @@
+// Tests --layernorm-grad-one-launch (codegen, CUDA): a layernorm gradient's
+// rows kernel also sums dweight and dbias, each warp over a chunk of rows
+// into shared memory, and a fold adds the chunks' partials; no kernel reads
+// dy and x again for the columns.
+
+// RUN: rm -rf %t.on && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=bf16 --progress=off -o %t.on.fb --dump-ir-after-each-pass=%t.on
+// RUN: FileCheck %s --check-prefix=ON < %t.on/kernels.ptx
+// RUN: not grep -E "\.entry layernorm_backward_cols_[0-9]+\(" %t.on/kernels.ptx
+// ON-LABEL: .entry layernorm_backward_rows_add_cols_
+// ON-NOT: .entry
+// ON: st.shared.b32
+// ON-NOT: .entry
+// ON: ld.shared.b32
+// ON-LABEL: .entry layernorm_backward_cols_sum_
+
+// =false: the rows kernel stores each row's statistics, and a column kernel
+// reads dy, x and them.
+// RUN: rm -rf %t.off && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=bf16 --progress=off --layernorm-grad-one-launch=false -o %t.off.fb --dump-ir-after-each-pass=%t.off
+// RUN: FileCheck %s --check-prefix=OFF < %t.off/kernels.ptx
+// OFF-NOT: .entry layernorm_backward_rows_add_cols_
+// OFF: .entry layernorm_backward_cols_{{[0-9]+}}(
+// OFF-NOT: .entry layernorm_backward_rows_add_cols_
+
+// The chunk must be 0 (auto) to 1024 rows, checked before any pass runs.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --layernorm-grad-chunk-rows=-1 -o %t.bad.fb 2>&1 | FileCheck %s --check-prefix=BAD
+// BAD-NOT: gpt-instantiate-model
+// BAD: gptc: error: --layernorm-grad-chunk-rows: expected 0 (auto) to 1024 rows, got -1
