@@ -15,6 +15,9 @@
 # "determinism: FAIL" names the first differing step line or checkpoint.
 # Knobs: FB (default: TRAIN_FB of bench/configs.sh), DET_STEPS=20, SEED=1337,
 # MODES="plain graph", GPTRUN=build-device/bin/gptrun.
+# FB_B: run b takes this executable instead, so the check is whether two
+# compiles of one model (a codegen flag on and off) train to the same bits;
+# their checkpoints name the model, not the kernels, so `cmp` still applies.
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=bench/configs.sh
@@ -23,12 +26,15 @@ OUT=${OUT:-out/determinism}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/determinism.log") 2>&1
 FB=${FB:-$TRAIN_FB}
+FB_B=${FB_B:-$FB}
 STEPS=${DET_STEPS:-20}
 GPTRUN=${GPTRUN:-build-device/bin/gptrun}
 WORK=${WORK:-/tmp/gptc-determinism}
 rm -rf "$WORK" && mkdir -p "$WORK"
 
-[ -f "$FB" ] || { echo "determinism: FAIL (no $FB; run bench/build_artifacts.sh here first)"; exit 1; }
+for f in "$FB" "$FB_B"; do
+  [ -f "$f" ] || { echo "determinism: FAIL (no $f; run bench/build_artifacts.sh here first)"; exit 1; }
+done
 if [ ! -x "$GPTRUN" ]; then
   bash scripts/device-build.sh > "$OUT/build.log" 2>&1 || {
     tail -30 "$OUT/build.log"; echo "determinism: FAIL (device build)"; exit 1; }
@@ -42,8 +48,10 @@ for mode in ${MODES:-plain graph}; do
   [ "$mode" = plain ] && flags=(--no-graph) # graphs are the default
   for run in a b; do
     dir=$WORK/$mode-$run
-    echo "+ $GPTRUN $FB --data $TRAIN_DATA --steps $STEPS --seed $SEED ${flags[*]} --checkpoint-dir $dir"
-    "$GPTRUN" "$FB" --data "$TRAIN_DATA" --steps "$STEPS" --seed "$SEED" "${flags[@]}" \
+    fb=$FB
+    [ $run = b ] && fb=$FB_B
+    echo "+ $GPTRUN $fb --data $TRAIN_DATA --steps $STEPS --seed $SEED ${flags[*]} --checkpoint-dir $dir"
+    "$GPTRUN" "$fb" --data "$TRAIN_DATA" --steps "$STEPS" --seed "$SEED" "${flags[@]}" \
       --checkpoint-dir "$dir" > "$OUT/$mode-$run.log" 2>&1 || {
       tail -20 "$OUT/$mode-$run.log"; echo "determinism: FAIL ($mode run $run failed)"; exit 1; }
     # The step lines without the timing columns.
@@ -61,5 +69,7 @@ for mode in ${MODES:-plain graph}; do
     echo "determinism: $mode: $STEPS step lines equal, checkpoints byte-identical ($(stat -c %s "$WORK/$mode-a/$ckpt") bytes)"
   fi
 done
-[ $status = 0 ] && echo "determinism: PASS ($FB, $STEPS steps, seed $SEED, modes: ${MODES:-plain graph})"
+against=""
+[ "$FB_B" != "$FB" ] && against=" against $FB_B"
+[ $status = 0 ] && echo "determinism: PASS ($FB$against, $STEPS steps, seed $SEED, modes: ${MODES:-plain graph})"
 exit $status

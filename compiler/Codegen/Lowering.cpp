@@ -400,17 +400,23 @@ constexpr int64_t kColumnChunkRows = 64;
 /// elements of the input (4 to 64), which was fastest on an H100 (124M
 /// B=64: 32 rows, 0.7% faster than 16; 350M B=32: 16, 1.4% faster than 32
 /// and 0.6% than 8; 1.5B B=16: 16, 0.5% faster than 8).
-inline int64_t layerNormGradChunkRows(int64_t rows, int64_t c) {
+int64_t autoLayerNormGradChunkRows(int64_t rows, int64_t c) {
   int64_t perWarp = llvm::divideCeil(rows * c, int64_t(1) << 21);
   return std::clamp<int64_t>(static_cast<int64_t>(llvm::PowerOf2Ceil(perWarp)), 4, 64);
 }
 
-/// The most dynamic shared memory a block of CUDA chip `arch` (compute
-/// capability x 10) can have: 227 KiB on sm_90, 163 KiB on sm_80 and
-/// sm_87, 99 KiB on the others gptc targets (sm_86, sm_89).
-inline int64_t maxSharedBytes(int64_t arch) {
-  return arch >= 90 ? 227 * 1024 : arch == 80 || arch == 87 ? 163 * 1024 : 99 * 1024;
+/// The most shared memory a block of CUDA chip `arch` (compute capability
+/// x 10) can have: 227 KiB on sm_90, sm_100 and sm_103, 163 KiB on sm_80
+/// and sm_87, 99 KiB on the others gptc targets (sm_86, sm_89, sm_120,
+/// sm_121).
+int64_t maxSharedBytes(int64_t arch) {
+  if (arch == 90 || arch == 100 || arch == 103)
+    return 227 * 1024;
+  return arch == 80 || arch == 87 ? 163 * 1024 : 99 * 1024;
 }
+/// Static shared memory of every kernel that has dynamic: the lowering
+/// declares the dynamic buffer as a static byte (16 with its alignment).
+constexpr int64_t kStaticSharedBytes = 16;
 
 class Lowerer {
 public:
@@ -2249,13 +2255,14 @@ LogicalResult Lowerer::lowerFp8CastTransposeSum(Fp8CastTransposeSumOp op) {
 /// dbias over all rows; with `residual`, dx joins it and the rows kernel
 /// also stores the sum's `narrow` copy (gpt.layernorm_grad_add).
 ///
-/// The column sums fold chunks of layerNormGradChunkRows rows into
-/// partials, then foldColumnPartials adds each column's partials. With
-/// layerNormGradOneLaunch a warp of the rows kernel takes a chunk, keeping
-/// its lanes' columns' sums in registers as it goes, so dy and x are read
-/// once; otherwise the rows kernel stores the statistics and a column
-/// kernel reads dy and x again. Either way each partial adds the same
-/// products in row order: the same bits.
+/// The column sums fold chunks of rows into partials, then
+/// foldColumnPartials adds each column's partials. With
+/// layerNormGradOneLaunch (where a lane's columns fit in registers and the
+/// warps' sums in shared memory) a warp of the rows kernel takes a chunk
+/// and adds each row to its columns' sums in shared memory, so dy and x
+/// are read once; otherwise the rows kernel stores the statistics and a
+/// column kernel reads dy and x again. For the same chunk each partial
+/// adds the same products in row order either way: the same bits.
 LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Value wV, Value dxV,
                                           Value dwV, Value dbV, Value residual, Value narrow,
                                           double eps) {
@@ -2268,9 +2275,9 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
   int64_t sharedBytes = warps * 2 * c * 4;
   bool oneLaunch = options.layerNormGradOneLaunch && lanes == 32 && c % lanes == 0 &&
                    c / lanes <= RowLanes::kMaxResident &&
-                   sharedBytes <= maxSharedBytes(options.cudaArch);
+                   sharedBytes + kStaticSharedBytes <= maxSharedBytes(options.cudaArch);
   int64_t chunkRows = options.layerNormGradChunkRows > 0 ? options.layerNormGradChunkRows
-                      : oneLaunch ? layerNormGradChunkRows(rows, c)
+                      : oneLaunch ? autoLayerNormGradChunkRows(rows, c)
                                   : kColumnChunkRows;
   int64_t parts = (rows + chunkRows - 1) / chunkRows;
   bool joins = static_cast<bool>(residual);

@@ -158,8 +158,9 @@ struct LoweringOptions {
   bool crossEntropyOnePass = true;
   /// gpt.layernorm_grad's rows kernel also folds dweight and dbias over
   /// layerNormGradChunkRows rows per warp into partials, so the columns are
-  /// not read a second time; CUDA with a lane's columns resident only.
-  /// Otherwise a column reduction of its own, in the same order (same bits).
+  /// not read a second time; CUDA, where a lane's columns fit in registers
+  /// and the warps' sums in shared memory. Otherwise a column reduction of
+  /// its own (with the same chunk, in the same order: the same bits).
   bool layerNormGradOneLaunch = true;
   /// Rows of one partial of dweight and dbias (a warp's rows when fused);
   /// 0: with layerNormGradOneLaunch about a wave of warps (4 to 64 rows),

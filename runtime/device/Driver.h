@@ -30,7 +30,7 @@ struct Driver {
   PFN_cuModuleUnload_v2000 moduleUnload = nullptr;
   PFN_cuLaunchKernel_v4000 launchKernel = nullptr;
   PFN_cuLaunchKernelEx_v11060 launchKernelEx = nullptr; // launch attributes (PDL)
-  PFN_cuFuncSetAttribute_v9000 funcSetAttribute = nullptr; // > 48 KiB shared memory
+  PFN_cuFuncSetAttribute_v9000 funcSetAttribute = nullptr; // dynamic shared memory limit
   PFN_cuGetErrorString_v6000 getErrorString = nullptr;
   PFN_cuGetErrorName_v6000 getErrorName = nullptr;
 };

@@ -111,8 +111,8 @@ cl::opt<bool> crossEntropyOnePass(
 cl::opt<bool> layerNormGradOneLaunch(
     "layernorm-grad-one-launch",
     cl::desc("CUDA: a layernorm gradient's rows kernel also sums dweight and dbias, a warp "
-             "keeping its columns' sums over --layernorm-grad-chunk-rows rows, so dy and x "
-             "are read once (=false: a column kernel reads them again; the same bits)"),
+             "keeping its columns' sums over --layernorm-grad-chunk-rows rows in shared "
+             "memory, so dy and x are read once (=false: a column kernel reads them again)"),
     cl::init(true), cl::cat(compileCat));
 cl::opt<int> layerNormGradChunkRows(
     "layernorm-grad-chunk-rows",

@@ -394,6 +394,17 @@ TEST_F(FusionLoweringTest, LayerNormGradFoldsColumnsInItsRowsKernel) {
   EXPECT_EQ(ln[0].second, 256 / 8 * 32);
 }
 
+// tiny (C = 16): a warp's lanes cannot each keep whole columns of a row,
+// so even with one launch asked for, the column sums are a kernel of their
+// own (3 launches per layernorm gradient).
+TEST_F(FusionLoweringTest, LayerNormGradNeedsResidentColumnsForOneLaunch) {
+  ASSERT_NO_FATAL_FAILURE(lower(true, true, "bf16", true, "tiny", 32));
+  auto ln = layerNormGradLaunches(*lowered);
+  ASSERT_EQ(ln.size(), 3u * 5);
+  for (size_t i = 0; i < ln.size(); i += 3)
+    EXPECT_EQ(ln[i].first.find("_cols_"), std::string::npos) << ln[i].first;
+}
+
 // Without one launch, or with a lane per row (Host), the column sums are a
 // reduceColumns of their own: rows, partials, fold.
 TEST_F(FusionLoweringTest, LayerNormGradColumnKernelWithoutOneLaunch) {
