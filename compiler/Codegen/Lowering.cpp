@@ -2282,10 +2282,9 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
   int64_t parts = (rows + chunkRows - 1) / chunkRows;
   bool joins = static_cast<bool>(residual);
   Type ft = Float32Type::get(ctx);
-  auto statsType = flatOf(rows * 2, ft);
   // a[3]: each row's mean and rstd for the column kernel, or (one launch)
   // the partials, dweight's parts x c then dbias'; set below.
-  std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), statsType, flat(dxV)};
+  std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), Type(), flat(dxV)};
   std::vector<Operand> args = {t(dyV), t(xV), t(wV), {}, t(dxV)};
   if (joins) { // a[5] residual, a[6] the narrow copy (if any)
     types.push_back(flat(residual));
@@ -2376,6 +2375,8 @@ LogicalResult Lowerer::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Va
     return success();
   }
   Operand stats = scratch(rows * 2 * 4); // mean, rstd per row
+  auto statsType = flatOf(rows * 2, ft);
+  types[3] = statsType;
   args[3] = stats;
   launch(op, key + "rows", name, types, args, rows * lanes,
          [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
@@ -2729,7 +2730,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
         constexpr int64_t kTileRows = 32, kBlock = 256;
         int64_t pitch = c + 4; // a row's codes, shifted one bank per row
         if (lanes == 32 && options.vectorAccess && options.blockThreads == kBlock &&
-            rows % kTileRows == 0 && c % 32 == 0 && vectorChunks(ln.getTransposed(), 16)) {
+            rows % kTileRows == 0 && c % 32 == 0 && vectorChunks(ln.getTransposed(), 16) &&
+            kTileRows * pitch + kStaticSharedBytes <= maxSharedBytes(options.cudaArch)) {
           int64_t runs = c * (kTileRows / 16), perThread = (runs + kBlock - 1) / kBlock;
           launch(op, key + "tiled", "add_layernorm_fp8", types, args, rows / kTileRows * kBlock,
                  [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
@@ -2767,7 +2769,8 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
                  /*minBlocksPerSM=*/0, kTileRows * pitch);
           return success();
         }
-        // Elsewhere (the Host target): each code also to its transposed index.
+        // Elsewhere (the Host target, or a tile past the chip's shared memory):
+        // each code also to its transposed index.
         launch(op, key, "add_layernorm_fp8", types, args, rows * lanes,
                [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
                  KB k{b, loc};

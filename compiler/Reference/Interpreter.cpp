@@ -65,6 +65,13 @@ double roundTo(Type type, double x) {
   return x;
 }
 
+/// The formats whose stored values the interpreter rounds (bf16, f16):
+/// f32 storage is exact in fp64 mode, and fp32 mode computes in f32.
+bool isNarrow(Type elt) { return elt.isBF16() || elt.isF16(); }
+
+/// x as a tensor of element type `elt` holds it.
+double asStored(Type elt, double x) { return isNarrow(elt) ? roundTo(elt, x) : x; }
+
 //===----------------------------------------------------------------------===//
 // Evaluator
 //===----------------------------------------------------------------------===//
@@ -128,13 +135,11 @@ public:
           args[i].numElements() != type.getNumElements())
         return fn.emitError("reference interpreter: argument ")
                << i << " has the wrong shape for " << type;
-      // f32 storage is exact in fp64 mode: only narrow formats round.
       Type elt = type.getElementType();
-      bool narrow = elt.isBF16() || elt.isF16();
       Buffer buf;
       buf.reserve(args[i].data.size());
       for (double x : args[i].data)
-        buf.push_back(static_cast<T>(narrow ? roundTo(elt, x) : x));
+        buf.push_back(static_cast<T>(asStored(elt, x)));
       buffers.push_back(std::move(buf));
     }
     std::vector<Buffer> outs;
@@ -171,7 +176,7 @@ private:
   void roundResults(Operation *op) {
     for (Value r : op->getResults()) {
       Type elt = llvm::cast<ShapedType>(r.getType()).getElementType();
-      if (elt.isBF16() || elt.isF16())
+      if (isNarrow(elt))
         for (T &x : *env[r])
           x = static_cast<T>(roundTo(elt, x));
     }
@@ -365,10 +370,9 @@ private:
   Buffer &residualSum(Value lhs, Value rhs, Value result) {
     const Buffer &a = in(lhs), &bb = in(rhs);
     Type sumElt = llvm::cast<ShapedType>(result.getType()).getElementType();
-    bool narrow = sumElt.isBF16() || sumElt.isF16();
     Buffer &sum = out(result);
     for (size_t i = 0; i < a.size(); ++i)
-      sum[i] = narrow ? static_cast<T>(roundTo(sumElt, a[i] + bb[i])) : a[i] + bb[i];
+      sum[i] = static_cast<T>(asStored(sumElt, a[i] + bb[i]));
     return sum;
   }
 
@@ -387,8 +391,7 @@ private:
     layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
                   static_cast<T>(op.getEpsilon().convertToDouble()), y);
     // As roundResults would round the unfused layernorm's result.
-    Type rounded = op.getRoundedTo();
-    if (rounded.isBF16() || rounded.isF16())
+    if (Type rounded = op.getRoundedTo(); isNarrow(rounded))
       for (T &v : y)
         v = static_cast<T>(roundTo(rounded, v));
     record(op.getHistory(), op.getRecorded(), y);
@@ -531,10 +534,9 @@ private:
     if (!withGelu)
       return in(x);
     Type elt = llvm::cast<ShapedType>(x.getType()).getElementType();
-    bool narrow = elt.isBF16() || elt.isF16();
     storage = in(x);
     for (T &e : storage)
-      e = narrow ? static_cast<T>(roundTo(elt, gelu(e))) : gelu(e);
+      e = static_cast<T>(asStored(elt, gelu(e)));
     return storage;
   }
 
@@ -549,14 +551,13 @@ private:
       return values;
     }
     Type elt = llvm::cast<ShapedType>(x.getType()).getElementType();
-    bool narrow = elt.isBF16() || elt.isF16();
     storage = in(x);
     const Buffer &p = in(pre);
     for (size_t i = 0; i < storage.size(); ++i)
       storage[i] *= geluDerivative(p[i]);
     if (exact)
       *exact = storage;
-    if (narrow)
+    if (isNarrow(elt))
       for (T &e : storage)
         e = static_cast<T>(roundTo(elt, e));
     return storage;
