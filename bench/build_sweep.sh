@@ -19,6 +19,8 @@
 #          tag nosteady)
 #   nolnf  with fp8: --fuse-layernorm-fp8=false, the steady step's layernorms
 #          store bf16 for a cast kernel (tag nolnf)
+#   gf     with fp8: --fuse-fp8-gelu-matmul, the steady step's MLP GEMM writes
+#          its GELU's FP8 codes (tag gf)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 #   aN     --accum-steps=N: the step takes N micro-batches of B rows each
 #   split  with a budget: --split-batch, gptc picks the micro-batches (tag split)
@@ -54,6 +56,7 @@ for entry in $SWEEP; do
       nofc) tag=${tag:+$tag-}nofc extra+=(--fuse-fp8-cast=false) ;;
       nosteady) tag=${tag:+$tag-}nosteady extra+=(--fp8-steady-step=false) ;;
       nolnf) tag=${tag:+$tag-}nolnf extra+=(--fuse-layernorm-fp8=false) ;;
+      gf) tag=${tag:+$tag-}gf extra+=(--fuse-fp8-gelu-matmul) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       a[0-9]*) tag=${tag:+$tag-}$part accum=${part#a} ;;
       fga) tag=${tag:+$tag-}fga extra+=(--fuse-grad-accumulation) ;;
@@ -61,7 +64,7 @@ for entry in $SWEEP; do
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, nosteady, nolnf, dN, aN, fga or split)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, nosteady, nolnf, gf, dN, aN, fga or split)"
            status=1
            continue 2
          fi ;;

@@ -397,6 +397,8 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
           os << "m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch
              << (g.transa ? " T" : " N") << (g.transb ? "T" : "N") << " " << g.aType << "x"
              << g.bType << "->" << g.cType;
+          if (g.dType)
+            os << " d=" << g.dType;
           if (g.epilogue != GemmEpilogue::None)
             os << " epilogue=" << s::EnumNameEpilogue(schemaEpilogue(g.epilogue));
           if (g.fastAccum)
@@ -494,7 +496,9 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
                                   g.ldc, g.strideA, g.strideB, g.strideC, dtypeOf(g.aType),
                                   dtypeOf(g.bType), dtypeOf(g.cType), s::ComputeType::F32,
                                   schemaEpilogue(g.epilogue), /*alpha=*/1.0, g.beta,
-                                  g.fastAccum));
+                                  g.fastAccum,
+                                  g.dType ? fb::Optional<s::DType>(dtypeOf(g.dType))
+                                          : fb::Optional<s::DType>(fb::nullopt)));
   std::vector<fb::Offset<s::Program>> programs;
   for (const ProgramInfo &p : lowered->programs) {
     std::vector<fb::Offset<s::Command>> cmds;
@@ -530,8 +534,14 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
           aScale = static_cast<int64_t>(operandTensor(c.args[next++]));
           bScale = static_cast<int64_t>(operandTensor(c.args[next++]));
         }
+        int64_t dScale = -1, amaxD = -1;
+        if (lowered->gemms[c.gemm].dType) {
+          dScale = static_cast<int64_t>(operandTensor(c.args[next++]));
+          amaxD = static_cast<int64_t>(operandTensor(c.args[next++]));
+        }
         auto gemm = s::CreateRunGemm(b, c.gemm, operandTensor(c.args[0]), operandTensor(c.args[1]),
-                                     operandTensor(c.args[2]), bias, aux, aScale, bScale);
+                                     operandTensor(c.args[2]), bias, aux, aScale, bScale, dScale,
+                                     amaxD);
         cmds.push_back(s::CreateCommand(b, 0, s::Op::RunGemm, gemm.Union()));
         break;
       }

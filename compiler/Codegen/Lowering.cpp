@@ -1224,7 +1224,7 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
   auto fp8Use = [](Operation *op, Value v) {
     if (!llvm::isa<Float8E4M3FNType, Float8E5M2Type>(rtt(v).getElementType()))
       return false;
-    if (llvm::isa<ScaledMatmulOp, Fp8TransposeOp, ReshapeOp>(op))
+    if (llvm::isa<ScaledMatmulOp, ScaledMatmulGeluFp8Op, Fp8TransposeOp, ReshapeOp>(op))
       return true;
     return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp, Fp8CastTransposeSumOp,
                      Fp8CrossEntropyGradOp, AddLayerNormFp8Op>(op) &&
@@ -1418,8 +1418,12 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
 
 LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb,
                                    Value bias, GemmEpilogue epilogue, Value aux) {
+  // D: the product, or the GELU's codes of a gpt.scaled_matmul_gelu_fp8
+  // (whose product, rounded, is the aux `pre`).
+  auto geluFp8 = llvm::dyn_cast<ScaledMatmulGeluFp8Op>(op);
+  Value d = geluFp8 ? Value(geluFp8.getResult()) : op->getResult(0);
   auto as = rtt(a).getShape(), bs = rtt(bm).getShape();
-  auto ys = rtt(op->getResult(0)).getShape();
+  auto ys = rtt(d).getShape();
   size_t r = ys.size();
   int64_t m = ys[r - 2], n = ys[r - 1], k = ta ? as[r - 2] : as[r - 1];
   int64_t batch = 1;
@@ -1448,9 +1452,9 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
     g.strideB = m * k;
     g.strideC = m * n;
   }
-  Type in = eltOf(a), out = eltOf(op->getResult(0));
+  Type in = eltOf(a), out = geluFp8 ? eltOf(aux) : eltOf(d);
   auto scaled = llvm::dyn_cast<ScaledMatmulOp>(op);
-  if (scaled) {
+  if (scaled || geluFp8) {
     // cuBLASLt's FP8 kernels: TN only; M (its n) is free, N and K (its m
     // and k, and so the leading dimensions) multiples of 16.
     if (ta || !tb)
@@ -1467,7 +1471,11 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
       return op->emitOpError("codegen: FP8 GEMMs give bf16 or f32, not ") << out;
     if (bias && out.isF32())
       return op->emitOpError("codegen: cuBLASLt's FP8 GEMMs add no bias into an f32 result");
-    g.fastAccum = scaled.getFastAccum();
+    if (geluFp8 && !out.isBF16())
+      return op->emitOpError("codegen: an FP8 GEMM that writes FP8 codes keeps a bf16 "
+                             "pre-activation, not ")
+             << out;
+    g.fastAccum = scaled ? scaled.getFastAccum() : geluFp8.getFastAccum();
   } else if (eltOf(bm) != in || !(in.isF32() || in.isBF16() || in.isF16()) ||
       !(out == in || out.isF32()))
     return op->emitOpError("codegen: GEMMs take f32, bf16 or f16 operands of one type and "
@@ -1482,6 +1490,15 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
   g.aType = eltOf(bm);
   g.bType = in;
   g.cType = out;
+  if (geluFp8) {
+    g.dType = eltOf(d);
+    // cuBLASLt sets amax_D (the history's first element, 0 in a shifted
+    // history) in the recorded copy of the history.
+    Value history = geluFp8.getHistory(), recorded = geluFp8.getRecorded();
+    if (tensorOf.lookup(history) != tensorOf.lookup(recorded))
+      program->commands.push_back({Command::Copy, 0, 0, 0, {t(history), t(recorded)},
+                                   op->getName().getStringRef().str()});
+  }
   Value acc = scaled ? scaled.getAccumulate() : Value();
   if (acc) {
     // beta = 1 reads C, which is D: the accumulator's bytes, or a copy of
@@ -1495,7 +1512,7 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
   Command c;
   c.kind = Command::Gemm;
   c.gemm = result.gemms.size() - 1;
-  c.args = {t(bm), t(a), t(op->getResult(0))};
+  c.args = {t(bm), t(a), t(d)};
   if (bias)
     c.args.push_back(t(bias));
   if (aux)
@@ -1503,6 +1520,12 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
   if (scaled) { // cuBLASLt's A is our rhs
     c.args.push_back(t(scaled.getRhsScale()));
     c.args.push_back(t(scaled.getLhsScale()));
+  }
+  if (geluFp8) {
+    c.args.push_back(t(geluFp8.getRhsScale()));
+    c.args.push_back(t(geluFp8.getLhsScale()));
+    c.args.push_back(t(geluFp8.getScale()));
+    c.args.push_back(t(geluFp8.getRecorded()));
   }
   c.op = op->getName().getStringRef().str();
   program->commands.push_back(std::move(c));
@@ -2440,6 +2463,11 @@ LogicalResult Lowerer::lowerOp(Operation *op) {
       .Case<ScaledMatmulOp>([&](ScaledMatmulOp mm) {
         return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
                            mm.getTransposeRhs(), mm.getBias());
+      })
+      .Case<ScaledMatmulGeluFp8Op>([&](ScaledMatmulGeluFp8Op mm) {
+        return lowerMatmul(op, mm.getLhs(), mm.getRhs(), false, true, mm.getBias(),
+                           mm.getBias() ? GemmEpilogue::BiasGeluAux : GemmEpilogue::GeluAux,
+                           mm.getPre());
       })
       .Case<Fp8ScaleOp>([&](Fp8ScaleOp sc) { return lowerFp8Scale(sc); })
       .Case<Fp8DelayedScalesOp>([&](Fp8DelayedScalesOp sc) { return lowerFp8DelayedScales(sc); })

@@ -80,6 +80,10 @@ struct GemmDesc {
   /// Element types in cuBLASLt's terms (A is our rhs, B our lhs); the bias
   /// has C's type. Accumulation is fp32 (f64 for f64 operands).
   mlir::Type aType, bType, cType;
+  /// FP8 D (gpt.scaled_matmul_gelu_fp8): D's codes, scaled by a d_scale
+  /// tensor, their amax into an f32; C, bias and aux keep cType. Null: D
+  /// is cType.
+  mlir::Type dType;
   /// FP8: the tensor cores fold partial sums less often (faster).
   bool fastAccum = false;
   /// 1: D += the product (C is D, holding the accumulator).
@@ -91,7 +95,8 @@ struct Command {
   unsigned kernel = 0;  // Launch
   int64_t threads = 0;  // Launch
   unsigned gemm = 0;    // Gemm
-  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias][, aux][, a_scale, b_scale (FP8)];
+  std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias][, aux][, a_scale, b_scale (FP8)]
+                             // [, d_scale, amax_d (FP8 D)];
                              // Zero/Copy/AllReduce: tensors
   std::string op;       // the gpt op it comes from, for dumps and errors
   unsigned stream = 0;  // kCompute, or kComm for collectives

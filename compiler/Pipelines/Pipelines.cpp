@@ -198,6 +198,10 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   // steady step's scales exist before its layernorms run.
   if (steady && options.fuseLayerNormFp8)
     pm.addPass(createFuseLayerNormFp8Pass());
+  // Likewise for the MLP's GELU: the steady step's scales exist before the
+  // product runs.
+  if (steady && options.fuseFp8GeluMatmul)
+    pm.addPass(createFuseFp8GeluMatmulPass());
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.

@@ -81,6 +81,11 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("In the steady FP8 step, residual layernorms write their FP8 codes "
                      "(gpt-fuse-layernorm-fp8)"),
       llvm::cl::init(true)};
+  Option<bool> fuseFp8GeluMatmul{
+      *this, "fuse-fp8-gelu-matmul",
+      llvm::cl::desc("In the steady FP8 step, the MLP's first GEMM writes its GELU's FP8 codes "
+                     "(gpt-fuse-fp8-gelu-matmul)"),
+      llvm::cl::init(false)};
   Option<bool> fuseGradAccumulation{
       *this, "fuse-grad-accumulation",
       llvm::cl::desc("Sum FP8 weight gradients over the micro-batches in their GEMMs "

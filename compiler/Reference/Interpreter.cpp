@@ -229,6 +229,7 @@ private:
         .template Case<Fp8CastTransposeOp>([&](auto o) { return fp8CastTranspose(o); })
         .template Case<Fp8CastTransposeSumOp>([&](auto o) { return fp8CastTransposeSum(o); })
         .template Case<ScaledMatmulOp>([&](auto o) { return scaledMatmul(o); })
+        .template Case<ScaledMatmulGeluFp8Op>([&](auto o) { return scaledMatmulGeluFp8(o); })
         .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
         .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
         .template Case<MatmulGeluBiasGradOp>([&](auto o) { return matmulGeluBiasGrad(o); })
@@ -687,6 +688,25 @@ private:
         y[i] += acc[i];
     }
     return success();
+  }
+
+  /// The unrounded product plus bias is GELU's input (the GEMM's epilogue
+  /// reads its accumulator); `pre` is rounded as the result is stored.
+  LogicalResult scaledMatmulGeluFp8(ScaledMatmulGeluFp8Op op) {
+    Buffer &acc = out(op.getPre());
+    matmulInto(op.getLhs(), op.getRhs(), false, true, op.getPre(), acc);
+    T scale = in(op.getLhsScale())[0] * in(op.getRhsScale())[0];
+    const Buffer *bias = op.getBias() ? &in(op.getBias()) : nullptr;
+    for (size_t i = 0; i < acc.size(); ++i)
+      acc[i] = acc[i] * scale + (bias ? (*bias)[i % bias->size()] : T(0));
+    Buffer g(acc.size());
+    for (size_t i = 0; i < acc.size(); ++i)
+      g[i] = gelu(acc[i]);
+    Buffer h = in(op.getHistory());
+    h[0] = static_cast<T>(amaxOf(g));
+    out(op.getRecorded()) = std::move(h);
+    out(op.getResult()) = quantize(g, op.getFormat(), in(op.getScale())[0]);
+    return success(); // roundResults rounds `pre` to its type
   }
 
   /// y[i] *= gelu'(pre[i]); with `sums`, sums[c] += y[i] for y's column c.

@@ -595,6 +595,43 @@ def FuseLayerNormFp8Pass : Pass<"gpt-fuse-layernorm-fp8", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
 
+def FuseFp8GeluMatmulPass : Pass<"gpt-fuse-fp8-gelu-matmul", "::mlir::ModuleOp"> {
+  let summary = "Makes the MLP's first FP8 GEMM store its GELU as FP8 codes";
+  let description = [{
+    In an FP8 forward the MLP's first product stores its pre-activation
+    (bf16, which the backward's GELU gradient reads), and a cast kernel
+    reads it back to write the GELU's two FP8 layouts: 2 bytes written by
+    the GEMM, then 2 read and 2 written per element. Where the cast's scale
+    is known before the product (delayed scaling's steady step,
+    `gpt-fp8-steady-step`), cuBLASLt's FP8 GEMM can apply the GELU and
+    write its codes itself (GELU_AUX epilogue with an FP8 D, a D scale and
+    amax_D), and a byte transpose writes the second layout: 3 bytes
+    written by the GEMM, then 1 read and 1 written.
+
+    Each `gpt.fp8_cast_transpose {gelu}` with a history whose input is a
+    `gpt.scaled_matmul` (no accumulator, rhs transposed), whose scale and
+    history exist before the product and whose history is a shifted one
+    (its first element 0: the amax is set, not raised), becomes a
+    `gpt.scaled_matmul_gelu_fp8` and a `gpt.fp8_transpose` of its codes.
+    The codes are not the cast's bit for bit: the GELU reads the product
+    before it is rounded to bf16.
+
+    ```mlir
+    // Before:
+    %pre = gpt.scaled_matmul %qx, %sx, %qw, %sw bias %b {fast_accum, transpose_rhs} : (...)
+    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %pre, %s history %h0 {gelu} : (...)
+    // After:
+    %pre, %q, %h1 = gpt.scaled_matmul_gelu_fp8 e4m3 %qx, %sx, %qw, %sw, %s history %h0
+        bias %b {fast_accum} : (...)
+    %qt = gpt.fp8_transpose %q : (...)
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFused", "fused", "FP8 GELU casts folded into their GEMMs">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect"];
+}
+
 def FuseFp8CastPass : Pass<"gpt-fuse-fp8-cast", "::mlir::ModuleOp"> {
   let summary = "Folds bias-gradient sums and GELU gradients into the backward's FP8 casts";
   let description = [{

@@ -151,6 +151,11 @@ void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c,
             beta = static_cast<Acc>(g.beta());
   // DGeluBGrad: D's row sums, over j in ascending order.
   std::vector<Acc> rowSums(e == schema::Epilogue::DGeluBGrad ? m : 0, Acc(0));
+  // FP8 D: codes of dScale * d, and max |d| (NaN if any d is NaN).
+  const flatbuffers::Optional<schema::DType> dType = g.d_type();
+  const Fp8Format &dFormat = dType == schema::DType::F8E5M2 ? kE5M2 : kE4M3;
+  const float dScale = ops.dScale ? *static_cast<const float *>(ops.dScale) : 1.0f;
+  float amaxD = 0;
   for (int64_t j = 0; j < n; ++j) {
     // (m) column j of op(A) op(B), summed over p in ascending order.
     std::fill(column.begin(), column.end(), Acc(0));
@@ -174,9 +179,17 @@ void gemmBatch(const schema::Gemm &g, const void *a, const void *b, void *c,
         d *= geluDerivative(static_cast<Acc>(load(g.c_type(), ops.aux, i + j * ldc)));
       if (e == schema::Epilogue::DGeluBGrad)
         rowSums[i] += d;
+      if (dType) {
+        float v = static_cast<float>(d);
+        amaxD = std::isnan(v) || std::isnan(amaxD) ? NAN : std::max(amaxD, std::fabs(v));
+        static_cast<uint8_t *>(c)[i + j * ldc] = encode(dFormat, dScale * v);
+        continue;
+      }
       store(g.c_type(), c, i + j * ldc, d);
     }
   }
+  if (dType)
+    *static_cast<float *>(ops.amaxD) = amaxD;
   // Bias gradients: sums over k of op(A)'s rows or op(B)'s columns, in
   // ascending k, from the operands as loaded.
   if (e == schema::Epilogue::BGradA)
@@ -276,6 +289,10 @@ Status cpuGemm(const schema::Gemm &g, uint32_t index, const GemmOperands &ops) {
     return Status::error("GEMM " + std::to_string(index) +
                          (isFp8Gemm(g) ? ": FP8 operands need both scales"
                                        : ": only FP8 operands take scales"));
+  if (g.d_type().has_value() != (ops.dScale && ops.amaxD))
+    return Status::error("GEMM " + std::to_string(index) +
+                         (g.d_type() ? ": an FP8 D needs its scale and amax"
+                                     : ": only an FP8 D takes a D scale and amax"));
   if (g.compute() == schema::ComputeType::F64)
     gemm<double>(g, ops);
   else

@@ -12,7 +12,8 @@ namespace gptc::blas {
 
 struct CublasLtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr; // D uses c's layout
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatrixLayout_t d = nullptr; // an FP8 D's; else D uses c's layout
   cublasLtMatmulAlgo_t algo{};
   uint32_t alignment = 0; // of the pointers the algorithm was chosen for
   bool f64Scale = false;  // alpha/beta are double (F64 compute), else float
@@ -23,7 +24,7 @@ struct CublasLtGemm::Plan {
       if (first && !s)
         first = std::move(s);
     };
-    for (cublasLtMatrixLayout_t *l : {&a, &b, &c})
+    for (cublasLtMatrixLayout_t *l : {&a, &b, &c, &d})
       if (*l) {
         keep(GPT_CUBLAS_STATUS(cublasLtMatrixLayoutDestroy(*l)));
         *l = nullptr;
@@ -124,7 +125,7 @@ std::string tuningKey(const schema::Gemm &g, uint32_t align) {
                     g.lda(), g.ldb(), g.ldc(), g.stride_a(), g.stride_b(), g.stride_c(),
                     int64_t(g.a_type()), int64_t(g.b_type()), int64_t(g.c_type()),
                     int64_t(g.compute()), int64_t(g.epilogue()), int64_t(g.fast_accum()),
-                    int64_t(align)})
+                    g.d_type() ? int64_t(*g.d_type()) : -1, int64_t(align)})
     key += std::to_string(v) + ",";
   return key + std::to_string(g.alpha());
 }
@@ -237,12 +238,27 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(g.fast_accum())); !s)
       return s;
   }
+  if (g.d_type()) {
+    // D's codes: scaled by *d_scale, their amax (before scaling) into
+    // *amax_d; run() sets the pointers per call.
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, ops.dScale); !s)
+      return s;
+    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, ops.amaxD); !s)
+      return s;
+  }
   if (Status s = makeLayout(&p->a, *at, storedA(g), g.batch()); !s)
     return s;
   if (Status s = makeLayout(&p->b, *bt, storedB(g), g.batch()); !s)
     return s;
   if (Status s = makeLayout(&p->c, *ct, storedC(g), g.batch()); !s)
     return s;
+  if (g.d_type()) {
+    StatusOr<cudaDataType_t> dt = dataType(*g.d_type());
+    if (!dt)
+      return Status::error(where + dt.status().message());
+    if (Status s = makeLayout(&p->d, *dt, storedC(g), g.batch()); !s)
+      return s;
+  }
 
   std::vector<cublasLtMatmulAlgo_t> candidates; // the heuristic's order
   cublasLtMatmulPreference_t pref = nullptr;
@@ -257,7 +273,8 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
       GPT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
     cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
     int found = 0;
-    GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref,
+    GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->a, p->b, p->c,
+                                                    p->d ? p->d : p->c, pref,
                                                     autotune_ ? kCandidates : 1, results,
                                                     &found));
     if (found == 0)
@@ -313,8 +330,10 @@ Status CublasLtGemm::launch(const Plan &p, const cublasLtMatmulAlgo_t &algo, con
   const void *beta = p.f64Scale ? static_cast<const void *>(&beta64) : &beta32;
   void *workspace =
       workspace_ ? static_cast<char *>(workspace_) + streamIndex * workspaceBytes_ : nullptr;
+  // An FP8 D has beta 0: C, in its own (wider) layout, is never read.
   GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, alpha, ops.a, p.a, ops.b, p.b, beta, ops.c, p.c,
-                                  ops.c, p.c, &algo, workspace, workspaceBytes_, stream));
+                                  ops.c, p.d ? p.d : p.c, &algo, workspace, workspaceBytes_,
+                                  stream));
   return Status::ok();
 }
 
@@ -383,6 +402,14 @@ Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperan
     if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.aScale); !s)
       return s;
     if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.bScale); !s)
+      return s;
+  }
+  if (g.d_type()) {
+    if (!ops.dScale || !ops.amaxD)
+      return Status::error("GEMM " + std::to_string(index) + ": an FP8 D needs its scale and amax");
+    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, ops.dScale); !s)
+      return s;
+    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, ops.amaxD); !s)
       return s;
   }
   return launch(**p, (*p)->algo, g, ops, stream, streamIndex);

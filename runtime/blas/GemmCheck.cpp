@@ -121,7 +121,25 @@ Status checkGemm(const schema::Gemm &g, uint32_t index) {
     return Status::error(where + "epilogue " + schema::EnumNameEpilogue(g.epilogue()) +
                          " needs batch 1 and beta 0");
   if (isFp8(g.c_type()))
-    return Status::error(where + "FP8 is an operand type only; D must be F32, BF16 or F16");
+    return Status::error(where + "C is F32, BF16 or F16 (an FP8 D is d_type), not " +
+                         schema::EnumNameDType(g.c_type()));
+  const flatbuffers::Optional<schema::DType> dType = g.d_type();
+  if (dType) {
+    auto refuse = [&](const std::string &why) {
+      return Status::error(where + "FP8 D (" + schema::EnumNameDType(*dType) + "): " + why);
+    };
+    if (!isFp8(*dType))
+      return refuse("d_type is for FP8 codes only (F8E4M3, F8E5M2)");
+    if (!isFp8Gemm(g))
+      return refuse("needs FP8 operands");
+    if (g.c_type() != schema::DType::BF16 && g.c_type() != schema::DType::F16)
+      return refuse(std::string("C, the bias and aux must be BF16 or F16, got ") +
+                    schema::EnumNameDType(g.c_type()));
+    if (g.batch() != 1 || g.beta() != 0)
+      return refuse("needs batch 1 and beta 0");
+    if (g.ldc() % 16)
+      return refuse("ldc must be a multiple of 16");
+  }
   if (isFp8Gemm(g)) {
     auto refuse = [&](const std::string &why) {
       return Status::error(where + "FP8 GEMM (" + schema::EnumNameDType(g.a_type()) + " x " +
@@ -139,9 +157,11 @@ Status checkGemm(const schema::Gemm &g, uint32_t index) {
     if (g.compute() != schema::ComputeType::F32)
       return refuse(std::string("compute must be F32, got ") +
                     schema::EnumNameComputeType(g.compute()));
-    if (!plain)
+    bool geluAux = g.epilogue() == schema::Epilogue::GeluAux ||
+                   g.epilogue() == schema::Epilogue::BiasGeluAux;
+    if (!plain && !(geluAux && dType))
       return refuse(std::string("epilogue ") + schema::EnumNameEpilogue(g.epilogue()) +
-                    " (None and Bias only)");
+                    " (None and Bias, and GeluAux and BiasGeluAux with an FP8 D)");
     // The bias has D's type, and cuBLASLt's FP8 kernels take no F32 bias
     // (the heuristic answered NOT_SUPPORTED on the H200).
     if (g.epilogue() == schema::Epilogue::Bias && g.c_type() == schema::DType::F32)
@@ -179,7 +199,10 @@ Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd) {
     return s;
   if (Status s = operand("B", cmd.b(), g.b_type(), spanElements(storedB(g), g.batch())); !s)
     return s;
-  if (Status s = operand("C", cmd.c(), g.c_type(), spanElements(storedC(g), g.batch())); !s)
+  const flatbuffers::Optional<schema::DType> dType = g.d_type();
+  if (Status s = operand(dType ? "D" : "C", cmd.c(), dType ? *dType : g.c_type(),
+                         spanElements(storedC(g), g.batch()));
+      !s)
     return s;
   int64_t biasLength = epilogueBiasLength(g);
   if ((biasLength > 0) != (cmd.bias() >= 0))
@@ -204,6 +227,14 @@ Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd) {
                                         : std::string(name) + " is for FP8 operands only"));
     if (fp8)
       if (Status s = operand(name, uint64_t(scale), schema::DType::F32, 1); !s)
+        return s;
+  }
+  for (auto [name, f32] : {std::pair{"d_scale", cmd.d_scale()}, std::pair{"amax_d", cmd.amax_d()}}) {
+    if (dType.has_value() != (f32 >= 0))
+      return Status::error(where + (dType ? std::string("an FP8 D needs ") + name + ", an F32 tensor"
+                                          : std::string(name) + " is for an FP8 D only"));
+    if (dType)
+      if (Status s = operand(name, uint64_t(f32), schema::DType::F32, 1); !s)
         return s;
   }
   return Status::ok();

@@ -44,6 +44,8 @@ struct GemmOperands {
   void *aux = nullptr;  // GELU pre-activation, D's layout: written by *GeluAux, read by DGelu
   const void *aScale = nullptr; // FP8: one f32 each, else null
   const void *bScale = nullptr;
+  const void *dScale = nullptr; // FP8 D: one f32 scaling D, else null
+  void *amaxD = nullptr;        // FP8 D: one f32, set to max |D| before scaling
 };
 
 /// The pointers of `cmd`, `address(tensor index)` giving each tensor's.
@@ -57,6 +59,8 @@ GemmOperands gemmOperands(const schema::RunGemm &cmd, AddressFn address) {
   ops.aux = cmd.aux() >= 0 ? address(uint32_t(cmd.aux())) : nullptr;
   ops.aScale = cmd.a_scale() >= 0 ? address(uint32_t(cmd.a_scale())) : nullptr;
   ops.bScale = cmd.b_scale() >= 0 ? address(uint32_t(cmd.b_scale())) : nullptr;
+  ops.dScale = cmd.d_scale() >= 0 ? address(uint32_t(cmd.d_scale())) : nullptr;
+  ops.amaxD = cmd.amax_d() >= 0 ? address(uint32_t(cmd.amax_d())) : nullptr;
   return ops;
 }
 
@@ -85,15 +89,16 @@ bool epilogueAppliesGelu(schema::Epilogue e);
 
 /// Checks the GEMM alone: sizes, leading dimensions, strides, types and
 /// epilogue (those beyond Bias need batch 1 and beta 0, and an aux matrix
-/// needs ldc divisible by 8, as cuBLASLt does), and FP8's rules (see
-/// executable.fbs). Errors start with "GEMM <index>: ".
+/// needs ldc divisible by 8, as cuBLASLt does), and FP8's rules, an FP8 D's
+/// among them (see executable.fbs). Errors start with "GEMM <index>: ".
 Status checkGemm(const schema::Gemm &g, uint32_t index);
 
 /// Checks one RunGemm of `exe`: its GEMM (checkGemm), the operand tensors'
 /// dtypes and that each operand's span fits inside its tensor, a bias
 /// tensor exactly when the epilogue takes one (epilogueBiasLength entries
 /// of c_type) and an aux tensor exactly when it has one (D's span, c_type),
-/// and F32 scale tensors exactly when the operands are FP8.
+/// F32 scale tensors exactly when the operands are FP8, and an F32 D scale
+/// and amax_d exactly when D is FP8 (D then spans its codes).
 Status checkRunGemm(const schema::Executable &exe, const schema::RunGemm &cmd);
 
 } // namespace gptc::blas

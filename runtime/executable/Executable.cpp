@@ -83,7 +83,8 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
     for (uint64_t t : {uint64_t(gemm->a()), uint64_t(gemm->b()), uint64_t(gemm->c())})
       if (Status s = tensor(t); !s)
         return s;
-    for (int64_t t : {gemm->bias(), gemm->aux(), gemm->a_scale(), gemm->b_scale()})
+    for (int64_t t : {gemm->bias(), gemm->aux(), gemm->a_scale(), gemm->b_scale(),
+                      gemm->d_scale(), gemm->amax_d()})
       if (t >= 0)
         if (Status s = tensor(static_cast<uint64_t>(t)); !s)
           return s;

@@ -176,6 +176,13 @@ cl::opt<bool> fuseLayerNormFp8(
              "transpose the other layout, where a bf16 result and a cast kernel did "
              "(gpt-fuse-layernorm-fp8)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> fuseFp8GeluMatmul(
+    "fuse-fp8-gelu-matmul",
+    cl::desc("With --fp8-steady-step: the steady step's MLP GEMM applies the GELU and writes "
+             "its FP8 codes itself (cuBLASLt's GELU_AUX epilogue with an FP8 D; the scale is "
+             "known before it runs) and a byte transpose the other layout, where a cast "
+             "kernel read the bf16 pre-activation back (gpt-fuse-fp8-gelu-matmul)"),
+    cl::init(false), cl::cat(compileCat));
 cl::opt<bool> fuseGradAccumulation(
     "fuse-grad-accumulation",
     cl::desc("With --precision=fp8 and --accum-steps > 1: the first micro-batch's weight-gradient "
@@ -374,6 +381,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fuseFp8Cast = fuseFp8Cast;
   options.fp8SteadyStep = fp8SteadyStep;
   options.fuseLayerNormFp8 = fuseLayerNormFp8;
+  options.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
   options.fuseGradAccumulation = fuseGradAccumulation;
   options.rematMaxDepth = rematMaxDepth;
 }

@@ -344,6 +344,8 @@ Fp8History mlir::gpt::getFp8History(Operation *op) {
     return {cs.getHistory(), cs.getRecorded()};
   if (auto ln = llvm::dyn_cast<AddLayerNormFp8Op>(op))
     return {ln.getHistory(), ln.getRecorded()};
+  if (auto mm = llvm::dyn_cast<ScaledMatmulGeluFp8Op>(op))
+    return {mm.getHistory(), mm.getRecorded()};
   return {};
 }
 
@@ -477,6 +479,44 @@ LogicalResult ScaledMatmulOp::verify() {
     if (getBias())
       return emitOpError("takes a bias or an accumulator, not both");
   }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// ScaledMatmulGeluFp8Op
+//===----------------------------------------------------------------------===//
+
+LogicalResult ScaledMatmulGeluFp8Op::verify() {
+  if (llvm::isa<Float8E5M2Type>(rtt(getLhs()).getElementType()) &&
+      llvm::isa<Float8E5M2Type>(rtt(getRhs()).getElementType()))
+    return emitOpError("at most one operand may be e5m2 (the tensor cores take e4m3 x e4m3, "
+                       "e5m2 x e4m3 and e4m3 x e5m2)");
+  FailureOr<RankedTensorType> y =
+      inferMatmul(getLoc(), "scaled_matmul_gelu_fp8", getLhs(), getRhs(), /*transposeLhs=*/false,
+                  /*transposeRhs=*/true, /*oneElementType=*/false);
+  if (failed(y))
+    return failure();
+  RankedTensorType pre = rtt(getPre()), q = rtt(getResult());
+  if (failed(verifyCompatibleShape(y->getShape(), pre.getShape())) ||
+      failed(verifyCompatibleShape(pre.getShape(), q.getShape()))) {
+    InFlightDiagnostic d = emitOpError("pre ");
+    d << pre << " and result " << q << " must have the product's shape ";
+    llvm::interleave(y->getShape(), d, [&](int64_t v) { d << dimStr(v); }, "x");
+    return d;
+  }
+  bool e5m2 = getFormat() == Fp8Format::E5M2;
+  if (e5m2 != llvm::isa<Float8E5M2Type>(q.getElementType()))
+    return emitOpError("result must hold ") << stringifyFp8Format(getFormat()) << " codes, got "
+                                            << q;
+  if (Value bias = getBias()) {
+    RankedTensorType b = rtt(bias);
+    if (b.getRank() != 1 || !compatible(b.getDimSize(0), pre.getShape().back()) ||
+        b.getElementType() != pre.getElementType())
+      return emitOpError("bias ") << b << " must be one value per column of pre " << pre
+                                   << ", of its element type";
+  }
+  if (getHistory().getType() != getRecorded().getType())
+    return emitOpError("recorded must have the history's type ") << getHistory().getType();
   return success();
 }
 

@@ -390,6 +390,51 @@ def GPT_ScaledMatmulOp : GPT_Op<"scaled_matmul", [Pure, AttrSizedOperandSegments
   let hasVerifier = 1;
 }
 
+def GPT_ScaledMatmulGeluFp8Op : GPT_Op<"scaled_matmul_gelu_fp8", [Pure]> {
+  let summary = "gpt.scaled_matmul whose GELU is stored as FP8 codes by the GEMM itself";
+  let description = [{
+    With `acc = gpt.scaled_matmul(lhs, lhs_scale, rhs, rhs_scale)` in f32
+    (plus the optional `bias`): `pre` is `acc` rounded to its element type
+    (the pre-activation the backward's GELU gradient reads), `result` the
+    codes `round_to_format(scale * gelu(acc))` (tanh approximation,
+    saturating) and `recorded` the `history` with its first element set to
+    max |gelu(acc)|, the amax delayed scaling takes the next step's scale
+    from. One cuBLASLt GEMM computes all three: GELU_AUX(_BIAS) with an FP8
+    D, a D scale and amax_D.
+
+    `gpt-fuse-fp8-gelu-matmul` makes it from a product and the
+    `gpt.fp8_cast_transpose {gelu}` of it whose scale exists before the
+    product (delayed scaling's steady step); the cast's `history` is a
+    shifted one (first element 0), so setting the first element is the
+    cast's raising of it. Unlike the cast, the GELU reads `acc` before it
+    is rounded to `pre`'s type. The transposed codes the weight gradient
+    needs come from a `gpt.fp8_transpose` of `result`.
+
+    ```mlir
+    %pre, %q, %h1 = gpt.scaled_matmul_gelu_fp8 e4m3 %qx, %sx, %qw, %sw, %s history %h0
+        bias %b {fast_accum}
+        : (tensor<16x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>,
+           tensor<f32>, tensor<16xf32>, tensor<64xbf16>)
+        -> (tensor<16x64xbf16>, tensor<16x64xf8E4M3FN>, tensor<16xf32>)
+    ```
+
+    The rhs is transposed (the forward product's `transpose_rhs`): the
+    layout of cuBLASLt's FP8 kernels.
+  }];
+  let arguments = (ins GPT_Fp8Format:$format,
+                       RankedTensorOf<[F8E4M3FN, F8E5M2]>:$lhs, 0DTensorOf<[F32]>:$lhs_scale,
+                       RankedTensorOf<[F8E4M3FN, F8E5M2]>:$rhs, 0DTensorOf<[F32]>:$rhs_scale,
+                       0DTensorOf<[F32]>:$scale, 1DTensorOf<[F32]>:$history,
+                       Optional<GPT_FloatTensor>:$bias, UnitAttr:$fast_accum);
+  let results = (outs GPT_FloatTensor:$pre, RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
+                      1DTensorOf<[F32]>:$recorded);
+  let assemblyFormat = [{
+    $format $lhs `,` $lhs_scale `,` $rhs `,` $rhs_scale `,` $scale `history` $history
+    (`bias` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def GPT_BiasAddOp : GPT_InferredOp<"bias_add", [GPT_Differentiable]> {
   let summary = "Adds a vector along the last dimension";
   let description = [{

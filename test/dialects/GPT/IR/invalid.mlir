@@ -1630,3 +1630,40 @@ func.func @fp8_scale_gelu_and_gelu_grad(%dh: tensor<8x16xbf16>, %pre: tensor<8x1
   %s, %inv = gpt.fp8_scale e5m2 %dh gelu_grad %pre {gelu} : (tensor<8x16xbf16>, tensor<8x16xbf16>) -> (tensor<f32>, tensor<f32>)
   return
 }
+
+// -----
+
+// Tests that gpt.scaled_matmul_gelu_fp8's codes are of its format.
+func.func @scaled_matmul_gelu_fp8_format(%x: tensor<8x16xf8E4M3FN>, %w: tensor<64x16xf8E4M3FN>, %s: tensor<f32>, %h: tensor<4xf32>) {
+  // expected-error @+1 {{result must hold e5m2 codes, got 'tensor<8x64xf8E4M3FN>'}}
+  %pre, %q, %rec = gpt.scaled_matmul_gelu_fp8 e5m2 %x, %s, %w, %s, %s history %h : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> (tensor<8x64xbf16>, tensor<8x64xf8E4M3FN>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul_gelu_fp8's pre-activation and codes have
+// the product's shape (rhs transposed).
+func.func @scaled_matmul_gelu_fp8_shape(%x: tensor<8x16xf8E4M3FN>, %w: tensor<64x16xf8E4M3FN>, %s: tensor<f32>, %h: tensor<4xf32>) {
+  // expected-error @+1 {{pre 'tensor<8x32xbf16>' and result 'tensor<8x64xf8E4M3FN>' must have the product's shape 8x64}}
+  %pre, %q, %rec = gpt.scaled_matmul_gelu_fp8 e4m3 %x, %s, %w, %s, %s history %h : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> (tensor<8x32xbf16>, tensor<8x64xf8E4M3FN>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul_gelu_fp8's bias is of the pre-activation's type.
+func.func @scaled_matmul_gelu_fp8_bias(%x: tensor<8x16xf8E4M3FN>, %w: tensor<64x16xf8E4M3FN>, %s: tensor<f32>, %h: tensor<4xf32>, %b: tensor<64xf32>) {
+  // expected-error @+1 {{bias 'tensor<64xf32>' must be one value per column of pre 'tensor<8x64xbf16>', of its element type}}
+  %pre, %q, %rec = gpt.scaled_matmul_gelu_fp8 e4m3 %x, %s, %w, %s, %s history %h bias %b : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<64xf32>) -> (tensor<8x64xbf16>, tensor<8x64xf8E4M3FN>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+// Tests that gpt.scaled_matmul_gelu_fp8 records into a history of its own type.
+func.func @scaled_matmul_gelu_fp8_recorded(%x: tensor<8x16xf8E4M3FN>, %w: tensor<64x16xf8E4M3FN>, %s: tensor<f32>, %h: tensor<4xf32>) {
+  // expected-error @+1 {{recorded must have the history's type 'tensor<4xf32>'}}
+  %pre, %q, %rec = gpt.scaled_matmul_gelu_fp8 e4m3 %x, %s, %w, %s, %s history %h : (tensor<8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> (tensor<8x64xbf16>, tensor<8x64xf8E4M3FN>, tensor<8xf32>)
+  return
+}

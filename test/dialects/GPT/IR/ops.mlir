@@ -1215,3 +1215,16 @@ func.func @fp8_cast_transpose_sum(%dh: tensor<2x8x16xbf16>, %pre: tensor<2x8x16x
   %q2, %qt2, %db2 = gpt.fp8_cast_transpose_sum e5m2 %dh, %s : (tensor<2x8x16xbf16>, tensor<f32>) -> (tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>)
   return %q, %qt, %db, %h2, %db2 : tensor<2x8x16xf8E5M2>, tensor<16x16xf8E5M2>, tensor<16xbf16>, tensor<4xf32>, tensor<16xbf16>
 }
+
+// -----
+
+// Tests that gpt.scaled_matmul_gelu_fp8 round-trips with and without a bias.
+// CHECK-LABEL: func.func @scaled_matmul_gelu_fp8
+func.func @scaled_matmul_gelu_fp8(%x: tensor<2x8x16xf8E4M3FN>, %w: tensor<64x16xf8E4M3FN>, %s: tensor<f32>, %h: tensor<4xf32>, %b: tensor<64xbf16>)
+    -> (tensor<2x8x64xbf16>, tensor<2x8x64xf8E4M3FN>, tensor<4xf32>, tensor<2x8x64xf8E5M2>) {
+  // CHECK: gpt.scaled_matmul_gelu_fp8 e4m3 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} history %{{.*}} bias %{{.*}} {fast_accum} : (tensor<2x8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<64xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xf8E4M3FN>, tensor<4xf32>)
+  %pre, %q, %rec = gpt.scaled_matmul_gelu_fp8 e4m3 %x, %s, %w, %s, %s history %h bias %b {fast_accum} : (tensor<2x8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>, tensor<64xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xf8E4M3FN>, tensor<4xf32>)
+  // CHECK: gpt.scaled_matmul_gelu_fp8 e5m2 %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} history %{{.*}} : (tensor<2x8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xf8E5M2>, tensor<4xf32>)
+  %pre2, %q2, %rec2 = gpt.scaled_matmul_gelu_fp8 e5m2 %x, %s, %w, %s, %s history %h : (tensor<2x8x16xf8E4M3FN>, tensor<f32>, tensor<64x16xf8E4M3FN>, tensor<f32>, tensor<f32>, tensor<4xf32>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xf8E5M2>, tensor<4xf32>)
+  return %pre, %q, %rec, %q2 : tensor<2x8x64xbf16>, tensor<2x8x64xf8E4M3FN>, tensor<4xf32>, tensor<2x8x64xf8E5M2>
+}
