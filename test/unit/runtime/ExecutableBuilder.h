@@ -14,6 +14,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@ struct GemmSpec {
   s::Epilogue epilogue = s::Epilogue::None;
   double alpha = 1, beta = 0;
   bool fastAccum = false; // FP8 only
+  std::optional<s::DType> dType; // FP8 D's codes; none: D has cType
 };
 
 struct CommandSpec {
@@ -59,6 +61,7 @@ struct CommandSpec {
   uint32_t gemm = 0, a = 0, b = 0, c = 0;
   int64_t bias = -1, aux = -1;
   int64_t aScale = -1, bScale = -1; // FP8 RunGemm
+  int64_t dScale = -1, amaxD = -1;   // FP8 D
   uint8_t byte = 0;
   uint32_t event = 0;
   std::vector<uint32_t> tensors; // AllReduce
@@ -228,7 +231,9 @@ struct ExecutableSpec {
       gemmOffs.push_back(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb,
                                        g.ldc, g.strideA, g.strideB, g.strideC, g.aType, g.bType,
                                        g.cType, g.compute, g.epilogue, g.alpha, g.beta,
-                                       g.fastAccum));
+                                       g.fastAccum,
+                                       g.dType ? flatbuffers::Optional<s::DType>(*g.dType)
+                                               : flatbuffers::Optional<s::DType>()));
     std::vector<flatbuffers::Offset<s::Program>> programOffs;
     for (const ProgramSpec &p : programs) {
       std::vector<flatbuffers::Offset<s::Command>> cmds;
@@ -249,7 +254,8 @@ struct ExecutableSpec {
           break;
         }
         case s::Op::RunGemm:
-          op = s::CreateRunGemm(b, c.gemm, c.a, c.b, c.c, c.bias, c.aux, c.aScale, c.bScale)
+          op = s::CreateRunGemm(b, c.gemm, c.a, c.b, c.c, c.bias, c.aux, c.aScale, c.bScale,
+                                c.dScale, c.amaxD)
                    .Union();
           break;
         case s::Op::Memset:

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace gptc;
@@ -21,7 +23,9 @@ struct GemmTable {
   explicit GemmTable(const GemmSpec &g) {
     b.Finish(s::CreateGemm(b, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb, g.ldc,
                            g.strideA, g.strideB, g.strideC, g.aType, g.bType, g.cType, g.compute,
-                           g.epilogue, g.alpha, g.beta, g.fastAccum));
+                           g.epilogue, g.alpha, g.beta, g.fastAccum,
+                           g.dType ? flatbuffers::Optional<s::DType>(*g.dType)
+                                   : flatbuffers::Optional<s::DType>()));
     gemm = flatbuffers::GetRoot<s::Gemm>(b.GetBufferPointer());
   }
 };
@@ -307,8 +311,8 @@ TEST(CpuGemmTest, Fp8MatchesReference) {
 
 // Verify that FP8's rules name the fault: both operands FP8, not both
 // E5M2, A transposed and B not, multiples of 16, F32 compute, no epilogue
-// beyond Bias, no Bias into an F32 D, no FP8 D, and fast_accum only with
-// FP8.
+// beyond Bias (but GELU with an FP8 D), no Bias into an F32 D, no FP8 C,
+// and fast_accum only with FP8.
 TEST(CpuGemmTest, CheckRejectsFp8OutsideItsRules) {
   auto error = [](const GemmSpec &g) { return checkError(g, 2); };
   GemmSpec ok;
@@ -342,7 +346,9 @@ TEST(CpuGemmTest, CheckRejectsFp8OutsideItsRules) {
   refused(g, "compute must be F32, got F32FastTF32");
   g = ok;
   g.epilogue = s::Epilogue::Gelu;
-  refused(g, "epilogue Gelu (None and Bias only)");
+  refused(g, "epilogue Gelu (None and Bias, and GeluAux and BiasGeluAux with an FP8 D)");
+  g.epilogue = s::Epilogue::BiasGeluAux;
+  refused(g, "epilogue BiasGeluAux (None and Bias, and GeluAux");
   g = ok;
   g.epilogue = s::Epilogue::Bias;
   EXPECT_EQ(error(g), "");
@@ -350,10 +356,92 @@ TEST(CpuGemmTest, CheckRejectsFp8OutsideItsRules) {
   refused(g, "a Bias epilogue needs a BF16 or F16 D");
   g = ok;
   g.cType = s::DType::F8E4M3;
-  refused(g, "FP8 is an operand type only");
+  refused(g, "C is F32, BF16 or F16 (an FP8 D is d_type), not F8E4M3");
   g = ok;
   g.aType = g.bType = s::DType::BF16;
   refused(g, "fast_accum is for FP8 operands");
+}
+
+// Verify an FP8 D's rules: GELU_AUX epilogues allowed, FP8 operands, a
+// BF16 or F16 C, batch 1 and beta 0, ldc a multiple of 16, and d_type FP8.
+TEST(CpuGemmTest, CheckFp8DRules) {
+  auto error = [](const GemmSpec &g) { return checkError(g, 3); };
+  GemmSpec ok;
+  ok.m = 32, ok.n = 8, ok.k = 64, ok.transa = true, ok.lda = 64, ok.ldb = 64, ok.ldc = 32;
+  ok.aType = ok.bType = s::DType::F8E4M3, ok.cType = s::DType::BF16, ok.fastAccum = true;
+  ok.dType = s::DType::F8E4M3, ok.epilogue = s::Epilogue::BiasGeluAux;
+  EXPECT_EQ(error(ok), "");
+  for (s::Epilogue e : {s::Epilogue::None, s::Epilogue::Bias, s::Epilogue::GeluAux}) {
+    GemmSpec g = ok;
+    g.epilogue = e;
+    EXPECT_EQ(error(g), "") << s::EnumNameEpilogue(e);
+  }
+  auto refused = [&](GemmSpec g, const std::string &why) {
+    std::string e = error(g);
+    EXPECT_NE(e.find(why), std::string::npos) << e;
+  };
+  GemmSpec g = ok;
+  g.dType = s::DType::BF16;
+  refused(g, "FP8 D (BF16): d_type is for FP8 codes only");
+  g = ok;
+  g.aType = g.bType = s::DType::BF16, g.fastAccum = false;
+  refused(g, "FP8 D (F8E4M3): needs FP8 operands");
+  g = ok;
+  g.cType = s::DType::F32;
+  refused(g, "C, the bias and aux must be BF16 or F16, got F32");
+  g = ok;
+  g.ldc = 40;
+  refused(g, "ldc must be a multiple of 16");
+  g = ok;
+  g.epilogue = s::Epilogue::DGelu;
+  refused(g, "epilogue DGelu (None and Bias, and GeluAux and BiasGeluAux with an FP8 D)");
+}
+
+// Verify that an FP8 D holds the codes of d_scale * gelu(acc + bias), aux
+// the bf16 acc + bias, and amax_d the largest |gelu(acc + bias)|; a GEMM
+// without its D scale is refused.
+TEST(CpuGemmTest, Fp8DWritesGeluCodesAndAmax) {
+  GemmSpec g;
+  g.m = 16, g.n = 2, g.k = 16, g.transa = true, g.lda = 16, g.ldb = 16, g.ldc = 16;
+  g.aType = g.bType = s::DType::F8E4M3, g.cType = s::DType::BF16;
+  g.dType = s::DType::F8E4M3, g.epilogue = s::Epilogue::BiasGeluAux;
+  GemmTable t(g);
+  ASSERT_TRUE(blas::checkGemm(*t.gemm, 0)) << blas::checkGemm(*t.gemm, 0).message();
+  // A^T (m x k): row i has 1 at column i; B (k x n): column j is (j + 1) *
+  // (p - 8) / 4: acc[i][j] = (j + 1)(i - 8) / 4, exact in FP8.
+  std::vector<uint8_t> a(16 * 16, blas::floatToF8e4m3(0)), b(16 * 2);
+  for (int i = 0; i < 16; ++i)
+    a[i + i * 16] = blas::floatToF8e4m3(1);
+  for (int j = 0; j < 2; ++j)
+    for (int p = 0; p < 16; ++p)
+      b[p + j * 16] = blas::floatToF8e4m3(float(j + 1) * float(p - 8) / 4);
+  std::vector<uint16_t> bias(16), aux(32, 0);
+  for (int i = 0; i < 16; ++i)
+    bias[i] = blas::floatToBf16(0.5f);
+  std::vector<uint8_t> d(32, 0);
+  const float aScale = 1, bScale = 2, dScale = 64;
+  float amax = -1;
+  blas::GemmOperands ops{a.data(), b.data(), d.data(), bias.data(), aux.data()};
+  ops.aScale = &aScale, ops.bScale = &bScale, ops.dScale = &dScale, ops.amaxD = &amax;
+  Status st = blas::cpuGemm(*t.gemm, 0, ops);
+  ASSERT_TRUE(st) << st.message();
+  auto gelu = [](double x) {
+    return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  };
+  double largest = 0;
+  for (int j = 0; j < 2; ++j)
+    for (int i = 0; i < 16; ++i) {
+      double pre = 2.0 * (j + 1) * (i - 8) / 4 + 0.5;
+      EXPECT_EQ(blas::bf16ToFloat(aux[i + j * 16]), float(pre)) << i << "," << j;
+      float want = float(gelu(pre));
+      EXPECT_EQ(d[i + j * 16], blas::floatToF8e4m3(dScale * want)) << i << "," << j;
+      largest = std::max(largest, std::fabs(double(want)));
+    }
+  EXPECT_FLOAT_EQ(amax, float(largest));
+  EXPECT_GT(amax * dScale, 448.0f) << "no code saturates: the case tests less";
+  ops.dScale = nullptr;
+  EXPECT_EQ(blas::cpuGemm(*t.gemm, 0, ops).message(),
+            "GEMM 0: an FP8 D needs its scale and amax");
 }
 
 // Verify that the shape checks name the fault.
