@@ -340,6 +340,88 @@ TEST(CudaBackendTest, Fp8GemmMatchesReference) {
           checkFp8Gemm(open, s::TargetKind::CUDA, tc, at, bt, ct, fast);
 }
 
+// Verify cuBLASLt's FP8 D (GELU_AUX_BIAS, e4m3 codes, D scale, amax_D)
+// against the Host GEMM on the same operands: aux (bf16 acc + bias, the
+// sums exact) bit for bit, amax_D within 1e-3, and each code within one
+// step of the Host's (their GELUs' tanh may differ in the last bits of
+// f32, which moves a code across a rounding boundary at most by one).
+TEST(CudaBackendTest, Fp8DGeluMatchesTheHostGemm) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  const int64_t m = 64, n = 48, k = 32;
+  GemmSpec g;
+  g.m = m, g.n = n, g.k = k, g.transa = true, g.lda = k, g.ldb = k, g.ldc = m;
+  g.aType = g.bType = s::DType::F8E4M3, g.cType = s::DType::BF16, g.fastAccum = true;
+  g.dType = s::DType::F8E4M3, g.epilogue = s::Epilogue::BiasGeluAux;
+  // Small multiples of 1/4 (exact in e4m3), so every sum is exact in f32.
+  std::vector<uint8_t> a(k * m), b(k * n);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = blas::floatToF8e4m3(float(int(i * 7 % 9) - 4) / 4);
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = blas::floatToF8e4m3(float(int(i * 5 % 7) - 3) / 4);
+  std::vector<uint16_t> bias(m);
+  for (int64_t i = 0; i < m; ++i)
+    bias[i] = blas::floatToBf16(float(i % 5 - 2) / 8);
+  const float aScale = 0.5f, bScale = 2.0f, dScale = 24.0f;
+
+  ExecutableSpec e;
+  e.target = s::TargetKind::CUDA;
+  uint32_t pool = e.addPool("all", 1 << 16);
+  uint64_t at = 0;
+  auto tensor = [&](const char *name, s::DType t, int64_t count) {
+    uint32_t i = e.addTensor(name, s::TensorRole::Activation, t, {count}, pool, at);
+    at += (uint64_t(count) * elementSize(t) + 255) / 256 * 256;
+    return i;
+  };
+  uint32_t ta = tensor("a", s::DType::F8E4M3, k * m), tb = tensor("b", s::DType::F8E4M3, k * n);
+  uint32_t td = tensor("d", s::DType::F8E4M3, m * n), tbias = tensor("bias", s::DType::BF16, m);
+  uint32_t taux = tensor("aux", s::DType::BF16, m * n), tas = tensor("as", s::DType::F32, 1);
+  uint32_t tbs = tensor("bs", s::DType::F32, 1), tds = tensor("ds", s::DType::F32, 1);
+  uint32_t tamax = tensor("amax", s::DType::F32, 4);
+  ProgramSpec &p = e.addProgram("gemm", {}, {});
+  p.gemm(e.addGemm(g), ta, tb, td, tbias).scales(tas, tbs);
+  p.commands.back().aux = taux;
+  p.commands.back().dScale = tds;
+  p.commands.back().amaxD = tamax;
+  auto session = cudaSession(e);
+  ASSERT_TRUE(session) << errorOf(session);
+  Session &ss = **session;
+  ASSERT_TRUE(ss.writeTensor(ta, a.data(), a.size()));
+  ASSERT_TRUE(ss.writeTensor(tb, b.data(), b.size()));
+  ASSERT_TRUE(ss.writeTensor(tbias, bias.data(), bias.size() * 2));
+  ASSERT_TRUE(ss.writeTensor(tas, &aScale, 4));
+  ASSERT_TRUE(ss.writeTensor(tbs, &bScale, 4));
+  ASSERT_TRUE(ss.writeTensor(tds, &dScale, 4));
+  Status ran = ss.run("gemm");
+  ASSERT_TRUE(ran) << ran.message();
+  std::vector<uint8_t> d(m * n);
+  std::vector<uint16_t> aux(m * n);
+  float amax = 0;
+  ASSERT_TRUE(ss.readTensor(td, d.data(), d.size()));
+  ASSERT_TRUE(ss.readTensor(taux, aux.data(), aux.size() * 2));
+  ASSERT_TRUE(ss.readTensor(tamax, &amax, 4));
+
+  flatbuffers::FlatBufferBuilder fb;
+  fb.Finish(s::CreateGemm(fb, g.m, g.n, g.k, g.batch, g.transa, g.transb, g.lda, g.ldb, g.ldc, 0,
+                          0, 0, g.aType, g.bType, g.cType, g.compute, g.epilogue, 1.0, 0.0, true,
+                          flatbuffers::Optional<s::DType>(s::DType::F8E4M3)));
+  std::vector<uint8_t> hostD(m * n);
+  std::vector<uint16_t> hostAux(m * n);
+  float hostAmax = 0;
+  blas::GemmOperands ops{a.data(), b.data(), hostD.data(), bias.data(), hostAux.data()};
+  ops.aScale = &aScale, ops.bScale = &bScale, ops.dScale = &dScale, ops.amaxD = &hostAmax;
+  Status host = blas::cpuGemm(*flatbuffers::GetRoot<s::Gemm>(fb.GetBufferPointer()), 0, ops);
+  ASSERT_TRUE(host) << host.message();
+  EXPECT_EQ(aux, hostAux);
+  EXPECT_NEAR(amax, hostAmax, 1e-3 * hostAmax);
+  EXPECT_GT(hostAmax * dScale, 100.0f) << "the codes use too little of e4m3's range";
+  for (size_t i = 0; i < d.size(); ++i) {
+    int gi = d[i] & 0x80 ? -(d[i] & 0x7f) : d[i], hi = hostD[i] & 0x80 ? -(hostD[i] & 0x7f) : hostD[i];
+    ASSERT_LE(std::abs(gi - hi), 1) << "element " << i << ": " << blas::f8e4m3ToFloat(d[i])
+                                    << " vs " << blas::f8e4m3ToFloat(hostD[i]);
+  }
+}
+
 // Verify cuBLASLt against the exact reference for every case: F32, TF32
 // and BF16 inputs (small integers are exact in all), F16 under graphs.
 TEST(CudaBackendTest, GemmMatchesReference) {
