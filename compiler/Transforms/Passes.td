@@ -614,7 +614,9 @@ def FuseFp8GeluMatmulPass : Pass<"gpt-fuse-fp8-gelu-matmul", "::mlir::ModuleOp">
     (its first element 0: the amax is set, not raised), becomes a
     `gpt.scaled_matmul_gelu_fp8` and a `gpt.fp8_transpose` of its codes.
     The codes are not the cast's bit for bit: the GELU reads the product
-    before it is rounded to bf16.
+    before it is rounded to bf16. Under `--memory-budget`, a GELU cast that
+    `gpt-rematerialize` recomputes for the backward stays a cast of the
+    bf16 product (its codes may differ from the GEMM's in the last bit).
 
     ```mlir
     // Before:
