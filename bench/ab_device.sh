@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# bench/ab_device.sh: GPU side of an A/B of executables, one device call.
+# Builds the runtime (scripts/device-build.sh; carry build-deps), then runs
+# each executable of each pair ROUNDS times, alternating, for STEPS steps
+# in the CUDA graph, and prints per run the last step's loss and norm and
+# the median ms/step of steps FROM..STEPS (gptrun's device-clock times).
+#   run(command='PAIRS="bench/artifacts/a.fb:bench/artifacts/b.fb" bash bench/ab_device.sh',
+#       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
+# Knobs: PAIRS (space-separated a.fb:b.fb), ROUNDS=2, STEPS=24, FROM=11,
+# TESTS (a gtest filter for RuntimeCudaBackendTest, run first; empty: none),
+# DATA=data/austen_train.bin, GPTRUN=build-device/bin/gptrun.
+set -u -o pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-24} FROM=${FROM:-11}
+DATA=${DATA:-data/austen_train.bin} GPTRUN=${GPTRUN:-build-device/bin/gptrun}
+LOG=$(mktemp)
+trap 'rm -f "$LOG"' EXIT
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+if [ ! -x "$GPTRUN" ]; then
+  bash scripts/device-build.sh > "$LOG" 2>&1 || { tail -20 "$LOG"; echo "ab_device: build failed"; exit 1; }
+fi
+if [ -n "${TESTS:-}" ]; then
+  build-device/bin/RuntimeCudaBackendTest --gtest_filter="$TESTS" 2>&1 |
+    grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|element" | head -30
+fi
+run() {
+  timeout 120 "$GPTRUN" "$1" --data "$DATA" --steps "$STEPS" --no-progress > "$LOG" 2>&1
+  local rc=$?
+  [ $rc = 0 ] || tail -5 "$LOG"
+  local median
+  median=$(grep -E '^step [0-9]+/' "$LOG" | awk -F'|' -v from="$FROM" 'NR >= from {gsub(/ ms/, "", $5); print $5 + 0}' |
+    sort -n | awk '{a[NR] = $1} END {if (NR) print (a[int((NR + 1) / 2)] + a[int(NR / 2) + 1]) / 2}')
+  echo "$(basename "$1") rc=$rc $(grep -E "^step $STEPS/" "$LOG" | cut -d'|' -f2-3) median($FROM-$STEPS): $median ms"
+}
+for pair in ${PAIRS:?PAIRS="a.fb:b.fb ..."}; do
+  for _ in $(seq "$ROUNDS"); do
+    run "${pair%%:*}"
+    run "${pair#*:}"
+  done
+done
