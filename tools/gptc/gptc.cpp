@@ -171,10 +171,9 @@ cl::opt<bool> fp8SteadyStep(
     cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseLayerNormFp8(
     "fuse-layernorm-fp8",
-    cl::desc("With --fp8-steady-step: the steady step's residual layernorms write the FP8 "
-             "codes of their result (the scale is known before they run) and a byte "
-             "transpose the other layout, where a bf16 result and a cast kernel did "
-             "(gpt-fuse-layernorm-fp8)"),
+    cl::desc("With --fp8-steady-step: the steady step's residual layernorms write both "
+             "layouts of the FP8 codes of their result (the scale is known before they run), "
+             "where a bf16 result and a cast kernel did (gpt-fuse-layernorm-fp8)"),
     cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseFp8GeluMatmul(
     "fuse-fp8-gelu-matmul",
