@@ -622,6 +622,9 @@ private:
                      Value rowMajor, Value transposed, Fp8Format format, bool gelu,
                      Value pre = Value(), Value sum = Value());
   LogicalResult lowerFp8CastTransposeSum(Fp8CastTransposeSumOp op);
+  /// A copy of `from` into `to` (the op's result that updates it) unless the
+  /// plan put them in one tensor.
+  void copyUnlessInPlace(Operation *op, Value from, Value to);
   /// A recording quantization's kernel argument: `recorded` as i32 (for
   /// recordAmax), after a copy of `history` into it unless in place.
   std::pair<Type, Operand> recordedArg(Operation *op, Value history, Value recorded);
@@ -666,8 +669,7 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
     break;
   }
   for (auto [in, r] : llvm::zip(op.getInputs(), op.getResults())) {
-    if (tensorOf.lookup(in) != tensorOf.lookup(r))
-      program->commands.push_back({Command::Copy, 0, 0, 0, {t(in), t(r)}, name});
+    copyUnlessInPlace(op, in, r);
     reduce.args.push_back(t(r));
   }
   unsigned ready = result.numEvents++, done = result.numEvents++;
@@ -1494,19 +1496,14 @@ LogicalResult Lowerer::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bo
     g.dType = eltOf(d);
     // cuBLASLt sets amax_D (the history's first element, 0 in a shifted
     // history) in the recorded copy of the history.
-    Value history = geluFp8.getHistory(), recorded = geluFp8.getRecorded();
-    if (tensorOf.lookup(history) != tensorOf.lookup(recorded))
-      program->commands.push_back({Command::Copy, 0, 0, 0, {t(history), t(recorded)},
-                                   op->getName().getStringRef().str()});
+    copyUnlessInPlace(op, geluFp8.getHistory(), geluFp8.getRecorded());
   }
   Value acc = scaled ? scaled.getAccumulate() : Value();
   if (acc) {
     // beta = 1 reads C, which is D: the accumulator's bytes, or a copy of
     // them where the plan could not hand them over.
     g.beta = 1;
-    if (tensorOf.lookup(acc) != tensorOf.lookup(op->getResult(0)))
-      program->commands.push_back({Command::Copy, 0, 0, 0, {t(acc), t(op->getResult(0))},
-                                   op->getName().getStringRef().str()});
+    copyUnlessInPlace(op, acc, op->getResult(0));
   }
   result.gemms.push_back(g);
   Command c;
@@ -1974,10 +1971,14 @@ void Lowerer::quantize(Operation *op, Value x, Value scale, Value history, Value
          });
 }
 
-std::pair<Type, Operand> Lowerer::recordedArg(Operation *op, Value history, Value recorded) {
-  if (tensorOf.lookup(history) != tensorOf.lookup(recorded))
-    program->commands.push_back({Command::Copy, 0, 0, 0, {t(history), t(recorded)},
+void Lowerer::copyUnlessInPlace(Operation *op, Value from, Value to) {
+  if (tensorOf.lookup(from) != tensorOf.lookup(to))
+    program->commands.push_back({Command::Copy, 0, 0, 0, {t(from), t(to)},
                                  op->getName().getStringRef().str()});
+}
+
+std::pair<Type, Operand> Lowerer::recordedArg(Operation *op, Value history, Value recorded) {
+  copyUnlessInPlace(op, history, recorded);
   return {flatOf(numel(recorded), IntegerType::get(ctx, 32)), t(recorded)};
 }
 

@@ -668,20 +668,26 @@ private:
     return success();
   }
 
-  /// The FP8 values times their scales, summed exactly (in T), then the
-  /// product scaled once: the tensor cores' order of scaling.
-  LogicalResult scaledMatmul(ScaledMatmulOp op) {
-    Buffer &y = out(op.getResult());
-    matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
-               op.getResult(), y);
-    T scale = in(op.getLhsScale())[0] * in(op.getRhsScale())[0];
+  /// y = (lhs_scale rhs_scale) op(lhs) op(rhs) (+ bias per column), the
+  /// FP8 values summed exactly (in T), then scaled once: the tensor cores'
+  /// order of scaling.
+  void scaledProductInto(Value lhs, Value lhsScale, Value rhs, Value rhsScale, bool ta, bool tb,
+                         Value bias, Value result, Buffer &y) {
+    matmulInto(lhs, rhs, ta, tb, result, y);
+    T scale = in(lhsScale)[0] * in(rhsScale)[0];
     for (T &v : y)
       v *= scale;
-    if (op.getBias()) {
-      const Buffer &b = in(op.getBias());
+    if (bias) {
+      const Buffer &b = in(bias);
       for (size_t i = 0; i < y.size(); ++i)
         y[i] += b[i % b.size()];
     }
+  }
+
+  LogicalResult scaledMatmul(ScaledMatmulOp op) {
+    Buffer &y = out(op.getResult());
+    scaledProductInto(op.getLhs(), op.getLhsScale(), op.getRhs(), op.getRhsScale(),
+                      op.getTransposeLhs(), op.getTransposeRhs(), op.getBias(), op.getResult(), y);
     if (op.getAccumulate()) {
       const Buffer &acc = in(op.getAccumulate());
       for (size_t i = 0; i < y.size(); ++i)
@@ -694,11 +700,8 @@ private:
   /// reads its accumulator); `pre` is rounded as the result is stored.
   LogicalResult scaledMatmulGeluFp8(ScaledMatmulGeluFp8Op op) {
     Buffer &acc = out(op.getPre());
-    matmulInto(op.getLhs(), op.getRhs(), false, true, op.getPre(), acc);
-    T scale = in(op.getLhsScale())[0] * in(op.getRhsScale())[0];
-    const Buffer *bias = op.getBias() ? &in(op.getBias()) : nullptr;
-    for (size_t i = 0; i < acc.size(); ++i)
-      acc[i] = acc[i] * scale + (bias ? (*bias)[i % bias->size()] : T(0));
+    scaledProductInto(op.getLhs(), op.getLhsScale(), op.getRhs(), op.getRhsScale(), false, true,
+                      op.getBias(), op.getPre(), acc);
     Buffer g(acc.size());
     for (size_t i = 0; i < acc.size(); ++i)
       g[i] = gelu(acc[i]);

@@ -25,7 +25,8 @@ namespace {
 /// a gpt.fp8_delayed_scales' or gpt.fp8_scale's `shifted`.
 bool isShiftedHistory(Value h) {
   if (auto scales = h.getDefiningOp<Fp8DelayedScalesOp>())
-    return llvm::cast<OpResult>(h).getResultNumber() >= 2 * scales.getHistories().size();
+    return llvm::any_of(llvm::seq<unsigned>(0, scales.getHistories().size()),
+                        [&](unsigned i) { return scales.getShifted(i) == h; });
   if (auto scale = h.getDefiningOp<Fp8ScaleOp>())
     return h == scale.getShifted();
   return false;

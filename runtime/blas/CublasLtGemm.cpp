@@ -117,6 +117,38 @@ Status setDesc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, cons
   return Status::ok();
 }
 
+/// The per-call device pointers of `ops` in `desc`: bias, aux, the FP8
+/// operands' scales (one f32 each) and an FP8 D's scale and amax. plan()
+/// sets them for the heuristic, run() before every call.
+Status setPointers(cublasLtMatmulDesc_t desc, uint32_t index, const schema::Gemm &g,
+                   const GemmOperands &ops) {
+  std::string where = "GEMM " + std::to_string(index) + ": ";
+  if (ops.bias)
+    if (Status s = setDesc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias); !s)
+      return s;
+  if (ops.aux)
+    if (Status s = setDesc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux); !s)
+      return s;
+  if (isFp8Gemm(g)) {
+    if (!ops.aScale || !ops.bScale)
+      return Status::error(where + "FP8 operands need both scales");
+    if (Status s = setDesc(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.aScale); !s)
+      return s;
+    if (Status s = setDesc(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.bScale); !s)
+      return s;
+  }
+  if (g.d_type()) {
+    // D's codes: scaled by *d_scale, their amax (before scaling) into *amax_d.
+    if (!ops.dScale || !ops.amaxD)
+      return Status::error(where + "an FP8 D needs its scale and amax");
+    if (Status s = setDesc(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, ops.dScale); !s)
+      return s;
+    if (Status s = setDesc(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, ops.amaxD); !s)
+      return s;
+  }
+  return Status::ok();
+}
+
 /// What makes two GEMMs share an autotuning result: every descriptor field
 /// and the pointers' alignment.
 std::string tuningKey(const schema::Gemm &g, uint32_t align) {
@@ -214,38 +246,21 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
     return Status::error(where + epilogue.status().message());
   if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, *epilogue); !s)
     return s;
-  if (ops.bias) {
-    // The heuristic reads the pointers' alignment; run() sets them per call.
-    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias); !s)
-      return s;
+  // The heuristic reads the pointers' alignment; run() sets them per call.
+  if (Status s = setPointers(p->desc, index, g, ops); !s)
+    return s;
+  if (ops.bias)
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(*ct)); !s)
       return s;
-  }
   if (ops.aux) {
-    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux); !s)
-      return s;
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.ldc()); !s)
       return s;
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, int32_t(*ct)); !s)
       return s;
   }
-  if (isFp8Gemm(g)) {
-    // Device pointers to one f32 each; run() sets them per call.
-    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.aScale); !s)
-      return s;
-    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.bScale); !s)
-      return s;
+  if (isFp8Gemm(g))
     if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(g.fast_accum())); !s)
       return s;
-  }
-  if (g.d_type()) {
-    // D's codes: scaled by *d_scale, their amax (before scaling) into
-    // *amax_d; run() sets the pointers per call.
-    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, ops.dScale); !s)
-      return s;
-    if (Status s = setDesc(p->desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, ops.amaxD); !s)
-      return s;
-  }
   if (Status s = makeLayout(&p->a, *at, storedA(g), g.batch()); !s)
     return s;
   if (Status s = makeLayout(&p->b, *bt, storedB(g), g.batch()); !s)
@@ -390,28 +405,8 @@ Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperan
   StatusOr<Plan *> p = plan(index, g, ops, stream, streamIndex);
   if (!p)
     return p.status();
-  if (ops.bias)
-    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, ops.bias); !s)
-      return s;
-  if (ops.aux)
-    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ops.aux); !s)
-      return s;
-  if (isFp8Gemm(g)) {
-    if (!ops.aScale || !ops.bScale)
-      return Status::error("GEMM " + std::to_string(index) + ": FP8 operands need both scales");
-    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, ops.aScale); !s)
-      return s;
-    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, ops.bScale); !s)
-      return s;
-  }
-  if (g.d_type()) {
-    if (!ops.dScale || !ops.amaxD)
-      return Status::error("GEMM " + std::to_string(index) + ": an FP8 D needs its scale and amax");
-    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, ops.dScale); !s)
-      return s;
-    if (Status s = setDesc((*p)->desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, ops.amaxD); !s)
-      return s;
-  }
+  if (Status s = setPointers((*p)->desc, index, g, ops); !s)
+    return s;
   return launch(**p, (*p)->algo, g, ops, stream, streamIndex);
 }
 
