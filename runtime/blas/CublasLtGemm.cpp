@@ -345,8 +345,10 @@ Status CublasLtGemm::launch(const Plan &p, const cublasLtMatmulAlgo_t &algo, con
   const void *beta = p.f64Scale ? static_cast<const void *>(&beta64) : &beta32;
   void *workspace =
       workspace_ ? static_cast<char *>(workspace_) + streamIndex * workspaceBytes_ : nullptr;
-  // An FP8 D has beta 0: C, in its own (wider) layout, is never read.
-  GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, alpha, ops.a, p.a, ops.b, p.b, beta, ops.c, p.c,
+  // An FP8 D has beta 0, so C is never read: it goes as null (as Transformer
+  // Engine does) rather than aliasing D under C's wider layout.
+  const void *c = p.d ? nullptr : ops.c;
+  GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, alpha, ops.a, p.a, ops.b, p.b, beta, c, p.c,
                                   ops.c, p.d ? p.d : p.c, &algo, workspace, workspaceBytes_,
                                   stream));
   return Status::ok();
