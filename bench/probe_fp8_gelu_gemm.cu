@@ -117,11 +117,13 @@ float timeVariant(cublasLtHandle_t h, const Shape &s, Variant v, void *a, void *
       return cublasLtMatmul(h, desc, &alpha, a, la, b, lb, &beta, d, lc, d, ld, &res[i].algo, ws,
                             wsBytes, 0);
     };
-    bool ok = true;
-    for (int r = 0; r < 3 && ok; ++r)
-      ok = call() == CUBLAS_STATUS_SUCCESS;
-    if (!ok)
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    for (int r = 0; r < 3 && st == CUBLAS_STATUS_SUCCESS; ++r)
+      st = call();
+    if (st != CUBLAS_STATUS_SUCCESS) {
+      std::printf("  %-30s algorithm %d: cublasLtMatmul status %d\n", kNames[v], i, int(st));
       continue;
+    }
     CK(cudaEventRecord(e0));
     for (int r = 0; r < 20; ++r)
       call();
