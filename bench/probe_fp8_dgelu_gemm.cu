@@ -13,6 +13,9 @@
 // product * gelu'(aux) * scale (the product from the plain bf16 variant),
 // amax_D against the largest |product * gelu'(aux)|, and the bias gradient
 // of DGELU_BGRAD against its row sums.
+// On the 2026-12-06 H100 every cublasLtMatmul call here returned status 15
+// (NOT_SUPPORTED), cause not found, while gptrun ran the same GEMMs; the
+// heuristic's answers (which variants have algorithms) still hold.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>

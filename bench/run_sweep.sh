@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench/run_sweep.sh: the four GPT-2 sizes in bf16, gptc next to
-# torch.compile (and eager for the smallest), in one device call.
+# bench/run_sweep.sh: the four GPT-2 sizes, gptc (by default fp8 with the
+# FP8 LM head, and bf16) next to torch.compile bf16 (and eager for the
+# smallest), in one device call.
 #
 # CPU side first:
 #   bash scripts/device-build.sh --pack && bash bench/build_sweep.sh
@@ -8,10 +9,12 @@
 #   run(command="bash bench/run_sweep.sh", timeout_s=600,
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 #
-# For each size of $ARTIFACTS/sweep.tsv (default bench/artifacts), smallest first: gptrun
-# SWEEP_STEPS steps, then train_torch.py --mode compile (same model, batch,
-# init, batches, schedule), each under a time limit taken from what is left
-# of BUDGET_S. The table has ms/step, tok/s, MFU, peak GiB and the compile
+# For each entry of $ARTIFACTS/sweep.tsv (default bench/artifacts), in its
+# order: gptrun SWEEP_STEPS steps, then, after a model's first entry,
+# train_torch.py --mode compile (same model, batch, init, batches,
+# schedule), each under a time limit taken from what is left of BUDGET_S.
+# torch.compile's first compile of each size takes 45-120 s of an H100
+# machine's CPU, so the four sizes need about 550 s with a built runtime. The table has ms/step, tok/s, MFU, peak GiB and the compile
 # time (gptc: AOT on the CPU machine, from sweep.tsv; torch: its first step).
 # SWEEP_TORCH="124M" runs torch for the listed models only.
 # $OUT/sweep_table.md is rewritten after each size. SWEEP_EAGER=0 skips eager.
@@ -47,6 +50,7 @@ echo "=== build ==="
 tail -n 2 "$LOGS/build.log" 2> /dev/null
 
 runs=()
+torch_done=""
 while IFS=$'\t' read -r model b file secs tag _; do
   [ "$tag" = - ] && tag=""
   name=$model${tag:+-$tag}
@@ -66,7 +70,9 @@ PYEOF
   fi
   modes=(compile)
   [ "$model" = 124M ] && [ "${SWEEP_EAGER:-1}" != 0 ] && modes=(eager compile)
-  [ -n "$tag" ] && modes=() # torch runs once per model, with the plain entry
+  # torch runs once per model, with its first entry (its bf16 peer for all).
+  [[ " $torch_done " == *" $model "* ]] && modes=()
+  torch_done+=" $model"
   # SWEEP_TORCH="124M 350M": torch for these models only.
   [ -n "${SWEEP_TORCH:-}" ] && [[ " $SWEEP_TORCH " != *" $model "* ]] && modes=()
   for mode in "${modes[@]}"; do

@@ -617,6 +617,9 @@ def FuseFp8GeluMatmulPass : Pass<"gpt-fuse-fp8-gelu-matmul", "::mlir::ModuleOp">
     before it is rounded to bf16. Under `--memory-budget`, a GELU cast that
     `gpt-rematerialize` recomputes for the backward stays a cast of the
     bf16 product (its codes may differ from the GEMM's in the last bit).
+    gptc runs it only with `--fuse-fp8-gelu-matmul`: on an H100 the fused
+    step was within 0.2% of the cast path's at 350M, 774M and 1.5B (the
+    GEMM's FP8-D epilogue and the transpose cost what the cast did).
 
     ```mlir
     // Before:
