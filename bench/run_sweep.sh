@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/run_sweep.sh: the four GPT-2 sizes, gptc (by default fp8 with the
-# FP8 LM head, and bf16) next to torch.compile bf16 (and eager for the
+# bench/run_sweep.sh: the four GPT-2 sizes, gptc (by default fp8 and bf16;
+# bench/build_sweep.sh) next to torch.compile bf16 (and eager for the
 # smallest), in one device call.
 #
 # CPU side first:
