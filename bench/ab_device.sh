@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/ab_device.sh: GPU side of an A/B of executables, one device call.
-# Builds the runtime (scripts/device-build.sh; carry build-deps), then runs
+# Takes bench/runtime.sh's gptrun (the CPU machine's build carried in
+# bench/artifacts/bin, or scripts/device-build.sh's; carry build-deps), then runs
 # each executable of each pair ROUNDS times, alternating, for STEPS steps
 # in the CUDA graph, and prints per run the last step's loss and norm and
 # the median ms/step of steps FROM..STEPS (gptrun's device-clock times).
@@ -8,19 +9,22 @@
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 # Knobs: PAIRS (space-separated a.fb:b.fb), ROUNDS=2, STEPS=24, FROM=11,
 # TESTS (a gtest filter for RuntimeCudaBackendTest, run first; empty: none),
-# DATA=data/austen_train.bin, GPTRUN=build-device/bin/gptrun.
+# DATA=data/austen_train.bin, GPTRUN (bench/runtime.sh picks one).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-24} FROM=${FROM:-11}
-DATA=${DATA:-data/austen_train.bin} GPTRUN=${GPTRUN:-build-device/bin/gptrun}
+DATA=${DATA:-data/austen_train.bin}
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# shellcheck source=bench/runtime.sh
+source bench/runtime.sh
+pick_runtime
 if [ ! -x "$GPTRUN" ]; then
   bash scripts/device-build.sh > "$LOG" 2>&1 || { tail -20 "$LOG"; echo "ab_device: build failed"; exit 1; }
 fi
 if [ -n "${TESTS:-}" ]; then
-  build-device/bin/RuntimeCudaBackendTest --gtest_filter="$TESTS" 2>&1 |
+  "$CUDA_TEST" --gtest_filter="$TESTS" 2>&1 |
     grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|element" | head -30
 fi
 run() {

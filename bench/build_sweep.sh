@@ -86,4 +86,8 @@ for entry in $SWEEP; do
   fi
 done
 cat "$tsv"
+# The CPU build's gptrun, for bench/runtime.sh on the device.
+# shellcheck source=bench/runtime.sh
+source bench/runtime.sh
+copy_runtime
 exit $status

@@ -36,7 +36,8 @@ export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 # shellcheck source=bench/configs.sh
 source bench/configs.sh
 PY=${PYTHON:-python3}
-GPTRUN=${GPTRUN:-build-device/bin/gptrun}
+# shellcheck source=bench/runtime.sh
+source bench/runtime.sh
 SWEEP_STEPS=${SWEEP_STEPS:-12}
 WARMUP=2
 DATA=$TRAIN_DATA
@@ -46,6 +47,7 @@ RESERVE_S=10
 source bench/stages.sh
 
 echo "=== build ==="
+pick_runtime
 [ -x "$GPTRUN" ] || run_limited build 240 bash scripts/device-build.sh > "$LOGS/build.log" 2>&1
 tail -n 2 "$LOGS/build.log" 2> /dev/null
 
