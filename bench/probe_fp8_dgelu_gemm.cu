@@ -14,8 +14,9 @@
 // amax_D against the largest |product * gelu'(aux)|, and the bias gradient
 // of DGELU_BGRAD against its row sums.
 // On the 2026-12-06 H100 every cublasLtMatmul call here returned status 15
-// (NOT_SUPPORTED), cause not found, while gptrun ran the same GEMMs; the
-// heuristic's answers (which variants have algorithms) still hold.
+// (NOT_SUPPORTED) while gptrun ran the same GEMMs; the handle was then
+// created before any CUDA context (now after one; not yet rerun). The
+// heuristic's answers (which variants have algorithms) hold either way.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -179,6 +180,10 @@ int main() {
                     {"774M c_proj dgrad, B=16", 5120, 16384, 1280},
                     {"1558M c_proj dgrad, B=16", 6400, 16384, 1600}};
   cublasLtHandle_t h;
+  // The context first, as gptrun makes it: a handle created without one is
+  // the one difference from gptrun's GEMMs (which run) found so far.
+  CK(cudaSetDevice(0));
+  CK(cudaFree(nullptr));
   if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
     return 1;
   size_t wsBytes = 32u << 20;

@@ -9,8 +9,9 @@
 // after 3) for each variant, and checks the FP8 D against gelu(aux) * scale
 // and amax_D against the largest |gelu(aux)|.
 // On the 2026-12-06 H100 every cublasLtMatmul call here returned status 15
-// (NOT_SUPPORTED), cause not found, while gptrun ran the same GEMMs; the
-// heuristic's answers (which variants have algorithms) still hold.
+// (NOT_SUPPORTED) while gptrun ran the same GEMMs; the handle was then
+// created before any CUDA context (now after one; not yet rerun). The
+// heuristic's answers (which variants have algorithms) hold either way.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -161,6 +162,10 @@ int main() {
                     {"774M c_fc, B=16", 5120, 16384, 1280},
                     {"1558M c_fc, B=16", 6400, 16384, 1600}};
   cublasLtHandle_t h;
+  // The context first, as gptrun makes it: a handle created without one is
+  // the one difference from gptrun's GEMMs (which run) found so far.
+  CK(cudaSetDevice(0));
+  CK(cudaFree(nullptr));
   if (cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS)
     return 1;
   size_t wsBytes = 32u << 20;
