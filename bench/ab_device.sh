@@ -9,10 +9,13 @@
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 # Knobs: PAIRS (space-separated a.fb:b.fb), ROUNDS=2, STEPS=24, FROM=11,
 # TESTS (a gtest filter for RuntimeCudaBackendTest, run first; empty: none),
-# DATA=data/austen_train.bin, GPTRUN (bench/runtime.sh picks one).
+# DATA=data/austen_train.bin, GPTRUN (bench/runtime.sh picks one), T_RUN=120
+# (seconds a run may take), LOSS_LAST (K > 0: also the mean loss of the last
+# K steps; with STEPS=200, ROUNDS=1, a loss A/B over the schedule).
 set -u -o pipefail
 cd "$(dirname "$0")/.." || exit 1
-ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-24} FROM=${FROM:-11}
+ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-24} FROM=${FROM:-11} LOSS_LAST=${LOSS_LAST:-0}
+T_RUN=${T_RUN:-120}
 DATA=${DATA:-data/austen_train.bin}
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
@@ -25,16 +28,21 @@ if [ ! -x "$GPTRUN" ]; then
 fi
 if [ -n "${TESTS:-}" ]; then
   "$CUDA_TEST" --gtest_filter="$TESTS" 2>&1 |
-    grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|element" | head -30
+    grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|Value of|Actual|Expected|element" | head -30
 fi
 run() {
-  timeout 120 "$GPTRUN" "$1" --data "$DATA" --steps "$STEPS" --no-progress > "$LOG" 2>&1
+  timeout "$T_RUN" "$GPTRUN" "$1" --data "$DATA" --steps "$STEPS" --no-progress > "$LOG" 2>&1
   local rc=$?
   [ $rc = 0 ] || tail -5 "$LOG"
   local median
   median=$(grep -E '^step [0-9]+/' "$LOG" | awk -F'|' -v from="$FROM" 'NR >= from {gsub(/ ms/, "", $5); print $5 + 0}' |
     sort -n | awk '{a[NR] = $1} END {if (NR) print (a[int((NR + 1) / 2)] + a[int(NR / 2) + 1]) / 2}')
-  echo "$(basename "$1") rc=$rc $(grep -E "^step $STEPS/" "$LOG" | cut -d'|' -f2-3) median($FROM-$STEPS): $median ms"
+  local mean=""
+  if ((LOSS_LAST > 0)); then
+    mean=$(grep -E '^step [0-9]+/' "$LOG" | awk -F'|' '{split($2, a, " "); print a[2]}' | tail -n "$LOSS_LAST" |
+      awk -v k="$LOSS_LAST" '{s += $1; n++} END {if (n == k) printf " | mean loss of the last %d steps %.4f", k, s / n}')
+  fi
+  echo "$(basename "$1") rc=$rc $(grep -E "^step $STEPS/" "$LOG" | cut -d'|' -f2-3) median($FROM-$STEPS): $median ms$mean"
 }
 for pair in ${PAIRS:?PAIRS="a.fb:b.fb ..."}; do
   for _ in $(seq "$ROUNDS"); do
