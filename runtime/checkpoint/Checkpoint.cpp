@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/executor/Session.h"
+#include "runtime/support/AtomicFile.h"
 #include "runtime/support/Hash64.h"
 
 #include <algorithm>
@@ -22,8 +23,6 @@ namespace {
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'C', 'K', 'P', 'T'};
 // 2 adds the training data's token count and hash; 1 is still read.
 constexpr uint32_t kVersion = 2;
-
-std::string errnoText() { return std::strerror(errno); }
 
 /// The file being written: every byte goes through the hash. The first
 /// error sticks and later writes are skipped.
@@ -47,18 +46,8 @@ public:
 
 private:
   void raw(const void *data, size_t size) {
-    const char *p = static_cast<const char *>(data);
-    while (st && size) {
-      ssize_t n = ::write(fd, p, std::min<size_t>(size, size_t(1) << 30));
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n < 0)
-        st = Status::error("write failed: " + errnoText());
-      else {
-        p += n;
-        size -= size_t(n);
-      }
-    }
+    if (st)
+      st = writeAll(fd, data, size);
   }
   int fd;
   Hash64 hash;
@@ -92,13 +81,6 @@ private:
   const std::string &data;
   size_t pos = 0;
 };
-
-std::string dirName(const std::string &path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
 
 /// Test hook: GPTC_TEST_STALL_CHECKPOINT=step-N.ckpt makes the write of
 /// that file stop for good after its first tensor, so that a test can
@@ -199,32 +181,10 @@ std::string describeModel(const schema::Executable &exe) {
 }
 
 Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt) {
-  std::string dir = dirName(path);
-  std::string tmpl = path + ".tmp-XXXXXX";
-  int fd = ::mkstemp(tmpl.data());
-  if (fd < 0)
-    return Status::error(path + ": cannot create a temporary file in " + dir + ": " + errnoText());
-  Writer w(fd);
-  Status s = writeBody(w, ckpt, stallRequested(path));
-  if (s && ::fsync(fd) != 0)
-    s = Status::error("fsync failed: " + errnoText());
-  if (::close(fd) != 0 && s)
-    s = Status::error("close failed: " + errnoText());
-  if (s && ::rename(tmpl.c_str(), path.c_str()) != 0)
-    s = Status::error("cannot rename " + tmpl + " into place: " + errnoText());
-  if (!s) {
-    ::unlink(tmpl.c_str());
-    return Status::error(path + ": " + s.message());
-  }
-  // The rename is durable once the directory is.
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd < 0)
-    return Status::error(dir + ": cannot open to fsync: " + errnoText());
-  int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0)
-    return Status::error(dir + ": fsync failed: " + errnoText());
-  return Status::ok();
+  return writeAtomically(path, [&](int fd) {
+    Writer w(fd);
+    return writeBody(w, ckpt, stallRequested(path));
+  });
 }
 
 StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
