@@ -2,11 +2,15 @@
 
 #include "runtime/blas/CublasLtGemm.h"
 
+#include "runtime/blas/GemmAlgoFile.h"
 #include "runtime/blas/GemmCheck.h"
 #include "runtime/device/CudaCheck.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 namespace gptc::blas {
 
@@ -179,10 +183,36 @@ Status makeLayout(cublasLtMatrixLayout_t *layout, cudaDataType_t type, const Sto
 } // namespace
 
 StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::create(uint32_t numGemms, uint32_t numStreams,
-                                                             size_t workspaceBytes, bool autotune) {
+                                                             size_t workspaceBytes, bool autotune,
+                                                             const std::string &algosPath) {
   std::unique_ptr<CublasLtGemm> g(new CublasLtGemm());
-  g->autotune_ = autotune;
+  g->autotune_ = autotune || !algosPath.empty();
   GPT_CUBLAS_CHECK(cublasLtCreate(&g->handle_));
+  if (!algosPath.empty()) {
+    g->algosPath_ = algosPath;
+    int device = 0;
+    cudaDeviceProp prop{};
+    GPT_CUDA_CHECK(cudaGetDevice(&device));
+    GPT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    g->cublasLtVersion_ = std::to_string(cublasLtGetVersion());
+    g->deviceName_ = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+                     std::to_string(prop.minor) + ")";
+    if (std::ifstream(algosPath).good()) {
+      StatusOr<GemmAlgoFile> file = readGemmAlgos(algosPath);
+      if (!file)
+        return file.status();
+      if (Status s = checkGemmAlgosMatch(*file, algosPath, g->cublasLtVersion_, g->deviceName_);
+          !s)
+        return s;
+      for (const auto &[key, words] : file->algos) {
+        cublasLtMatmulAlgo_t algo;
+        static_assert(sizeof(algo.data) == sizeof(words), "cublasLtMatmulAlgo_t is 8 words");
+        std::memcpy(algo.data, words.data(), sizeof(algo.data));
+        g->tuned_[key] = algo;
+        g->fromFile_[key] = true;
+      }
+    }
+  }
   g->numStreams_ = std::max<uint32_t>(numStreams, 1);
   g->workspaceBytes_ = workspaceBytes;
   if (workspaceBytes)
@@ -316,18 +346,32 @@ StatusOr<CublasLtGemm::Plan *> CublasLtGemm::plan(uint32_t index, const schema::
   p->algo = candidates[0];
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   GPT_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
-  if (autotune_ && g.beta() == 0 && candidates.size() > 1 &&
-      capturing == cudaStreamCaptureStatusNone) {
-    std::string key = tuningKey(g, align);
-    auto known = tuned_.find(key);
-    if (known != tuned_.end()) {
-      p->algo = known->second;
-    } else {
-      StatusOr<cublasLtMatmulAlgo_t> best = fastest(*p, g, ops, candidates, stream, streamIndex);
-      if (!best)
-        return Status::error(where + best.status().message());
-      p->algo = tuned_[key] = *best;
+  std::string key = autotune_ && g.beta() == 0 ? tuningKey(g, align) : std::string();
+  auto known = key.empty() ? tuned_.end() : tuned_.find(key);
+  if (known != tuned_.end()) {
+    // A choice from the algorithm file must still fit this descriptor.
+    if (fromFile_.erase(key)) {
+      cublasLtMatmulHeuristicResult_t check{};
+      cublasStatus_t st = cublasLtMatmulAlgoCheck(handle_, p->desc, p->a, p->b, p->c,
+                                                  p->d ? p->d : p->c, &known->second, &check);
+      if (st != CUBLAS_STATUS_SUCCESS || check.workspaceSize > workspaceBytes_)
+        return Status::error(where + algosPath_ + ": its algorithm for '" + key +
+                             "' does not fit this GEMM (cublasLtMatmulAlgoCheck: " +
+                             cublasLtGetStatusString(st) + "); remove the file to choose again");
     }
+    p->algo = known->second;
+  } else if (!key.empty() && capturing == cudaStreamCaptureStatusNone &&
+             (candidates.size() > 1 || !algosPath_.empty())) {
+    // A sole candidate is recorded too: the file then holds every GEMM's.
+    StatusOr<cublasLtMatmulAlgo_t> best =
+        candidates.size() > 1 ? fastest(*p, g, ops, candidates, stream, streamIndex)
+                              : StatusOr<cublasLtMatmulAlgo_t>(candidates[0]);
+    if (!best)
+      return Status::error(where + best.status().message());
+    p->algo = tuned_[key] = *best;
+    if (!algosPath_.empty())
+      if (Status s = saveTuned(); !s)
+        return s;
   }
   p->alignment = align;
   if (cached)
@@ -397,6 +441,18 @@ CublasLtGemm::fastest(const Plan &p, const schema::Gemm &g, const GemmOperands &
   if (!b)
     return b;
   return chosen;
+}
+
+Status CublasLtGemm::saveTuned() {
+  GemmAlgoFile file;
+  file.cublasLt = cublasLtVersion_;
+  file.device = deviceName_;
+  for (const auto &[key, algo] : tuned_) {
+    std::array<uint64_t, 8> words;
+    std::memcpy(words.data(), algo.data, sizeof(algo.data));
+    file.algos[key] = words;
+  }
+  return writeGemmAlgos(algosPath_, file);
 }
 
 Status CublasLtGemm::run(uint32_t index, const schema::Gemm &g, const GemmOperands &ops,

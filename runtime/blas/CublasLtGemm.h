@@ -14,7 +14,11 @@
 // best kCandidates algorithms on its own operands, on its stream (so its
 // inputs are the step's), and keeps the fastest; GEMMs with the same descriptor and alignment share
 // the choice. Re-running such a GEMM rewrites the same D, aux and bias
-// gradient, so the step's results do not change.
+// gradient, so the step's results do not change. With an algorithm file
+// (gptrun --gemm-algos, GemmAlgoFile.h) the choices it holds are taken
+// without timing, each checked by cublasLtMatmulAlgoCheck, and every new
+// choice is added to it at once (written atomically), so later runs take
+// the same algorithms.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,9 +49,11 @@ public:
   /// made current.
   static constexpr int kCandidates = 8;
 
+  /// `algosPath` (non-empty: autotuning with that file, see above) is read
+  /// here if it exists; one made by another cuBLASLt or GPU is an error.
   static StatusOr<std::unique_ptr<CublasLtGemm>>
   create(uint32_t numGemms, uint32_t numStreams, size_t workspaceBytes = kDefaultWorkspaceBytes,
-         bool autotune = false);
+         bool autotune = false, const std::string &algosPath = "");
   ~CublasLtGemm();
   CublasLtGemm(const CublasLtGemm &) = delete;
   CublasLtGemm &operator=(const CublasLtGemm &) = delete;
@@ -72,6 +78,8 @@ private:
                                          cudaStream_t stream, uint32_t streamIndex);
   Status launch(const Plan &p, const cublasLtMatmulAlgo_t &algo, const schema::Gemm &gemm,
                 const GemmOperands &ops, cudaStream_t stream, uint32_t streamIndex);
+  /// Writes every choice so far to the algorithm file.
+  Status saveTuned();
 
   cublasLtHandle_t handle_ = nullptr;
   void *workspace_ = nullptr; // numStreams slices of workspaceBytes_
@@ -80,6 +88,9 @@ private:
   std::vector<std::unique_ptr<Plan>> plans_; // by GEMM index
   bool autotune_ = false;
   std::map<std::string, cublasLtMatmulAlgo_t> tuned_; // by descriptor and alignment
+  std::string algosPath_;                             // the algorithm file, if any
+  std::string cublasLtVersion_, deviceName_;          // what the file records
+  std::map<std::string, bool> fromFile_;              // tuned_ keys read, not yet checked
 };
 
 } // namespace gptc::blas

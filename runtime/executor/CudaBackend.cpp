@@ -161,7 +161,7 @@ Status CudaBackend::init() {
     return s;
   StatusOr<std::unique_ptr<blas::CublasLtGemm>> gemm = blas::CublasLtGemm::create(
       exe.gemms() ? exe.gemms()->size() : 0, exe.num_streams(), options_.gemmWorkspaceBytes,
-      options_.gemmAutotune);
+      options_.gemmAutotune, options_.gemmAlgos);
   if (!gemm)
     return gemm.status();
   gemm_ = std::move(*gemm);

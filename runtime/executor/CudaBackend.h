@@ -29,6 +29,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace gptc {
 
@@ -37,6 +38,7 @@ struct CudaBackendOptions {
   bool graphs = false;                          // capture each program once, replay it afterwards
   size_t gemmWorkspaceBytes = size_t(32) << 20; // per stream
   bool gemmAutotune = false;                    // time cuBLASLt's candidates (CublasLtGemm)
+  std::string gemmAlgos;                        // autotuning's choices kept in this file
   /// Launch the kernels whose schema entry says they wait for prior grids
   /// (griddepcontrol.wait first, sm_90) with programmatic stream
   /// serialization: their blocks may start while the kernel before them in

@@ -37,6 +37,11 @@ options:
                      the first step and keep the fastest (a choice made by
                      timing may differ between runs, and with it the bits;
                      by default the heuristic's first choice, deterministic)
+  --gemm-algos FILE  CUDA: --gemm-autotune, keeping its choices in FILE: the
+                     algorithms FILE holds are taken without timing, new
+                     ones are added to it, so later runs take the same
+                     algorithms; a FILE made by another cuBLASLt or GPU is
+                     refused
   --no-pdl           CUDA: launch every kernel after the one before it has
                      finished; by default (--pdl) an sm_90 executable's kernels,
                      which wait for the one before them in their prologue,
@@ -238,7 +243,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--target",    "--device",      "--peak-tflops", "--lr",
                                           "--checkpoint-every", "--checkpoint-dir",
                                           "--keep-checkpoints", "--resume", "--on-nan", "--log-dir",
-                                          "--gpus"};
+                                          "--gpus",     "--gemm-algos"};
     static const char *const kSampleValued[] = {"--sample", "--sample-tokens", "--temperature",
                                                 "--top-k", "--vocab-dir"};
     bool known = false;
@@ -288,6 +293,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       s = integer(1, o.checkpointEvery);
     else if (flag == "--keep-checkpoints")
       s = integer(1, o.keepCheckpoints);
+    else if (flag == "--gemm-algos") {
+      if (value.empty())
+        return Status::error("--gemm-algos needs a non-empty value");
+      o.gemmAlgos = value;
+      o.gemmAutotune = true;
+    }
     else if (flag == "--checkpoint-dir" || flag == "--resume" || flag == "--log-dir") {
       if (value.empty())
         return Status::error(flag + " needs a non-empty value");
@@ -338,12 +349,17 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                          " applies to the CUDA target only");
   if (o.deviceGiven && o.target && *o.target == "host")
     return Status::error("--device applies to the CUDA target only");
+  if (!o.gemmAlgos.empty() && o.target && *o.target == "host")
+    return Status::error("--gemm-algos applies to the CUDA target only");
   return o;
 }
 
 Status checkDeviceFlag(const Options &o, bool cudaExecutable) {
   if (o.deviceGiven && !cudaExecutable)
     return Status::error("--device applies to the CUDA target only (" + o.executable +
+                         " is a host executable)");
+  if (!o.gemmAlgos.empty() && !cudaExecutable)
+    return Status::error("--gemm-algos applies to the CUDA target only (" + o.executable +
                          " is a host executable)");
   return Status::ok();
 }

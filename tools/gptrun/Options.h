@@ -24,6 +24,7 @@ struct Options {
   bool graph = true;                 // --no-graph turns CUDA graphs off
   bool graphGiven = false;           // --graph or --no-graph was given
   bool gemmAutotune = false;         // --gemm-autotune: time cuBLASLt's candidates
+  std::string gemmAlgos;             // --gemm-algos FILE: autotuning's choices kept in FILE
   bool programmaticLaunch = true;    // --pdl / --no-pdl: programmatic dependent launch
   bool overlap = true;               // --no-overlap: wait for each step before the next
   int device = 0;                    // --device
@@ -55,9 +56,10 @@ const char *helpText();
 /// Parses argv (without argv[0]). Errors are usage errors.
 StatusOr<Options> parseOptions(const std::vector<std::string> &args);
 
-/// Once the executable is loaded: --device picks a GPU, so it is refused for
-/// an executable of another target (parseOptions refuses it with --target
-/// host already). Training and sampling both call it.
+/// Once the executable is loaded: --device picks a GPU and --gemm-algos
+/// keeps cuBLASLt's choices, so both are refused for an executable of
+/// another target (parseOptions refuses them with --target host already).
+/// Training and sampling both call it.
 Status checkDeviceFlag(const Options &o, bool cudaExecutable);
 
 } // namespace gptc::gptrun

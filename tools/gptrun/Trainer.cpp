@@ -219,6 +219,7 @@ Status Trainer::Impl::setUp() {
   so.cuda.device = rank.device >= 0 ? rank.device : o.device;
   so.cuda.graphs = o.graph;
   so.cuda.gemmAutotune = o.gemmAutotune;
+  so.cuda.gemmAlgos = o.gemmAlgos;
   so.cuda.programmaticLaunch = o.programmaticLaunch;
   so.collective = rank.collective;
   StatusOr<std::unique_ptr<Session>> s = openSession(o.executable, so);

@@ -13,6 +13,7 @@
 #include "runtime/blas/CpuGemm.h"
 #include "runtime/device/Device.h"
 #include "runtime/executor/Session.h"
+#include "runtime/blas/GemmAlgoFile.h"
 #include "runtime/blas/GemmCheck.h"
 #include "test/unit/runtime/blas/GemmCases.h"
 #include "test/unit/runtime/executor/Fp8Gemm.h"
@@ -23,6 +24,9 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
 
 using namespace gptc;
 using namespace gptc::testing;
@@ -426,6 +430,76 @@ TEST(CudaBackendTest, Fp8DGeluMatchesTheHostGemm) {
     ASSERT_LE(std::abs(gi - hi), 1) << "element " << i << ": " << blas::f8e4m3ToFloat(d[i])
                                     << " vs " << blas::f8e4m3ToFloat(hostD[i]);
   }
+}
+
+/// A BF16 GEMM of 256 x 256 x 256 (the heuristic offers several
+/// algorithms), its operands all ones: D = 256 everywhere.
+ExecutableSpec onesGemm(uint32_t *a, uint32_t *b, uint32_t *d) {
+  const int64_t n = 256;
+  GemmSpec g;
+  g.m = g.n = g.k = n, g.lda = g.ldb = g.ldc = n;
+  g.aType = g.bType = g.cType = s::DType::BF16;
+  ExecutableSpec e;
+  e.target = s::TargetKind::CUDA;
+  uint32_t pool = e.addPool("all", 3 * n * n * 2);
+  *a = e.addTensor("a", s::TensorRole::Input, s::DType::BF16, {n * n}, pool, 0);
+  *b = e.addTensor("b", s::TensorRole::Input, s::DType::BF16, {n * n}, pool, n * n * 2);
+  *d = e.addTensor("d", s::TensorRole::Output, s::DType::BF16, {n * n}, pool, 2 * n * n * 2);
+  e.addProgram("gemm", {*a, *b}, {*d}).gemm(e.addGemm(g), *a, *b, *d, -1);
+  return e;
+}
+
+// Verify gptrun --gemm-algos's file: the first session times the GEMM and
+// writes its choice; a second session takes it from the file (and leaves
+// the file as it was) with the same result; a file of another GPU is
+// refused when the session opens, naming the file.
+TEST(CudaBackendTest, GemmAlgoFileKeepsAutotuningsChoice) {
+  if (!haveGpu())
+    GTEST_SKIP() << "no GPU on this machine";
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("gptc-gemm-algos-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::string path = (dir / "algos.txt").string();
+  uint32_t a, b, d;
+  ExecutableSpec e = onesGemm(&a, &b, &d);
+  std::vector<uint16_t> ones(256 * 256, blas::floatToBf16(1.0f));
+  auto runOnce = [&]() -> std::string {
+    CudaBackendOptions options;
+    options.gemmAlgos = path;
+    auto session = cudaSession(e, options);
+    if (!session)
+      return errorOf(session);
+    Session &ss = **session;
+    if (!ss.writeTensor(a, ones.data(), ones.size() * 2) ||
+        !ss.writeTensor(b, ones.data(), ones.size() * 2))
+      return "upload failed";
+    if (Status ran = ss.run("gemm"); !ran)
+      return ran.message();
+    std::vector<uint16_t> out(ones.size());
+    if (!ss.readTensor(d, out.data(), out.size() * 2))
+      return "download failed";
+    for (uint16_t v : out)
+      if (blas::bf16ToFloat(v) != 256.0f)
+        return "D is not 256";
+    return "";
+  };
+  auto text = [&] {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  ASSERT_EQ(runOnce(), "");
+  StatusOr<blas::GemmAlgoFile> written = blas::readGemmAlgos(path);
+  ASSERT_TRUE(written) << written.status().message();
+  EXPECT_EQ(written->algos.size(), 1u);
+  std::string first = text();
+  ASSERT_EQ(runOnce(), "");
+  EXPECT_EQ(text(), first);
+  written->device = "another GPU (sm_00)";
+  ASSERT_TRUE(blas::writeGemmAlgos(path, *written));
+  std::string refused = runOnce();
+  EXPECT_NE(refused.find(path + ": its algorithms were chosen by cuBLASLt"), std::string::npos)
+      << refused;
+  fs::remove_all(dir);
 }
 
 // Verify cuBLASLt against the exact reference for every case: F32, TF32

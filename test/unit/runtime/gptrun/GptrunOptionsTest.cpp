@@ -177,6 +177,29 @@ TEST(GptrunOptionsTest, GemmAutotuneFlag) {
             "--gemm-autotune takes no value");
 }
 
+// Verify that --gemm-algos FILE keeps autotuning's choices in FILE (so it
+// turns autotuning on), needs a value, and is refused for the Host target.
+TEST(GptrunOptionsTest, GemmAlgosFlag) {
+  StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin", "--gemm-algos", "a.txt"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->gemmAlgos, "a.txt");
+  EXPECT_TRUE(o->gemmAutotune);
+  o = parseOptions({"step.fb", "--data", "t.bin", "--gemm-algos=b.txt"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->gemmAlgos, "b.txt");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gemm-algos="}),
+            "--gemm-algos needs a non-empty value");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gemm-algos"}), "--gemm-algos needs a value");
+  EXPECT_EQ(parseError({"a.fb", "--data", "t", "--gemm-algos", "a.txt", "--target", "host"}),
+            "--gemm-algos applies to the CUDA target only");
+  o = parseOptions({"h.fb", "--data", "t.bin", "--gemm-algos", "a.txt"});
+  ASSERT_TRUE(o) << o.status().message();
+  Status host = checkDeviceFlag(*o, false);
+  ASSERT_FALSE(host);
+  EXPECT_EQ(host.message(), "--gemm-algos applies to the CUDA target only (h.fb is a host "
+                            "executable)");
+}
+
 // Verify that programmatic dependent launch is on by default, --no-pdl
 // turns it off and --pdl on again (the last one given wins), neither takes
 // a value.
