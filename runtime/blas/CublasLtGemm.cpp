@@ -209,7 +209,7 @@ StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::create(uint32_t numGemms, 
         static_assert(sizeof(algo.data) == sizeof(words), "cublasLtMatmulAlgo_t is 8 words");
         std::memcpy(algo.data, words.data(), sizeof(algo.data));
         g->tuned_[key] = algo;
-        g->fromFile_[key] = true;
+        g->fromFile_.insert(key);
       }
     }
   }

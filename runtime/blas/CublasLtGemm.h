@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -90,7 +91,7 @@ private:
   std::map<std::string, cublasLtMatmulAlgo_t> tuned_; // by descriptor and alignment
   std::string algosPath_;                             // the algorithm file, if any
   std::string cublasLtVersion_, deviceName_;          // what the file records
-  std::map<std::string, bool> fromFile_;              // tuned_ keys read, not yet checked
+  std::set<std::string> fromFile_;                    // tuned_ keys read, not yet checked
 };
 
 } // namespace gptc::blas
