@@ -7,7 +7,9 @@
 # the median ms/step of steps FROM..STEPS (gptrun's device-clock times).
 #   run(command='PAIRS="bench/artifacts/a.fb:bench/artifacts/b.fb" bash bench/ab_device.sh',
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
-# Knobs: PAIRS (space-separated a.fb:b.fb), ROUNDS=2, STEPS=24, FROM=11,
+# Knobs: PAIRS (space-separated a.fb:b.fb; a side may add gptrun flags,
+# a.fb@--gemm-autotune or a.fb@--gemm-algos=/tmp/g.txt,--no-pdl), ROUNDS=2,
+# STEPS=24, FROM=11,
 # TESTS (a gtest filter for RuntimeCudaBackendTest, run first; empty: none),
 # DATA=data/austen_train.bin, GPTRUN (bench/runtime.sh picks one), T_RUN=120
 # (seconds a run may take), LOSS_LAST (K > 0: also the mean loss of the last
@@ -30,8 +32,11 @@ if [ -n "${TESTS:-}" ]; then
   "$CUDA_TEST" --gtest_filter="$TESTS" 2>&1 |
     grep -E "^\[  (PASSED|FAILED|  OK|SKIPPED) |Failure|Value of|Actual|Expected|element" | head -30
 fi
+# One side of a pair: FILE.fb, or FILE.fb@FLAG,FLAG... (gptrun flags).
 run() {
-  timeout "$T_RUN" "$GPTRUN" "$1" --data "$DATA" --steps "$STEPS" --no-progress > "$LOG" 2>&1
+  local fb=${1%%@*} flags=()
+  [[ $1 == *@* ]] && IFS=, read -ra flags <<< "${1#*@}"
+  timeout "$T_RUN" "$GPTRUN" "$fb" --data "$DATA" --steps "$STEPS" --no-progress "${flags[@]}" > "$LOG" 2>&1
   local rc=$?
   [ $rc = 0 ] || tail -5 "$LOG"
   local median
@@ -42,7 +47,7 @@ run() {
     mean=$(grep -E '^step [0-9]+/' "$LOG" | awk -F'|' '{split($2, a, " "); print a[2]}' | tail -n "$LOSS_LAST" |
       awk -v k="$LOSS_LAST" '{s += $1; n++} END {if (n == k) printf " | mean loss of the last %d steps %.4f", k, s / n}')
   fi
-  echo "$(basename "$1") rc=$rc $(grep -E "^step $STEPS/" "$LOG" | cut -d'|' -f2-3) median($FROM-$STEPS): $median ms$mean"
+  echo "$(basename "$fb")${flags[*]:+ ${flags[*]}} rc=$rc $(grep -E "^step $STEPS/" "$LOG" | cut -d'|' -f2-3) median($FROM-$STEPS): $median ms$mean"
 }
 for pair in ${PAIRS:?PAIRS="a.fb:b.fb ..."}; do
   for _ in $(seq "$ROUNDS"); do
