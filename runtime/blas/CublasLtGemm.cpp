@@ -10,7 +10,7 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 
 namespace gptc::blas {
 
@@ -197,7 +197,9 @@ StatusOr<std::unique_ptr<CublasLtGemm>> CublasLtGemm::create(uint32_t numGemms, 
     g->cublasLtVersion_ = std::to_string(cublasLtGetVersion());
     g->deviceName_ = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
                      std::to_string(prop.minor) + ")";
-    if (std::ifstream(algosPath).good()) {
+    // An existing file is read (an unreadable one is an error, not replaced).
+    std::error_code missing;
+    if (std::filesystem::exists(algosPath, missing)) {
       StatusOr<GemmAlgoFile> file = readGemmAlgos(algosPath);
       if (!file)
         return file.status();
