@@ -103,6 +103,8 @@ Status sample(const Options &o, std::FILE *out, std::FILE *log) {
   if (o.target)
     so.target = *o.target == "host" ? schema::TargetKind::Host : schema::TargetKind::CUDA;
   so.cuda.device = o.device;
+  so.cuda.gemmAutotune = o.gemmAutotune; // as training does, so the flags are not ignored
+  so.cuda.gemmAlgos = o.gemmAlgos;
   StatusOr<std::unique_ptr<Session>> opened = openSession(o.executable, so);
   if (!opened)
     return opened.status();
