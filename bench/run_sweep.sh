@@ -14,8 +14,9 @@
 # train_torch.py --mode compile (same model, batch, init, batches,
 # schedule), each under a time limit taken from what is left of BUDGET_S.
 # torch.compile's first compile of each size takes 45-120 s of an H100
-# machine's CPU, so the four sizes need about 550 s with a built runtime. The table has ms/step, tok/s, MFU, peak GiB and the compile
-# time (gptc: AOT on the CPU machine, from sweep.tsv; torch: its first step).
+# machine's CPU, so the four sizes need about 550 s with a built runtime.
+# The table has ms/step, tok/s, MFU, peak GiB and the compile time (gptc:
+# AOT on the CPU machine, from sweep.tsv; torch: its first step).
 # SWEEP_TORCH="124M" runs torch for the listed models only.
 # $OUT/sweep_table.md is rewritten after each size. SWEEP_EAGER=0 skips eager.
 # $OUT holds three files (the device tool returns only a few): run_sweep.log,

@@ -2,10 +2,9 @@
 
 #include "runtime/blas/GemmAlgoFile.h"
 
-#include "runtime/support/AtomicFile.h"
+#include "runtime/support/FileIO.h"
 
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 namespace gptc::blas {
@@ -92,14 +91,10 @@ StatusOr<GemmAlgoFile> parseGemmAlgos(const std::string &text, const std::string
 }
 
 StatusOr<GemmAlgoFile> readGemmAlgos(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error(path + ": cannot open: " + errnoText());
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad())
-    return Status::error(path + ": read failed");
-  return parseGemmAlgos(text.str(), path);
+  StatusOr<std::string> text = readFile(path);
+  if (!text)
+    return text.status();
+  return parseGemmAlgos(*text, path);
 }
 
 Status writeGemmAlgos(const std::string &path, const GemmAlgoFile &file) {

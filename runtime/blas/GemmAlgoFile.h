@@ -44,7 +44,7 @@ StatusOr<GemmAlgoFile> parseGemmAlgos(const std::string &text, const std::string
 /// Reads and parses `path` (a missing file is an error).
 StatusOr<GemmAlgoFile> readGemmAlgos(const std::string &path);
 
-/// Writes `path` atomically (runtime/support/AtomicFile.h).
+/// Writes `path` atomically (runtime/support/FileIO.h).
 Status writeGemmAlgos(const std::string &path, const GemmAlgoFile &file);
 
 /// An error naming `path` unless `file` was made by this cuBLASLt and GPU.

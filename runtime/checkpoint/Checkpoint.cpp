@@ -3,7 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 
 #include "runtime/executor/Session.h"
-#include "runtime/support/AtomicFile.h"
+#include "runtime/support/FileIO.h"
 #include "runtime/support/Hash64.h"
 
 #include <algorithm>

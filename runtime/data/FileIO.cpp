@@ -1,36 +1,12 @@
-//===- FileIO.cpp - whole-file reads and writes with readable errors ------===//
+//===- FileIO.cpp - whole-file writes with readable errors ----------------===//
 
 #include "runtime/data/FileIO.h"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <sys/stat.h>
 
 namespace gptc::data {
-
-StatusOr<std::string> readFile(const std::string &path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    return Status::error(path + ": is a directory");
-  // A device never ends (/dev/zero, /dev/urandom): read until memory runs
-  // out. Regular files and pipes (a shell's <(...)) are read whole.
-  if (stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
-    return Status::error(path + ": is a device, not a file");
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return Status::error(path + ": " + std::strerror(errno));
-  std::string contents;
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0)
-    contents.append(buffer, n);
-  bool failed = std::ferror(f);
-  std::fclose(f);
-  if (failed)
-    return Status::error(path + ": read error");
-  return contents;
-}
 
 Status writeFile(const std::string &path, std::string_view contents) {
   std::string tmp = path + ".tmp";

@@ -3,15 +3,15 @@
 #ifndef GPTC_RUNTIME_DATA_FILEIO_H
 #define GPTC_RUNTIME_DATA_FILEIO_H
 
-#include "runtime/support/Status.h"
+#include "runtime/support/FileIO.h"
 
 #include <string>
 #include <string_view>
 
 namespace gptc::data {
 
-/// All of `path`; errors name the file and the reason.
-StatusOr<std::string> readFile(const std::string &path);
+/// All of `path` (runtime/support/FileIO.h).
+using gptc::readFile;
 
 /// Writes `path` through a temporary file renamed into place, so a failed
 /// or interrupted write never leaves a truncated file behind.

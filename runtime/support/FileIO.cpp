@@ -1,17 +1,42 @@
-//===- AtomicFile.cpp - a file replaced whole or not at all ---------------===//
+//===- FileIO.cpp - whole-file reads, and files replaced whole ------------===//
 
-#include "runtime/support/AtomicFile.h"
+#include "runtime/support/FileIO.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace gptc {
 
 std::string errnoText() { return std::strerror(errno); }
+
+StatusOr<std::string> readFile(const std::string &path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::error(path + ": is a directory");
+  // A device never ends (/dev/zero, /dev/urandom): read until memory runs
+  // out. Regular files and pipes (a shell's <(...)) are read whole.
+  if (stat(path.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+    return Status::error(path + ": is a device, not a file");
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return Status::error(path + ": " + std::strerror(errno));
+  std::string contents;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0)
+    contents.append(buffer, n);
+  bool failed = std::ferror(f);
+  std::fclose(f);
+  if (failed)
+    return Status::error(path + ": read error");
+  return contents;
+}
 
 std::string dirName(const std::string &path) {
   size_t slash = path.rfind('/');
@@ -62,7 +87,7 @@ Status writeAtomically(const std::string &path, const std::function<Status(int f
   return Status::ok();
 }
 
-Status writeFileAtomically(const std::string &path, const std::string &contents) {
+Status writeFileAtomically(const std::string &path, std::string_view contents) {
   return writeAtomically(path,
                          [&](int fd) { return writeAll(fd, contents.data(), contents.size()); });
 }
