@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/build_sweep.sh: CPU side of bench/run_sweep.sh. Compiles the issue's
-# four sizes at its batch sizes (T=1024), by default each in fp8 (124M and
-# 350M with the FP8 LM head; at 1.5B the head costs 4.4% of loss over 200
-# steps) and then in bf16 (sweep-<model>.fb), into bench/artifacts and
+# four sizes at its batch sizes (T=1024), by default each in fp8 with the
+# FP8 LM head (774M and 1.5B with its logit gradient in bf16, the faster
+# there) and then in bf16 (sweep-<model>.fb), into bench/artifacts and
 # records each compile time in
 # bench/artifacts/sweep.tsv (model, B, file, gptc seconds, tag, command).
 # An entry model:B:V compiles a variant, V a comma-separated list of
@@ -23,6 +23,8 @@
 #          store bf16 for a cast kernel (tag nolnf)
 #   gf     with fp8: --fuse-fp8-gelu-matmul, the steady step's MLP GEMM writes
 #          its GELU's FP8 codes (tag gf)
+#   nofold with fp8: --fold-fp8-input-cast=false, the steady step's weight
+#          casts read a bf16 copy of each master weight (tag nofold)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 #   aN     --accum-steps=N: the step takes N micro-batches of B rows each
 #   split  with a budget: --split-batch, gptc picks the micro-batches (tag split)
@@ -38,7 +40,7 @@ cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=bench/configs.sh
 source bench/configs.sh
 GPTC=${GPTC:-build/bin/gptc}
-SWEEP=${SWEEP:-124M:64:fp8,head 124M:64 350M:32:fp8,head 350M:32 774M:16:fp8 774M:16 1558M:16:fp8 1558M:16}
+SWEEP=${SWEEP:-124M:64:fp8,head 124M:64 350M:32:fp8,head 350M:32 774M:16:fp8,head,ce16 774M:16 1558M:16:fp8,head,ce16 1558M:16}
 [ -x "$GPTC" ] || { echo "build_sweep: no $GPTC (run scripts/setup.sh)"; exit 1; }
 mkdir -p "$ARTIFACTS"
 tsv=$ARTIFACTS/sweep.tsv
@@ -59,6 +61,7 @@ for entry in $SWEEP; do
       nosteady) tag=${tag:+$tag-}nosteady extra+=(--fp8-steady-step=false) ;;
       nolnf) tag=${tag:+$tag-}nolnf extra+=(--fuse-layernorm-fp8=false) ;;
       gf) tag=${tag:+$tag-}gf extra+=(--fuse-fp8-gelu-matmul) ;;
+      nofold) tag=${tag:+$tag-}nofold extra+=(--fold-fp8-input-cast=false) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       a[0-9]*) tag=${tag:+$tag-}$part accum=${part#a} ;;
       fga) tag=${tag:+$tag-}fga extra+=(--fuse-grad-accumulation) ;;
@@ -66,7 +69,7 @@ for entry in $SWEEP; do
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, nosteady, nolnf, gf, dN, aN, fga or split)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, nosteady, nolnf, gf, nofold, dN, aN, fga or split)"
            status=1
            continue 2
          fi ;;

@@ -18,6 +18,10 @@
 # The table has ms/step, tok/s, MFU, peak GiB and the compile time (gptc:
 # AOT on the CPU machine, from sweep.tsv; torch: its first step).
 # SWEEP_TORCH="124M" runs torch for the listed models only.
+# gptrun times cuBLASLt's candidate algorithms for each GEMM in its first
+# step and keeps the fastest (--gemm-algos, written to the logs as
+# gemm-algos-<name>.txt; -3.2% at 1.5B, 2026-12-06 ~20:30); SWEEP_ALGOS=0
+# runs cuBLASLt's heuristic choice instead.
 # $OUT/sweep_table.md is rewritten after each size. SWEEP_EAGER=0 skips eager.
 # $OUT holds three files (the device tool returns only a few): run_sweep.log,
 # sweep_table.md and logs.tar.gz (build.log, each run's log and JSON),
@@ -61,7 +65,10 @@ while IFS=$'\t' read -r model b file secs tag _; do
   log=$LOGS/gptrun_$name.log
   dtype=bf16
   [[ "-$tag-" == *-fp8-* ]] && dtype=fp8 # tags are joined by "-"
-  run_limited "gptc-$name" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress > "$log" 2>&1
+  algos=()
+  [ "${SWEEP_ALGOS:-1}" != 0 ] && algos=(--gemm-algos "$LOGS/gemm-algos-$name.txt")
+  run_limited "gptc-$name" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress \
+    "${algos[@]}" > "$log" 2>&1
   echo "gptrun rc=$?"; tail -n 2 "$log"
   if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$name.json" --label "gptc $model${tag:+ $tag}" \
       --model "$model" --batch "$b" --seq 1024 --dtype "$dtype" --tf32 off --timing-warmup "$WARMUP" > /dev/null; then

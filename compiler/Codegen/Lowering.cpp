@@ -616,11 +616,13 @@ private:
   GradStore gradStore(Operation *grad) const {
     return {llvm::isa<Fp8CrossEntropyGradOp>(grad), options.cudaArch >= 89};
   }
+  /// With `roundedTo` the FP8 casts round each loaded element to it first
+  /// (gpt.fp8_cast_transpose's rounded_to).
   void quantize(Operation *op, Value x, Value scale, Value history, Value recorded, Value result,
-                Fp8Format format, bool gelu);
+                Fp8Format format, bool gelu, Type roundedTo = Type());
   void castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
                      Value rowMajor, Value transposed, Fp8Format format, bool gelu,
-                     Value pre = Value(), Value sum = Value());
+                     Value pre = Value(), Value sum = Value(), Type roundedTo = Type());
   LogicalResult lowerFp8CastTransposeSum(Fp8CastTransposeSumOp op);
   /// A copy of `from` into `to` (the op's result that updates it) unless the
   /// plan put them in one tensor.
@@ -1937,7 +1939,7 @@ LogicalResult Lowerer::lowerFp8Quantize(Fp8QuantizeOp op) {
 /// A kernel storing the code of s x for every element as it lies into
 /// `result`; on CUDA 8 elements per thread, loaded and stored as vectors.
 void Lowerer::quantize(Operation *op, Value x, Value scale, Value history, Value recorded,
-                       Value result, Fp8Format format, bool gelu) {
+                       Value result, Fp8Format format, bool gelu, Type roundedTo) {
   Type elt = eltOf(x);
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8);
   int64_t n = numel(x);
@@ -1961,6 +1963,8 @@ void Lowerer::quantize(Operation *op, Value x, Value scale, Value history, Value
            Value m = k.f(0, ft);
            for (Value &y : ys) {
              y = fp8Source(k, y, elt, gelu);
+             if (roundedTo)
+               y = k.asStored(y, roundedTo);
              if (records)
                m = k.fmax(m, math::AbsFOp::create(b, loc, y));
              y = k.mul(y, s);
@@ -2002,7 +2006,7 @@ std::pair<Type, Operand> Lowerer::recordedArg(Operation *op, Value history, Valu
 /// reduceColumns launch of their own.
 void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, Value recorded,
                             Value rowMajor, Value transposed, Fp8Format format, bool gelu,
-                            Value pre, Value sum) {
+                            Value pre, Value sum, Type roundedTo) {
   Type ft = Float32Type::get(ctx), i8 = IntegerType::get(ctx, 8), elt = eltOf(x);
   int64_t n = numel(x), cols = lastDim(x), rows = n / cols;
   std::vector<Type> types = {flat(x), flatOf(1, ft), flatOf(n, i8)};
@@ -2035,9 +2039,11 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
   std::string name = sums ? "fp8_cast_transpose_sum" : castName;
   std::string key = keyOf(op) + (rowMajor ? "[both]" : "[transposed]");
   constexpr int64_t kThreads = kCastTileThreads;
-  // 16-byte vectors of the input and of the transposed rows.
+  // 16-byte vectors of the input (one or two per 8 elements) and of the
+  // transposed rows.
+  int64_t eltBits = elt.getIntOrFloatBitWidth();
   if (vectorChunks(tensors, 16) && rows % kCastTile == 0 && cols % kCastTile == 0 &&
-      options.blockThreads == kThreads && elt.getIntOrFloatBitWidth() == 16) {
+      options.blockThreads == kThreads && (eltBits == 16 || eltBits == 32)) {
     bool cvt = options.cudaArch >= 89;
     int64_t parts = rows / kCastTile;
     auto partialsType = flatOf(parts * cols, ft);
@@ -2064,7 +2070,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
                rowOf.push_back(k.udiv(v, k.idx(kCastTile / 8)));
                colOf.push_back(k.mul(k.urem(v, k.idx(kCastTile / 8)), k.idx(8)));
                Value at = k.add(k.mul(k.add(r0, rowOf[h]), k.idx(cols)), k.add(c0, colOf[h]));
-               xs.push_back(k.ldVector(a[0], at, 8));
+               xs.push_back(k.ldConsecutive(a[0], at, 8));
                if (preAt >= 0)
                  ps.push_back(k.ldVector(a[preAt], at, 8));
              }
@@ -2077,6 +2083,8 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
                for (int64_t e = 0; e < 8; ++e) {
                  Value &v = xs[h][e];
                  v = fp8Source(k, v, preAt >= 0 ? ps[h][e] : Value(), elt, gelu, &exact[e]);
+                 if (roundedTo)
+                   v = k.asStored(v, roundedTo);
                  if (recAt >= 0)
                    m = k.fmax(m, math::AbsFOp::create(b, loc, v));
                  v = k.mul(v, s);
@@ -2158,6 +2166,8 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
              Value at = k.add(from, k.idx(j));
              Value v = fp8Source(k, k.ld(a[0], at), preAt >= 0 ? k.ld(a[preAt], at) : Value(),
                                  elt, gelu);
+             if (roundedTo)
+               v = k.asStored(v, roundedTo);
              if (recAt >= 0)
                m = k.fmax(m, math::AbsFOp::create(b, loc, v));
              codes.push_back(k.mul(v, s));
@@ -2255,13 +2265,14 @@ void Lowerer::launchCrossEntropyBackwardRows(Operation *grad, const std::string 
 /// gpt.fp8_cast_transpose: both layouts from one read of the input, or
 /// only the one something reads (a recomputed copy, gpt-rematerialize).
 LogicalResult Lowerer::lowerFp8CastTranspose(Fp8CastTransposeOp op) {
+  Type rounded = op.getRoundedToAttr() ? op.getRoundedToAttr().getValue() : Type();
   if (op.getTransposed().use_empty())
     quantize(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(), op.getResult(),
-             op.getFormat(), op.getGelu());
+             op.getFormat(), op.getGelu(), rounded);
   else
     castTranspose(op, op.getInput(), op.getScale(), op.getHistory(), op.getRecorded(),
                   op.getResult().use_empty() ? Value() : op.getResult(), op.getTransposed(),
-                  op.getFormat(), op.getGelu());
+                  op.getFormat(), op.getGelu(), Value(), Value(), rounded);
   return success();
 }
 

@@ -161,6 +161,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     pm.addPass(createFp8SteadyStepPass());
     steps.push_back("train_step_first");
   }
+  // Before remat, which then plans without the bf16 weight copies.
+  if (options.precision == "fp8" && options.foldFp8InputCast)
+    pm.addPass(createFoldFp8InputCastPass());
   // After CSE (which would merge the clones back) and the collectives.
   if (options.memoryBudget > 0) {
     for (const std::string &step : steps) {

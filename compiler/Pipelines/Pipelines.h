@@ -76,6 +76,11 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
       llvm::cl::desc("Split off the first train step; the others take their FP8 scales from the "
                      "histories in one op (gpt-fp8-steady-step)"),
       llvm::cl::init(true)};
+  Option<bool> foldFp8InputCast{
+      *this, "fold-fp8-input-cast",
+      llvm::cl::desc("FP8 casts of a bf16 copy read its f32 source and round as they load "
+                     "(gpt-fold-fp8-input-cast)"),
+      llvm::cl::init(true)};
   Option<bool> fuseLayerNormFp8{
       *this, "fuse-layernorm-fp8",
       llvm::cl::desc("In the steady FP8 step, residual layernorms write their FP8 codes "

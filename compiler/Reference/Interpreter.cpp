@@ -657,6 +657,13 @@ private:
 
   LogicalResult fp8CastTranspose(Fp8CastTransposeOp op) {
     Buffer storage;
+    if (auto rounded = op.getRoundedToAttr()) { // as a gpt.cast to it would store
+      storage = in(op.getInput());
+      for (T &v : storage)
+        v = static_cast<T>(roundTo(rounded.getValue(), v));
+      castBothLayouts(op, storage);
+      return success();
+    }
     castBothLayouts(op, fp8Source(op.getInput(), op.getGelu(), storage));
     return success();
   }

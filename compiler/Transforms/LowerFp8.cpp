@@ -91,7 +91,8 @@ void pairLayouts(Block &block, llvm::Statistic &paired, llvm::Statistic &reused)
     Fp8QuantizeOp first = rows->isBeforeInBlock(cols) ? rows : cols;
     OpBuilder b(first);
     auto pair = Fp8CastTransposeOp::create(b, first.getLoc(), rows.getFormat(), rows.getInput(),
-                                           first.getScale(), /*history=*/Value());
+                                           first.getScale(), /*history=*/Value(),
+                                           /*gelu=*/false, /*rounded_to=*/TypeAttr());
     rows.getResult().replaceAllUsesWith(pair.getResult());
     cols.getResult().replaceAllUsesWith(pair.getTransposed());
     for (Fp8QuantizeOp q : ops) {

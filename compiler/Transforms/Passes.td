@@ -561,6 +561,43 @@ def Fp8SteadyStepPass : Pass<"gpt-fp8-steady-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+def FoldFp8InputCastPass : Pass<"gpt-fold-fp8-input-cast", "::mlir::ModuleOp"> {
+  let summary = "FP8 casts of a narrowed tensor read the wide tensor and round as they load";
+  let description = [{
+    In the steady FP8 step each block weight is cast from its f32 master
+    to bf16 (4 bytes read, 2 written per element) only for a
+    `gpt.fp8_cast_transpose` to read the bf16 copy back (2 read, 2
+    written): at 1.5B, 1.5 G elements and 3 GB of bf16 copies a step.
+
+    Each narrowing `gpt.cast` (f32 to bf16, say) of a function argument
+    (a tensor that is stored anyway) whose every reader is the input of a
+    `gpt.fp8_cast_transpose` without `gelu` is folded into those casts: they read the wide tensor with `rounded_to` set to the
+    narrow type, rounding each element to it before scaling. The codes
+    and recorded amaxes are the same bits (rounding is monotonic, so the
+    amax of the rounded values is the rounded amax), and 4 of the 10 bytes
+    per element, and the bf16 copies, are gone. A cast that anything else
+    reads (the first step's `gpt.fp8_scale`, which measures the bf16
+    weight; the bf16 LM head's GEMM) stays, as does the cast of an
+    activation: its wide value would then be stored, where the later
+    fusions store only the narrow one (a layernorm's bf16 result). `gptc
+    --fold-fp8-input-cast=false` leaves it out.
+
+    ```mlir
+    // Before:
+    %w16 = gpt.cast %w : tensor<64x16xf32> to tensor<64x16xbf16>
+    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %w16, %s history %h0 : (...)
+    // After:
+    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %w, %s history %h0 {rounded_to = bf16}
+        : (tensor<64x16xf32>, tensor<f32>, tensor<16xf32>)
+          -> (tensor<64x16xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16xf32>)
+    ```
+  }];
+  let statistics = [
+    Statistic<"numFolded", "folded", "FP8 casts that read a gpt.cast's input">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect"];
+}
+
 def FuseLayerNormFp8Pass : Pass<"gpt-fuse-layernorm-fp8", "::mlir::ModuleOp"> {
   let summary = "Makes residual layernorms write their FP8 codes themselves";
   let description = [{

@@ -59,7 +59,7 @@ Operation *cloneFp8Quantization(OpBuilder &b, Operation *op, Value history,
   return gpt::Fp8CastTransposeOp::create(b, ct.getLoc(), ct.getFormat(),
                                          map.lookupOrDefault(ct.getInput()),
                                          map.lookupOrDefault(ct.getScale()), history,
-                                         ct.getGelu());
+                                         ct.getGelu(), ct.getRoundedToAttr());
 }
 
 std::string formatBytes(int64_t bytes) {

@@ -169,6 +169,12 @@ cl::opt<bool> fp8SteadyStep(
              "every later step takes all its FP8 scales from the histories in one kernel "
              "launch instead of two launches per FP8 operand (gpt-fp8-steady-step)"),
     cl::init(true), cl::cat(compileCat));
+cl::opt<bool> foldFp8InputCast(
+    "fold-fp8-input-cast",
+    cl::desc("With --precision=fp8: an FP8 cast of a bf16 copy that nothing else reads (the "
+             "steady step's block weights) reads the f32 tensor and rounds each element to "
+             "bf16 as it loads, the same codes without the copy (gpt-fold-fp8-input-cast)"),
+    cl::init(true), cl::cat(compileCat));
 cl::opt<bool> fuseLayerNormFp8(
     "fuse-layernorm-fp8",
     cl::desc("With --fp8-steady-step: the steady step's residual layernorms write both "
@@ -380,6 +386,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
   options.fuseFp8Cast = fuseFp8Cast;
   options.fp8SteadyStep = fp8SteadyStep;
+  options.foldFp8InputCast = foldFp8InputCast;
   options.fuseLayerNormFp8 = fuseLayerNormFp8;
   options.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
   options.fuseGradAccumulation = fuseGradAccumulation;

@@ -296,6 +296,21 @@ LogicalResult Fp8CastTransposeOp::inferReturnTypes(MLIRContext *ctx, std::option
   return success();
 }
 
+LogicalResult Fp8CastTransposeOp::verify() {
+  Type rounded = getRoundedToAttr() ? getRoundedToAttr().getValue() : Type();
+  if (!rounded)
+    return success();
+  Type elt = rtt(getInput()).getElementType();
+  auto narrow = llvm::dyn_cast<FloatType>(rounded);
+  if (!narrow || narrow.getWidth() < 16 || narrow.getWidth() >= elt.getIntOrFloatBitWidth())
+    return emitOpError("rounded_to must be a float type of 16 bits or more, narrower than the "
+                       "input's ")
+           << elt << ", got " << rounded;
+  if (getGelu())
+    return emitOpError("rounded_to and gelu cannot be combined");
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Fp8CastTransposeSumOp
 //===----------------------------------------------------------------------===//

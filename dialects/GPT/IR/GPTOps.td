@@ -290,7 +290,11 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     bf16 X is then no longer needed by the backward. With `gelu` both are
     copies of `gelu(input)` (see `gpt.fp8_scale`). With a `history`,
     `recorded` is as `gpt.fp8_quantize`'s: the amax taken as the input is
-    cast, with no pass of its own.
+    cast, with no pass of its own. With `rounded_to` (a float type narrower
+    than the input's, not with `gelu`) each element is first rounded to
+    that type: the codes and amax of `gpt.cast`ing the input to it, without
+    storing the cast (`gpt-fold-fp8-input-cast`: an f32 master weight read
+    as it is, not through a bf16 copy).
 
     ```mlir
     %q, %qt = gpt.fp8_cast_transpose e4m3 %pre, %s {gelu}
@@ -298,10 +302,13 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     %q2, %qt2, %h2 = gpt.fp8_cast_transpose e4m3 %x, %s2 history %h1
         : (tensor<16x16xbf16>, tensor<f32>, tensor<16xf32>)
           -> (tensor<16x16xf8E4M3FN>, tensor<16x16xf8E4M3FN>, tensor<16xf32>)
+    %q3, %qt3 = gpt.fp8_cast_transpose e4m3 %w, %s3 {rounded_to = bf16}
+        : (tensor<64x16xf32>, tensor<f32>) -> (tensor<64x16xf8E4M3FN>, tensor<16x64xf8E4M3FN>)
     ```
   }];
   let arguments = (ins GPT_Fp8Format:$format, GPT_FloatTensor:$input, 0DTensorOf<[F32]>:$scale,
-                       Optional<1DTensorOf<[F32]>>:$history, UnitAttr:$gelu);
+                       Optional<1DTensorOf<[F32]>>:$history, UnitAttr:$gelu,
+                       OptionalAttr<TypeAttr>:$rounded_to);
   let results = (outs RankedTensorOf<[F8E4M3FN, F8E5M2]>:$result,
                       RankedTensorOf<[F8E4M3FN, F8E5M2]>:$transposed,
                       Optional<1DTensorOf<[F32]>>:$recorded);
@@ -309,6 +316,7 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     $format $input `,` $scale (`history` $history^)? attr-dict `:`
     functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def GPT_Fp8CastTransposeSumOp

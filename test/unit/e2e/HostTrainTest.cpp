@@ -36,6 +36,8 @@ struct LossCurves {
   // kernels (fp8_amax, fp8_scale, fp8_delayed_scales), of the layernorms
   // that write FP8 codes (add_layernorm_fp8) and of byte transposes.
   std::map<std::string, std::map<std::string, int64_t>> scaleLaunches;
+  // Per program, FP8 kernels whose first argument is a master weight.
+  std::map<std::string, int64_t> weightCasts;
   // The FP8 amax histories after the last reference step: the Host
   // session's and the reference's, in @train_step's order.
   std::vector<std::vector<double>> hostHistories, referenceHistories;
@@ -47,7 +49,8 @@ protected:
   /// backend, and runs the first `referenceSteps` of them on the reference.
   void train(const std::string &precision, int64_t referenceSteps, LossCurves &curves,
              bool narrowResidual = false, int64_t fp8History = 16, bool fp8LmHead = false,
-             bool fp8SteadyStep = true, bool fuseFp8GeluMatmul = false) {
+             bool fp8SteadyStep = true, bool fuseFp8GeluMatmul = false,
+             bool foldFp8InputCast = true) {
     auto tokens = data::readTokenFile(GPTC_DATA_DIR "/austen_train.bin", 50257);
     ASSERT_TRUE(tokens) << tokens.status().message()
                         << " (scripts/setup.sh builds data/austen_train.bin)";
@@ -61,11 +64,12 @@ protected:
       o.fp8LmHead = fp8LmHead;
       o.fp8SteadyStep = fp8SteadyStep;
       o.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
+      o.foldFp8InputCast = foldFp8InputCast;
     }));
     std::string name = "mini-" + precision + (narrowResidual ? "-narrow-residual" : "") +
                        (precision == "fp8" ? "-history-" + std::to_string(fp8History) : "") +
                        (fp8LmHead ? "-head" : "") + (fp8SteadyStep ? "" : "-nosteady") +
-                       (fuseFp8GeluMatmul ? "-gf" : "");
+                       (fuseFp8GeluMatmul ? "-gf" : "") + (foldFp8InputCast ? "" : "-nofold");
     std::unique_ptr<Session> session =
         hostSession(name + "-host.fb", {}, [&](const Executable &exe) {
           for (const schema::Gemm *g : *exe->gemms()) {
@@ -82,6 +86,14 @@ protected:
             for (const schema::Command *c : *p->commands())
               if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
                 std::string kernel = exe->kernels()->Get(l->kernel())->name()->str();
+                // FP8 casts that read a master weight itself (its first
+                // argument a parameter; gpt-fold-fp8-input-cast).
+                if (kernel.rfind("fp8_", 0) == 0 && l->args()->size() > 0 &&
+                    l->args_type()->Get(0) == schema::Arg::TensorArg &&
+                    exe->tensors()
+                            ->Get(l->args()->GetAs<schema::TensorArg>(0)->tensor())
+                            ->role() == schema::TensorRole::Parameter)
+                  ++curves.weightCasts[p->name()->str()];
                 for (const char *base : {"fp8_amax", "fp8_scale", "fp8_delayed_scales",
                                          "add_layernorm_fp8", "fp8_transpose"})
                   if (kernel.rfind(std::string(base) + "_", 0) == 0 &&
@@ -349,6 +361,27 @@ TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
             unsplit.scaleLaunches["train_step"]);
   EXPECT_EQ(unsplit.scaleLaunches["train_step"]["fp8_scale"], 24);
   EXPECT_EQ(unsplit.scaleLaunches.count("train_step_first"), 0u);
+}
+
+// gpt-fold-fp8-input-cast: in the steady step the 8 block weights' FP8
+// casts (mini has 2 blocks of 4) read the f32 master weights and round each
+// element to bf16 as they load, where --fold-fp8-input-cast=false casts the
+// weights to bf16 copies for them to read. Rounding to bf16 and then to FP8
+// is what the unfolded casts do, so the 20 steps' losses and the final
+// amax histories are the same bits. The first step keeps its copies (its
+// amax kernels read them too).
+TEST_F(HostTrainTest, Fp8FoldedWeightCastsTrainBitIdentical) {
+  LossCurves folded, copies;
+  ASSERT_NO_FATAL_FAILURE(train("fp8", 0, folded, false, /*fp8History=*/4));
+  ASSERT_NO_FATAL_FAILURE(train("fp8", 0, copies, false, /*fp8History=*/4, false, true, false,
+                                /*foldFp8InputCast=*/false));
+  EXPECT_EQ(folded.weightCasts["train_step"], 8);
+  EXPECT_EQ(folded.weightCasts["train_step_first"], 0);
+  EXPECT_EQ(copies.weightCasts["train_step"], 0);
+  ASSERT_EQ(folded.host.size(), copies.host.size());
+  for (size_t i = 0; i < folded.host.size(); ++i)
+    EXPECT_EQ(folded.host[i], copies.host[i]) << "step " << i;
+  EXPECT_EQ(folded.hostHistories, copies.hostHistories);
 }
 
 // --fuse-fp8-gelu-matmul: in the steady step the MLP's first GEMM writes its

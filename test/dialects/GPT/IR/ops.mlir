@@ -1113,6 +1113,17 @@ func.func @fp8_cast_transpose(%x: tensor<2x8x16xbf16>, %s: tensor<f32>) -> (tens
 
 // -----
 
+// Tests that gpt.fp8_cast_transpose round-trips rounded_to (an f32 input
+// rounded to bf16 before it is scaled).
+// CHECK-LABEL: func.func @fp8_cast_transpose_rounded_to
+func.func @fp8_cast_transpose_rounded_to(%w: tensor<64x16xf32>, %s: tensor<f32>) -> (tensor<64x16xf8E4M3FN>, tensor<16x64xf8E4M3FN>) {
+  // CHECK: gpt.fp8_cast_transpose e4m3 %{{.*}}, %{{.*}} {rounded_to = bf16} : (tensor<64x16xf32>, tensor<f32>) -> (tensor<64x16xf8E4M3FN>, tensor<16x64xf8E4M3FN>)
+  %q, %qt = gpt.fp8_cast_transpose e4m3 %w, %s {rounded_to = bf16} : (tensor<64x16xf32>, tensor<f32>) -> (tensor<64x16xf8E4M3FN>, tensor<16x64xf8E4M3FN>)
+  return %q, %qt : tensor<64x16xf8E4M3FN>, tensor<16x64xf8E4M3FN>
+}
+
+// -----
+
 // Tests that the FP8 ops round-trip an amax history (delayed scaling):
 // the scale shifts it, the quantizations return it recorded.
 // CHECK-LABEL: func.func @fp8_history
