@@ -2072,7 +2072,7 @@ void Lowerer::castTranspose(Operation *op, Value x, Value scale, Value history, 
                Value at = k.add(k.mul(k.add(r0, rowOf[h]), k.idx(cols)), k.add(c0, colOf[h]));
                xs.push_back(k.ldConsecutive(a[0], at, 8));
                if (preAt >= 0)
-                 ps.push_back(k.ldVector(a[preAt], at, 8));
+                 ps.push_back(k.ldConsecutive(a[preAt], at, 8));
              }
              Value exactTile;
              if (sums)

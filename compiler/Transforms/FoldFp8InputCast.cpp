@@ -70,7 +70,8 @@ struct FoldFp8InputCastPass
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldCastIntoFp8CastTranspose>(&getContext(), numFolded);
-    // Only this rewrite: no folding, and constants stay where they are.
+    // No folding, and constants stay where they are (the driver still
+    // erases ops left dead).
     GreedyRewriteConfig config;
     config.enableFolding(false).enableConstantCSE(false).setRegionSimplificationLevel(
         GreedySimplifyRegionLevel::Disabled);

@@ -300,11 +300,12 @@ LogicalResult Fp8CastTransposeOp::verify() {
   Type rounded = getRoundedToAttr() ? getRoundedToAttr().getValue() : Type();
   if (!rounded)
     return success();
+  // The types a gpt.cast narrows to, as the kernels and the interpreter
+  // round them.
   Type elt = rtt(getInput()).getElementType();
-  auto narrow = llvm::dyn_cast<FloatType>(rounded);
-  if (!narrow || narrow.getWidth() < 16 || narrow.getWidth() >= elt.getIntOrFloatBitWidth())
-    return emitOpError("rounded_to must be a float type of 16 bits or more, narrower than the "
-                       "input's ")
+  if (!(rounded.isBF16() || rounded.isF16()) ||
+      rounded.getIntOrFloatBitWidth() >= elt.getIntOrFloatBitWidth())
+    return emitOpError("rounded_to must be bf16 or f16, narrower than the input's ")
            << elt << ", got " << rounded;
   if (getGelu())
     return emitOpError("rounded_to and gelu cannot be combined");

@@ -290,8 +290,8 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     bf16 X is then no longer needed by the backward. With `gelu` both are
     copies of `gelu(input)` (see `gpt.fp8_scale`). With a `history`,
     `recorded` is as `gpt.fp8_quantize`'s: the amax taken as the input is
-    cast, with no pass of its own. With `rounded_to` (a float type narrower
-    than the input's, not with `gelu`) each element is first rounded to
+    cast, with no pass of its own. With `rounded_to` (bf16 or f16, narrower
+    than the input's type, not with `gelu`) each element is first rounded to
     that type: the codes and amax of `gpt.cast`ing the input to it, without
     storing the cast (`gpt-fold-fp8-input-cast`: an f32 master weight read
     as it is, not through a bf16 copy).

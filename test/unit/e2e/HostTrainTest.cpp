@@ -367,13 +367,14 @@ TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
 // casts (mini has 2 blocks of 4) read the f32 master weights and round each
 // element to bf16 as they load, where --fold-fp8-input-cast=false casts the
 // weights to bf16 copies for them to read. Rounding to bf16 and then to FP8
-// is what the unfolded casts do, so the 20 steps' losses and the final
-// amax histories are the same bits. The first step keeps its copies (its
-// amax kernels read them too).
+// is what the unfolded casts do, so the 20 steps' losses, the amax
+// histories after the first steady step, and the fp64 interpreter's two
+// steps are the same bits. The first step keeps its copies (its amax
+// kernels read them too).
 TEST_F(HostTrainTest, Fp8FoldedWeightCastsTrainBitIdentical) {
   LossCurves folded, copies;
-  ASSERT_NO_FATAL_FAILURE(train("fp8", 0, folded, false, /*fp8History=*/4));
-  ASSERT_NO_FATAL_FAILURE(train("fp8", 0, copies, false, /*fp8History=*/4, false, true, false,
+  ASSERT_NO_FATAL_FAILURE(train("fp8", 2, folded, false, /*fp8History=*/4));
+  ASSERT_NO_FATAL_FAILURE(train("fp8", 2, copies, false, /*fp8History=*/4, false, true, false,
                                 /*foldFp8InputCast=*/false));
   EXPECT_EQ(folded.weightCasts["train_step"], 8);
   EXPECT_EQ(folded.weightCasts["train_step_first"], 0);
@@ -381,7 +382,10 @@ TEST_F(HostTrainTest, Fp8FoldedWeightCastsTrainBitIdentical) {
   ASSERT_EQ(folded.host.size(), copies.host.size());
   for (size_t i = 0; i < folded.host.size(); ++i)
     EXPECT_EQ(folded.host[i], copies.host[i]) << "step " << i;
+  ASSERT_EQ(folded.hostHistories.size(), 24u);
   EXPECT_EQ(folded.hostHistories, copies.hostHistories);
+  ASSERT_EQ(folded.reference.size(), 2u);
+  EXPECT_EQ(folded.reference, copies.reference) << "the interpreter's steps differ";
 }
 
 // --fuse-fp8-gelu-matmul: in the steady step the MLP's first GEMM writes its

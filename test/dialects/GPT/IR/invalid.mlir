@@ -1432,16 +1432,17 @@ func.func @fp8_cast_transpose_rank(%x: tensor<16xbf16>, %s: tensor<f32>) {
 // Tests that gpt.fp8_cast_transpose's rounded_to must be narrower than its
 // input (rounding f32 to f32 is no cast to fold).
 func.func @fp8_cast_transpose_rounded_to_width(%x: tensor<8x16xf32>, %s: tensor<f32>) {
-  // expected-error @+1 {{rounded_to must be a float type of 16 bits or more, narrower than the input's 'f32', got 'f32'}}
+  // expected-error @+1 {{rounded_to must be bf16 or f16, narrower than the input's 'f32', got 'f32'}}
   %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s {rounded_to = f32} : (tensor<8x16xf32>, tensor<f32>) -> (tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>)
   return
 }
 
 // -----
 
-// Tests that gpt.fp8_cast_transpose's rounded_to must be a float type.
+// Tests that gpt.fp8_cast_transpose's rounded_to must be a type gpt.cast
+// narrows to (bf16 or f16).
 func.func @fp8_cast_transpose_rounded_to_float(%x: tensor<8x16xf32>, %s: tensor<f32>) {
-  // expected-error @+1 {{rounded_to must be a float type of 16 bits or more, narrower than the input's 'f32', got 'i16'}}
+  // expected-error @+1 {{rounded_to must be bf16 or f16, narrower than the input's 'f32', got 'i16'}}
   %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s {rounded_to = i16} : (tensor<8x16xf32>, tensor<f32>) -> (tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>)
   return
 }

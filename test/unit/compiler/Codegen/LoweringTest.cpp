@@ -555,6 +555,92 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
   EXPECT_GT(llvm::count((*ref)[0].data, 0.0), 0);
 }
 
+// gpt.fp8_cast_transpose's rounded_to on the Host backend against the
+// fp64 interpreter: an f32 tensor rounded to bf16, then to e4m3, in both
+// layouts (the cast-transpose kernel) and in one (the quantize kernel a
+// recomputed cast gets), each read back through an FP8 GEMM with an
+// identity at scale 1. Every other element is m 2^e with m = 1.0625 plus
+// 2^-20: above e4m3's midpoint between 1 and 1.125 (so 1.125 unrounded),
+// on it once rounded to bf16 (so 1, the even code). The same cast without
+// rounded_to must give the other code there, or the data tests nothing.
+TEST_F(LoweringTest, Fp8CastTransposeRoundedToMatchesTheReference) {
+  constexpr int64_t n = 64;
+  std::string w = "tensor<64x64xf32>", q = "tensor<64x64xf8E4M3FN>";
+  module = parse(
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(%w: " + w + " {gpt.input = \"w\"}, %eye: " + w +
+      " {gpt.input = \"eye\"}, %one: tensor<f32> {gpt.input = \"one\"}) -> (" + w +
+      " {gpt.output = \"both\"}, " + w + " {gpt.output = \"both_t\"}, " + w +
+      " {gpt.output = \"one_layout\"}, " + w + " {gpt.output = \"plain\"}) {\n"
+      "  %qi = gpt.fp8_quantize e4m3 %eye, %one : (" + w + ", tensor<f32>) -> " + q + "\n"
+      "  %q, %qt = gpt.fp8_cast_transpose e4m3 %w, %one {rounded_to = bf16} : (" + w +
+      ", tensor<f32>) -> (" + q + ", " + q + ")\n"
+      "  %r, %rt = gpt.fp8_cast_transpose e4m3 %w, %one {rounded_to = bf16} : (" + w +
+      ", tensor<f32>) -> (" + q + ", " + q + ")\n"
+      "  %u, %ut = gpt.fp8_cast_transpose e4m3 %w, %one : (" + w + ", tensor<f32>) -> (" + q +
+      ", " + q + ")\n"
+      "  %both = gpt.scaled_matmul %q, %one, %qi, %one {transpose_rhs} : (" + q + ", tensor<f32>, " +
+      q + ", tensor<f32>) -> " + w + "\n"
+      "  %bt = gpt.scaled_matmul %qt, %one, %qi, %one {transpose_rhs} : (" + q + ", tensor<f32>, " +
+      q + ", tensor<f32>) -> " + w + "\n"
+      "  %once = gpt.scaled_matmul %r, %one, %qi, %one {transpose_rhs} : (" + q + ", tensor<f32>, " +
+      q + ", tensor<f32>) -> " + w + "\n"
+      "  %plain = gpt.scaled_matmul %u, %one, %qi, %one {transpose_rhs} : (" + q +
+      ", tensor<f32>, " + q + ", tensor<f32>) -> " + w + "\n"
+      "  return %both, %bt, %once, %plain : " + w + ", " + w + ", " + w + ", " + w + "\n}\n");
+  ASSERT_TRUE(module);
+
+  std::vector<float> ws(n * n), id(n * n, 0.0f), one = {1.0f};
+  for (int64_t i = 0; i < n * n; ++i) {
+    int e = static_cast<int>(i % 13) - 6;
+    double m = i % 2 ? 1.0625 + std::ldexp(1.0, -20)
+                     : 1.0 + 0.9 * std::fabs(std::sin(0.37 * static_cast<double>(i)));
+    ws[i] = static_cast<float>((i % 3 ? 1.0 : -1.0) * std::ldexp(m, e));
+  }
+  for (int64_t i = 0; i < n; ++i)
+    id[i * n + i] = 1.0f;
+
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(fn);
+  auto ref = reference::evaluate(
+      fn, {asTensor({n, n}, ws), asTensor({n, n}, id), asTensor({}, one)}, reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
+
+  auto session = hostSession("fp8-rounded-host.fb");
+  ASSERT_TRUE(session);
+  ASSERT_TRUE(session->setInput("train_step", "w", ws));
+  ASSERT_TRUE(session->setInput("train_step", "eye", id));
+  ASSERT_TRUE(session->setInput("train_step", "one", one));
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+
+  std::map<std::string, int> launches;
+  const schema::Executable &exe = session->schema();
+  for (const schema::Program *p : *exe.programs())
+    if (p->name()->str() == "train_step")
+      for (const schema::Command *c : *p->commands())
+        if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
+          std::string name = exe.kernels()->Get(l->kernel())->name()->str();
+          ++launches[name.substr(0, name.find_last_of('_'))];
+        }
+  EXPECT_EQ(launches["fp8_cast_transpose"], 1); // %q
+  EXPECT_EQ(launches["fp8_quantize"], 3);       // %qi, %r and %u: one layout read
+
+  const char *names[] = {"both", "both_t", "one_layout", "plain"};
+  for (size_t o = 0; o < std::size(names); ++o) {
+    std::string first;
+    EXPECT_EQ(elementsOff(*session, names[o], (*ref)[o], 1e-6, first), 0)
+        << names[o] << ": elements off; the first: " << first;
+  }
+  int differ = 0;
+  for (size_t i = 0; i < (*ref)[0].data.size(); ++i)
+    differ += (*ref)[0].data[i] != (*ref)[3].data[i];
+  EXPECT_GE(differ, n * n / 2) << "rounding to bf16 first changed too few codes";
+}
+
 // gpt.fp8_cast_transpose of an f32 tensor with rounded_to = bf16 (an f32
 // master weight's cast, gpt-fold-fp8-input-cast) on CUDA: whole 64 x 64
 // tiles take the tiled kernel, each thread's 8 elements as two 16-byte
