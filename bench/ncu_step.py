@@ -8,6 +8,11 @@ Device side (one step after init, every kernel):
 Then here or there:
   python3 bench/ncu_step.py step.csv [--top N] [--steps N]
 
+An FP8 run's first step is a program of its own (@train_step_first), with
+other launches than the steps after it: profile 3 steps and pass
+--repeated, which reports the last step as the longest tail of launches
+that repeats the same kernels just before it.
+
 Kernels up to the init program's last `random_normal` are dropped. gptc's
 kernels are grouped by name without their numeric suffix (flash_attention_
 backward_kv_75 -> flash_attention_backward_kv); cuBLASLt's keep their
@@ -54,9 +59,29 @@ def group(times, steps=1):
     launches = len(times) - start
     if launches % steps:
         raise ValueError(f"{launches} launches after init do not split into {steps} equal steps")
+    return group_launches(times[start + (steps - 1) * launches // steps:])
+
+
+def last_repeated(times):
+    """The launches of the last step of a profile whose last two steps are
+    the same launches (an FP8 run's first step differs): the longest tail
+    that the same kernel names precede."""
+    start = 0
+    for i, (k, _) in enumerate(times):
+        if k.startswith("random_normal"):
+            start = i + 1
+    names = [k for k, _ in times[start:]]
+    for n in range(len(names) // 2, 0, -1):
+        if names[-n:] == names[-2 * n:-n]:
+            return times[len(times) - n:]
+    raise ValueError(f"no two equal steps end the {len(names)} launches after init")
+
+
+def group_launches(launches):
+    """{group: [launches, ms]} and the GEMM group names of `launches`."""
     groups = collections.defaultdict(lambda: [0, 0.0])
     gemms = set()
-    for k, ms in times[start + (steps - 1) * launches // steps:]:
+    for k, ms in launches:
         g = k if GEMM.search(k) else re.sub(r"_\d+$", "", k)
         if GEMM.search(k):
             gemms.add(g)
@@ -80,6 +105,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", help="ncu --csv --log-file output")
     ap.add_argument("--top", type=int, default=40, help="groups to print (default 40)")
+    ap.add_argument("--repeated", action="store_true",
+                    help="report the last step of a profile that ends in two equal steps "
+                         "(an fp8 run profiled with gptrun --steps 3)")
     ap.add_argument("--steps", type=int, default=1,
                     help="steps the profile holds (gptrun --steps); the last is reported, e.g. "
                          "the first delayed-scaling step of an fp8 run with --steps 2")
@@ -88,7 +116,9 @@ def main():
         sys.exit(f"ncu_step: --steps must be at least 1, got {args.steps}")
     try:
         with open(args.csv, encoding="utf-8") as f:
-            groups, gemms = group(kernel_times(f), args.steps)
+            times = kernel_times(f)
+            groups, gemms = (group_launches(last_repeated(times)) if args.repeated
+                             else group(times, args.steps))
     except (OSError, ValueError) as e:
         sys.exit(f"ncu_step: {args.csv}: {e}")
     print(report(groups, gemms, args.top))

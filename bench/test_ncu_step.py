@@ -47,6 +47,21 @@ def main():
         assert "do not split into 3 equal steps" in str(e), e
     else:
         raise AssertionError("split 4 launches into 3 steps")
+    # --repeated: a first step (a, b, c) unlike the two after it (a, d, a, d):
+    # the last step is the longest tail the same names precede.
+    steady = csv_lines([("random_normal_1", "us", "1"), ("a_1", "us", "1"), ("b_2", "us", "2"),
+                        ("c_3", "us", "3"), ("a_1", "us", "4"), ("d_4", "us", "5"),
+                        ("a_1", "us", "6"), ("d_4", "us", "7")])
+    tail = ncu_step.last_repeated(ncu_step.kernel_times(steady))
+    assert [k for k, _ in tail] == ["a_1", "d_4"] and tail[0][1] == 0.006, tail
+    groups, _ = ncu_step.group_launches(tail)
+    assert groups == {"a": [1, 0.006], "d": [1, 0.007]}, groups
+    try:
+        ncu_step.last_repeated(ncu_step.kernel_times(csv_lines(ROWS)))
+    except ValueError as e:
+        assert "no two equal steps" in str(e), e
+    else:
+        raise AssertionError("found a repeated step where there is none")
     # Bad input is an error naming the problem, not a crash.
     unknown = csv_lines([("fill_1", "cycle", "7")])
     for bad, why in ((["no csv here"], "no CSV rows"), (['"a","b"', '"1","2"'], "not an ncu metrics CSV"),
