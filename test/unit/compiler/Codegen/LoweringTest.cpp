@@ -96,6 +96,20 @@ protected:
     return session ? std::move(*session) : nullptr;
   }
 
+  /// train_step's kernel launches by kernel name, less its number.
+  static std::map<std::string, int> trainStepLaunches(Session &s) {
+    std::map<std::string, int> launches;
+    const schema::Executable &exe = s.schema();
+    for (const schema::Program *p : *exe.programs())
+      if (p->name()->str() == "train_step")
+        for (const schema::Command *c : *p->commands())
+          if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
+            std::string name = exe.kernels()->Get(l->kernel())->name()->str();
+            ++launches[name.substr(0, name.find_last_of('_'))];
+          }
+    return launches;
+  }
+
   /// How many elements of train_step's f32 output `name` lie more than
   /// `rel` (relative) from `want`'s, the first of them in `first`.
   int elementsOff(Session &s, const char *name, const Tensor &want, double rel,
@@ -532,15 +546,7 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
 
   // Kernels by what they write: the pair both layouts, the cast-transposes
   // read once one layout each, as a quantization of that layout does.
-  std::map<std::string, int> launches;
-  const schema::Executable &exe = session->schema();
-  for (const schema::Program *p : *exe.programs())
-    if (p->name()->str() == "train_step")
-      for (const schema::Command *c : *p->commands())
-        if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
-          std::string name = exe.kernels()->Get(l->kernel())->name()->str();
-          ++launches[name.substr(0, name.find_last_of('_'))]; // less its number
-        }
+  std::map<std::string, int> launches = trainStepLaunches(*session);
   EXPECT_EQ(launches["fp8_cast_transpose"], 1);
   EXPECT_EQ(launches["fp8_quantize_transpose"], 2); // %qz and %tz
   EXPECT_EQ(launches["fp8_quantize"], 4);           // %qj, %rz, %qx and %qi
@@ -617,15 +623,7 @@ TEST_F(LoweringTest, Fp8CastTransposeRoundedToMatchesTheReference) {
   Status ran = session->run("train_step");
   ASSERT_TRUE(ran) << ran.message();
 
-  std::map<std::string, int> launches;
-  const schema::Executable &exe = session->schema();
-  for (const schema::Program *p : *exe.programs())
-    if (p->name()->str() == "train_step")
-      for (const schema::Command *c : *p->commands())
-        if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
-          std::string name = exe.kernels()->Get(l->kernel())->name()->str();
-          ++launches[name.substr(0, name.find_last_of('_'))];
-        }
+  std::map<std::string, int> launches = trainStepLaunches(*session);
   EXPECT_EQ(launches["fp8_cast_transpose"], 1); // %q
   EXPECT_EQ(launches["fp8_quantize"], 3);       // %qi, %r and %u: one layout read
 
