@@ -39,8 +39,9 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         With `fp8-lm-head` the LM head's `gpt.matmul` (whose result is a
         `gpt.cross_entropy`'s logits) becomes an e4m3 x e4m3
         `gpt.fp8_matmul` as well, and its backward quantizes the logits'
-        gradient as e5m2: the largest GEMMs of the small models, at a
-        cost in loss (see README).
+        gradient as e5m2: the largest GEMMs of the small models. Over
+        200 steps at 1.5B its loss stayed within the seed-to-seed spread
+        (three seeds; see README).
         The reference interpreter runs it (`gptc run-reference
         --precision=fp8`); gpt-lower-fp8 (memory-plan phase) turns each
         product into quantize kernels and an FP8 GEMM.

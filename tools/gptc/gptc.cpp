@@ -146,8 +146,8 @@ cl::opt<int64_t> fp8History(
 cl::opt<bool> fp8LmHead(
     "fp8-lm-head",
     cl::desc("With --precision=fp8: the tied LM head's GEMMs (logits, and their two gradient "
-             "products) in FP8 too; the largest GEMMs of the small models, at a cost in loss "
-             "(default: bf16)"),
+             "products) in FP8 too; the largest GEMMs of the small models; over 200 steps at 1.5B "
+             "its loss was within the seed-to-seed spread (default: bf16)"),
     cl::init(false), cl::cat(compileCat));
 cl::opt<bool> fp8CrossEntropyGrad(
     "fp8-cross-entropy-grad",
