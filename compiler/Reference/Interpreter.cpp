@@ -172,14 +172,17 @@ public:
   }
 
 private:
+  /// `values` as a tensor of element type `elt` would store them.
+  static void roundAsStored(Buffer &values, Type elt) {
+    if (isNarrow(elt))
+      for (T &x : values)
+        x = static_cast<T>(roundTo(elt, x));
+  }
+
   /// Narrow results hold values of their format, as stored tensors would.
   void roundResults(Operation *op) {
-    for (Value r : op->getResults()) {
-      Type elt = llvm::cast<ShapedType>(r.getType()).getElementType();
-      if (isNarrow(elt))
-        for (T &x : *env[r])
-          x = static_cast<T>(roundTo(elt, x));
-    }
+    for (Value r : op->getResults())
+      roundAsStored(*env[r], llvm::cast<ShapedType>(r.getType()).getElementType());
   }
 
   /// The body op by op on whole tensors, each rounded: fusion changes where
@@ -392,9 +395,7 @@ private:
     layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
                   static_cast<T>(op.getEpsilon().convertToDouble()), y);
     // As roundResults would round the unfused layernorm's result.
-    if (Type rounded = op.getRoundedTo(); isNarrow(rounded))
-      for (T &v : y)
-        v = static_cast<T>(roundTo(rounded, v));
+    roundAsStored(y, op.getRoundedTo());
     record(op.getHistory(), op.getRecorded(), y);
     Buffer q = quantize(y, op.getFormat(), in(op.getScale())[0]);
     out(op.getTransposed()) = transposedOf(q, op.getSum());
@@ -558,9 +559,7 @@ private:
       storage[i] *= geluDerivative(p[i]);
     if (exact)
       *exact = storage;
-    if (isNarrow(elt))
-      for (T &e : storage)
-        e = static_cast<T>(roundTo(elt, e));
+    roundAsStored(storage, elt);
     return storage;
   }
 
@@ -659,8 +658,7 @@ private:
     Buffer storage;
     if (auto rounded = op.getRoundedToAttr()) { // as a gpt.cast to it would store
       storage = in(op.getInput());
-      for (T &v : storage)
-        v = static_cast<T>(roundTo(rounded.getValue(), v));
+      roundAsStored(storage, rounded.getValue());
       castBothLayouts(op, storage);
       return success();
     }

@@ -572,8 +572,9 @@ def FoldFp8InputCastPass : Pass<"gpt-fold-fp8-input-cast", "::mlir::ModuleOp"> {
 
     Each narrowing `gpt.cast` (f32 to bf16, say) of a function argument
     (a tensor that is stored anyway) whose every reader is the input of a
-    `gpt.fp8_cast_transpose` without `gelu` is folded into those casts: they read the wide tensor with `rounded_to` set to the
-    narrow type, rounding each element to it before scaling. The codes
+    `gpt.fp8_cast_transpose` without `gelu` is folded into those casts:
+    they read the wide tensor with `rounded_to` set to the narrow type,
+    rounding each element to it before scaling. The codes
     and recorded amaxes are the same bits (rounding is monotonic, so the
     amax of the rounded values is the rounded amax), and 4 of the 10 bytes
     per element, and the bf16 copies, are gone. A cast that anything else
