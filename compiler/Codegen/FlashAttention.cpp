@@ -849,7 +849,7 @@ BlockTile blockTile(KB &k, Value idx, const AttentionShape &s, bool queries) {
 /// Sub-blocks of 16 rows in a stage.
 constexpr int64_t kSubTiles = kStage / kTile;
 /// Sub-blocks per online-softmax step of the forward's unmasked stages
-/// (4, 2 and 1 timed alike on the H200; bench/RESULTS.md, 92e974f).
+/// (4, 2 and 1 timed alike on the H200; bench/results/2026-12.md, 92e974f).
 constexpr int64_t kStepTiles = 4;
 static_assert(kSubTiles % kStepTiles == 0, "steps tile a stage");
 /// Resident blocks per SM asked of the forward and dQ kernels: 2 instead

@@ -3,7 +3,7 @@
 // Compiles `mini` for the Host target and trains it twice with gptrun's
 // Trainer (each run opens its own session and data): every step's loss,
 // gradient norm and lr must be the same bits. The CUDA counterpart is
-// bench/determinism_device.sh; byte-identical compilation is
+// bench/device/determinism_device.sh; byte-identical compilation is
 // test/tools/gptc/deterministic-output.mlir.
 //
 //===----------------------------------------------------------------------===//

@@ -5,8 +5,8 @@
 // kernels for bf16 attention on CUDA with their tensor-core instructions in
 // the PTX, the scalar kernels for fp32, for --flash-attention=false and for
 // the Host target. Their numerics are checked on the H200 against the scalar
-// kernels (bench/run_bf16.sh's flash comparison, results in
-// bench/RESULTS.md), and on the Host target here the scalar kernels that
+// kernels (bench/device/run_bf16.sh's flash comparison, results in
+// bench/results/2026-12.md), and on the Host target here the scalar kernels that
 // check is made against are compared with the fp64 reference.
 //
 //===----------------------------------------------------------------------===//

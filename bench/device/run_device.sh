@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# bench/run_device.sh: everything one device call can measure, in one go.
+# bench/device/run_device.sh: everything one device call can measure, in one go.
 #
 # Run from the repo root on the GPU machine, with $OUT set (the device
 # tool's output folder), e.g. through the device tool:
-#   run(command="bash bench/run_device.sh", timeout_s=600,
+#   run(command="bash bench/device/run_device.sh", timeout_s=600,
 #       carry=["data/austen_train.bin", "data/austen_val.bin", "bench/artifacts"])
 #
 # Stages (each one's failure is reported and the next stage still runs; each
 # has a time limit, all inside BUDGET_S seconds from the start):
 #   env     GPU, driver, torch; init_counter (torch, CPU + CUDA) vs the scalar
-#           reference (bench/test_counter_normal.py --torch)
+#           reference (bench/twin/test_counter_normal.py --torch)
 #   build   bash scripts/device-build.sh -> build-device/bin/gptrun (runtime half)
-#   parity  PARITY_* config (bench/configs.sh): fp32, TF32 off, same @init and
+#   parity  PARITY_* config (bench/device/configs.sh): fp32, TF32 off, same @init and
 #           batches; gptrun PARITY_FB vs train_torch eager; both loss columns and
 #           the max relative difference (target <= PARITY_TOL)
 #   train   gptrun TRAIN_FB: TRAIN_STEPS steps of TRAIN_MODEL B=TRAIN_B T=TRAIN_T on
@@ -20,13 +20,13 @@
 #           schedule, in SPEED_DTYPE/SPEED_TF32
 #   bf16    the same two in bf16 autocast, TORCH_BF16_STEPS steps (the numbers to
 #           beat), unless SPEED_DTYPE is already bf16
-# Then bench/compare.py report prints the tables and writes into $OUT:
+# Then bench/twin/compare.py report prints the tables and writes into $OUT:
 #   run_device.log  everything printed      build.log        device build output
 #   gptrun_parity.log, gptrun_train.log     gptrun's stdout
-#   results.json    every run's summary     results.md       tables for bench/RESULTS.md
+#   results.json    every run's summary     results.md       tables for bench/results/
 #   steps.csv       run, step, loss, grad_norm, lr, ms
 #
-# Knobs (environment): everything in bench/configs.sh, plus
+# Knobs (environment): everything in bench/device/configs.sh, plus
 #   STAGES=env,build,parity,train,speed,bf16   which stages to run
 #   BUDGET_S=570       whole-script deadline (the device call allows 600)
 #   BUILD_TIMEOUT=240 T_PARITY=150 T_TRAIN=240 T_EAGER=150 T_COMPILE=240
@@ -35,7 +35,7 @@
 #   OURS_DTYPE=fp32 OURS_TF32=?      what the .fb computes in (for the table)
 #   TORCH_DEVICE=cuda  ATTENTION=sdpa  COMPILE_MODE=default  PYTHON=python3
 set -u -o pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 START=$(date +%s)
 BUDGET_S=${BUDGET_S:-570}
 DEADLINE=$((START + BUDGET_S))
@@ -54,8 +54,8 @@ TEE_PID=$!
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 
-# shellcheck source=bench/configs.sh
-source bench/configs.sh
+# shellcheck source=bench/device/configs.sh
+source bench/device/configs.sh
 STAGES=${STAGES:-env,build,parity,train,speed,bf16}
 PY=${PYTHON:-python3}
 GPTRUN=${GPTRUN:-build-device/bin/gptrun}
@@ -77,8 +77,8 @@ T_BF16_EAGER=${T_BF16_EAGER:-90}
 T_BF16_COMPILE=${T_BF16_COMPILE:-180}
 MANIFEST=$ARTIFACTS/manifest.json
 
-# shellcheck source=bench/stages.sh
-source bench/stages.sh
+# shellcheck source=bench/device/stages.sh
+source bench/device/stages.sh
 
 # GPU memory samples (MiB, every 250 ms) during a run: WORK/NAME.smi.
 SMI_PID=""
@@ -127,7 +127,7 @@ torch_run() { # NAME WANT_S TORCH_ARGS...: train_torch.py -> WORK/NAME.json
   ((t > want)) && t=$want
   smi_start "$name"
   # --time-limit ends the run (with its summary) 15 s before the hard timeout.
-  run_limited "$name" "$want" "$PY" bench/train_torch.py --device "$TORCH_DEVICE" \
+  run_limited "$name" "$want" "$PY" bench/twin/train_torch.py --device "$TORCH_DEVICE" \
     --json "$WORK/$name.json" --time-limit $((t > 30 ? t - 15 : t)) "$@"
   local rc=$?
   smi_stop
@@ -141,7 +141,7 @@ gptrun_run() { # NAME WANT_S LOG FB DATA STEPS EXTRA_ARGS
     return 99
   fi
   if [ ! -f "$fb" ]; then
-    set_status "$name" "skipped (no $fb: run bench/build_artifacts.sh on the CPU side and carry bench/artifacts)"
+    set_status "$name" "skipped (no $fb: run bench/device/build_artifacts.sh on the CPU side and carry bench/artifacts)"
     return 99
   fi
   smi_start "$name"
@@ -157,7 +157,7 @@ gptrun_run() { # NAME WANT_S LOG FB DATA STEPS EXTRA_ARGS
 
 gptrun_summary() { # NAME LOG MODEL B T ACCUM EXE LABEL RUN: WORK/NAME.json (+ RUN's .smi)
   [ -f "$WORK/$9.smi" ] && mv "$WORK/$9.smi" "$WORK/$1.smi"
-  "$PY" bench/compare.py gptrun-log "$2" -o "$WORK/$1.json" --label "${8:-gptc (ours)}" \
+  "$PY" bench/twin/compare.py gptrun-log "$2" -o "$WORK/$1.json" --label "${8:-gptc (ours)}" \
     --model "$3" --batch "$4" --seq "$5" --accum "$6" --dtype "$OURS_DTYPE" --tf32 "$OURS_TF32" \
     --timing-warmup "$TIMING_WARMUP" --manifest "$MANIFEST" --exe "$7" ||
     echo "[$1] no step lines in $2"
@@ -201,7 +201,7 @@ for f in "$PARITY_FB" "$TRAIN_FB"; do
   [ -f "$f" ] && echo "  $f: identifier '$(head -c 8 "$f" | tail -c 4)' (want GPTX)"
 done
 if have_stage env; then
-  run_limited counter_normal 120 "$PY" bench/test_counter_normal.py --torch
+  run_limited counter_normal 120 "$PY" bench/twin/test_counter_normal.py --torch
 fi
 
 # ------------------------------------------------------------------- build
@@ -237,7 +237,7 @@ if have_stage parity; then
       "$PARITY_T" "$pacc" parity "gptrun" parity_gptrun
   fi
   if [ -f "$WORK/parity_ours.json" ] && [ -f "$WORK/parity_torch.json" ]; then
-    "$PY" bench/compare.py parity "$WORK/parity_ours.json" "$WORK/parity_torch.json" \
+    "$PY" bench/twin/compare.py parity "$WORK/parity_ours.json" "$WORK/parity_torch.json" \
       --tol "$PARITY_TOL"
     case $? in
       0) set_status parity "PASS" ;;
@@ -307,7 +307,7 @@ def sh(cmd):
     except Exception:
         return ""
 env = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-       "command": "bash bench/run_device.sh" + (f" (STAGES={os.environ['STAGES']})" if os.environ.get("STAGES") else ""),
+       "command": "bash bench/device/run_device.sh" + (f" (STAGES={os.environ['STAGES']})" if os.environ.get("STAGES") else ""),
        "elapsed_s": int(elapsed),
        "gpu": sh("nvidia-smi -i 0 --query-gpu=name,memory.total --format=csv,noheader"),
        "driver": sh("nvidia-smi -i 0 --query-gpu=driver_version --format=csv,noheader"),
@@ -328,7 +328,7 @@ if os.path.exists(manifest):
 env["commit"] = commit or "unknown"
 json.dump(env, open(out, "w"), indent=1)
 EOF
-"$PY" bench/compare.py report --work "$WORK" --out "$OUT" --tol "$PARITY_TOL"
+"$PY" bench/twin/compare.py report --work "$WORK" --out "$OUT" --tol "$PARITY_TOL"
 
 echo
 echo "=== stages ($(($(date +%s) - START)) s) ==="

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# bench/run_resume.sh: determinism, checkpoint/resume exactness and the cost
+# bench/device/run_resume.sh: determinism, checkpoint/resume exactness and the cost
 # of --on-nan=skip on the GPU, in one device call.
-#   here:   bash scripts/device-build.sh --pack && bash bench/build_artifacts.sh
-#   device: run(command="bash bench/run_resume.sh",
+#   here:   bash scripts/device-build.sh --pack && bash bench/device/build_artifacts.sh
+#   device: run(command="bash bench/device/run_resume.sh",
 #               carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 # Prints PASS/FAIL for: two runs with the same seed give bit-identical
 # losses; 10 steps + resume + 10 steps equal 20 straight steps; and the
 # ms/step of --on-nan=stop vs skip. Logs go to $OUT (or out/device).
 set -u -o pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-out/device}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0

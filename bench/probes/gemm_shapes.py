@@ -17,8 +17,8 @@ need: on sm_90 they take only A transposed and B not, so dW needs dY^T and
 X^T), and the relative error of each FP8 product against bf16. The LM head
 stays bf16 in the projection (it is the one GEMM FP8 recipes keep wide).
 
-  python3 bench/gemm_shapes.py --model 124M --batch 16
-  python3 bench/gemm_shapes.py --model 124M --batch 64 --fp8
+  python3 bench/probes/gemm_shapes.py --model 124M --batch 16
+  python3 bench/probes/gemm_shapes.py --model 124M --batch 64 --fp8
 """
 import argparse
 import os
@@ -27,7 +27,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "twin"))
 from gpt2_torch import PRESETS  # noqa: E402
 
 

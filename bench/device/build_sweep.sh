@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/build_sweep.sh: CPU side of bench/run_sweep.sh. Compiles the issue's
+# bench/device/build_sweep.sh: CPU side of bench/device/run_sweep.sh. Compiles the issue's
 # four sizes at its batch sizes (T=1024), by default each in fp8 with the
 # FP8 LM head (774M and 1.5B with its logit gradient in bf16, the faster
 # there) and then in bf16 (sweep-<model>.fb), into bench/artifacts and
@@ -33,12 +33,12 @@
 #          (tag aN), so 1558M:8:fp8,a2 trains on 16 rows a step as 1558M:16
 # into sweep-<model>-<tags>.fb; run_sweep.sh runs torch once per model,
 # after the model's first entry.
-#   bash bench/build_sweep.sh                 # all four, fp8 and bf16
-#   SWEEP="124M:64 124M:64:nr 350M:32 1558M:16:40 1558M:16:40,nr 774M:16:fp8 774M:16:fp8,current" bash bench/build_sweep.sh
+#   bash bench/device/build_sweep.sh                 # all four, fp8 and bf16
+#   SWEEP="124M:64 124M:64:nr 350M:32 1558M:16:40 1558M:16:40,nr 774M:16:fp8 774M:16:fp8,current" bash bench/device/build_sweep.sh
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-# shellcheck source=bench/configs.sh
-source bench/configs.sh
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=bench/device/configs.sh
+source bench/device/configs.sh
 GPTC=${GPTC:-build/bin/gptc}
 SWEEP=${SWEEP:-124M:64:fp8,head 124M:64 350M:32:fp8,head 350M:32 774M:16:fp8,head,ce16 774M:16 1558M:16:fp8,head,ce16 1558M:16}
 [ -x "$GPTC" ] || { echo "build_sweep: no $GPTC (run scripts/setup.sh)"; exit 1; }
@@ -89,8 +89,8 @@ for entry in $SWEEP; do
   fi
 done
 cat "$tsv"
-# The CPU build's gptrun, for bench/runtime.sh on the device.
-# shellcheck source=bench/runtime.sh
-source bench/runtime.sh
+# The CPU build's gptrun, for bench/device/runtime.sh on the device.
+# shellcheck source=bench/device/runtime.sh
+source bench/device/runtime.sh
 copy_runtime
 exit $status

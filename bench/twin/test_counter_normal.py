@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Checks bench/counter_normal.py against gptc's C++ counterNormal.
+"""Checks bench/twin/counter_normal.py against gptc's C++ counterNormal.
 
-    python3 bench/test_counter_normal.py            # any python3: scalar version
-    python3 bench/test_counter_normal.py --torch    # also the torch version (CPU, and
+    python3 bench/twin/test_counter_normal.py            # any python3: scalar version
+    python3 bench/twin/test_counter_normal.py --torch    # also the torch version (CPU, and
                                                     # CUDA when present) and init_counter
 
 1) The scalar version must give the C++ golden values bit for bit (float64).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tensor by tensor, how far two gptrun checkpoints of one model are apart.
 
-  python3 bench/compare_checkpoints.py A.ckpt B.ckpt [--top N] [--match SUBSTR]
+  python3 bench/tools/compare_checkpoints.py A.ckpt B.ckpt [--top N] [--match SUBSTR]
 
 Prints, for each tensor both hold (largest difference first), the max
 |a - b| over max |a| and the relative L2 distance |a - b| / |a|. After one

@@ -1,9 +1,9 @@
 # shellcheck shell=bash
-# bench/runtime.sh: which gptrun a device script runs, sourced by
+# bench/device/runtime.sh: which gptrun a device script runs, sourced by
 # run_sweep.sh and ab_device.sh.
 #   pick_runtime   sets GPTRUN and CUDA_TEST (RuntimeCudaBackendTest)
 # A GPTRUN the caller set is kept. Otherwise the CPU machine's own build
-# (CUDA 13, Release; bench/build_sweep.sh copies build/bin/gptrun and
+# (CUDA 13, Release; bench/device/build_sweep.sh copies build/bin/gptrun and
 # build/bin/RuntimeCudaBackendTest into bench/artifacts/bin) is used where it
 # runs on the device as it is, which saves the ~60 s of
 # scripts/device-build.sh; where it does not, build-device/ is built there.

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# bench/stages.sh: the stage bookkeeping of the device scripts, sourced
+# bench/device/stages.sh: the stage bookkeeping of the device scripts, sourced
 # after they set START and DEADLINE (seconds since the epoch).
 #   left                  seconds left before DEADLINE, less RESERVE_S
 #   banner TEXT           a section header with the elapsed time

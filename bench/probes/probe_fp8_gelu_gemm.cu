@@ -1,9 +1,9 @@
-// bench/probe_fp8_gelu_gemm.cu: can cuBLASLt's FP8 GEMM write the MLP's
+// bench/probes/probe_fp8_gelu_gemm.cu: can cuBLASLt's FP8 GEMM write the MLP's
 // GELU output as FP8 itself (GELU_AUX_BIAS with a bf16 pre-activation aux,
 // a D scale and amax_D), and at what cost next to the product gptc runs
 // now (bf16 D with a bias, GELU and the FP8 cast in a kernel of ours)?
 // GPU side only (nvcc, cuBLASLt):
-//   nvcc -O2 -arch=sm_90 -o probe bench/probe_fp8_gelu_gemm.cu -lcublasLt
+//   nvcc -O2 -arch=sm_90 -o probe bench/probes/probe_fp8_gelu_gemm.cu -lcublasLt
 //   ./probe            # the four GPT-2 sizes' c_fc products
 // Prints per shape the best of the heuristic's algorithms (20 timed calls
 // after 3) for each variant, and checks the FP8 D against gelu(aux) * scale

@@ -1,10 +1,10 @@
-// bench/probe_fp8_dgelu_gemm.cu: can cuBLASLt's FP8 GEMM write the MLP's
+// bench/probes/probe_fp8_dgelu_gemm.cu: can cuBLASLt's FP8 GEMM write the MLP's
 // GELU gradient as FP8 itself (DGELU or DGELU_BGRAD with the bf16
 // pre-activation as aux, an e5m2 D, a D scale and amax_D), and at what cost
 // next to the product gptc runs now (bf16 D, then fp8_cast_transpose_sum
 // applies gelu', casts and sums the bias gradient)?
 // GPU side only (nvcc, cuBLASLt):
-//   nvcc -O2 -arch=sm_90 -o probe bench/probe_fp8_dgelu_gemm.cu -lcublasLt
+//   nvcc -O2 -arch=sm_90 -o probe bench/probes/probe_fp8_dgelu_gemm.cu -lcublasLt
 //   ./probe            # the four GPT-2 sizes' c_proj data-gradient products
 // The FP8-D variants pass C as null (beta 0), as gptc's runtime does; if
 // cuBLASLt refuses that, they are retried with C = D and the probe says so.

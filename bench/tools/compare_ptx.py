@@ -9,7 +9,7 @@ removes one kernel renames all later ones. Prints the kernels (by base
 name, with counts) that only one side has; exit 0 when the two sides hold
 the same kernels.
 
-  python3 bench/compare_ptx.py OLD/kernels.ptx NEW/kernels.ptx
+  python3 bench/tools/compare_ptx.py OLD/kernels.ptx NEW/kernels.ptx
 """
 import collections
 import re

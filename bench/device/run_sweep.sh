@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# bench/run_sweep.sh: the four GPT-2 sizes, gptc (by default fp8 and bf16;
-# bench/build_sweep.sh) next to torch.compile bf16 (and eager for the
+# bench/device/run_sweep.sh: the four GPT-2 sizes, gptc (by default fp8 and bf16;
+# bench/device/build_sweep.sh) next to torch.compile bf16 (and eager for the
 # smallest), in one device call.
 #
 # CPU side first:
-#   bash scripts/device-build.sh --pack && bash bench/build_sweep.sh
+#   bash scripts/device-build.sh --pack && bash bench/device/build_sweep.sh
 # Device side:
-#   run(command="bash bench/run_sweep.sh", timeout_s=600,
+#   run(command="bash bench/device/run_sweep.sh", timeout_s=600,
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 #
 # For each entry of $ARTIFACTS/sweep.tsv (default bench/artifacts), in its
@@ -27,7 +27,7 @@
 # sweep_table.md and logs.tar.gz (build.log, each run's log and JSON),
 # repacked after each size.
 set -u -o pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 START=$(date +%s)
 BUDGET_S=${BUDGET_S:-560}
 DEADLINE=$((START + BUDGET_S))
@@ -38,18 +38,18 @@ mkdir -p "$OUT"
 rm -rf "$WORK" && mkdir -p "$LOGS"
 exec > >(tee -a "$OUT/run_sweep.log") 2>&1
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-# shellcheck source=bench/configs.sh
-source bench/configs.sh
+# shellcheck source=bench/device/configs.sh
+source bench/device/configs.sh
 PY=${PYTHON:-python3}
-# shellcheck source=bench/runtime.sh
-source bench/runtime.sh
+# shellcheck source=bench/device/runtime.sh
+source bench/device/runtime.sh
 SWEEP_STEPS=${SWEEP_STEPS:-12}
 WARMUP=2
 DATA=$TRAIN_DATA
 
 RESERVE_S=10
-# shellcheck source=bench/stages.sh
-source bench/stages.sh
+# shellcheck source=bench/device/stages.sh
+source bench/device/stages.sh
 
 echo "=== build ==="
 pick_runtime
@@ -70,7 +70,7 @@ while IFS=$'\t' read -r model b file secs tag _; do
   run_limited "gptc-$name" 120 "$GPTRUN" "$file" --data "$DATA" --steps "$SWEEP_STEPS" --seed "$SEED" --no-progress \
     "${algos[@]}" > "$log" 2>&1
   echo "gptrun rc=$?"; tail -n 2 "$log"
-  if "$PY" bench/compare.py gptrun-log "$log" -o "$WORK/gptc-$name.json" --label "gptc $model${tag:+ $tag}" \
+  if "$PY" bench/twin/compare.py gptrun-log "$log" -o "$WORK/gptc-$name.json" --label "gptc $model${tag:+ $tag}" \
       --model "$model" --batch "$b" --seq 1024 --dtype "$dtype" --tf32 off --timing-warmup "$WARMUP" > /dev/null; then
     "$PY" - "$WORK/gptc-$name.json" "$secs" <<'PYEOF'
 import json, sys
@@ -87,7 +87,7 @@ PYEOF
   [ -n "${SWEEP_TORCH:-}" ] && [[ " $SWEEP_TORCH " != *" $model "* ]] && modes=()
   for mode in "${modes[@]}"; do
     # shellcheck disable=SC2086
-    run_limited "torch-$mode-$model" 150 "$PY" bench/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \
+    run_limited "torch-$mode-$model" 150 "$PY" bench/twin/train_torch.py --device cuda --model "$model" --batch "$b" --seq 1024 \
       --init counter --seed "$SEED" --timing-warmup "$WARMUP" --quiet --steps "$SWEEP_STEPS" \
       --data "$DATA" $TRAIN_OPT --mode "$mode" --dtype bf16 --tf32 on \
       --json "$WORK/torch-$mode-$model.json" --label "torch $mode bf16 $model" \
@@ -98,7 +98,7 @@ PYEOF
   # The table so far: a call cut short still brings back every finished size.
   if ((${#runs[@]})); then
     cp "${runs[@]}" "$LOGS/" 2> /dev/null
-    "$PY" bench/compare.py table "${runs[@]}" --reference none > "$OUT/sweep_table.md"
+    "$PY" bench/twin/compare.py table "${runs[@]}" --reference none > "$OUT/sweep_table.md"
   fi
   tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
 done < "$ARTIFACTS/sweep.tsv"
@@ -106,7 +106,7 @@ done < "$ARTIFACTS/sweep.tsv"
 echo; echo "=== table ($(($(date +%s) - START)) s) ==="
 cp "${runs[@]}" "$LOGS/" 2> /dev/null
 tar czf "$OUT/logs.tar.gz" -C "$LOGS" .
-((${#runs[@]})) && "$PY" bench/compare.py table "${runs[@]}" --reference none
+((${#runs[@]})) && "$PY" bench/twin/compare.py table "${runs[@]}" --reference none
 echo; echo "=== stages ==="
 for k in "${ORDER[@]}"; do printf '  %-20s %s\n' "$k" "${STATUS[$k]}"; done
 exit 0

@@ -1,29 +1,29 @@
 #!/usr/bin/env bash
-# bench/ab_device.sh: GPU side of an A/B of executables, one device call.
-# Takes bench/runtime.sh's gptrun (the CPU machine's build carried in
+# bench/device/ab_device.sh: GPU side of an A/B of executables, one device call.
+# Takes bench/device/runtime.sh's gptrun (the CPU machine's build carried in
 # bench/artifacts/bin, or scripts/device-build.sh's; carry build-deps), then runs
 # each executable of each pair ROUNDS times, alternating, for STEPS steps
 # in the CUDA graph, and prints per run the last step's loss and norm and
 # the median ms/step of steps FROM..STEPS (gptrun's device-clock times).
-#   run(command='PAIRS="bench/artifacts/a.fb:bench/artifacts/b.fb" bash bench/ab_device.sh',
+#   run(command='PAIRS="bench/artifacts/a.fb:bench/artifacts/b.fb" bash bench/device/ab_device.sh',
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 # Knobs: PAIRS (space-separated a.fb:b.fb; a side may add gptrun flags,
 # a.fb@--gemm-autotune or a.fb@--gemm-algos=/tmp/g.txt,--no-pdl), ROUNDS=2,
 # STEPS=24, FROM=11,
 # TESTS (a gtest filter for RuntimeCudaBackendTest, run first; empty: none),
-# DATA=data/austen_train.bin, GPTRUN (bench/runtime.sh picks one), T_RUN=120
+# DATA=data/austen_train.bin, GPTRUN (bench/device/runtime.sh picks one), T_RUN=120
 # (seconds a run may take), LOSS_LAST (K > 0: also the mean loss of the last
 # K steps; with STEPS=200, ROUNDS=1, a loss A/B over the schedule).
 set -u -o pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 ROUNDS=${ROUNDS:-2} STEPS=${STEPS:-24} FROM=${FROM:-11} LOSS_LAST=${LOSS_LAST:-0}
 T_RUN=${T_RUN:-120}
 DATA=${DATA:-data/austen_train.bin}
 LOG=$(mktemp)
 trap 'rm -f "$LOG"' EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-# shellcheck source=bench/runtime.sh
-source bench/runtime.sh
+# shellcheck source=bench/device/runtime.sh
+source bench/device/runtime.sh
 pick_runtime
 if [ ! -x "$GPTRUN" ]; then
   bash scripts/device-build.sh > "$LOG" 2>&1 || { tail -20 "$LOG"; echo "ab_device: build failed"; exit 1; }

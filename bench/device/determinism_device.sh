@@ -1,27 +1,27 @@
 #!/usr/bin/env bash
-# bench/determinism_device.sh: are two GPU training runs bit-identical?
+# bench/device/determinism_device.sh: are two GPU training runs bit-identical?
 #
 # Same executable, same seed, same data, two separate gptrun processes (with
 # and without --graph): the checkpoints they write after the last step hold
 # every parameter and AdamW moment, so `cmp` of the two files proves the
 # whole training state bit-identical; the per-step lines are compared too.
 #
-# Here (CPU), first:  bash bench/build_artifacts.sh   (-> bench/artifacts/*.fb)
+# Here (CPU), first:  bash bench/device/build_artifacts.sh   (-> bench/artifacts/*.fb)
 #                     bash scripts/device-build.sh --pack
 # There, one device call from the repo root:
-#   run(command="bash bench/determinism_device.sh", timeout_s=600,
+#   run(command="bash bench/device/determinism_device.sh", timeout_s=600,
 #       carry=["data/austen_train.bin", "bench/artifacts", "build-deps"])
 # Success: the last line is "determinism: PASS (...)" and the exit status 0;
 # "determinism: FAIL" names the first differing step line or checkpoint.
-# Knobs: FB (default: TRAIN_FB of bench/configs.sh), DET_STEPS=20, SEED=1337,
+# Knobs: FB (default: TRAIN_FB of bench/device/configs.sh), DET_STEPS=20, SEED=1337,
 # MODES="plain graph", GPTRUN=build-device/bin/gptrun.
 # FB_B: run b takes this executable instead, so the check is whether two
 # compiles of one model (a codegen flag on and off) train to the same bits;
 # their checkpoints name the model, not the kernels, so `cmp` still applies.
 set -u -o pipefail
-cd "$(dirname "$0")/.." || exit 1
-# shellcheck source=bench/configs.sh
-source bench/configs.sh
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=bench/device/configs.sh
+source bench/device/configs.sh
 OUT=${OUT:-out/determinism}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/determinism.log") 2>&1
@@ -33,7 +33,7 @@ WORK=${WORK:-/tmp/gptc-determinism}
 rm -rf "$WORK" && mkdir -p "$WORK"
 
 for f in "$FB" "$FB_B"; do
-  [ -f "$f" ] || { echo "determinism: FAIL (no $f; run bench/build_artifacts.sh here first)"; exit 1; }
+  [ -f "$f" ] || { echo "determinism: FAIL (no $f; run bench/device/build_artifacts.sh here first)"; exit 1; }
 done
 if [ ! -x "$GPTRUN" ]; then
   bash scripts/device-build.sh > "$OUT/build.log" 2>&1 || {

@@ -9,8 +9,8 @@ Subcommands (plain python3, no torch):
   parity OURS.json TORCH.json  both loss columns, per-step relative differences
                                and the maximum; exit 1 above --tol
   gptrun-log LOG -o RUN.json   turns gptrun's stdout into a summary of the same
-                               schema as bench/train_torch.py's --json
-  report --work DIR --out DIR  what bench/run_device.sh calls at the end: reads
+                               schema as bench/twin/train_torch.py's --json
+  report --work DIR --out DIR  what bench/device/run_device.sh calls at the end: reads
                                DIR/*.json (+ DIR/<run>.smi memory samples) and
                                writes results.json, results.md and steps.csv
 
@@ -31,7 +31,7 @@ import sys
 
 H200_BF16_DENSE_TFLOPS = 989.5
 
-# Known runs of bench/run_device.sh, in table order.
+# Known runs of bench/device/run_device.sh, in table order.
 ORDER = ["train_ours", "speed_eager", "speed_compile", "bf16_eager", "bf16_compile",
          "parity_ours", "parity_torch"]
 
@@ -258,7 +258,7 @@ def report(work, out, tol, reference):
 
     md = [f"### {env.get('date', '?')}: commit {env.get('commit', '?')}",
           "",
-          f"- command: `{env.get('command', 'bash bench/run_device.sh')}`",
+          f"- command: `{env.get('command', 'bash bench/device/run_device.sh')}`",
           f"- device: {env.get('gpu', '?')}; driver {env.get('driver', '?')}; "
           f"torch {env.get('torch', '?')}; CUDA {env.get('cuda', '?')}",
           f"- executables: {env.get('manifest_summary', 'none carried')}",

@@ -1,4 +1,4 @@
-// bench/probe_cublaslt.cuh: what the cuBLASLt probes (probe_fp8_*.cu)
+// bench/probes/probe_cublaslt.cuh: what the cuBLASLt probes (probe_fp8_*.cu)
 // share: error checks, operand fills, and timing the heuristic's best
 // algorithm of one matmul.
 #pragma once

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# bench/run_async.sh: the step loop with and without CUDA graphs, in one
+# bench/device/run_async.sh: the step loop with and without CUDA graphs, in one
 # device call: ms/step of each, and every step's loss, grad norm and lr must
 # be the same bits (graphs replay the same kernels on the same addresses).
 #
 # CPU side first (this machine has gptc):
 #   bash scripts/device-build.sh --pack      # FlatBuffers for the device build
-#   bash bench/build_artifacts.sh            # -> bench/artifacts/gpt2-124M-bf16.fb
+#   bash bench/device/build_artifacts.sh            # -> bench/artifacts/gpt2-124M-bf16.fb
 # Device side, from the repo root:
-#   run(command="bash bench/run_async.sh", timeout_s=600,
+#   run(command="bash bench/device/run_async.sh", timeout_s=600,
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 #
 # Runs (ASYNC_STEPS steps each of ASYNC_FB, seed SEED, same batches):
@@ -20,18 +20,18 @@
 # loss/grad_norm/lr columns for every step. Files in $OUT: run_async.log,
 # build.log, <run>/log.csv, gptrun_<run>.log.
 #
-# Knobs: ASYNC_FB (default BF16_FB of bench/configs.sh), ASYNC_STEPS=40,
+# Knobs: ASYNC_FB (default BF16_FB of bench/device/configs.sh), ASYNC_STEPS=40,
 # ASYNC_WARMUP=5, RUNS="graph nograph sync", GPTRUN=build-device/bin/gptrun,
 # BUILD_TIMEOUT=300, T_GPTRUN=120.
 set -u -o pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-out/device}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run_async.log") 2>&1
 export NCCL_NVLS_ENABLE=0
 
-# shellcheck source=bench/configs.sh
-source bench/configs.sh
+# shellcheck source=bench/device/configs.sh
+source bench/device/configs.sh
 ASYNC_FB=${ASYNC_FB:-$BF16_FB}
 ASYNC_STEPS=${ASYNC_STEPS:-40}
 ASYNC_WARMUP=${ASYNC_WARMUP:-5}
@@ -40,7 +40,7 @@ GPTRUN=${GPTRUN:-build-device/bin/gptrun}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-300}
 T_GPTRUN=${T_GPTRUN:-120}
 
-[ -f "$ASYNC_FB" ] || { echo "async: FAIL (no $ASYNC_FB; run bench/build_artifacts.sh here first)"; exit 1; }
+[ -f "$ASYNC_FB" ] || { echo "async: FAIL (no $ASYNC_FB; run bench/device/build_artifacts.sh here first)"; exit 1; }
 [ -f "$TRAIN_DATA" ] || { echo "async: FAIL (no $TRAIN_DATA; carry it)"; exit 1; }
 if [ ! -x "$GPTRUN" ]; then
   echo "+ scripts/device-build.sh (log: $OUT/build.log)"

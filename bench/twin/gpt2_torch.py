@@ -107,7 +107,7 @@ def init_counter(cfg: Config, seed: int, dtype=torch.float32, device="cpu"):
     is std * counter_normal(seed, k + 2, i), rounded to float32 as the fp32
     program does (float64 for dtype=float64; bf16 rounds the float32 value).
     Vectorised on `device` (torch int64 arithmetic, in chunks): meant to make
-    1.5B parameters in seconds on a GPU (bench/test_counter_normal.py --torch
+    1.5B parameters in seconds on a GPU (bench/twin/test_counter_normal.py --torch
     times the 124M and 1558M inits there); 124M takes about 16 s on 2 CPU cores.
     Returns {name: tensor} in parameter_shapes order.
     """

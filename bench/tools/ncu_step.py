@@ -6,7 +6,7 @@ Device side (one step after init, every kernel):
       --metrics gpu__time_duration.sum --log-file step.csv \
       build-device/bin/gptrun step.fb --data D --steps 1 --no-graph
 Then here or there:
-  python3 bench/ncu_step.py step.csv [--top N] [--steps N]
+  python3 bench/tools/ncu_step.py step.csv [--top N] [--steps N]
 
 An FP8 run's first step is a program of its own (@train_step_first), with
 other launches than the steps after it: profile 3 steps and pass

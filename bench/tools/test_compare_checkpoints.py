@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/compare_checkpoints.py on two synthetic checkpoints (any python3)."""
+"""Checks bench/tools/compare_checkpoints.py on two synthetic checkpoints (any python3)."""
 import os
 import struct
 import sys

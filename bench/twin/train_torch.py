@@ -34,7 +34,7 @@ MFU = flops_per_token * tok/s / peak with flops_per_token = 6 N + 12 L T C
 (the H200's dense bf16 peak, 989.5 TFLOP/s), whatever --dtype is.
 
 Example (device machine):
-  python3 bench/train_torch.py --model 124M --batch 16 --seq 1024 --steps 200 \\
+  python3 bench/twin/train_torch.py --model 124M --batch 16 --seq 1024 --steps 200 \\
       --data data/austen_train.bin --mode compile --dtype bf16 --json out.json
 """
 import argparse

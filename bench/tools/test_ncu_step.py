@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/ncu_step.py on a small synthetic ncu CSV (any python3)."""
+"""Checks bench/tools/ncu_step.py on a small synthetic ncu CSV (any python3)."""
 import os
 import sys
 

@@ -1,13 +1,13 @@
 # shellcheck shell=bash
-# bench/configs.sh: the benchmark configurations, sourced by
-# bench/build_artifacts.sh (CPU side: gptc compiles the executables) and
-# bench/run_device.sh (GPU side: gptrun and the PyTorch twin run them).
+# bench/device/configs.sh: the benchmark configurations, sourced by
+# bench/device/build_artifacts.sh (CPU side: gptc compiles the executables) and
+# bench/device/run_device.sh (GPU side: gptrun and the PyTorch twin run them).
 # One source of truth, so the compiled train step and train_torch.py use the
 # same model, batch, schedule and AdamW settings. Every value can be
-# overridden from the environment (e.g. TRAIN_STEPS=50 bash bench/run_device.sh);
+# overridden from the environment (e.g. TRAIN_STEPS=50 bash bench/device/run_device.sh);
 # change a *_OPT string or a shape and the .fb files must be rebuilt.
 #
-# *_OPT strings use gptc compile's train-step flags; bench/train_torch.py
+# *_OPT strings use gptc compile's train-step flags; bench/twin/train_torch.py
 # takes the same flags with the same meaning. Their --total-steps follows
 # PARITY_STEPS / TRAIN_STEPS (the schedule ends with the run).
 
@@ -37,7 +37,7 @@ VAL_DATA=${VAL_DATA:-data/austen_val.bin}
 TRAIN_FB=${TRAIN_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-train.fb}
 
 # The train config again under gptc --precision=bf16 (bf16 GEMMs, fp32 master
-# weights, statistics and loss), for bench/run_bf16.sh: BF16_STEPS steps of
+# weights, statistics and loss), for bench/device/run_bf16.sh: BF16_STEPS steps of
 # it and of TRAIN_FB, whose losses must agree within BF16_TOL (relative).
 BF16_FB=${BF16_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-bf16.fb}
 BF16_STEPS=${BF16_STEPS:-50}
@@ -63,7 +63,7 @@ FUSION_TOL=${FUSION_TOL:-1e-3}
 VARIANT_STEPS=${VARIANT_STEPS:-20}
 
 # The train config again under gptc --world-size=1 (every gradient bucket
-# goes through an all-reduce of one rank), for bench/run_nccl.sh: NCCL_STEPS
+# goes through an all-reduce of one rank), for bench/device/run_nccl.sh: NCCL_STEPS
 # steps of it through NCCL must log the losses of TRAIN_FB within NCCL_TOL.
 # NCCL_WS2_FB (--world-size=2) checks the GPU count error, or trains on 2 GPUs.
 NCCL_FB=${NCCL_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-ws1.fb}

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# bench/run_nccl.sh: the NCCL path of gptrun against the plain one, on one
+# bench/device/run_nccl.sh: the NCCL path of gptrun against the plain one, on one
 # GPU, in one device call. Compiles nothing: the executables come from
-# bench/build_artifacts.sh (TRAIN_FB and NCCL_FB = the same config with
+# bench/device/build_artifacts.sh (TRAIN_FB and NCCL_FB = the same config with
 # gptc --world-size=1, whose every gradient bucket is an ncclAllReduce).
 #
 # CPU side first (this machine has gptc):
 #   bash scripts/device-build.sh --pack      # FlatBuffers for the device build
-#   bash bench/build_artifacts.sh            # -> bench/artifacts/gpt2-124M-{train,ws1,ws2}.fb
+#   bash bench/device/build_artifacts.sh            # -> bench/artifacts/gpt2-124M-{train,ws1,ws2}.fb
 # Device side, from the repo root:
-#   run(command="bash bench/run_nccl.sh", timeout_s=600,
+#   run(command="bash bench/device/run_nccl.sh", timeout_s=600,
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
 #
 # Stages (each one's failure is reported and the next still runs):
@@ -27,11 +27,11 @@
 # "nccl: FAIL (...)".
 # Files in $OUT: run_nccl.log, gptrun_<stage>.log, <stage>/log.csv, build.log.
 #
-# Knobs: bench/configs.sh (NCCL_STEPS=20, NCCL_TOL=1e-6, ...), BUDGET_S=570,
+# Knobs: bench/device/configs.sh (NCCL_STEPS=20, NCCL_TOL=1e-6, ...), BUDGET_S=570,
 # BUILD_TIMEOUT=240 (BUILD=0: use the gptrun already there), T_GPTRUN=90,
 # GPTRUN=build-device/bin/gptrun.
 set -u -o pipefail
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 START=$(date +%s)
 BUDGET_S=${BUDGET_S:-570}
 DEADLINE=$((START + BUDGET_S))
@@ -42,15 +42,15 @@ TEE_PID=$!
 # The lent machines forbid NVLink multicast; gptrun sets this too.
 export NCCL_NVLS_ENABLE=0
 
-# shellcheck source=bench/configs.sh
-source bench/configs.sh
+# shellcheck source=bench/device/configs.sh
+source bench/device/configs.sh
 GPTRUN=${GPTRUN:-build-device/bin/gptrun}
 BUILD_TIMEOUT=${BUILD_TIMEOUT:-240}
 T_GPTRUN=${T_GPTRUN:-90}
 DATA=$TRAIN_DATA
 
-# shellcheck source=bench/stages.sh
-source bench/stages.sh
+# shellcheck source=bench/device/stages.sh
+source bench/device/stages.sh
 FAILS=()
 
 banner "env"
@@ -121,7 +121,7 @@ check() { # NAME: compare against plain, recording the verdict
 }
 
 if [ ! -x "$GPTRUN" ] || [ ! -f "$TRAIN_FB" ] || [ ! -f "$NCCL_FB" ]; then
-  echo "no $GPTRUN, $TRAIN_FB or $NCCL_FB: run bench/build_artifacts.sh here first"
+  echo "no $GPTRUN, $TRAIN_FB or $NCCL_FB: run bench/device/build_artifacts.sh here first"
   FAILS+=(inputs)
 else
   gptrun_run plain -- "$TRAIN_FB" --no-graph # graphs are gptrun's default

@@ -1,28 +1,28 @@
 #!/usr/bin/env bash
-# bench/build_artifacts.sh: CPU side. Compiles the benchmark executables with
-# gptc (bench/configs.sh holds the configurations) into bench/artifacts/:
+# bench/device/build_artifacts.sh: CPU side. Compiles the benchmark executables with
+# gptc (bench/device/configs.sh holds the configurations) into bench/artifacts/:
 #
 #   gpt2-124M-parity.fb   PARITY_MODEL, B=PARITY_B, T=PARITY_T, PARITY_OPT
 #   gpt2-124M-train.fb    TRAIN_MODEL,  B=TRAIN_B,  T=TRAIN_T,  TRAIN_OPT
-#   gpt2-124M-bf16.fb     the same with --precision=bf16 (bench/run_bf16.sh);
+#   gpt2-124M-bf16.fb     the same with --precision=bf16 (bench/device/run_bf16.sh);
 #                         BUILD_BF16=0 skips it and the next
 #   gpt2-124M-bf16-scalar.fb  bf16 with --flash-attention=false
 #   gpt2-124M-bf16-unfused.fb bf16 with the fusion passes off
-#   gpt2-124M-ws1.fb      the train config with --world-size=1 (bench/run_nccl.sh)
+#   gpt2-124M-ws1.fb      the train config with --world-size=1 (bench/device/run_nccl.sh)
 #   gpt2-124M-ws2.fb      the same with --world-size=2; BUILD_NCCL=0 skips both
 #   manifest.json         per file: config (model, B, T, the *_OPT string, extra
 #                         flags), gptc command, compile seconds, bytes, sha256;
 #                         the commit and date
 #
 # Usage (repo root, after scripts/setup.sh built build/bin/gptc):
-#   bash bench/build_artifacts.sh
-#   GPTC=/path/to/gptc GPTC_FLAGS="--compile-to=serialize" bash bench/build_artifacts.sh
+#   bash bench/device/build_artifacts.sh
+#   GPTC=/path/to/gptc GPTC_FLAGS="--compile-to=serialize" bash bench/device/build_artifacts.sh
 # Then carry bench/artifacts (and the data files) to the device call; see
 # bench/README.md.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
-# shellcheck source=bench/configs.sh
-source bench/configs.sh
+cd "$(dirname "$0")/../.." || exit 1
+# shellcheck source=bench/device/configs.sh
+source bench/device/configs.sh
 
 GPTC=${GPTC:-build/bin/gptc}
 GPTC_FLAGS=${GPTC_FLAGS:-}               # extra flags for both executables

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks bench/compare_ptx.py on two synthetic PTX files (any python3)."""
+"""Checks bench/tools/compare_ptx.py on two synthetic PTX files (any python3)."""
 import os
 import sys
 import tempfile
