@@ -39,9 +39,8 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         With `fp8-lm-head` the LM head's `gpt.matmul` (whose result is a
         `gpt.cross_entropy`'s logits) becomes an e4m3 x e4m3
         `gpt.fp8_matmul` as well, and its backward quantizes the logits'
-        gradient as e5m2: the largest GEMMs of the small models. Over
-        200 steps at 1.5B its loss stayed within the seed-to-seed spread
-        (three seeds; see README).
+        gradient as e5m2: the largest GEMMs of the small models
+        (docs/precision.md has what it buys and costs).
         The reference interpreter runs it (`gptc run-reference
         --precision=fp8`); gpt-lower-fp8 (memory-plan phase) turns each
         product into quantize kernels and an FP8 GEMM.
@@ -447,9 +446,9 @@ def Fp8DelayedScalingPass : Pass<"gpt-fp8-delayed-scaling", "::mlir::ModuleOp"> 
     current one, so the first step is the one without this pass.
 
     A tensor whose amax grows past the largest of its history in one step
-    saturates at the format's largest value for that step: a history of
-    16 steps (the default) covers the swings of training GPT-2 with
-    `--precision=fp8` (see bench/RESULTS.md). Other programs (@forward,
+    saturates at the format's largest value for that step. gptc's
+    `--fp8-history` sets the length (16 by default); docs/precision.md has
+    what delayed scaling was measured to cost. Other programs (@forward,
     @logits) keep current scaling: they run once, with no step before.
 
     ```mlir
@@ -656,9 +655,9 @@ def FuseFp8GeluMatmulPass : Pass<"gpt-fuse-fp8-gelu-matmul", "::mlir::ModuleOp">
     before it is rounded to bf16. Under `--memory-budget`, a GELU cast that
     `gpt-rematerialize` recomputes for the backward stays a cast of the
     bf16 product (its codes may differ from the GEMM's in the last bit).
-    gptc runs it only with `--fuse-fp8-gelu-matmul`: on an H100 the fused
-    step was within 0.2% of the cast path's at 350M, 774M and 1.5B (the
-    GEMM's FP8-D epilogue and the transpose cost what the cast did).
+    gptc runs it only with `--fuse-fp8-gelu-matmul`: the GEMM's FP8-D
+    epilogue and the transpose cost about what the cast they replace did
+    (docs/precision.md), and the codes are not the cast path's.
 
     ```mlir
     // Before:
@@ -749,15 +748,14 @@ def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"
          (through a reshape) -> `gpt.matmul_gelu_bias_grad` (epilogue
          DGELU_BGRAD): the GELU layer's bias gradient comes out of the GEMM
          that computes its pre-activation gradient (`gelu-bias-grad`). Off
-         by default: on the H200 cuBLASLt's DGELU_BGRAD GEMM took 2.5x
-         the DGELU one (124M: 0.46 against 0.19 ms).
+         by default: cuBLASLt's DGELU_BGRAD GEMM is slower than its DGELU
+         GEMM plus gptc's column reduction (docs/architecture.md, Fusion).
       4) `reduce sum dY dims [all but last]` next to the weight gradient
          `matmul dY2d, X2d {transpose_lhs}` -> `gpt.matmul_bias_grad`
          (epilogue BGRADB): the bias gradient comes out of the dW GEMM
          (`bias-grad`). Off by default: cuBLASLt cannot split the dW GEMM's
-         long K (the tokens) with this epilogue, and at 124M on the H200
-         the plain dW GEMMs plus gptc's column reductions took 0.45 ms less
-         per step (34.6 against 35.05 ms).
+         long K (the tokens) with this epilogue, so the plain dW GEMMs plus
+         gptc's column reductions are faster (docs/architecture.md, Fusion).
       5) `bias_add(scaled_matmul(...), b)` -> `gpt.scaled_matmul ... bias
          %b` (epilogue BIAS) for a bf16 product that nothing else reads
          (`scaled-bias`): the FP8 linears' bias (--precision=fp8,
