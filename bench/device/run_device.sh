@@ -79,6 +79,8 @@ MANIFEST=$ARTIFACTS/manifest.json
 
 # shellcheck source=bench/device/stages.sh
 source bench/device/stages.sh
+# Whether STAGES lists stage $1 (lost when stages.sh took the bookkeeping).
+have_stage() { [[ ",$STAGES," == *",$1,"* ]]; }
 
 # GPU memory samples (MiB, every 250 ms) during a run: WORK/NAME.smi.
 SMI_PID=""
