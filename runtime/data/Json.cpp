@@ -1,9 +1,12 @@
-//===- Json.cpp - a minimal JSON reader for {string: integer} objects -----===//
+//===- Json.cpp - a strict JSON reader ------------------------------------===//
 
 #include "runtime/data/Json.h"
 
 #include "runtime/data/Unicode.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <unordered_set>
 
 namespace gptc::data {
@@ -53,7 +56,148 @@ public:
     return true;
   }
 
+  bool parseDocument(JsonValue &value) {
+    skipSpace();
+    if (!parseValue(value, 0))
+      return false;
+    skipSpace();
+    if (pos != text.size())
+      return fail("unexpected content after the value");
+    return true;
+  }
+
 private:
+  bool parseLiteral(const char *word) {
+    std::string_view w(word);
+    if (text.substr(pos, w.size()) != w)
+      return fail("expected a JSON value");
+    pos += w.size();
+    return true;
+  }
+
+  bool parseValue(JsonValue &v, int depth) {
+    if (depth > 64)
+      return fail("nesting deeper than 64");
+    switch (peek()) {
+    case '{': {
+      v.kind = JsonValue::Kind::Object;
+      std::unordered_set<std::string> seen;
+      ++pos;
+      skipSpace();
+      if (peek() == '}') {
+        ++pos;
+        return true;
+      }
+      while (true) {
+        std::string key;
+        skipSpace();
+        size_t keyPos = pos;
+        if (!parseString(key))
+          return false;
+        if (!seen.insert(key).second) {
+          pos = keyPos;
+          return fail("duplicate key \"" + key + "\"");
+        }
+        skipSpace();
+        if (!expect(':'))
+          return false;
+        skipSpace();
+        JsonValue member;
+        if (!parseValue(member, depth + 1))
+          return false;
+        v.object.emplace_back(std::move(key), std::move(member));
+        skipSpace();
+        if (peek() == ',') {
+          ++pos;
+          continue;
+        }
+        return expect('}');
+      }
+    }
+    case '[': {
+      v.kind = JsonValue::Kind::Array;
+      ++pos;
+      skipSpace();
+      if (peek() == ']') {
+        ++pos;
+        return true;
+      }
+      while (true) {
+        skipSpace();
+        JsonValue element;
+        if (!parseValue(element, depth + 1))
+          return false;
+        v.array.push_back(std::move(element));
+        skipSpace();
+        if (peek() == ',') {
+          ++pos;
+          continue;
+        }
+        return expect(']');
+      }
+    }
+    case '"':
+      v.kind = JsonValue::Kind::String;
+      return parseString(v.string);
+    case 't':
+    case 'f':
+      v.kind = JsonValue::Kind::Bool;
+      v.boolean = peek() == 't';
+      return parseLiteral(v.boolean ? "true" : "false");
+    case 'n':
+      return parseLiteral("null");
+    default:
+      v.kind = JsonValue::Kind::Number;
+      return parseNumber(v);
+    }
+  }
+
+  /// RFC 8259's number grammar; the value through strtod, and exactly as
+  /// an int64 when it is written as an integer that fits.
+  bool parseNumber(JsonValue &v) {
+    size_t start = pos;
+    auto digits = [&] {
+      size_t from = pos;
+      while (peek() >= '0' && peek() <= '9')
+        ++pos;
+      return pos > from;
+    };
+    if (peek() == '-')
+      ++pos;
+    if (peek() == '0') {
+      ++pos;
+      if (peek() >= '0' && peek() <= '9')
+        return fail("leading zero in number");
+    } else if (!digits()) {
+      pos = start;
+      return fail("expected a JSON value");
+    }
+    bool integral = true;
+    if (peek() == '.') {
+      ++pos, integral = false;
+      if (!digits())
+        return fail("expected a digit after '.'");
+    }
+    if (peek() == 'e' || peek() == 'E') {
+      ++pos, integral = false;
+      if (peek() == '+' || peek() == '-')
+        ++pos;
+      if (!digits())
+        return fail("expected a digit in the exponent");
+    }
+    std::string literal(text.substr(start, pos - start));
+    v.number = std::strtod(literal.c_str(), nullptr);
+    if (integral) {
+      errno = 0;
+      long long i = std::strtoll(literal.c_str(), nullptr, 10);
+      if (errno == 0) {
+        v.isInteger = true;
+        v.integer = i;
+      }
+    }
+    return true;
+  }
+
   int peek() const { return pos < text.size() ? static_cast<uint8_t>(text[pos]) : -1; }
 
   void skipSpace() {
@@ -197,6 +341,39 @@ private:
 };
 
 } // namespace
+
+const JsonValue *JsonValue::find(const std::string &key) const {
+  for (const auto &[k, v] : object)
+    if (k == key)
+      return &v;
+  return nullptr;
+}
+
+StatusOr<JsonValue> parseJson(std::string_view text) {
+  JsonValue value;
+  std::string error;
+  if (!Parser(text, error).parseDocument(value))
+    return Status::error(error);
+  return value;
+}
+
+std::string quoteJson(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    uint8_t u = static_cast<uint8_t>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
 
 StatusOr<StringIntEntries> parseStringIntObject(std::string_view text) {
   StringIntEntries entries;

@@ -67,3 +67,57 @@ TEST(JsonTest, Errors) {
 }
 
 } // namespace
+
+namespace {
+
+std::string valueErrorOf(std::string_view text) {
+  StatusOr<JsonValue> r = parseJson(text);
+  EXPECT_FALSE(r) << "accepted: " << text;
+  return r ? "" : r.status().message();
+}
+
+TEST(JsonValueTest, ParsesEveryKindOfValue) {
+  StatusOr<JsonValue> r = parseJson(
+      R"({"a": [1, -2.5, 1e-05, 9007199254740993], "b": {"c": "x\u00e9"}, "t": true,
+          "f": false, "n": null, "e": [], "o": {}}   )");
+  ASSERT_TRUE(r) << r.status().message();
+  ASSERT_EQ(r->kind, JsonValue::Kind::Object);
+  const JsonValue *a = r->find("a");
+  ASSERT_TRUE(a && a->array.size() == 4);
+  EXPECT_TRUE(a->array[0].isInteger);
+  EXPECT_EQ(a->array[0].integer, 1);
+  EXPECT_FALSE(a->array[1].isInteger);
+  EXPECT_EQ(a->array[1].number, -2.5);
+  EXPECT_EQ(a->array[2].number, 1e-5);
+  // Beyond 2^53 a double would round; the integer is exact.
+  EXPECT_EQ(a->array[3].integer, 9007199254740993);
+  EXPECT_EQ(r->find("b")->find("c")->string, "x\xC3\xA9");
+  EXPECT_TRUE(r->find("t")->boolean);
+  EXPECT_EQ(r->find("f")->kind, JsonValue::Kind::Bool);
+  EXPECT_FALSE(r->find("f")->boolean);
+  EXPECT_EQ(r->find("n")->kind, JsonValue::Kind::Null);
+  EXPECT_EQ(r->find("missing"), nullptr);
+  EXPECT_EQ(r->object.front().first, "a"); // file order
+}
+
+TEST(JsonValueTest, RejectsWhatJsonForbids) {
+  EXPECT_NE(valueErrorOf(R"({"a": 1, "a": 2})").find("duplicate key \"a\""), std::string::npos);
+  EXPECT_NE(valueErrorOf("[1, 2").find("expected ']'"), std::string::npos);
+  EXPECT_NE(valueErrorOf("{} x").find("unexpected content"), std::string::npos);
+  EXPECT_NE(valueErrorOf("01").find("leading zero"), std::string::npos);
+  EXPECT_NE(valueErrorOf("1.").find("digit after '.'"), std::string::npos);
+  EXPECT_NE(valueErrorOf("tru").find("expected a JSON value"), std::string::npos);
+  EXPECT_NE(valueErrorOf("").find("expected a JSON value"), std::string::npos);
+  EXPECT_NE(valueErrorOf(std::string(100, '[')).find("nesting deeper than 64"),
+            std::string::npos);
+  EXPECT_EQ(valueErrorOf("{\n  \"a\": x}").rfind("line 2, column 8", 0), 0u);
+}
+
+TEST(JsonValueTest, QuotesForItsOwnReader) {
+  std::string s = std::string("a\"b\\c\n\x01") + "\xC3\xA9";
+  StatusOr<JsonValue> r = parseJson(quoteJson(s));
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->string, s);
+}
+
+} // namespace
