@@ -12,6 +12,7 @@
 #include "compiler/Codegen/HostTarget.h"
 #include "compiler/Codegen/Lowering.h"
 #include "runtime/executable/Executable.h"
+#include "runtime/executable/ScheduleCheck.h"
 #include "runtime/schemas/executable_generated.h"
 #include "runtime/support/Version.h"
 
@@ -628,6 +629,9 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   std::vector<uint8_t> bytes(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
   if (gptc::Status sealed = sealExecutable(bytes); !sealed)
     return module.emitError("codegen: ") << sealed.message();
+  // The loader refuses a racy schedule too; failing here blames gptc.
+  if (gptc::Status ordered = checkSchedule(*s::GetExecutable(bytes.data())); !ordered)
+    return module.emitError("codegen: internal error, the streams race: ") << ordered.message();
   stage("codegen: serialize");
   return bytes;
 }

@@ -2,6 +2,7 @@
 
 #include "runtime/executable/Executable.h"
 
+#include "runtime/executable/ScheduleCheck.h"
 #include "runtime/support/Hash64.h"
 
 #include <cstdint>
@@ -226,7 +227,8 @@ Status checkExecutable(const schema::Executable &exe) {
               !s)
             return s;
     }
-  return Status::ok();
+  // Last: it relies on the indices checked above.
+  return checkSchedule(exe);
 }
 
 namespace {

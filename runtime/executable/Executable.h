@@ -3,7 +3,8 @@
 // The loader is the runtime's gate: the FlatBuffers verifier checks the
 // buffer's structure, then checkExecutable checks what the schema cannot
 // (version, every index in range, tensors inside their pools, launch
-// shapes). Nothing downstream re-checks.
+// shapes, cross-stream accesses ordered by events). Nothing downstream
+// re-checks.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,7 +49,8 @@ inline constexpr uint64_t kUnsealedChecksum = ~uint64_t(0);
 /// buffer must verify and hold the `checksum` field.
 Status sealExecutable(std::vector<uint8_t> &bytes);
 
-/// The semantic checks beyond the FlatBuffers verifier.
+/// The semantic checks beyond the FlatBuffers verifier, ending with
+/// checkSchedule (ScheduleCheck.h): streams that share bytes are ordered.
 Status checkExecutable(const schema::Executable &exe);
 
 /// Bytes per element of `dtype`.

@@ -1,0 +1,218 @@
+//===- ScheduleCheckTest.cpp - cross-stream races in hand-built programs --===//
+//
+// Each test writes the schedule the compiler emits for one all-reduce
+// (produce on stream 0, record, wait + reduce + record on stream 1, wait,
+// consume on stream 0) or a variation of it, then checks that
+// checkSchedule and the loader accept the ordered ones and name both
+// commands of each race.
+//
+//===----------------------------------------------------------------------===//
+
+#include "runtime/executable/ScheduleCheck.h"
+#include "test/unit/runtime/ExecutableBuilder.h"
+
+#include <gtest/gtest.h>
+
+using namespace gptc;
+using namespace gptc::testing;
+
+namespace {
+
+class ScheduleCheckTest : public ::testing::Test {
+protected:
+  ScheduleCheckTest() {
+    e.numStreams = 2;
+    e.numEvents = 4;
+    pool = e.addPool("activations", 4096);
+    other = e.addPool("params", 4096);
+    g = e.addTensor("g", s::TensorRole::Activation, s::DType::F32, {16}, pool, 0);  // [0, 64)
+    h = e.addTensor("h", s::TensorRole::Activation, s::DType::F32, {16}, pool, 64); // [64, 128)
+    out = e.addTensor("out", s::TensorRole::Activation, s::DType::F32, {16}, pool, 256);
+    k = e.addKernel("k", 1);
+  }
+
+  /// The compiler's all-reduce of g, with h computed meanwhile.
+  ProgramSpec &allReduceOfG() {
+    ProgramSpec &p = e.addProgram("train_step");
+    p.launch(k, {tensorArg(g)});        // 0: produce g
+    p.record(0, 0);                     // 1
+    p.wait(0, 1);                       // 2
+    p.allReduce({g}).commands.back().stream = 1; // 3
+    p.record(1, 1);                     // 4
+    p.launch(k, {tensorArg(h)});        // 5: overlaps the all-reduce
+    p.wait(1, 0);                       // 6
+    p.copy(g, out);                     // 7: reads the reduced g
+    return p;
+  }
+
+  /// checkSchedule's message, or "" when it passes; the loader must agree.
+  std::string check() {
+    std::vector<uint8_t> bytes = e.build();
+    auto exe = Executable::loadBytes(bytes, "step.fb");
+    Status s = checkSchedule(*s::GetExecutable(bytes.data()));
+    EXPECT_EQ(bool(exe), bool(s));
+    if (!s && !exe)
+      EXPECT_EQ(exe.status().message(), "step.fb: " + s.message());
+    return s ? "" : s.message();
+  }
+
+  static void drop(ProgramSpec &p, size_t command) {
+    p.commands.erase(p.commands.begin() + command);
+  }
+
+  ExecutableSpec e;
+  uint32_t pool, other, g, h, out, k;
+};
+
+// Verify that the compiler's two-stream schedule passes.
+TEST_F(ScheduleCheckTest, PassesAnOrderedTwoStreamSchedule) {
+  allReduceOfG();
+  EXPECT_EQ(check(), "");
+}
+
+// Verify that a read of the reduced tensor without its wait is a
+// read-after-write race, named with both commands, the tensor and the bytes.
+TEST_F(ScheduleCheckTest, RejectsAReadWithoutItsWait) {
+  drop(allReduceOfG(), 6);
+  EXPECT_EQ(check(), "program 'train_step': command 6 (Copy, stream 0) reads tensor 'g' while "
+                     "command 3 (AllReduce, stream 1) may still write tensor 'g': they overlap "
+                     "in bytes [0, 64) of pool 'activations', and no WaitEvent orders command 6 "
+                     "after command 3");
+}
+
+// Verify that an all-reduce that does not wait for its input's producer
+// is rejected.
+TEST_F(ScheduleCheckTest, RejectsAnAllReduceBeforeItsInputIsWritten) {
+  drop(allReduceOfG(), 2);
+  EXPECT_EQ(check(), "program 'train_step': command 2 (AllReduce, stream 1) writes tensor 'g' "
+                     "while command 0 (LaunchKernel, stream 0) may still read or write tensor "
+                     "'g': they overlap in bytes [0, 64) of pool 'activations', and no "
+                     "WaitEvent orders command 2 after command 0");
+}
+
+// Verify write-after-read: stream 1 reads g while stream 0 overwrites it;
+// a wait for an event recorded after the read makes it safe.
+TEST_F(ScheduleCheckTest, RejectsAnOverwriteOfABufferTheOtherStreamReads) {
+  ProgramSpec &p = e.addProgram("train_step");
+  p.copy(g, out, 1);  // 0: stream 1 reads g
+  p.record(0, 1);     // 1
+  p.wait(0, 0);       // 2
+  p.memset(g, 0, 0);  // 3: stream 0 overwrites g
+  EXPECT_EQ(check(), "");
+  drop(p, 2);
+  EXPECT_EQ(check(), "program 'train_step': command 2 (Memset, stream 0) writes tensor 'g' while "
+                     "command 0 (Copy, stream 1) may still read tensor 'g': they overlap in "
+                     "bytes [0, 64) of pool 'activations', and no WaitEvent orders command 2 "
+                     "after command 0");
+}
+
+// Verify that hazards are between bytes: a different tensor the planner put
+// over part of g races the all-reduce; one beside g, or at the same offset
+// of another pool, does not.
+TEST_F(ScheduleCheckTest, CatchesDifferentTensorsThatShareBytes) {
+  uint32_t overlapping =
+      e.addTensor("tmp", s::TensorRole::Activation, s::DType::F32, {8}, pool, 32);
+  uint32_t beside = e.addTensor("beside", s::TensorRole::Activation, s::DType::F32, {8}, pool, 64);
+  uint32_t elsewhere = e.addTensor("w", s::TensorRole::Parameter, s::DType::F32, {8}, other, 0);
+  ProgramSpec &p = allReduceOfG();
+  p.commands.insert(p.commands.begin() + 5, p.commands[5]); // two launches during the reduce
+  p.commands[5].args = {tensorArg(beside)};
+  p.commands[6].args = {tensorArg(elsewhere)};
+  EXPECT_EQ(check(), "");
+  p.commands[6].args = {tensorArg(overlapping)};
+  EXPECT_EQ(check(), "program 'train_step': command 6 (LaunchKernel, stream 0) passes tensor "
+                     "'tmp' to its kernel (which may write it) while command 3 (AllReduce, "
+                     "stream 1) may still write tensor 'g': they overlap in bytes [32, 64) of "
+                     "pool 'activations', and no WaitEvent orders command 6 after command 3");
+}
+
+// Verify that a wait orders only what its event's most recent record
+// follows: an event recorded before the write, or recorded only after the
+// wait was enqueued, orders nothing.
+TEST_F(ScheduleCheckTest, RejectsAWaitOnAnEventRecordedBeforeTheWrite) {
+  ProgramSpec &early = e.addProgram("early");
+  early.record(0, 0).launch(k, {tensorArg(g)}).wait(0, 1).allReduce({g});
+  early.commands.back().stream = 1;
+  EXPECT_NE(check().find("program 'early': command 3 (AllReduce, stream 1) writes tensor 'g' "
+                         "while command 1 (LaunchKernel, stream 0)"),
+            std::string::npos);
+
+  e.programs.clear();
+  ProgramSpec &late = e.addProgram("late");
+  late.launch(k, {tensorArg(g)}).wait(0, 1).record(0, 0).allReduce({g});
+  late.commands.back().stream = 1;
+  EXPECT_NE(check().find("command 3 (AllReduce, stream 1) writes tensor 'g' while command 0"),
+            std::string::npos);
+
+  // Recorded again after the write: the wait sees the latest record.
+  e.programs.clear();
+  ProgramSpec &again = e.addProgram("again");
+  again.record(0, 0).launch(k, {tensorArg(g)}).record(0, 0).wait(0, 1).allReduce({g});
+  again.commands.back().stream = 1;
+  EXPECT_EQ(check(), "");
+}
+
+// Verify that one stream never races itself, however its tensors overlap,
+// and that concurrent reads are no race.
+TEST_F(ScheduleCheckTest, SameStreamAndConcurrentReadsAreFine) {
+  uint32_t overlapping =
+      e.addTensor("tmp", s::TensorRole::Activation, s::DType::F32, {8}, pool, 32);
+  ProgramSpec &p = e.addProgram("train_step");
+  p.launch(k, {tensorArg(g)}, 1, 1, 1).memset(overlapping, 0, 1).copy(g, out, 1);
+  p.launch(k, {tensorArg(overlapping)}, 1, 1, 1);
+  p.launch(k, {tensorArg(h)}).memset(h, 0); // stream 0, bytes of its own
+  EXPECT_EQ(check(), "");
+
+  e.programs.clear();
+  ProgramSpec &reads = e.addProgram("reads");
+  reads.copy(g, out, 0).copy(g, h, 1);
+  EXPECT_EQ(check(), "");
+}
+
+// Verify that orderings compose: stream 2 reads what stream 0 wrote after
+// waiting for stream 1, which waited for stream 0.
+TEST_F(ScheduleCheckTest, FollowsChainsOfEvents) {
+  e.numStreams = 3;
+  ProgramSpec &p = e.addProgram("train_step");
+  p.launch(k, {tensorArg(g)}).record(0, 0).wait(0, 1).record(1, 1).wait(1, 2).copy(g, out, 2);
+  EXPECT_EQ(check(), "");
+  drop(p, 4);
+  EXPECT_NE(check().find("command 4 (Copy, stream 2) reads tensor 'g' while command 0 "
+                         "(LaunchKernel, stream 0)"),
+            std::string::npos);
+}
+
+// Verify that a stream's later write covers its earlier reads: the other
+// stream must wait for the write, and waiting for it is enough.
+TEST_F(ScheduleCheckTest, ALaterWriteOnTheSameStreamCoversEarlierReads) {
+  ProgramSpec &p = e.addProgram("train_step");
+  p.copy(g, out, 1).memset(g, 0, 1).record(0, 1).wait(0, 0).launch(k, {tensorArg(g)});
+  EXPECT_EQ(check(), "");
+  drop(p, 3);
+  EXPECT_NE(check().find("command 3 (LaunchKernel, stream 0) passes tensor 'g' to its kernel "
+                         "(which may write it) while command 1 (Memset, stream 1) may still "
+                         "write"),
+            std::string::npos);
+}
+
+// Verify that a GEMM's bias counts as read for Bias and as written for
+// BGradA, racing a read on the other stream only then.
+TEST_F(ScheduleCheckTest, GemmEpiloguesDecideWhatIsWritten) {
+  GemmSpec bias;
+  bias.m = bias.n = bias.k = 4;
+  bias.lda = bias.ldb = bias.ldc = 4;
+  bias.epilogue = s::Epilogue::Bias;
+  uint32_t forward = e.addGemm(bias);
+  bias.epilogue = s::Epilogue::BGradA;
+  uint32_t backward = e.addGemm(bias);
+  uint32_t d = e.addTensor("d", s::TensorRole::Activation, s::DType::F32, {16}, pool, 512);
+  ProgramSpec &p = e.addProgram("train_step");
+  p.copy(h, out, 1).gemm(forward, g, g, d, /*bias=*/h);
+  EXPECT_EQ(check(), "");
+  p.commands.back().gemm = backward;
+  EXPECT_NE(check().find("command 1 (RunGemm, stream 0) writes tensor 'h' while command 0 "
+                         "(Copy, stream 1) may still read tensor 'h'"),
+            std::string::npos);
+}
+
+} // namespace
