@@ -4,6 +4,7 @@
 #include "tools/gptrun/Trainer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Gpt2Weights.h"
 #include "runtime/data/Tokenizer.h"
 #include "runtime/executor/OpenSession.h"
 
@@ -91,6 +92,12 @@ Status initParameters(Session &session, const Options &o, std::FILE *log) {
       return s;
   if (Status s = session.run("init"); !s)
     return s;
+  if (!o.initFrom.empty()) {
+    if (Status s = gpt2::initFrom(session, o.initFrom); !s)
+      return s;
+    std::fprintf(log, "gptrun: sampling from %s\n", o.initFrom.c_str());
+    return Status::ok();
+  }
   std::fprintf(log, "gptrun: warning: no --resume: the model is untrained (@init, seed %d); "
                     "expect random text\n", seed);
   return Status::ok();

@@ -52,10 +52,11 @@ options:
                      memory) is enqueued before step s's loss is read back
   --device D         CUDA device ordinal (default 0); with --gpus, the first
   --gpus N           data-parallel on N GPUs (devices D..D+N-1), one rank per
-                     GPU in threads of this process; the executable must be
-                     compiled with gptc --world-size=N. With --target host,
-                     N simulated ranks. Under torchrun, srun or mpirun each
-                     process is one rank instead (see README)
+                     GPU in threads of this process (default 1, which skips
+                     the step's all-reduces); any executable compiled
+                     without gptc --world-size runs on any N. With --target
+                     host, N simulated ranks. Under torchrun, srun or mpirun
+                     each process is one rank instead (see docs/training.md)
   --peak-tflops X    peak for MFU, overriding the GPU table
   --lr X             peak learning rate: scales the compiled schedule (its
                      warm-up and decay shape stay) without recompiling
@@ -78,6 +79,12 @@ checkpoints:
                          --checkpoint-dir) up to --steps; the losses are
                          bit-identical to an uninterrupted run on the same
                          hardware. A checkpoint of another model is refused.
+  --init-from PATH       start from GPT-2 weights instead of init (step 0,
+                         zero optimizer state): a Hugging Face GPT-2
+                         directory (model.safetensors + config.json), a
+                         .safetensors file, an llm.c gpt2_*.bin (fp32 or
+                         bf16) or a gptc checkpoint's parameters. The model
+                         size must match the executable's
 
 sampling:
   --sample PROMPT        generate text instead of training: the parameters
@@ -243,7 +250,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--target",    "--device",      "--peak-tflops", "--lr",
                                           "--checkpoint-every", "--checkpoint-dir",
                                           "--keep-checkpoints", "--resume", "--on-nan", "--log-dir",
-                                          "--gpus",     "--gemm-algos"};
+                                          "--gpus",     "--gemm-algos", "--init-from"};
     static const char *const kSampleValued[] = {"--sample", "--sample-tokens", "--temperature",
                                                 "--top-k", "--vocab-dir"};
     bool known = false;
@@ -299,10 +306,14 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       o.gemmAlgos = value;
       o.gemmAutotune = true;
     }
-    else if (flag == "--checkpoint-dir" || flag == "--resume" || flag == "--log-dir") {
+    else if (flag == "--checkpoint-dir" || flag == "--resume" || flag == "--log-dir" ||
+             flag == "--init-from") {
       if (value.empty())
         return Status::error(flag + " needs a non-empty value");
-      (flag == "--resume" ? o.resume : flag == "--log-dir" ? o.logDir : o.checkpointDir) = value;
+      (flag == "--resume"     ? o.resume
+       : flag == "--log-dir"  ? o.logDir
+       : flag == "--init-from" ? o.initFrom
+                              : o.checkpointDir) = value;
     }
     else if (flag == "--on-nan") {
       if (value != "stop" && value != "skip")
@@ -342,6 +353,9 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   if (o.checkpointDir.empty() && (o.checkpointEvery || o.keepCheckpoints))
     return Status::error(std::string(o.checkpointEvery ? "--checkpoint-every" : "--keep-checkpoints") +
                          " needs --checkpoint-dir DIR (or --log-dir DIR)");
+  if (!o.initFrom.empty() && !o.resume.empty())
+    return Status::error("--init-from and --resume both give the parameters: pick one (a "
+                         "checkpoint resumes with --resume; --init-from starts a new run)");
   if (o.checkpointDir.empty() && o.resume == "latest")
     return Status::error("--resume latest needs --checkpoint-dir DIR (or --log-dir DIR)");
   if (o.graphGiven && o.target && *o.target == "host")

@@ -36,6 +36,7 @@ struct Options {
   std::string checkpointDir;         // --checkpoint-dir ("" = no checkpoints)
   int64_t keepCheckpoints = 0;       // --keep-checkpoints (0: keep all)
   std::string resume;                // --resume PATH|latest
+  std::string initFrom;              // --init-from PATH: GPT-2 weights (HF, llm.c, gptc)
   std::string onNan = "stop";        // --on-nan stop|skip
   std::string logDir;                // --log-dir: log.jsonl, log.csv ("" = none)
   bool progress = true;              // --no-progress: never draw the bar

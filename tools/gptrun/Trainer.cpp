@@ -3,6 +3,7 @@
 #include "tools/gptrun/Trainer.h"
 
 #include "runtime/checkpoint/Checkpoint.h"
+#include "runtime/checkpoint/Gpt2Weights.h"
 #include "runtime/data/BatchStage.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/device/Device.h"
@@ -412,6 +413,12 @@ Status Trainer::Impl::startState() {
   if (Status s = session->run("init"); !s)
     return s;
   print("gptrun: init in %.1f ms\n", secondsSince(initStart) * 1e3);
+  // After @init, so that anything it sets besides the parameters is set.
+  if (!o.initFrom.empty()) {
+    if (Status s = gpt2::initFrom(*session, o.initFrom); !s)
+      return s;
+    print("gptrun: parameters from %s (step 0, zero optimizer state)\n", o.initFrom.c_str());
+  }
   std::fflush(stdout);
   return Status::ok();
 }

@@ -286,3 +286,24 @@ TEST(GptrunOptionsTest, LogRecords) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(GptrunOptionsInitFromTest, ParsesInitFromAndRefusesItWithResume) {
+  StatusOr<Options> o = parseOptions({"step.fb", "--data", "t.bin", "--init-from", "gpt2-hf"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->initFrom, "gpt2-hf");
+  EXPECT_TRUE(o->resume.empty());
+  o = parseOptions({"step.fb", "--init-from=gpt2_124M.bin", "--sample", "Hi"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->initFrom, "gpt2_124M.bin");
+  o = parseOptions({"step.fb", "--data", "t", "--init-from="});
+  ASSERT_FALSE(o);
+  EXPECT_EQ(o.status().message(), "--init-from needs a non-empty value");
+  o = parseOptions({"step.fb", "--data", "t", "--init-from", "hf", "--resume", "c.ckpt"});
+  ASSERT_FALSE(o);
+  EXPECT_NE(o.status().message().find("--init-from and --resume both give the parameters"),
+            std::string::npos);
+}
+
+} // namespace
