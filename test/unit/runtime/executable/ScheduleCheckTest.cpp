@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 using namespace gptc;
 using namespace gptc::testing;
 
@@ -213,6 +215,118 @@ TEST_F(ScheduleCheckTest, GemmEpiloguesDecideWhatIsWritten) {
   EXPECT_NE(check().find("command 1 (RunGemm, stream 0) writes tensor 'h' while command 0 "
                          "(Copy, stream 1) may still read tensor 'h'"),
             std::string::npos);
+}
+
+// Verify checkSchedule against its definition on random programs: a race
+// is two commands on different streams touching overlapping bytes, one
+// writing, with no path between them in the graph of stream order and
+// record -> wait edges (each wait to its event's latest record before
+// it). The checker must fail exactly when one exists, at the first later
+// command of any race, naming a command it races.
+TEST_F(ScheduleCheckTest, AgreesWithPathsInTheHappensBeforeGraph) {
+  e.numStreams = 3;
+  e.numEvents = 3;
+  e.tensors.clear();
+  std::mt19937 rng(41);
+  auto pick = [&](uint32_t n) { return uint32_t(rng() % n); };
+  for (int i = 0; i < 8; ++i) // 16 bytes each, at random multiples of 4 in 128
+    e.addTensor("t" + std::to_string(i), s::TensorRole::Activation, s::DType::F32, {4},
+                pick(2) ? pool : other, 4 * pick(29));
+  size_t races = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    e.programs.clear();
+    ProgramSpec &p = e.addProgram("p");
+    uint32_t n = 2 + pick(16);
+    for (uint32_t c = 0; c < n; ++c) {
+      uint32_t stream = pick(3), t = pick(8);
+      switch (pick(6)) {
+      case 0:
+        p.launch(k, {tensorArg(t)}, 1, 1, stream);
+        break;
+      case 1:
+        p.copy(t, pick(8), stream);
+        break;
+      case 2:
+        p.memset(t, 0, stream);
+        break;
+      case 3:
+        p.record(pick(3), stream);
+        break;
+      default:
+        p.wait(pick(3), stream);
+        break;
+      }
+    }
+    // What each command touches: (tensor, writes).
+    auto touches = [&](const CommandSpec &c) -> std::vector<std::pair<uint32_t, bool>> {
+      switch (c.op) {
+      case s::Op::LaunchKernel:
+        return {{c.args[0].index, true}};
+      case s::Op::Copy:
+        return {{c.a, false}, {c.b, true}};
+      case s::Op::Memset:
+        return {{c.a, true}};
+      default:
+        return {};
+      }
+    };
+    auto overlap = [&](uint32_t x, uint32_t y) {
+      const auto &a = e.tensors[x], &b = e.tensors[y];
+      return a.pool == b.pool && a.offset < b.offset + 16 && b.offset < a.offset + 16;
+    };
+    // reach[a][b]: a path from command a to command b (a < b).
+    std::vector<std::vector<bool>> reach(n, std::vector<bool>(n, false));
+    for (uint32_t b = 0; b < n; ++b) {
+      const CommandSpec &cb = p.commands[b];
+      for (uint32_t a = b; a-- > 0;) {
+        const CommandSpec &ca = p.commands[a];
+        bool edge = ca.stream == cb.stream;
+        if (cb.op == s::Op::WaitEvent && ca.op == s::Op::RecordEvent && ca.event == cb.event) {
+          bool latest = true;
+          for (uint32_t m = a + 1; m < b; ++m)
+            latest &= !(p.commands[m].op == s::Op::RecordEvent && p.commands[m].event == cb.event);
+          edge |= latest;
+        }
+        if (edge) {
+          reach[a][b] = true;
+          for (uint32_t z = 0; z < a; ++z)
+            if (reach[z][a])
+              reach[z][b] = true;
+        }
+      }
+    }
+    auto racy = [&](uint32_t a, uint32_t b) {
+      const CommandSpec &ca = p.commands[a], &cb = p.commands[b];
+      if (ca.stream == cb.stream || reach[a][b])
+        return false;
+      for (auto [x, wx] : touches(ca))
+        for (auto [y, wy] : touches(cb))
+          if ((wx || wy) && overlap(x, y))
+            return true;
+      return false;
+    };
+    uint32_t firstLater = n;
+    for (uint32_t b = 0; b < n && firstLater == n; ++b)
+      for (uint32_t a = 0; a < b; ++a)
+        if (racy(a, b))
+          firstLater = b;
+    std::vector<uint8_t> bytes = e.build();
+    Status status = checkSchedule(*s::GetExecutable(bytes.data()));
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    ASSERT_EQ(bool(status), firstLater == n) << (status ? "" : status.message());
+    if (status)
+      continue;
+    ++races;
+    const std::string &m = status.message();
+    size_t at = m.find("while command ");
+    ASSERT_EQ(m.rfind("program 'p': command ", 0), 0u) << m;
+    ASSERT_NE(at, std::string::npos) << m;
+    uint32_t later = std::stoul(m.substr(21)), earlier = std::stoul(m.substr(at + 14));
+    EXPECT_EQ(later, firstLater) << status.message();
+    EXPECT_TRUE(earlier < later && racy(earlier, later)) << status.message();
+  }
+  EXPECT_GT(races, 500u);
+  EXPECT_LT(races, 2900u);
 }
 
 } // namespace
