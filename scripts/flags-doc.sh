@@ -47,6 +47,7 @@ EOF
     section "### gpt-data $command" gpt-data "$command" --help
   done
   section "## gptplot" gptplot --help
+  section "## gpt-convert" gpt-convert --help
 }
 
 # The page ends in one newline, not the blank line a section leaves.
