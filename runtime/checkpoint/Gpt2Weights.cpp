@@ -295,6 +295,8 @@ StatusOr<Weights> fromSafetensors(const safetensors::File &f, const Config &targ
     if (t->shape != want)
       return bad("tensor '" + name + "' is " + shapeText(t->shape) + ", expected " +
                  shapeText(want));
+    if (t->dtype == DType::I32)
+      return bad("tensor '" + name + "' is I32, not a floating-point weight");
     checkpoint::Tensor w = makeTensor(p);
     if (!p.transpose) {
       // wte's padded rows (file.vocab..Vp) stay zero.
@@ -311,6 +313,8 @@ StatusOr<Weights> fromSafetensors(const safetensors::File &f, const Config &targ
     out.push_back(std::move(w));
   }
   if (const safetensors::TensorView *head = f.find("lm_head.weight")) {
+    if (head->dtype == DType::I32)
+      return bad("tensor 'lm_head.weight' is I32, not a floating-point weight");
     std::vector<float> tmp(size_t(elements(head->shape)));
     widen(head->data, head->dtype, tmp.size(), tmp.data());
     if (head->shape != wte->shape ||

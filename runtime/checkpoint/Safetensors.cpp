@@ -23,7 +23,7 @@ constexpr uint64_t kMaxHeader = 100u << 20;
 using data::JsonValue;
 
 bool parseDType(const std::string &s, DType &out) {
-  for (DType d : {DType::F32, DType::BF16, DType::F16})
+  for (DType d : {DType::F32, DType::BF16, DType::F16, DType::I32})
     if (s == dtypeName(d)) {
       out = d;
       return true;
@@ -94,11 +94,12 @@ const char *dtypeName(DType dtype) {
   case DType::F32: return "F32";
   case DType::BF16: return "BF16";
   case DType::F16: return "F16";
+  case DType::I32: return "I32";
   }
   return "?";
 }
 
-size_t dtypeSize(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
+size_t dtypeSize(DType dtype) { return dtype == DType::F32 || dtype == DType::I32 ? 4 : 2; }
 
 const TensorView *File::find(const std::string &name) const {
   for (const TensorView &t : tensors_)
@@ -191,7 +192,7 @@ StatusOr<File> File::parse(std::vector<uint8_t> bytes, const std::string &origin
     t.name = name;
     if (dtype->kind != JsonValue::Kind::String || !parseDType(dtype->string, t.dtype))
       return badTensor("dtype " + (dtype->kind == JsonValue::Kind::String ? dtype->string : "?") +
-                       " is not one gptc reads (F32, BF16, F16)");
+                       " is not one gptc reads (F32, BF16, F16, I32)");
     if (shape->kind != JsonValue::Kind::Array || shape->array.size() > 8)
       return badTensor("shape is not a list of at most 8 dimensions");
     uint64_t elements = 1;

@@ -27,8 +27,9 @@
 
 namespace gptc::safetensors {
 
-/// The dtypes gptc reads and writes (GPT-2 checkpoints are F32, BF16 or F16).
-enum class DType { F32, BF16, F16 };
+/// The dtypes gptc reads and writes: GPT-2 checkpoints are F32, BF16 or
+/// F16; I32 holds token ids (gptrun --logits-out).
+enum class DType { F32, BF16, F16, I32 };
 const char *dtypeName(DType dtype);
 size_t dtypeSize(DType dtype);
 

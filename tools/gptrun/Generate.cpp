@@ -5,6 +5,7 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/checkpoint/Gpt2Weights.h"
+#include "runtime/checkpoint/Safetensors.h"
 #include "runtime/data/Tokenizer.h"
 #include "runtime/executor/OpenSession.h"
 
@@ -66,7 +67,46 @@ StatusOr<int32_t> Generator::next(const std::vector<int32_t> &tokens,
   return sampleToken(row, vocab_, options, uniform.next());
 }
 
+StatusOr<std::vector<float>> Generator::rowLogits(const std::vector<int32_t> &tokens) {
+  if (tokens.empty() || int64_t(tokens.size()) > seq_)
+    return Status::error("--logits-out: the prompt must be 1 to T=" + std::to_string(seq_) +
+                         " tokens");
+  std::vector<int32_t> batch = windowBatch(tokens, contextWindow(tokens.size(), seq_), rows_, seq_,
+                                           /*pad=*/0);
+  if (Status s = session->setInput("logits", "tokens", batch); !s)
+    return s;
+  if (Status s = session->run("logits"); !s)
+    return s;
+  if (Status s = session->readTensor(logitsIndex, logits.data(), logits.size() * sizeof(float));
+      !s)
+    return s;
+  std::vector<float> out;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const float *row = logits.data() + t * size_t(paddedVocab);
+    out.insert(out.end(), row, row + vocab_);
+  }
+  return out;
+}
+
 namespace {
+
+/// --logits-out: the prompt's ids and row 0's logits, as safetensors.
+Status writeLogits(Generator &g, const std::vector<int32_t> &tokens, const std::string &path,
+                   std::FILE *log) {
+  StatusOr<std::vector<float>> l = g.rowLogits(tokens);
+  if (!l)
+    return l.status();
+  int64_t n = int64_t(tokens.size());
+  Status s = safetensors::write(
+      path,
+      {{"tokens", safetensors::DType::I32, {n}, tokens.data(), tokens.size() * 4},
+       {"logits", safetensors::DType::F32, {n, g.vocab()}, l->data(), l->size() * 4}},
+      {});
+  if (!s)
+    return Status::error("--logits-out: " + s.message());
+  std::fprintf(log, "gptrun: logits of the %lld prompt tokens in %s\n", (long long)n, path.c_str());
+  return Status::ok();
+}
 
 /// Parameters from --resume (a file, or the newest in --checkpoint-dir).
 Status restoreParameters(Session &session, const Options &o, std::FILE *log) {
@@ -152,6 +192,9 @@ Status sample(const Options &o, std::FILE *out, std::FILE *log) {
                (long long)o.topK, (unsigned long long)o.seed);
   std::fflush(log);
 
+  if (!o.logitsOut.empty())
+    if (Status s = writeLogits(*generator, tokens, o.logitsOut, log); !s)
+      return s;
   SamplingOptions options{o.temperature, o.topK};
   UniformSource uniform(o.seed);
   std::fputs(o.samplePrompt.c_str(), out);

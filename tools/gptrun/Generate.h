@@ -33,6 +33,9 @@ public:
   /// and draws the token that follows them.
   StatusOr<int32_t> next(const std::vector<int32_t> &tokens, const SamplingOptions &options,
                          UniformSource &uniform);
+  /// Runs @logits on `tokens` (1 to T of them, in row 0) and returns row
+  /// 0's logits, (tokens, vocab()) row-major, the padding columns left out.
+  StatusOr<std::vector<float>> rowLogits(const std::vector<int32_t> &tokens);
 
 private:
   Session *session = nullptr;

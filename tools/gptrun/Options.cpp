@@ -96,6 +96,10 @@ sampling:
   --top-k K              draw from the K most likely tokens, 0 for all
                          (default 40); --seed seeds the draws
   --vocab-dir DIR        GPT-2's encoder.json and vocab.bpe (default data/gpt2)
+  --logits-out FILE      before generating, write the prompt's ids ("tokens",
+                         I32) and its @logits at each position ("logits", F32,
+                         tokens x vocab_size) to FILE, a safetensors file: for
+                         comparisons with other implementations
 
 faults:
   --on-nan stop|skip     a non-finite loss or gradient norm: stop (default;
@@ -177,6 +181,9 @@ bool parseSampleFlag(const std::string &flag, const std::string &value, Options 
   } else if (flag == "--vocab-dir") {
     s = value.empty() ? Status::error("--vocab-dir needs a non-empty value") : Status::ok();
     o.vocabDir = value;
+  } else if (flag == "--logits-out") {
+    s = value.empty() ? Status::error("--logits-out needs a non-empty value") : Status::ok();
+    o.logitsOut = value;
   } else {
     return false;
   }
@@ -251,7 +258,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--keep-checkpoints", "--resume", "--on-nan", "--log-dir",
                                           "--gpus",     "--gemm-algos", "--init-from"};
     static const char *const kSampleValued[] = {"--sample", "--sample-tokens", "--temperature",
-                                                "--top-k", "--vocab-dir"};
+                                                "--top-k", "--vocab-dir", "--logits-out"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;

@@ -47,6 +47,7 @@ struct Options {
   double temperature = 1.0;          // --temperature (0: greedy)
   int64_t topK = 40;                 // --top-k (0: no limit)
   std::string vocabDir = "data/gpt2"; // --vocab-dir
+  std::string logitsOut;             // --logits-out FILE: the prompt's @logits (safetensors)
   bool help = false;
   bool version = false;              // --version
 };

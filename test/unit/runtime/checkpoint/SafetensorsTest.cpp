@@ -175,7 +175,7 @@ TEST(SafetensorsTest, RejectsDTypeShapeMismatchAndUnknownDTypes) {
   EXPECT_HAS(errorOf(file(R"({"a": {"dtype": "BF16", "shape": [3], "data_offsets": [0, 8]}})", 8)),
              "tensor 'a': BF16 [3] needs 6 bytes, data_offsets give 8");
   EXPECT_HAS(errorOf(file(R"({"a": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8)),
-             "tensor 'a': dtype F64 is not one gptc reads (F32, BF16, F16)");
+             "tensor 'a': dtype F64 is not one gptc reads (F32, BF16, F16, I32)");
   EXPECT_HAS(errorOf(file(R"({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", 4)),
              "shape has a dimension that is not a small non-negative integer");
   EXPECT_HAS(errorOf(file(R"({"a": {"dtype": "F32", "shape": [1099511627776, 1099511627776],
