@@ -3,7 +3,9 @@
 // A small valid executable (the fake model of GptrunTest, without a host
 // object): pools, tensors of every role, three programs, launches and
 // arguments, so that mutations start from something the loader accepts.
-//   make_executable_seed OUT.fb
+// TWO.fb, if given, gets a two-stream seed for the schedule check: an
+// all-reduce between events, a tensor planned over its bytes, a GEMM.
+//   make_executable_seed OUT.fb [TWO.fb]
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,10 +13,48 @@
 
 #include <cstdio>
 
+namespace {
+
+bool write(const std::vector<uint8_t> &bytes, const char *path) {
+  FILE *f = std::fopen(path, "wb");
+  return f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && !std::fclose(f);
+}
+
+/// Compute on stream 0, an all-reduce on stream 1 ordered by two events.
+std::vector<uint8_t> twoStreams() {
+  using namespace gptc::testing;
+  ExecutableSpec e;
+  e.modelName = "fake";
+  e.numStreams = 2;
+  e.numEvents = 2;
+  uint32_t acts = e.addPool("activations", 1024);
+  using R = s::TensorRole;
+  using D = s::DType;
+  uint32_t g = e.addTensor("g", R::Activation, D::F32, {16}, acts, 0);
+  uint32_t tmp = e.addTensor("tmp", R::Activation, D::F32, {8}, acts, 32); // over g's bytes
+  uint32_t h = e.addTensor("h", R::Activation, D::F32, {16}, acts, 256);
+  uint32_t out = e.addTensor("out", R::Output, D::F32, {16}, acts, 512);
+  uint32_t k = e.addKernel("k", 1);
+  GemmSpec bias;
+  bias.m = bias.n = bias.k = 4;
+  bias.lda = bias.ldb = bias.ldc = 4;
+  bias.epilogue = s::Epilogue::BGradA;
+  uint32_t gemm = e.addGemm(bias);
+  ProgramSpec &p = e.addProgram("train_step", {}, {out});
+  p.launch(k, {tensorArg(tmp)}).launch(k, {tensorArg(g)}).record(0, 0).wait(0, 1).allReduce({g});
+  p.commands.back().stream = 1;
+  p.record(1, 1).gemm(gemm, h, h, out, /*bias=*/h).wait(1, 0).copy(g, h).launch(k, {tensorArg(tmp)});
+  return e.build();
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
   using namespace gptc::testing;
-  if (argc != 2)
+  if (argc != 2 && argc != 3)
     return 2;
+  if (argc == 3 && !write(twoStreams(), argv[2]))
+    return 1;
   ExecutableSpec e;
   e.modelName = "fake";
   e.numParameters = 4;
@@ -33,9 +73,5 @@ int main(int argc, char **argv) {
   e.addProgram("init", {seed}, {w}).launch(init, {tensorArg(w), intArg(4), tensorArg(seed)});
   e.addProgram("train_step", {w, m, tokens, targets}, {w, m, loss})
       .launch(step, {tensorArg(targets), intArg(8), tensorArg(w), tensorArg(m), tensorArg(loss)});
-  std::vector<uint8_t> bytes = e.build();
-  FILE *f = std::fopen(argv[1], "wb");
-  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() || std::fclose(f))
-    return 1;
-  return 0;
+  return write(e.build(), argv[1]) ? 0 : 1;
 }
