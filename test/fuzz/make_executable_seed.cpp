@@ -4,8 +4,10 @@
 // object): pools, tensors of every role, three programs, launches and
 // arguments, so that mutations start from something the loader accepts.
 // TWO.fb, if given, gets a two-stream seed for the schedule check: an
-// all-reduce between events, a tensor planned over its bytes, a GEMM.
-//   make_executable_seed OUT.fb [TWO.fb]
+// all-reduce between events, a tensor planned over its bytes, a GEMM;
+// RACY.fb the same without the all-reduce's wait for its input
+// (test/tools/gptc/Inputs/racy-schedule.fb).
+//   make_executable_seed OUT.fb [TWO.fb [RACY.fb]]
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,8 +22,9 @@ bool write(const std::vector<uint8_t> &bytes, const char *path) {
   return f && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && !std::fclose(f);
 }
 
-/// Compute on stream 0, an all-reduce on stream 1 ordered by two events.
-std::vector<uint8_t> twoStreams() {
+/// Compute on stream 0, an all-reduce on stream 1 ordered by two events
+/// (or, `racy`, not waiting for the launch that writes its input).
+std::vector<uint8_t> twoStreams(bool racy) {
   using namespace gptc::testing;
   ExecutableSpec e;
   e.modelName = "fake";
@@ -43,6 +46,8 @@ std::vector<uint8_t> twoStreams() {
   ProgramSpec &p = e.addProgram("train_step", {}, {out});
   p.launch(k, {tensorArg(tmp)}).launch(k, {tensorArg(g)}).record(0, 0).wait(0, 1).allReduce({g});
   p.commands.back().stream = 1;
+  if (racy)
+    p.commands.erase(p.commands.begin() + 3);
   p.record(1, 1).gemm(gemm, h, h, out, /*bias=*/h).wait(1, 0).copy(g, h).launch(k, {tensorArg(tmp)});
   return e.build();
 }
@@ -51,9 +56,11 @@ std::vector<uint8_t> twoStreams() {
 
 int main(int argc, char **argv) {
   using namespace gptc::testing;
-  if (argc != 2 && argc != 3)
+  if (argc < 2 || argc > 4)
     return 2;
-  if (argc == 3 && !write(twoStreams(), argv[2]))
+  if (argc >= 3 && !write(twoStreams(false), argv[2]))
+    return 1;
+  if (argc == 4 && !write(twoStreams(true), argv[3]))
     return 1;
   ExecutableSpec e;
   e.modelName = "fake";
