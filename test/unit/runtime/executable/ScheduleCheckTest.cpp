@@ -217,6 +217,19 @@ TEST_F(ScheduleCheckTest, GemmEpiloguesDecideWhatIsWritten) {
             std::string::npos);
 }
 
+// Verify that a program on more streams than the clocks hold is refused,
+// not checked in quadratic memory (num_streams comes from the file).
+TEST_F(ScheduleCheckTest, RefusesMoreThan64Streams) {
+  e.numStreams = 65;
+  ProgramSpec &p = e.addProgram("train_step");
+  for (uint32_t s = 0; s < 65; ++s)
+    p.launch(k, {tensorArg(g)}, 1, 1, s);
+  EXPECT_EQ(check(), "program 'train_step' uses 65 streams; the schedule check handles 64");
+  p.commands.pop_back();
+  EXPECT_NE(check().find("command 1 (LaunchKernel, stream 1) passes tensor 'g'"),
+            std::string::npos);
+}
+
 // Verify checkSchedule against its definition on random programs: a race
 // is two commands on different streams touching overlapping bytes, one
 // writing, with no path between them in the graph of stream order and
