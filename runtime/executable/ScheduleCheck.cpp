@@ -243,7 +243,7 @@ std::string describe(const schema::Program &program, uint32_t command, uint32_t 
 /// The error for `later` on stream `laterStream` (command `command`)
 /// racing `earlier` on stream `earlierStream`.
 Status hazard(const schema::Executable &exe, const schema::Program &program,
-              const std::string &pname, uint32_t command, uint32_t laterStream,
+              const std::string &where, uint32_t command, uint32_t laterStream,
               const Access &later, const Stamp &earlier, uint32_t earlierStream) {
   const schema::Tensor *a = exe.tensors()->Get(later.tensor);
   const schema::Tensor *b = exe.tensors()->Get(earlier.tensor);
@@ -251,7 +251,7 @@ Status hazard(const schema::Executable &exe, const schema::Program &program,
   uint64_t hi = std::min(a->offset_bytes() + a->size_bytes(), b->offset_bytes() + b->size_bytes());
   const schema::Pool *pool = exe.pools()->Get(a->pool());
   return Status::error(
-      "program '" + pname + "': " + describe(program, command, laterStream) + " " +
+      where + ": " + describe(program, command, laterStream) + " " +
       does(later.mode, quoted(a->name(), std::to_string(later.tensor))) + " while " +
       describe(program, earlier.command, earlierStream) + " may still " +
       stillVerb(earlier.mode) + " tensor " + quoted(b->name(), std::to_string(earlier.tensor)) +
@@ -261,8 +261,9 @@ Status hazard(const schema::Executable &exe, const schema::Program &program,
       std::to_string(earlier.command));
 }
 
+/// `where` names the program in errors.
 Status checkProgram(const schema::Executable &exe, const schema::Program &program,
-                    const std::string &pname) {
+                    const std::string &where) {
   const auto *commands = program.commands();
   if (!commands)
     return Status::ok();
@@ -276,7 +277,7 @@ Status checkProgram(const schema::Executable &exe, const schema::Program &progra
   if (n <= 1)
     return Status::ok();
   if (n > kMaxStreams)
-    return Status::error("program '" + pname + "' uses " + std::to_string(n) +
+    return Status::error(where + " uses " + std::to_string(n) +
                          " streams; the schedule check handles " +
                          std::to_string(kMaxStreams));
 
@@ -316,7 +317,7 @@ Status checkProgram(const schema::Executable &exe, const schema::Program &progra
         if (it == shadows.end())
           continue;
         if (const Stamp *earlier = it->second.unordered(lo, hi, writes(access.mode), mine[s]))
-          return hazard(exe, program, pname, c, cmd->stream(), access, *earlier, streamId[s]);
+          return hazard(exe, program, where, c, cmd->stream(), access, *earlier, streamId[s]);
       }
     }
     // After the checks: a command never races itself.
@@ -338,8 +339,9 @@ Status checkSchedule(const schema::Executable &exe) {
     return Status::ok();
   for (size_t p = 0; p < exe.programs()->size(); ++p) {
     const schema::Program *program = exe.programs()->Get(p);
-    std::string pname = program->name() ? program->name()->str() : "program " + std::to_string(p);
-    if (Status s = checkProgram(exe, *program, pname); !s)
+    std::string where = program->name() ? "program '" + program->name()->str() + "'"
+                                        : "program " + std::to_string(p);
+    if (Status s = checkProgram(exe, *program, where); !s)
       return s;
   }
   return Status::ok();
