@@ -3,8 +3,13 @@
 // This file is generic over the configuration. Dimensions are `?`; each
 // argument's `gpt.shape` says what it becomes, and `#gpt.cfg<"...">` stands
 // for a config integer. `gptc compile models/gpt2.mlir --model=124M
-// --batch=16 --seq=1024` (pass: gpt-instantiate-model) picks a preset below,
-// makes every shape static and unrolls the n_layer transformer blocks.
+// --batch=16 --seq=1024` (pass: gpt-instantiate-model) picks a preset below
+// (124M when --model is not given), makes every shape static and unrolls
+// the n_layer transformer blocks.
+//
+// A preset's `batch` is the default B. With `fit_batch = 1` (GPT-2's sizes),
+// `gptc compile` for CUDA without --batch instead takes the largest
+// power-of-two multiple of it whose memory plan fits --gpu-memory.
 //
 // Symbols in gpt.shape:
 //   B batch        T sequence (<= maxT)   C n_embd      H n_head
@@ -17,10 +22,10 @@
 
 module attributes {gpt.models = {
   // name    layers        heads        width         vocabulary           context
-  "124M"  = {n_layer = 12, n_head = 12, n_embd = 768,  vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024},
-  "350M"  = {n_layer = 24, n_head = 16, n_embd = 1024, vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024},
-  "774M"  = {n_layer = 36, n_head = 20, n_embd = 1280, vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024},
-  "1558M" = {n_layer = 48, n_head = 25, n_embd = 1600, vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024},
+  "124M"  = {n_layer = 12, n_head = 12, n_embd = 768,  vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024, fit_batch = 1},
+  "350M"  = {n_layer = 24, n_head = 16, n_embd = 1024, vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024, fit_batch = 1},
+  "774M"  = {n_layer = 36, n_head = 20, n_embd = 1280, vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024, fit_batch = 1},
+  "1558M" = {n_layer = 48, n_head = 25, n_embd = 1600, vocab_size = 50257, block_size = 1024, batch = 4, seq = 1024, fit_batch = 1},
   // Test configs. `tiny` has a toy vocabulary (60, padded to 64);
   // `mini` keeps GPT-2's tokenizer vocabulary for runs on real text.
   "tiny"  = {n_layer = 2,  n_head = 2,  n_embd = 16,   vocab_size = 60,    block_size = 16,   batch = 2, seq = 8, vocab_multiple = 16},

@@ -632,6 +632,7 @@ private:
   std::pair<Type, Operand> recordedArg(Operation *op, Value history, Value recorded);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
+  void waitForAll();
   void waitFor(ValueRange operands);
 };
 
@@ -652,6 +653,14 @@ void Lowerer::waitFor(ValueRange operands) {
     for (Value d : done)
       pending.erase(d);
   }
+}
+
+/// The compute stream waits for every collective not yet waited for.
+void Lowerer::waitForAll() {
+  llvm::SmallVector<Value> values;
+  for (auto &entry : pending)
+    values.push_back(entry.first);
+  waitFor(values);
 }
 
 /// Copies operands that are not reduced in place into their results, then
@@ -1094,6 +1103,10 @@ void Lowerer::lowerAdamWGroup(AdamWMultiOp multi, ArrayRef<size_t> which) {
     return s;
   };
   if (spans.size() == kNumAdamWArrays) {
+    // A span covers the bytes between its members too, which may hold a
+    // value a collective still writes (the loss, reduced for the log);
+    // the kernel never touches them, but the schedule check cannot know.
+    waitForAll();
     // The chunked layout's 16-byte vectors need 16-byte aligned spans
     // (gpt-plan-memory aligns to 256 bytes unless told otherwise).
     for (const TensorInfo &s : spans)

@@ -18,6 +18,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <mutex>
 
@@ -147,9 +148,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   }
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.
-  if (options.worldSize > 0) {
+  if (options.worldSize != 0) {
     InsertAllReducePassOptions distribute;
-    distribute.worldSize = options.worldSize;
+    distribute.worldSize = std::max<int64_t>(options.worldSize, 0); // 0: any
     distribute.bucketMb = options.bucketMb;
     pm.addPass(createInsertAllReducePass(distribute));
   }

@@ -129,7 +129,8 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                           llvm::cl::desc("Global gradient-norm clip (0: off)"),
                           llvm::cl::init(1.0)};
   Option<int64_t> worldSize{*this, "world-size",
-                            llvm::cl::desc("Data-parallel ranks (0: no collectives)"),
+                            llvm::cl::desc("Data-parallel ranks: 0 one device (no collectives), "
+                                           "N exactly N, -1 any number (N at run time)"),
                             llvm::cl::init(0)};
   Option<double> bucketMb{*this, "bucket-mb",
                           llvm::cl::desc("Gradient all-reduce bucket size in MiB"),
@@ -180,8 +181,8 @@ void buildAutodiffPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &o
 /// Train step: optimizer around the gradient function, plus @init.
 void buildTrainStepPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
-/// Memory plan: inline the train step's calls, distribute it when
-/// world-size > 0, then plan its memory.
+/// Memory plan: inline the train step's calls, distribute it unless
+/// world-size is 0 (one device), then plan its memory.
 void buildMemoryPlanPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Every phase after `Input` up to and including `compileTo`.

@@ -1,14 +1,16 @@
 //===- InsertAllReduce.cpp - bucketed gradient all-reduces ---------------===//
 //
 /// Algorithm (see Passes.td):
-///  1) Collect the gradients: the `grad` operand of every gpt.adamw.
+///  1) Collect the gradients: the `grad` operand of every gpt.adamw, or
+///     the narrow value it widens (mixed precision).
 ///  2) Order them by the position of the op that produces them (backward
 ///     order) and pack them into buckets of >= bucket-mb MiB.
 ///  3) Insert one gpt.all_reduce mean per bucket right after its last
 ///     gradient's op and redirect every other use to its results.
 ///  4) Average the returned loss the same way.
 ///  5) Take the maximum of the FP8 amax histories the step records, so
-///     every rank keeps the same state; record world_size.
+///     every rank keeps the same state; record world_size (0: any number
+///     of ranks, the mean taken over those that run).
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/DenseMap.h"
 
 #include <algorithm>
@@ -59,12 +62,34 @@ struct InsertAllReducePass
     return op;
   }
 
+  /// The value to reduce for the update's gradient `grad`: under a mixed
+  /// precision policy the backward writes a weight's gradient narrow and
+  /// widens it to the master weight's type after the whole backward (the
+  /// cast is the gradient of the forward's first op). Reducing the narrow
+  /// value issues the bucket where the backward computed it, and lets
+  /// gpt-fuse-adamw's narrow-grads still drop the cast.
+  static Value reducedGradient(Value grad) {
+    auto cast = grad.getDefiningOp<CastOp>();
+    if (!cast || !cast.getInput().getDefiningOp())
+      return grad;
+    auto bits = [](Value v) { return getElementTypeOrSelf(v.getType()).getIntOrFloatBitWidth(); };
+    if (bits(cast.getInput()) >= bits(grad))
+      return grad;
+    // Only updates and norms read it: what else would see the sum of ranks
+    // where it expects one rank's gradient, or the reverse?
+    for (Operation *user : grad.getUsers())
+      if (!llvm::isa<AdamWOp, GlobalNormOp>(user))
+        return grad;
+    return cast.getInput();
+  }
+
   LogicalResult run(ModuleOp module) {
     auto fn = SymbolTable(module).lookup<func::FuncOp>(function);
     if (!fn || !fn.getBody().hasOneBlock())
       return module.emitError("gpt-insert-all-reduce: no single-block function @") << function;
-    if (worldSize < 1)
-      return module.emitError("gpt-insert-all-reduce: world-size must be >= 1, got ")
+    if (worldSize < 0)
+      return module.emitError("gpt-insert-all-reduce: world-size must be >= 0 (0: any number "
+                              "of ranks), got ")
              << worldSize;
     // At most 2^40 MiB: the cap in bytes fits an int64_t.
     if (!(bucketMb >= 0 && bucketMb <= 0x1p40))
@@ -74,6 +99,7 @@ struct InsertAllReducePass
     llvm::DenseMap<Operation *, int64_t> index;
     int64_t n = 0;
     SmallVector<Value> grads;
+    llvm::DenseMap<Value, Operation *> castOf; // narrow gradient -> its widening cast
     for (Operation &op : body) {
       index[&op] = n++;
       if (llvm::isa<func::CallOp>(op))
@@ -82,7 +108,9 @@ struct InsertAllReducePass
         return op.emitOpError("gpt-insert-all-reduce: @")
                << function << " is already distributed";
       if (auto adam = llvm::dyn_cast<AdamWOp>(op)) {
-        Value g = adam.getGrad();
+        Value g = reducedGradient(adam.getGrad());
+        if (g != adam.getGrad())
+          castOf[g] = adam.getGrad().getDefiningOp();
         if (!g.getDefiningOp())
           return adam.emitOpError("gpt-insert-all-reduce: gradient is an argument");
         if (!llvm::is_contained(grads, g))
@@ -109,18 +137,29 @@ struct InsertAllReducePass
     }
 
     // 3) One all_reduce per bucket, after its last gradient. Each use must
-    //    come after it, or the gradient was read before it was final.
+    //    come after it, or the gradient was read before it was final; a
+    //    widening cast (a bias gradient's comes right after its sum) moves
+    //    after it: only updates and norms, at the step's end, read it.
     for (ArrayRef<Value> bucket : buckets) {
       Operation *last = bucket.back().getDefiningOp();
       int64_t bytes = 0;
+      SmallVector<Operation *> early;
       for (Value g : bucket) {
         bytes += bytesOf(g.getType());
-        for (Operation *user : g.getUsers())
-          if (index.lookup(user) <= index.lookup(last))
+        for (Operation *user : g.getUsers()) {
+          if (index.lookup(user) > index.lookup(last))
+            continue;
+          if (user != castOf.lookup(g))
             return user->emitOpError("gpt-insert-all-reduce: reads a gradient before "
                                      "its bucket is complete");
+          early.push_back(user);
+        }
       }
-      reduceAfter(last, bucket, bytes, index);
+      AllReduceOp reduce = reduceAfter(last, bucket, bytes, index);
+      for (Operation *cast : llvm::reverse(early)) {
+        cast->moveAfter(reduce);
+        index[cast] = index.lookup(reduce);
+      }
     }
     numBuckets = buckets.size();
 

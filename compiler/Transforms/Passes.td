@@ -256,7 +256,12 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
     batch with the same parameters:
 
       1) The gradients (the `grad` operands of `gpt.adamw`) are ordered by
-         the op that finalises them, i.e. the backward order.
+         the op that finalises them, i.e. the backward order. A gradient
+         that is a widening `gpt.cast` read only by updates and norms (the
+         bf16/fp16/fp8 policies widen each weight's gradient after the
+         whole backward) is reduced before the cast, as the backward wrote
+         it: its bucket is issued where the backward computed it, and
+         gpt-fuse-adamw's narrow-grads can still drop the cast.
       2) They are packed, in that order, into buckets of at least
          `bucket-mb` MiB (the last may be smaller).
       3) Each bucket becomes one `gpt.all_reduce mean` placed right after
@@ -274,7 +279,9 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
     With equal per-rank batches, the mean of the ranks' mean gradients is
     the gradient of the global batch's mean loss: N ranks of batch B train
     like one rank of batch N*B. The module's `gpt.config` records
-    `world_size` for the runtime.
+    `world_size` for the runtime: with `world-size` 0 the executable runs
+    on any number of ranks, the mean taken over those that run it (and a
+    single rank skips the collectives).
 
     Pre: no `func.call` and no `gpt.all_reduce` in `function`.
 
@@ -288,8 +295,8 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
            "Train step to distribute">,
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"2",
-           "Number of data-parallel ranks">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "Number of data-parallel ranks (0: any, decided at run time)">,
     Option<"bucketMb", "bucket-mb", "double", /*default=*/"25.0",
            "Gradient bytes per all-reduce bucket, in MiB (0: one bucket per gradient)">,
   ];

@@ -2,6 +2,8 @@
 
 #include "runtime/collective/HostCollective.h"
 
+#include "runtime/blas/CpuGemm.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -47,6 +49,30 @@ bool HostGroup::barrier() {
   return generation_ != gen;
 }
 
+static float load(const Collective::Buffer &b, size_t e) {
+  switch (b.dtype) {
+  case schema::DType::BF16:
+    return blas::bf16ToFloat(static_cast<const uint16_t *>(b.data)[e]);
+  case schema::DType::F16:
+    return blas::f16ToFloat(static_cast<const uint16_t *>(b.data)[e]);
+  default:
+    return static_cast<const float *>(b.data)[e];
+  }
+}
+
+static void store(const Collective::Buffer &b, size_t e, float x) {
+  switch (b.dtype) {
+  case schema::DType::BF16:
+    static_cast<uint16_t *>(b.data)[e] = blas::floatToBf16(x);
+    break;
+  case schema::DType::F16:
+    static_cast<uint16_t *>(b.data)[e] = blas::floatToF16(x);
+    break;
+  default:
+    static_cast<float *>(b.data)[e] = x;
+  }
+}
+
 /// Each rank reduces its share of every buffer (elements [r n / N, (r+1) n
 /// / N)) reading all ranks' buffers, waits until every rank has read, then
 /// writes its share into every rank's buffer.
@@ -68,18 +94,24 @@ Status HostMember::allReduce(const std::vector<Buffer> &buffers, schema::ReduceO
                            std::to_string(rank_));
   }
   for (const Buffer &b : buffers)
-    if (b.dtype != schema::DType::F32)
-      return Status::error(std::string("all-reduce: the host collective reduces F32 only, got ") +
+    if (b.dtype != schema::DType::F32 && b.dtype != schema::DType::BF16 &&
+        b.dtype != schema::DType::F16)
+      return Status::error(std::string("all-reduce: the host collective reduces F32, BF16 and "
+                                       "F16, got ") +
                            schema::EnumNameDType(b.dtype));
+  // Narrow buffers are summed in f32 and rounded once, as NCCL's kernels
+  // widen each element to reduce it.
   std::vector<std::vector<float>> mine(buffers.size());
   for (size_t i = 0; i < buffers.size(); ++i) {
     size_t lo = buffers[i].count * rank_ / n, hi = buffers[i].count * (rank_ + 1) / n;
     const bool max = op == schema::ReduceOp::Max;
     mine[i].assign(hi - lo, max ? -INFINITY : 0.0f);
     for (int r = 0; r < n; ++r) {
-      const float *src = static_cast<const float *>((*g.posted_[r])[i].data);
-      for (size_t e = lo; e < hi; ++e)
-        mine[i][e - lo] = max ? std::max(mine[i][e - lo], src[e]) : mine[i][e - lo] + src[e];
+      const Buffer &src = (*g.posted_[r])[i];
+      for (size_t e = lo; e < hi; ++e) {
+        float x = load(src, e);
+        mine[i][e - lo] = max ? std::max(mine[i][e - lo], x) : mine[i][e - lo] + x;
+      }
     }
     if (op == schema::ReduceOp::Avg)
       for (float &x : mine[i])
@@ -89,10 +121,9 @@ Status HostMember::allReduce(const std::vector<Buffer> &buffers, schema::ReduceO
     return aborted;
   for (size_t i = 0; i < buffers.size(); ++i) {
     size_t lo = buffers[i].count * rank_ / n;
-    for (int r = 0; r < n; ++r) {
-      float *dst = static_cast<float *>((*g.posted_[r])[i].data);
-      std::copy(mine[i].begin(), mine[i].end(), dst + lo);
-    }
+    for (int r = 0; r < n; ++r)
+      for (size_t e = 0; e < mine[i].size(); ++e)
+        store((*g.posted_[r])[i], lo + e, mine[i][e]);
   }
   if (!g.barrier())
     return aborted;

@@ -45,8 +45,10 @@ StatusOr<ncclDataType_t> ncclType(schema::DType t) {
     return ncclFloat32;
   case schema::DType::BF16:
     return ncclBfloat16;
+  case schema::DType::F16:
+    return ncclFloat16;
   default:
-    return Status::error(std::string("all-reduce: NCCL reduces F32 and BF16 buffers here, got ") +
+    return Status::error(std::string("all-reduce: NCCL reduces F32, BF16 and F16 buffers here, got ") +
                          schema::EnumNameDType(t));
   }
 }

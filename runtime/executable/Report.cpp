@@ -201,6 +201,20 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
   for (const auto &[type, count] : s.gemmOperandTypes)
     os << " " << type << " x" << count;
   os << "\n";
+  // Collectives in the step: gptc --world-size pinned N, or left it to run time.
+  uint64_t collectives = 0;
+  for (const ProgramSummary &p : s.programs)
+    collectives += p.collectives;
+  int64_t world = 0;
+  for (const auto &[key, value] : s.config)
+    if (key == "world_size")
+      world = value;
+  os << "  data parallel: "
+     << (!collectives  ? std::string("one device (no collectives)")
+         : world > 0   ? "exactly " + std::to_string(world) + " ranks"
+                       : std::string("any number of ranks (gptrun --gpus N; one skips the "
+                                     "all-reduces)"))
+     << "\n";
 
   os << "memory (static plan, every pool allocated once):\n";
   for (const auto &[name, bytes] : s.pools)

@@ -31,15 +31,14 @@ Status checkGemmCommands(const schema::Executable &exe) {
   return Status::ok();
 }
 
-Status checkRunnable(const schema::Program &program, const Collective *collective) {
-  if (!program.commands() || collective)
-    return Status::ok();
-  for (size_t c = 0; c < program.commands()->size(); ++c)
-    if (program.commands()->Get(c)->op_type() == schema::Op::AllReduce)
-      return Status::error("program '" + programName(program) + "' command " + std::to_string(c) +
-                           ": AllReduce needs ranks to reduce with (compiled with gptc "
-                           "--world-size; run with gptrun --gpus N)");
-  return Status::ok();
+bool hasCollectives(const schema::Executable &exe) {
+  if (exe.programs())
+    for (const schema::Program *program : *exe.programs())
+      if (program->commands())
+        for (const schema::Command *cmd : *program->commands())
+          if (cmd->op_type() == schema::Op::AllReduce)
+            return true;
+  return false;
 }
 
 int64_t worldSize(const schema::Executable &exe) {
@@ -51,18 +50,18 @@ int64_t worldSize(const schema::Executable &exe) {
 }
 
 Status checkWorldSize(const schema::Executable &exe, const Collective *collective) {
-  int64_t world = worldSize(exe);
-  if (!collective)
-    return Status::ok(); // checkRunnable names the AllReduce that cannot run
-  if (world == 0)
-    return Status::error("the executable was compiled for one device (no gptc --world-size), "
-                         "but runs as rank " + std::to_string(collective->rank()) + " of " +
-                         std::to_string(collective->size()) +
-                         ": the ranks would train apart; recompile with --world-size=" +
-                         std::to_string(collective->size()));
-  if (world != collective->size())
+  const int ranks = collective ? collective->size() : 1;
+  const int64_t world = worldSize(exe);
+  if (world > 0 && world != ranks)
     return Status::error("the executable was compiled with --world-size=" + std::to_string(world) +
-                         " but runs on " + std::to_string(collective->size()) + " ranks");
+                         " but runs on " + std::to_string(ranks) + " rank" +
+                         (ranks == 1 ? "" : "s") + "; compile it without --world-size to run "
+                         "it on any number");
+  if (ranks > 1 && !hasCollectives(exe))
+    return Status::error("the executable was compiled for one device (gptc --world-size=1, no "
+                         "gradient collectives), but runs as rank " +
+                         std::to_string(collective->rank()) + " of " + std::to_string(ranks) +
+                         ": the ranks would train apart; compile it without --world-size");
   return Status::ok();
 }
 

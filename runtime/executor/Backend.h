@@ -82,16 +82,18 @@ public:
 /// the program and command.
 Status checkGemmCommands(const schema::Executable &exe);
 
-/// Fails for AllReduce commands when there is no collective, naming the
-/// first.
-Status checkRunnable(const schema::Program &program, const Collective *collective);
+/// Whether any program has an AllReduce (gptc compiled the step for data
+/// parallelism: without --world-size, or with --world-size=N > 1).
+bool hasCollectives(const schema::Executable &exe);
 
 /// The executable's data-parallel world size (model config "world_size",
-/// from gptc --world-size; 0 when compiled for one device).
+/// from gptc --world-size=N): 0 when any number of ranks may run it, or
+/// when it has no collectives (one device).
 int64_t worldSize(const schema::Executable &exe);
 
-/// An executable compiled for W ranks runs only with a collective of W
-/// ranks, and one compiled for one device only without a collective.
+/// An executable compiled for W ranks runs only on W ranks (a missing
+/// collective is one rank), and one without collectives only on one. On
+/// one rank the backends skip AllReduce commands.
 Status checkWorldSize(const schema::Executable &exe, const Collective *collective);
 
 /// The index of `program` in exe.programs().

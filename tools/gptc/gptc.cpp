@@ -1,5 +1,6 @@
 //===- gptc.cpp - the gptc compiler driver -------------------------------===//
 //
+//   gptc compile models/gpt2.mlir -o step.fb      (124M, bf16, CUDA, any GPU count)
 //   gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o out.mlir
 //   gptc run-reference models/gpt2.mlir --model=tiny --arithmetic=fp64
 //   gptc explain step.fb
@@ -38,6 +39,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <random>
 
@@ -59,10 +61,20 @@ cl::alias outputAlias("output", cl::desc("Alias for -o"), cl::aliasopt(outputFil
 cl::opt<bool> report("report",
                      cl::desc("After writing -o FILE.fb, print what it holds (as gptc explain)"),
                      cl::cat(compileCat));
-cl::opt<std::string> model("model", cl::desc("Model preset: tiny, mini, 124M, 350M, 774M, 1558M"),
+cl::opt<std::string> model("model",
+                           cl::desc("Model preset: 124M (default), 350M, 774M, 1558M, or the "
+                                    "test configs tiny and mini"),
                            cl::cat(compileCat));
-cl::opt<int64_t> batch("batch", cl::desc("Batch size B (default: the preset's)"),
+cl::opt<int64_t> batch("batch",
+                       cl::desc("Batch size B per GPU (default: for CUDA, the largest power-of-two "
+                                "multiple of the preset's that fits --gpu-memory, where the preset "
+                                "allows it (GPT-2's sizes); else the preset's)"),
                        cl::init(0), cl::cat(compileCat));
+cl::opt<double> gpuMemory(
+    "gpu-memory",
+    cl::desc("GiB of GPU memory the step may plan for when gptc chooses --batch (default 76: an "
+             "80 GB H100 less the CUDA context and the libraries' buffers)"),
+    cl::value_desc("GiB"), cl::init(76.0), cl::cat(compileCat));
 cl::opt<int64_t> seq("seq", cl::desc("Sequence length T (default: the preset's)"),
                      cl::init(0), cl::cat(compileCat));
 cl::opt<std::string> compileTo("compile-to",
@@ -131,12 +143,13 @@ cl::opt<std::string> cudaToolkit("cuda-toolkit",
                                           "(default: $CUDA_HOME or /usr/local/cuda)"),
                                  cl::value_desc("dir"), cl::cat(compileCat));
 cl::opt<std::string> precision("precision",
-                               cl::desc("Precision policy (phase precision): fp32, bf16 "
-                                        "(bf16 GEMMs, fp32 master weights and statistics), or "
+                               cl::desc("Precision policy (phase precision): bf16 (default: "
+                                        "bf16 GEMMs, fp32 master weights and statistics, as "
+                                        "llm.c and PyTorch AMP), fp32 (for parity work), or "
                                         "fp16 (the same in fp16; pair it with --loss-scale), or fp8 "
                                         "(bf16 with FP8 linear layers: per-tensor amax-scaled e4m3 "
                                         "forward, e5m2 gradients)"),
-                               cl::init("fp32"), cl::cat(compileCat));
+                               cl::init("bf16"), cl::cat(compileCat));
 cl::opt<int64_t> fp8History(
     "fp8-history",
     cl::desc("With --precision=fp8: take each FP8 scale from the largest amax of that tensor in "
@@ -273,10 +286,12 @@ cl::OptionCategory distributeCat("gptc data-parallel options (phase memory-plan)
 /// NCCL's communicators are int-ranked; past 2^16 GPUs the per-rank batch
 /// bookkeeping is not what anyone means.
 constexpr int64_t kMaxWorldSize = 1 << 16;
-cl::opt<int64_t> worldSize("world-size",
-                           cl::desc("Data-parallel ranks, each with --batch sequences "
-                                    "(0: single-device, no collectives)"),
-                           cl::init(0), cl::cat(distributeCat));
+cl::opt<std::string> worldSize(
+    "world-size",
+    cl::desc("Data-parallel ranks, each with --batch sequences: any (default: the step has its "
+             "gradient all-reduces, gptrun --gpus N or the launcher sets N, one rank skips them), "
+             "1 (one device, no collectives) or N (exactly N)"),
+    cl::value_desc("any|N"), cl::init("any"), cl::cat(distributeCat));
 cl::opt<double> bucketMb("bucket-mb", cl::desc("Gradient all-reduce bucket size in MiB"),
                          cl::init(25.0), cl::cat(distributeCat));
 
@@ -301,19 +316,24 @@ cl::opt<std::string> dataFile("data",
 const char *kOverview = R"(gptc: compiles a GPT-2 training step for the GPU.
 
 Usage:
-  gptc compile <model.mlir> [options] [-o out]
-  gptc run-reference <model.mlir> --model=<preset> [options]
+  gptc compile <model.mlir> [options] -o step.fb
+  gptc run-reference <model.mlir> [options]
   gptc explain <step.fb>
   gptc --version | --list-phases
 
+With no option, compile builds GPT-2 124M at T=1024 in the bf16 policy
+(fp32 master weights) for CUDA sm_90, with the largest power-of-two batch
+whose memory plan fits --gpu-memory (76 GiB), for any number of GPUs
+(gptrun step.fb --data train.bin --gpus N). It prints what it chose.
+
 Examples:
-  gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o gpt2-124M.mlir
-  gptc compile models/gpt2.mlir --model=124M --batch=16 --seq=1024 -o step.fb --report
+  gptc compile models/gpt2.mlir -o step.fb
+  gptc compile models/gpt2.mlir --model=1558M --precision=fp8 -o step.fb --report
+  gptc compile models/gpt2.mlir --model=124M --batch=16 --precision=fp32 -o step.fb
   gptc explain step.fb
   gptc compile models/gpt2.mlir --model=tiny --compile-to=import --dump-ir-after-each-pass=out/
-  gptc run-reference models/gpt2.mlir --model=tiny --arithmetic=fp32
-  gptc compile models/gpt2.mlir --model=mini --precision=bf16 --target=host -o mini-bf16.fb
-  gptc run-reference models/gpt2.mlir --model=tiny --steps=10 --lr=1e-2
+  gptc compile models/gpt2.mlir --model=mini --target=host -o mini.fb
+  gptc run-reference models/gpt2.mlir --model=tiny --precision=fp32 --steps=10 --lr=1e-2
 
 MLIR's pass-manager flags also work (listed by --help-hidden), e.g.
   --mlir-print-ir-after-all, --mlir-print-ir-after=<pass>, --mlir-timing
@@ -356,10 +376,36 @@ OwningOpRef<ModuleOp> parseInput(MLIRContext &context, llvm::SourceMgr &sourceMg
 /// micro-batches.
 int64_t batchSplit = 1;
 
+/// The preset compiled: --model, else 124M where the file has it (else the
+/// file's only preset, which gpt-instantiate-model picks).
+std::string resolvedModel;
+/// The batch gptc chose for --gpu-memory (0: --batch or the preset's).
+int64_t chosenBatch = 0;
+/// The resolved preset's batch, seq (0 where it has none) and fit_batch.
+int64_t presetBatch = 0, presetSeq = 0;
+bool presetFitsBatch = false;
+/// Set while gptc tries batches: plan without the budget's recomputation.
+bool ignoreMemoryBudget = false;
+
+/// --world-size as PipelineOptions::worldSize (-1 any, 0 one device, N),
+/// or an error naming the flag.
+std::optional<int64_t> parseWorldSize() {
+  llvm::StringRef text = llvm::StringRef(worldSize).trim();
+  if (text == "any")
+    return -1;
+  int64_t n = 0;
+  if (text.getAsInteger(10, n) || n < 1 || n > kMaxWorldSize) {
+    fail("--world-size: expected any or a number of ranks from 1 to " +
+         std::to_string(kMaxWorldSize) + ", got '" + worldSize + "'");
+    return std::nullopt;
+  }
+  return n == 1 ? 0 : n; // one rank: no collectives at all
+}
+
 /// The driver's flags as pipeline options (PassOptions cannot be copied).
 void setPipelineOptions(PipelineOptions &options) {
-  options.model = model;
-  options.batch = batch / batchSplit;
+  options.model = resolvedModel;
+  options.batch = (batch ? batch : chosenBatch) / batchSplit;
   options.seq = seq;
   options.precision = precision;
   options.fp8History = fp8History;
@@ -375,7 +421,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.weightDecay = weightDecay;
   options.gradClip = gradClip;
   options.lossScale = lossScale;
-  options.worldSize = worldSize;
+  options.worldSize = parseWorldSize().value_or(0);
   options.bucketMb = bucketMb;
   options.fuseMatmulEpilogue = fuseMatmulEpilogue;
   options.fuseElementwise = fuseElementwise;
@@ -460,18 +506,13 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
   std::optional<double> budget = parseMemoryBudget();
   if (!budget || !parseMatmulEpilogues(options))
     return failure();
-  // Checked here, not only in gpt-insert-all-reduce: that pass runs only
-  // with --world-size >= 1, and a bad value should not wait for that flag.
-  if (worldSize < 0 || worldSize > kMaxWorldSize) {
-    fail("--world-size: expected a number of ranks from 0 (single-device) to " +
-         std::to_string(kMaxWorldSize) + ", got " + std::to_string(worldSize));
+  if (!parseWorldSize())
     return failure();
-  }
   if (!(bucketMb >= 0 && bucketMb <= 0x1p40)) {
     fail("--bucket-mb: expected a number of MiB from 0 to 2^40, got " + std::to_string(bucketMb));
     return failure();
   }
-  options.memoryBudget = *budget;
+  options.memoryBudget = ignoreMemoryBudget ? 0.0 : *budget;
   if (rematMaxDepth < 1) {
     fail("--remat-max-depth: expected a number of ops >= 1, got " + std::to_string(rematMaxDepth));
     return failure();
@@ -572,6 +613,129 @@ int64_t chooseBatchSplit(MLIRContext &context) {
   return best;
 }
 
+/// The preset `name` of the model file (null where it has none).
+DictionaryAttr presetOf(ModuleOp module, StringRef name) {
+  auto presets = module->getAttrOfType<DictionaryAttr>("gpt.models");
+  return presets ? presets.getAs<DictionaryAttr>(name) : DictionaryAttr();
+}
+
+/// Sets resolvedModel from the parsed input; false (said) if it cannot be
+/// parsed.
+bool resolveModel(MLIRContext &context) {
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
+  if (!module)
+    return false;
+  resolvedModel = model;
+  if (resolvedModel.empty() && presetOf(*module, "124M"))
+    resolvedModel = "124M";
+  DictionaryAttr preset = presetOf(*module, resolvedModel);
+  auto key = [&](StringRef k) {
+    auto attr = preset ? preset.getAs<IntegerAttr>(k) : IntegerAttr();
+    return attr ? attr.getInt() : int64_t{0};
+  };
+  presetBatch = key("batch");
+  presetSeq = key("seq") > 0 ? key("seq") : key("block_size");
+  presetFitsBatch = key("fit_batch") != 0;
+  return true;
+}
+
+/// What the memory plans of `module` ask for: each pool at its largest
+/// over the programs, summed (gptrun allocates each pool once).
+int64_t plannedBytes(ModuleOp module) {
+  llvm::StringMap<int64_t> pools;
+  module.walk([&](func::FuncOp fn) {
+    if (auto plan = fn->getAttrOfType<DictionaryAttr>("gpt.memory_plan"))
+      for (NamedAttribute entry : plan)
+        if (auto bytes = llvm::dyn_cast<IntegerAttr>(entry.getValue()))
+          pools[entry.getName()] = std::max(pools[entry.getName()], bytes.getInt());
+  });
+  int64_t total = 0;
+  for (const auto &entry : pools)
+    total += entry.getValue();
+  return total;
+}
+
+/// The step planned at batch `b` without recomputation: its planned bytes,
+/// or -1 where the passes failed (their diagnostics said why).
+int64_t plannedBytesAt(MLIRContext &context, int64_t b) {
+  chosenBatch = b;
+  ignoreMemoryBudget = true;
+  auto reset = llvm::make_scope_exit([] { ignoreMemoryBudget = false; });
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
+  if (!module)
+    return -1;
+  PassManager pm(&context);
+  if (failed(buildPassManager(pm, Phase::MemoryPlan)) || failed(pm.run(*module)))
+    return -1;
+  return plannedBytes(*module);
+}
+
+/// gptc's batch for --gpu-memory: the largest power of two whose plan fits
+/// (and --memory-budget, where given), at most 2^19 tokens a step (GPT-2's
+/// batch; more only costs optimizer steps). The plan is affine in B, so
+/// two plans predict it and a third confirms. Sets chosenBatch and `how`;
+/// false (said) where none fits.
+bool chooseBatch(MLIRContext &context, int64_t base, int64_t seqLen, std::string &how) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  constexpr int64_t kMaxTokens = int64_t(1) << 19;
+  double limit = gpuMemory * kGiB;
+  if (std::optional<double> budget = parseMemoryBudget(); budget && *budget > 0)
+    limit = std::min(limit, *budget * kGiB);
+  int64_t p1 = plannedBytesAt(context, base), p2 = plannedBytesAt(context, 2 * base);
+  if (p1 < 0 || p2 < 0)
+    return false;
+  double perRow = double(p2 - p1) / double(base), fixed = double(p1) - double(base) * perRow;
+  int64_t b = 1;
+  while (2 * b * seqLen <= kMaxTokens && fixed + double(2 * b) * perRow <= limit)
+    b *= 2;
+  std::map<int64_t, int64_t> planned = {{base, p1}, {2 * base, p2}};
+  for (;; b /= 2) {
+    if (!planned.count(b) && (planned[b] = plannedBytesAt(context, b)) < 0)
+      return false;
+    if (double(planned[b]) <= limit)
+      break;
+    if (b == 1) {
+      fail(llvm::formatv("--gpu-memory={0:f1}: model {1} needs {2:f1} GiB even at --batch=1 "
+                         "(give --batch and --memory-budget, which recomputes activations to fit)",
+                         double(gpuMemory), resolvedModel, double(planned[b]) / kGiB)
+               .str());
+      return false;
+    }
+  }
+  chosenBatch = b;
+  how = llvm::formatv("B={0} (the largest to fit --gpu-memory={1} GiB: plans {2:f1} GiB)", b,
+                      std::string(llvm::formatv(gpuMemory == std::floor(gpuMemory) ? "{0:f0}"
+                                                                                  : "{0:f1}",
+                                                double(gpuMemory))),
+                      double(planned[b]) / kGiB)
+            .str();
+  return true;
+}
+
+/// One line on stderr saying what is compiled, defaults named as such.
+void printSummary(const std::string &batchHow, Phase phase) {
+  auto dflt = [](const cl::Option &opt) { return opt.getNumOccurrences() ? "" : " (default)"; };
+  int64_t b = batch ? batch : presetBatch;
+  std::string line = "gptc: model " + resolvedModel + dflt(model) + ", " +
+                     (batchHow.empty() ? "B=" + std::to_string(b) : batchHow) +
+                     ", T=" + std::to_string(seq ? int64_t(seq) : presetSeq) + ", precision " +
+                     precision + dflt(precision);
+  if (phase == Phase::Executable)
+    line += ::target == "cuda" ? ", CUDA " + cudaArch + dflt(cudaArch) : std::string(", host");
+  std::optional<int64_t> world = parseWorldSize();
+  const char *ranks = ::target == "host" ? "ranks" : "GPUs";
+  if (phase >= Phase::MemoryPlan && world)
+    line += *world < 0    ? llvm::formatv(", any number of {0} (gptrun --gpus N)", ranks).str()
+            : *world == 0 ? llvm::formatv(", one {0} (no collectives)",
+                                          ::target == "host" ? "rank" : "GPU").str()
+                          : llvm::formatv(", exactly {0} {1}", *world, ranks).str();
+  llvm::errs() << line << "\n";
+}
+
 int runCompile(MLIRContext &context) {
   // Default: the executable when -o names a .fb file, else the last IR phase.
   Phase target = llvm::StringRef(outputFile).ends_with(".fb") ? Phase::Executable
@@ -618,6 +782,17 @@ int runCompile(MLIRContext &context) {
       if (!llvm::sys::fs::can_execute(dir + "/bin/ptxas") && !llvm::sys::findProgramByName("ptxas"))
         return missing("bin/ptxas (nor ptxas on $PATH)");
     }
+  }
+  if (!resolveModel(context))
+    return 1;
+  std::string batchHow;
+  if (!(gpuMemory > 0) || !std::isfinite(gpuMemory))
+    return fail("--gpu-memory: expected a number of GiB > 0, got " + std::to_string(gpuMemory));
+  if (batch == 0 && ::target == "cuda" && target >= Phase::MemoryPlan && presetFitsBatch &&
+      presetBatch > 0) {
+    int64_t seqLen = seq > 0 ? seq : presetSeq;
+    if (!chooseBatch(context, presetBatch, std::max<int64_t>(seqLen, 1), batchHow))
+      return 1;
   }
   if (splitBatch) {
     std::optional<double> budget = parseMemoryBudget();
@@ -668,6 +843,8 @@ int runCompile(MLIRContext &context) {
     return fail("--progress: expected auto, bar, lines or off, got '" + progressMode + "'");
   unsigned steps = static_cast<unsigned>(llvm::range_size(pm.getPasses())) +
                    (target == Phase::Executable ? codegen::kEmitStages : 0);
+  if (mode != CompileProgress::Mode::Off && !resolvedModel.empty())
+    printSummary(batchHow, target);
   CompileProgress progress(llvm::errs(), mode, steps);
   auto endBar = llvm::make_scope_exit([&] { progress.finish(); });
   if (mode != CompileProgress::Mode::Off)
@@ -761,6 +938,8 @@ int runReference(MLIRContext &context) {
   if (steps < 0)
     return fail("--steps must not be negative");
   auto prec = arithmetic == "fp64" ? reference::Precision::F64 : reference::Precision::F32;
+  if (!resolveModel(context))
+    return 1;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);

@@ -52,10 +52,11 @@ options:
                      memory) is enqueued before step s's loss is read back
   --device D         CUDA device ordinal (default 0); with --gpus, the first
   --gpus N           data-parallel on N GPUs (devices D..D+N-1), one rank per
-                     GPU in threads of this process; the executable must be
-                     compiled with gptc --world-size=N. With --target host,
-                     N simulated ranks. Under torchrun, srun or mpirun each
-                     process is one rank instead (see README)
+                     GPU in threads of this process (default 1, which skips
+                     the step's all-reduces); any executable compiled
+                     without gptc --world-size runs on any N. With --target
+                     host, N simulated ranks. Under torchrun, srun or mpirun
+                     each process is one rank instead (see docs/training.md)
   --peak-tflops X    peak for MFU, overriding the GPU table
   --lr X             peak learning rate: scales the compiled schedule (its
                      warm-up and decay shape stay) without recompiling

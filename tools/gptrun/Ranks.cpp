@@ -156,8 +156,26 @@ Status gpuRanks(const Options &o, int n) {
       });
 }
 
+/// Whether `exe` may run on `ranks` data-parallel ranks (`how` says how
+/// they were asked for: "--gpus 4", "torchrun's 4 ranks").
+Status checkRanks(const Options &o, const schema::Executable &exe, int ranks,
+                  const std::string &how) {
+  const int64_t world = worldSize(exe);
+  if (world > 0 && world != ranks)
+    return Status::error(o.executable + " was compiled with gptc --world-size=" +
+                         std::to_string(world) + " but runs with " + how + "; run it on " +
+                         std::to_string(world) +
+                         " or compile it without --world-size (any number of ranks)");
+  if (ranks > 1 && !hasCollectives(exe))
+    return Status::error(how + ": " + o.executable +
+                         " was compiled for one device (gptc --world-size=1, no gradient "
+                         "collectives); compile it without --world-size to run on any number");
+  return Status::ok();
+}
+
 /// This process is rank env.rank of a launcher's world.
-Status launchedRank(const Options &o, const bootstrap::LaunchEnv &env, int64_t world) {
+Status launchedRank(const Options &o, const bootstrap::LaunchEnv &env,
+                    const schema::Executable &exe) {
   std::string who =
       env.launcher + " rank " + std::to_string(env.rank) + " of " + std::to_string(env.worldSize);
   if (o.gpus > 1)
@@ -167,12 +185,10 @@ Status launchedRank(const Options &o, const bootstrap::LaunchEnv &env, int64_t w
   if (o.target && *o.target == "host")
     return Status::error(who + ": --target host runs ranks as threads of one process; use "
                                "--gpus N without a launcher");
-  if (world != env.worldSize)
-    return Status::error(o.executable + " was compiled " +
-                         (world ? "with gptc --world-size=" + std::to_string(world)
-                                : std::string("for one device (no gptc --world-size)")) +
-                         ", but " + env.launcher + " runs " + std::to_string(env.worldSize) +
-                         " ranks; recompile with --world-size=" + std::to_string(env.worldSize));
+  if (Status s = checkRanks(o, exe, env.worldSize,
+                           env.launcher + "'s " + std::to_string(env.worldSize) + " ranks");
+      !s)
+    return s;
   StatusOr<int> count = device::deviceCount();
   if (!count)
     return Status::error(who + ": " + count.status().message());
@@ -226,25 +242,17 @@ Status trainRanks(const Options &o) {
   StatusOr<Executable> exe = Executable::loadFile(o.executable);
   if (!exe)
     return exe.status();
-  const int64_t world = worldSize(exe->get());
   const bool host =
       o.target ? *o.target == "host" : (*exe)->target()->kind() == schema::TargetKind::Host;
-  if (*env && ((*env)->worldSize > 1 || world > 0))
-    return launchedRank(o, **env, world);
+  if (*env && (*env)->worldSize > 1)
+    return launchedRank(o, **env, exe->get());
 
   const int n = o.gpus > 0 ? o.gpus : 1;
-  if (world == 0) {
-    if (n > 1)
-      return Status::error(
-          "--gpus " + std::to_string(n) + ": " + o.executable +
-          " was compiled for one device; recompile it with gptc --world-size=" + std::to_string(n));
+  if (Status s = checkRanks(o, exe->get(), n, "--gpus " + std::to_string(n)); !s)
+    return s;
+  // One rank needs no collective: the backends skip the step's all-reduces.
+  if (n == 1)
     return trainOne(o, {});
-  }
-  if (world != n)
-    return Status::error(
-        o.executable + " was compiled with gptc --world-size=" + std::to_string(world) +
-        " but runs with --gpus " + std::to_string(n) + "; pass --gpus " + std::to_string(world) +
-        " or recompile with --world-size=" + std::to_string(n));
   return host ? hostRanks(o, n) : gpuRanks(o, n);
 }
 

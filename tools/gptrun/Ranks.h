@@ -1,11 +1,14 @@
 //===- Ranks.h - gptrun on one rank or several ----------------------------===//
 //
-// Decides how many data-parallel ranks run and where, from the executable's
-// world size (gptc --world-size), --gpus and the launcher's environment:
+// Decides how many data-parallel ranks run and where, from --gpus and the
+// launcher's environment; the executable's world size (gptc --world-size)
+// must agree when it was given, and one compiled without collectives
+// (--world-size=1) runs on one rank only:
 //
-//   no launcher, world size 0      one Trainer, no collectives (--gpus 1 at most)
-//   no launcher, world size N      --gpus N ranks in threads of this process:
-//                                  one GPU each through NCCL, or simulated
+//   no launcher, --gpus 1 (default)  one Trainer, no collective: the step's
+//                                  all-reduces are skipped
+//   no launcher, --gpus N          N ranks in threads of this process: one
+//                                  GPU each through NCCL, or simulated
 //                                  ranks (HostGroup) with --target host
 //   torchrun / srun / mpirun       this process is one rank of WORLD_SIZE on
 //                                  GPU LOCAL_RANK; the NCCL id travels over

@@ -2,7 +2,7 @@
 //
 //   gptrun step.fb --data data/tinyshakespeare_train.bin --steps 100
 //   gptrun step.fb --data train.bin --val val.bin --val-every 25 --no-graph
-//   gptrun step-ws4.fb --data train.bin --gpus 4      (gptc --world-size=4)
+//   gptrun step.fb --data train.bin --gpus 4       (any executable, any N)
 //   gptrun step.fb --checkpoint-dir ckpt --resume latest --sample "Once upon"
 //
 // Exit status: 0 on success, 1 when an input or the run fails, 2 for a

@@ -939,8 +939,9 @@ LogicalResult AllReduceOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
 LogicalResult AllReduceOp::verify() {
   if (getInputs().empty())
     return emitOpError("needs at least one tensor");
-  if (getWorldSize() < 1)
-    return emitOpError("world_size must be >= 1, got ") << getWorldSize();
+  // The accessor is unsigned: read the attribute's signed value.
+  if (int64_t world = getWorldSizeAttr().getInt(); world < 0)
+    return emitOpError("world_size must be >= 0 (0: any number of ranks), got ") << world;
   for (Value v : getInputs())
     if (!llvm::cast<RankedTensorType>(v.getType()).hasStaticShape())
       return emitOpError("needs static shapes, got ") << v.getType();

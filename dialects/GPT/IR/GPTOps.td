@@ -1059,7 +1059,10 @@ def GPT_AllReduceOp : GPT_Op<"all_reduce", [InferTypeOpAdaptor]> {
   let description = [{
     Every rank passes the same list of tensors; result `i` is, on every rank,
     the sum (`sum`), the mean (`mean`) or the elementwise maximum (`max`) of
-    input `i` over the `world_size` ranks. One op is one bucket: the runtime issues it as one collective on
+    input `i` over the ranks: exactly `world_size` of them, or, where
+    `world_size` is 0, as many as run the executable (the runtime divides
+    by its rank count; on one rank it skips the op, whose results are then
+    its inputs). One op is one bucket: the runtime issues it as one collective on
     the communication stream as soon as its inputs are computed, so it
     overlaps the compute that follows it. `bucket` numbers the buckets in
     issue order; `bytes` is the bucket's payload.

@@ -73,8 +73,9 @@ FailureOr<Config> resolveConfig(ModuleOp module, StringRef model, int64_t batch,
              << cfg.name << "' key '" << entry.getName() << "' must be an integer";
     cfg.values[entry.getName()] = value.getInt();
   }
-  static const char *const kKnown[] = {"n_layer",    "n_head", "n_embd", "vocab_size",
-                                       "block_size", "batch",  "seq",    "vocab_multiple"};
+  static const char *const kKnown[] = {"n_layer", "n_head", "n_embd",         "vocab_size",
+                                       "block_size", "batch", "seq", "vocab_multiple",
+                                       "fit_batch"};
   for (NamedAttribute entry : preset)
     if (!llvm::is_contained(kKnown, entry.getName().getValue()))
       return module.emitError("preset '")
@@ -90,6 +91,9 @@ FailureOr<Config> resolveConfig(ModuleOp module, StringRef model, int64_t batch,
   }
   if (auto it = cfg.values.find("vocab_multiple"); it != cfg.values.end() && it->second < 1)
     return module.emitError("preset '") << cfg.name << "' key 'vocab_multiple' must be positive";
+  // The driver's business (gptc grows the batch to fit --gpu-memory), not
+  // the model's: kept out of gpt.config, so checkpoints do not depend on it.
+  cfg.values.erase("fit_batch");
   if (batch < 0 || seq < 0)
     return module.emitError("batch and seq must be positive");
   if (batch > 0)

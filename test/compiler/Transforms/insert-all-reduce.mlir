@@ -104,3 +104,31 @@ func.func @train_step(%b: tensor<16xf32> {gpt.param = "b"}, %mb: tensor<16xf32> 
       : tensor<16xf32>, tensor<f32>, tensor<i32>, tensor<f32>
   return %b1, %r0, %r1, %sh2, %loss : tensor<16xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>
 }
+
+// -----
+
+// Tests that a gradient the backward wrote narrow (bf16) and widened after
+// the whole backward is reduced before its cast: the bucket is issued
+// right after the product that made it, not after the cast, and the cast
+// (which gpt-fuse-adamw's narrow-grads may drop) reads the reduced value.
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[P:.*]] = gpt.exp %{{.*}} : tensor<64x16xbf16>
+// CHECK-NEXT: %[[R:.*]] = gpt.all_reduce mean %[[P]] {bucket = 0 : i64, bytes = 2048 : i64
+// CHECK-NEXT: gpt.neg
+// CHECK-NEXT: %[[W:.*]] = gpt.cast %[[R]] : tensor<64x16xbf16> to tensor<64x16xf32>
+// CHECK-NEXT: gpt.global_norm %[[W]]
+func.func @train_step(%w: tensor<64x16xf32> {gpt.param = "w"},
+                      %mw: tensor<64x16xf32> {gpt.state = "w.adam_m"},
+                           %vw: tensor<64x16xf32> {gpt.state = "w.adam_v"},
+                           %x: tensor<64x16xbf16> {gpt.input = "tokens"}, %step: tensor<i32> {gpt.input = "step"},
+                           %lr: tensor<f32> {gpt.input = "lr_scale"})
+    -> (tensor<64x16xf32> {gpt.param = "w"}) {
+  %p = gpt.exp %x : tensor<64x16xbf16>
+  %later = gpt.neg %x : tensor<64x16xbf16>
+  %gw = gpt.cast %p : tensor<64x16xbf16> to tensor<64x16xf32>
+  %norm = gpt.global_norm %gw : (tensor<64x16xf32>) -> tensor<f32>
+  %w1, %mw1, %vw1 = gpt.adamw %w, %gw, %mw, %vw, %lr, %step, %norm
+      {beta1 = 0.9 : f64, beta2 = 0.95 : f64, epsilon = 1.0e-08 : f64, weight_decay = 0.1 : f64}
+      : tensor<64x16xf32>, tensor<f32>, tensor<i32>, tensor<f32>
+  return %w1 : tensor<64x16xf32>
+}

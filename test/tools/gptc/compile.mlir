@@ -1,7 +1,7 @@
 // Tests of the gptc driver's compile command.
 
 // The import phase prints static IR with named parameters.
-// RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=import | FileCheck %s --check-prefix=IMPORT
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=import | FileCheck %s --check-prefix=IMPORT
 // IMPORT: module attributes {gpt.config = {{{.*}}name = "tiny"
 // IMPORT-LABEL: func.func @forward
 // IMPORT-SAME: tensor<2x8xi32> {gpt.input = "tokens"
@@ -9,17 +9,17 @@
 // IMPORT: gpt.cross_entropy {{.*}} -> tensor<f32>
 
 // --batch and --seq override the preset.
-// RUN: gptc compile %models/gpt2.mlir --model=124M --batch=3 --seq=7 | FileCheck %s --check-prefix=SHAPE
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=124M --batch=3 --seq=7 | FileCheck %s --check-prefix=SHAPE
 // SHAPE: tensor<3x7xi32> {gpt.input = "tokens"
 // SHAPE: gpt.num_parameters = 124475904
 
 // The input phase stops before any pass: the file comes back generic.
-// RUN: gptc compile %models/gpt2.mlir --compile-to=input | FileCheck %s --check-prefix=INPUT
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --compile-to=input | FileCheck %s --check-prefix=INPUT
 // INPUT: gpt.models
 // INPUT: gpt.repeat @block
 
 // Per-pass dumps: one numbered file per pass, after the parsed input.
-// RUN: rm -rf %t.dump && gptc compile %models/gpt2.mlir --model=124M --dump-ir-after-each-pass=%t.dump -o %t.out.mlir
+// RUN: rm -rf %t.dump && gptc compile --precision=fp32 %models/gpt2.mlir --model=124M --batch=4 --dump-ir-after-each-pass=%t.dump -o %t.out.mlir
 // RUN: ls %t.dump | FileCheck %s --check-prefix=DUMPS
 // DUMPS: 00-input.mlir
 // DUMPS-NEXT: 01-gpt-instantiate-model.mlir
@@ -31,13 +31,14 @@
 // DUMPS-NEXT: 07-gpt-insert-logits.mlir
 // DUMPS-NEXT: 08-inline.mlir
 // DUMPS-NEXT: 09-cse.mlir
-// DUMPS-NEXT: 10-gpt-fuse-matmul-epilogue.mlir
-// DUMPS-NEXT: 11-gpt-fuse-adamw.mlir
-// DUMPS-NEXT: 12-gpt-fuse-elementwise.mlir
-// DUMPS-NEXT: 13-gpt-plan-memory.mlir
+// DUMPS-NEXT: 10-gpt-insert-all-reduce.mlir
+// DUMPS-NEXT: 11-gpt-fuse-matmul-epilogue.mlir
+// DUMPS-NEXT: 12-gpt-fuse-adamw.mlir
+// DUMPS-NEXT: 13-gpt-fuse-elementwise.mlir
 // DUMPS-NEXT: 14-gpt-plan-memory.mlir
 // DUMPS-NEXT: 15-gpt-plan-memory.mlir
 // DUMPS-NEXT: 16-gpt-plan-memory.mlir
+// DUMPS-NEXT: 17-gpt-plan-memory.mlir
 // RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/03-gpt-autodiff.mlir
 // DUMP3: func.func @forward_grad
 // DUMP3: gpt.cross_entropy_grad
@@ -52,7 +53,7 @@
 // DUMP1: gpt.param = "h.11.ln_2.weight"
 
 // MLIR's own pass-manager flags work too.
-// RUN: gptc compile %models/gpt2.mlir --model=tiny --mlir-print-ir-after=gpt-instantiate-model -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --mlir-print-ir-after=gpt-instantiate-model -o /dev/null 2>&1 | FileCheck %s --check-prefix=PRINT
 // PRINT: IR Dump After InstantiateModelPass (gpt-instantiate-model)
 
 // --precision=bf16 stops at the precision phase with bf16 GEMMs and an fp32 loss
@@ -71,7 +72,7 @@
 // FP16-LABEL: func.func @train_step
 // FP16: %[[NORM:.*]] = gpt.global_norm
 // FP16-NEXT: gpt.scale %[[NORM]] {factor = 9.765625E-4 : f64}
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --loss-scale=0 2>&1 | FileCheck %s --check-prefix=BADSCALE
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --loss-scale=0 2>&1 | FileCheck %s --check-prefix=BADSCALE
 // BADSCALE: gptc: error: --loss-scale: expected a finite number > 0, got 0
 
 // --narrow-residual: the residual stream in bf16 through the whole step:
@@ -89,7 +90,7 @@
 // NARROW16-LABEL: func.func @train_step
 // NARROW16: gpt.add_layernorm {{.*}} : (tensor<2x8x16xf16>, tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf16>, tensor<2x8x16xf16>)
 // NARROW16: gpt.layernorm_grad_add {{.*}} -> (tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --narrow-residual 2>&1 | FileCheck %s --check-prefix=NARROWFP32
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --narrow-residual 2>&1 | FileCheck %s --check-prefix=NARROWFP32
 // NARROWFP32: gptc: error: --narrow-residual: needs --precision=bf16, fp16 or fp8 (the stream is fp32 already)
 
 // An unknown precision policy is an error naming the flag.
@@ -176,7 +177,7 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-lm-head --target=host --progress=off -o %t-fp8-head.fb
 // RUN: gptc explain %t-fp8-head.fb | FileCheck %s --check-prefix=FP8HEAD
 // FP8HEAD: precision: fp8, delayed scaling (16 steps), FP8 LM head; GEMM A operands: F8E4M3 x72
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --fp8-lm-head 2>&1 | FileCheck %s --check-prefix=BADHEAD
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --fp8-lm-head 2>&1 | FileCheck %s --check-prefix=BADHEAD
 // BADHEAD: gptc: error: --fp8-lm-head: needs --precision=fp8, got fp32
 
 // --list-phases names every phase.
@@ -193,26 +194,26 @@
 // VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+( \(git [^)]*\))?}} (MLIR/LLVM 22
 
 // An unknown phase is an error naming the flag and the known phases.
-// RUN: not gptc compile %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
 // BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, precision, autodiff, train-step, memory-plan, executable)
 
 // An unknown preset is reported at the module, with the known ones.
-// RUN: not gptc compile %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL
 // BADMODEL: gpt2.mlir:{{[0-9]+}}:{{[0-9]+}}: error: unknown model preset '2B'; known: 124M, 1558M, 350M, 774M, mini, tiny
 
 // A missing file, a missing command and flags of the other command are errors.
-// RUN: not gptc compile %t.missing.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE
+// RUN: not gptc compile --precision=fp32 %t.missing.mlir 2>&1 | FileCheck %s --check-prefix=NOFILE
 // NOFILE: gptc: error: cannot open '{{.*}}missing.mlir'
 // RUN: not gptc 2>&1 | FileCheck %s --check-prefix=NOCMD
 // NOCMD: gptc: error: missing command: compile, run-reference or explain
-// RUN: not gptc compile %models/gpt2.mlir --arithmetic=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --arithmetic=fp32 2>&1 | FileCheck %s --check-prefix=WRONGFLAG
 // WRONGFLAG: gptc: error: --arithmetic, --seed, --decompose-attention, --data and --steps apply to run-reference
-// RUN: not gptc run-reference %models/gpt2.mlir --model=tiny --cuda-arch=sm_80 2>&1 | FileCheck %s --check-prefix=CODEGENFLAG
+// RUN: not gptc run-reference --precision=fp32 %models/gpt2.mlir --model=tiny --cuda-arch=sm_80 2>&1 | FileCheck %s --check-prefix=CODEGENFLAG
 // CODEGENFLAG: gptc: error: --cuda-arch configures the executable's kernels; run-reference interprets the IR (give it to compile)
 
 // --world-size distributes the train step: bucketed gradient all-reduces
 // after inlining, and the world size in the module's config.
-// RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=0.004 | FileCheck %s --check-prefix=WORLD
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=0.004 | FileCheck %s --check-prefix=WORLD
 // WORLD: world_size = 2 : i64
 // WORLD-LABEL: func.func @train_step
 // WORLD: gpt.all_reduce mean {{.*}}bucket = 0 : i64
@@ -221,14 +222,14 @@
 
 // A negative or huge world size and a bucket size that is not a number of
 // MiB are errors naming the flag, with or without distribution.
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=-2 2>&1 | FileCheck %s --check-prefix=BADWORLD
-// BADWORLD: gptc: error: --world-size: expected a number of ranks from 0 (single-device) to 65536, got -2
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=100000 2>&1 | FileCheck %s --check-prefix=HUGEWORLD
-// HUGEWORLD: gptc: error: --world-size: expected a number of ranks from 0 (single-device) to 65536, got 100000
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=-2 2>&1 | FileCheck %s --check-prefix=BADWORLD
+// BADWORLD: gptc: error: --world-size: expected any or a number of ranks from 1 to 65536, got '-2'
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=100000 2>&1 | FileCheck %s --check-prefix=HUGEWORLD
+// HUGEWORLD: gptc: error: --world-size: expected any or a number of ranks from 1 to 65536, got '100000'
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=2 --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=memory-plan --bucket-mb=nan 2>&1 | FileCheck %s --check-prefix=BADBUCKET
 // BADBUCKET: gptc: error: --bucket-mb: expected a number of MiB from 0 to 2^40, got nan
 
 // Optimizer hyperparameters outside their range name the option.
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=train-step --lr=nan 2>&1 | FileCheck %s --check-prefix=BADLR
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=train-step --lr=nan 2>&1 | FileCheck %s --check-prefix=BADLR
 // BADLR: error: gpt-insert-optimizer: lr must be a finite number > 0, got nan

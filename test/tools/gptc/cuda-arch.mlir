@@ -61,17 +61,17 @@
 // FP8OLD: gptc: error: --precision=fp8: FP8 GEMMs and conversions need sm_89 or newer, but --cuda-arch is sm_86
 
 // Older chips lack the bf16 tensor cores and cp.async the kernels use.
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-arch=sm_75 -o %t.75.fb 2>&1 | FileCheck %s --check-prefix=OLD
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --cuda-arch=sm_75 -o %t.75.fb 2>&1 | FileCheck %s --check-prefix=OLD
 // OLD-NOT: gpt-instantiate-model
 // OLD: gptc: error: --cuda-arch: unsupported CUDA chip 'sm_75' (the kernels need sm_80 or newer: bf16 tensor cores, cp.async); expected one of sm_80,
 
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-arch=hopper -o %t.bad.fb 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --cuda-arch=hopper -o %t.bad.fb 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: gptc: error: --cuda-arch: unsupported CUDA chip 'hopper'; expected one of sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a,
 
 // The Host target has no CUDA chip: --cuda-arch does not apply.
-// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --cuda-arch=hopper -o %t.host.fb
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --target=host --cuda-arch=hopper -o %t.host.fb
 
 // A toolkit without libdevice is named before any pass runs.
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --cuda-toolkit=%t.missing -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=TOOLKIT
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --cuda-toolkit=%t.missing -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=TOOLKIT
 // TOOLKIT-NOT: gpt-instantiate-model
 // TOOLKIT: gptc: error: --cuda-toolkit: no nvvm/libdevice/libdevice.10.bc in '{{.*}}missing' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)

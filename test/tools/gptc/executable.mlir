@@ -1,7 +1,7 @@
 // Tests that gptc writes a step.fb executable for both targets, with the
 // kernels' IR and PTX in the dump directory.
 
-// RUN: rm -rf %t.cuda && gptc compile %models/gpt2.mlir --model=tiny -o %t.cuda.fb --dump-ir-after-each-pass=%t.cuda
+// RUN: rm -rf %t.cuda && gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny -o %t.cuda.fb --dump-ir-after-each-pass=%t.cuda
 // The kernels in 4 modules, compiled in parallel, kernel i in module i % 4.
 // RUN: FileCheck %s --check-prefix=MODULES < %t.cuda/kernels.gpu.mlir
 // MODULES-COUNT-4: gpu.module @gptc_kernels_{{[0-3]}} [#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">]
@@ -22,7 +22,7 @@
 // RUN: head -c 8 %t.cuda.fb | tail -c 4 | FileCheck %s --check-prefix=IDENT
 // IDENT: GPTX
 
-// RUN: rm -rf %t.host && gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.host.fb --dump-ir-after-each-pass=%t.host
+// RUN: rm -rf %t.host && gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --target=host -o %t.host.fb --dump-ir-after-each-pass=%t.host
 // RUN: FileCheck %s --check-prefix=HOST < %t.host/kernels.host.ll
 // HOST: define void @layernorm_forward_{{[0-9]+}}(ptr
 // RUN: head -c 8 %t.host.fb | tail -c 4 | FileCheck %s --check-prefix=IDENT
@@ -52,7 +52,7 @@
 // BGRAD-NOT: epilogue=BiasGeluAux
 // BGRAD: launch gelu_forward_{{[0-9]+}}
 // BGRAD: epilogue=BGradB
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --matmul-epilogues=gelu,relu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=EPIBAD
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --matmul-epilogues=gelu,relu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=EPIBAD
 // EPIBAD: gptc: error: --matmul-epilogues: expected gelu, gelu-grad, gelu-bias-grad or bias-grad, got 'relu'
 // The fused AdamW takes 8 consecutive elements per thread as 16-byte vectors.
 // RUN: FileCheck %s --check-prefix=ADAMW < %t.bf16/kernels.ptx
@@ -67,7 +67,7 @@
 // BF16HOST-NOT: fpext bfloat
 
 // Binary output needs a file, and the target must be known.
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=executable 2>&1 | FileCheck %s --check-prefix=STDOUT
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=executable 2>&1 | FileCheck %s --check-prefix=STDOUT
 // STDOUT: gptc: error: the executable is binary: give -o FILE.fb
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --target=tpu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=TARGET
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --target=tpu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=TARGET
 // TARGET: gptc: error: --target: expected cuda or host, got 'tpu'

@@ -1,7 +1,7 @@
 // Tests `gptc explain` and `gptc compile --report`: a report read from the
 // step.fb alone (runtime/executable/Report.h).
 
-// RUN: rm -rf %t && gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.fb --dump-ir-after-each-pass=%t > /dev/null
+// RUN: rm -rf %t && gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --target=host -o %t.fb --dump-ir-after-each-pass=%t > /dev/null
 // RUN: gptc explain %t.fb | FileCheck %s
 // The policy and the loss scale are recorded as compiled.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --precision=fp16 --loss-scale=1024 -o %t.fp16.fb > /dev/null
@@ -18,6 +18,7 @@
 // CHECK:         n_layer = 2
 // CHECK:         parameters: 7,872 (31,488 B (30.8 KiB))
 // CHECK-NEXT:    precision: fp32; GEMM A operands: F32 x{{[0-9]+}}
+// CHECK-NEXT:    data parallel: any number of ranks (gptrun --gpus N; one skips the all-reduces)
 // CHECK-LABEL: memory (static plan, every pool allocated once):
 // CHECK-NEXT:    pool params: {{[0-9,]+}} B
 // CHECK-NEXT:    pool state: {{[0-9,]+}} B
@@ -36,8 +37,8 @@
 // CHECK-NEXT:    activations at their peak: linear_gelu f32 16.00 KiB x4, matmul f32 9.00 KiB x3, add_layernorm f32 8.00 KiB x8, {{.*}}, others {{.*}}
 // CHECK-NEXT:    kernel launches: {{[0-9]+}} ({{[0-9]+}} distinct kernels)
 // CHECK-NEXT:    gemms: {{[1-9][0-9]*}}
-// CHECK-NEXT:    collectives: 0
-// CHECK-NEXT:    events: 0 (record + wait)
+// CHECK-NEXT:    collectives: 2
+// CHECK-NEXT:    events: 8 (record + wait)
 // CHECK:         gemm epilogues: Bias x6, BiasGeluAux x2, DGelu x2, None x17
 // CHECK:           1  adamw_multi
 // CHECK-LABEL: program forward:
@@ -51,7 +52,7 @@
 // RUN: diff %t.dumped %t.reported
 
 // --report prints the same report after writing the file.
-// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host -o %t.report.fb --report | sed 's/\.report\.fb$/.fb/' > %t.compile-report
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --target=host -o %t.report.fb --report | sed 's/\.report\.fb$/.fb/' > %t.compile-report
 // RUN: gptc explain %t.fb > %t.explain-report
 // RUN: diff %t.compile-report %t.explain-report
 
@@ -66,5 +67,5 @@
 // FLAG: gptc: error: explain reads only the executable; --model applies to compile or run-reference
 // RUN: not gptc explain %t.fb --lr=1 2>&1 | FileCheck %s --check-prefix=FLAG2
 // FLAG2: gptc: error: explain reads only the executable; --lr applies to compile or run-reference
-// RUN: not gptc compile %models/gpt2.mlir --model=tiny --report 2>&1 | FileCheck %s --check-prefix=REPORTIR
+// RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --report 2>&1 | FileCheck %s --check-prefix=REPORTIR
 // REPORTIR: gptc: error: --report describes an executable: give -o FILE.fb

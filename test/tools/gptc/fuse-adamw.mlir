@@ -1,7 +1,7 @@
 // Tests gptc's --fuse-adamw flag on the model's train step.
 
 // By default the memory-plan phase updates every parameter with one gpt.adamw_multi.
-// RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan | FileCheck %s --check-prefix=FUSED
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=memory-plan | FileCheck %s --check-prefix=FUSED
 // FUSED-LABEL: func.func @train_step
 // FUSED-NOT: gpt.adamw %
 // FUSED: gpt.adamw_multi
@@ -9,7 +9,7 @@
 // FUSED: return
 
 // --fuse-adamw=false keeps one gpt.adamw per parameter.
-// RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --fuse-adamw=false | FileCheck %s --check-prefix=UNFUSED
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=memory-plan --fuse-adamw=false | FileCheck %s --check-prefix=UNFUSED
 // UNFUSED-LABEL: func.func @train_step
 // UNFUSED-NOT: gpt.adamw_multi
 // UNFUSED: gpt.adamw %

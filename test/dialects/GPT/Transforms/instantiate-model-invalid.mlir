@@ -159,7 +159,7 @@ module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, v
 
 // Tests that a preset key no pass reads is refused (a typo would be ignored).
 
-// expected-error @+1 {{preset 'small' has unknown key 'n_embed' (known: n_layer, n_head, n_embd, vocab_size, block_size, batch, seq, vocab_multiple)}}
+// expected-error @+1 {{preset 'small' has unknown key 'n_embed' (known: n_layer, n_head, n_embd, vocab_size, block_size, batch, seq, vocab_multiple, fit_batch)}}
 module attributes {gpt.models = {small = {n_layer = 1, n_head = 1, n_embd = 4, n_embed = 8, vocab_size = 4, block_size = 4}}} {
   func.func @f(%x: tensor<?x?xf32> {gpt.input = "x", gpt.shape = "(B, C)"}) -> tensor<?x?xf32> {
     return %x : tensor<?x?xf32>

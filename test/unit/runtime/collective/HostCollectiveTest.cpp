@@ -2,6 +2,8 @@
 
 #include "runtime/collective/HostCollective.h"
 
+#include "runtime/blas/CpuGemm.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -68,6 +70,29 @@ TEST(HostCollectiveTest, MaxOverThreeRanks) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(errors[r], "");
     EXPECT_EQ(h[r], (std::vector<float>{5, 7, -1, 0})) << "rank " << r;
+  }
+}
+
+// Verify that bf16 and f16 buffers (mixed precision's narrow gradients) are
+// summed in f32 and rounded once: 1 + 2^-8 + 2^-8 is 1 + 2^-7 exactly, where
+// rounding after each add would keep 1 (bf16 has 8 significand bits).
+TEST(HostCollectiveTest, NarrowBuffersSumInF32AndRoundOnce) {
+  HostGroup group(3);
+  const uint16_t one = blas::floatToBf16(1.0f), tiny = blas::floatToBf16(0x1p-8f);
+  std::vector<std::vector<uint16_t>> bf = {{one, one}, {tiny, one}, {tiny, one}};
+  std::vector<std::vector<uint16_t>> hf(3, {blas::floatToF16(0.5f)});
+  auto errors = onRanks(group, [&](int r) {
+    auto c = group.member(r);
+    Status s = c->allReduce({{bf[r].data(), 2, schema::DType::BF16}}, schema::ReduceOp::Sum, nullptr);
+    if (!s)
+      return s;
+    return c->allReduce({{hf[r].data(), 1, schema::DType::F16}}, schema::ReduceOp::Avg, nullptr);
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(errors[r], "");
+    EXPECT_EQ(blas::bf16ToFloat(bf[r][0]), 1.0f + 0x1p-7f) << "rank " << r;
+    EXPECT_EQ(blas::bf16ToFloat(bf[r][1]), 3.0f) << "rank " << r;
+    EXPECT_EQ(blas::f16ToFloat(hf[r][0]), 0.5f) << "rank " << r;
   }
 }
 

@@ -83,10 +83,10 @@ void reduceOnRanks(int n, schema::ReduceOp op) {
           cudaMemcpy(host.data(), dev, kCount * 4, cudaMemcpyDeviceToHost))
         return fail("CUDA readback failed");
       results[r] = host;
-      auto f16 = (*comm)->allReduce({{dev, kCount, schema::DType::F16}}, op, stream);
-      if (f16 || f16.message().find("NCCL reduces F32 and BF16 buffers here, got F16") ==
-                     std::string::npos)
-        return fail("F16 was not refused clearly: " + (f16 ? std::string("ok") : f16.message()));
+      auto f8 = (*comm)->allReduce({{dev, kCount, schema::DType::F8E4M3}}, op, stream);
+      if (f8 || f8.message().find("NCCL reduces F32, BF16 and F16 buffers here, got F8E4M3") ==
+                    std::string::npos)
+        return fail("F8E4M3 was not refused clearly: " + (f8 ? std::string("ok") : f8.message()));
       (void)cudaFree(dev);
       (void)cudaStreamDestroy(stream);
     });

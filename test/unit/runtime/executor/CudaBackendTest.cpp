@@ -269,7 +269,7 @@ TEST(CudaBackendTest, WorldSizeMustMatchTheCollective) {
   options.collective = &one;
   auto session = cudaSession(spec, options);
   ASSERT_FALSE(session);
-  EXPECT_NE(errorOf(session).find("compiled with --world-size=2 but runs on 1 ranks"),
+  EXPECT_NE(errorOf(session).find("compiled with --world-size=2 but runs on 1 rank;"),
             std::string::npos)
       << errorOf(session);
 }

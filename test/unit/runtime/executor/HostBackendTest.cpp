@@ -181,19 +181,31 @@ TEST(HostBackendTest, SessionChecksNamesRolesAndSizes) {
   EXPECT_TRUE(ss.run("other"));
 }
 
-// Verify that an AllReduce fails the run clearly, before any command runs.
-TEST(HostBackendTest, AllReduceNeedsRanks) {
+// Verify that on one rank (no collective) an AllReduce is skipped: the mean,
+// sum or maximum of one rank's tensors is themselves.
+TEST(HostBackendTest, AllReduceOnOneRankIsSkipped) {
   ExecutableSpec spec = pipelineExecutable(s::TargetKind::Host);
   spec.hostObject = kernelObject();
-  spec.addProgram("reduce").memset(6, 0x7f).allReduce({6});
+  spec.addProgram("reduce").memset(6, 0x3f).allReduce({6});
   auto session = hostSession(spec);
   ASSERT_TRUE(session) << errorOf(session);
-  EXPECT_EQ(errorOf((*session)->run("reduce")),
-            "program 'reduce': program 'reduce' command 1: AllReduce needs ranks to reduce "
-            "with (compiled with gptc --world-size; run with gptrun --gpus N)");
-  std::vector<float> y(4, 1);
+  Status ran = (*session)->run("reduce");
+  ASSERT_TRUE(ran) << ran.message();
+  std::vector<uint8_t> y(16, 0);
   ASSERT_TRUE((*session)->readTensor(6, y.data(), 16));
-  EXPECT_EQ(y, std::vector<float>(4, 0)) << "the Memset before the AllReduce ran";
+  EXPECT_EQ(y, std::vector<uint8_t>(16, 0x3f)) << "the Memset ran and nothing changed it";
+}
+
+// Verify that an executable compiled for W ranks refuses one rank, and that
+// one without collectives refuses several (both before any command runs).
+TEST(HostBackendTest, WorldSizeMustMatchTheRanks) {
+  ExecutableSpec pinned = pipelineExecutable(s::TargetKind::Host);
+  pinned.hostObject = kernelObject();
+  pinned.config.push_back({"world_size", 2});
+  pinned.addProgram("reduce").allReduce({6});
+  EXPECT_EQ(errorOf(hostSession(pinned)),
+            "the executable was compiled with --world-size=2 but runs on 1 rank; compile it "
+            "without --world-size to run it on any number");
 }
 
 // Verify the backend's load-time errors: no host_object, a missing symbol,
