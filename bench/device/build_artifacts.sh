@@ -8,7 +8,8 @@
 #                         BUILD_BF16=0 skips it and the next
 #   gpt2-124M-bf16-scalar.fb  bf16 with --flash-attention=false
 #   gpt2-124M-bf16-unfused.fb bf16 with the fusion passes off
-#   gpt2-124M-ws1.fb      the train config with --world-size=1 (bench/device/run_nccl.sh)
+#   gpt2-124M-ws1.fb      the train config for any number of ranks (no --world-size:
+#                         the all-reduces in, skipped on one GPU; bench/device/run_nccl.sh)
 #   gpt2-124M-ws2.fb      the same with --world-size=2; BUILD_NCCL=0 skips both
 #   manifest.json         per file: config (model, B, T, the *_OPT string, extra
 #                         flags), gptc command, compile seconds, bytes, sha256;
@@ -58,16 +59,18 @@ compile() { # name file model B T opt extra
   fi
 }
 
-compile parity "$PARITY_FB" "$PARITY_MODEL" "$PARITY_B" "$PARITY_T" "$PARITY_OPT" "$PARITY_GPTC_FLAGS"
-compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS"
+# Parity and train are fp32 on one device (gptc's defaults are bf16 and any
+# number of ranks).
+compile parity "$PARITY_FB" "$PARITY_MODEL" "$PARITY_B" "$PARITY_T" "$PARITY_OPT" "--precision=fp32 --world-size=1 $PARITY_GPTC_FLAGS"
+compile train "$TRAIN_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "--precision=fp32 --world-size=1 $TRAIN_GPTC_FLAGS"
 if [ "$BUILD_BF16" != 0 ]; then
   compile bf16 "$BF16_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16"
   compile bf16scalar "$BF16_SCALAR_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --flash-attention=false"
   compile bf16unfused "$BF16_UNFUSED_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --precision=bf16 --fuse-matmul-epilogue=false --fuse-elementwise=false --fuse-adamw=false --fuse-cross-entropy=false"
 fi
 if [ "$BUILD_NCCL" != 0 ]; then
-  compile ws1 "$NCCL_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=1"
-  compile ws2 "$NCCL_WS2_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "$TRAIN_GPTC_FLAGS --world-size=2"
+  compile ws1 "$NCCL_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "--precision=fp32 $TRAIN_GPTC_FLAGS"
+  compile ws2 "$NCCL_WS2_FB" "$TRAIN_MODEL" "$TRAIN_B" "$TRAIN_T" "$TRAIN_OPT" "--precision=fp32 $TRAIN_GPTC_FLAGS --world-size=2"
 fi
 
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)

@@ -62,9 +62,10 @@ FUSION_TOL=${FUSION_TOL:-1e-3}
 # kernel variants stops before it; BF16_TOL still covers all BF16_STEPS.
 VARIANT_STEPS=${VARIANT_STEPS:-20}
 
-# The train config again under gptc --world-size=1 (every gradient bucket
-# goes through an all-reduce of one rank), for bench/device/run_nccl.sh: NCCL_STEPS
-# steps of it through NCCL must log the losses of TRAIN_FB within NCCL_TOL.
+# The train config again for any number of ranks (no gptc --world-size: the
+# gradient buckets' all-reduces are in the step; gptrun skips them on one
+# GPU), for bench/device/run_nccl.sh: NCCL_STEPS steps of it must log the
+# losses of TRAIN_FB (one device, no collectives) within NCCL_TOL.
 # NCCL_WS2_FB (--world-size=2) checks the GPU count error, or trains on 2 GPUs.
 NCCL_FB=${NCCL_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-ws1.fb}
 NCCL_WS2_FB=${NCCL_WS2_FB:-$ARTIFACTS/gpt2-$TRAIN_MODEL-ws2.fb}
@@ -72,7 +73,7 @@ NCCL_STEPS=${NCCL_STEPS:-20}
 NCCL_TOL=${NCCL_TOL:-1e-6}
 
 # Precision of the PyTorch runs that are compared with the train .fb. Set it
-# to what the .fb computes in (TRAIN_FB is compiled with the default fp32).
+# to what the .fb computes in (TRAIN_FB is compiled with --precision=fp32).
 SPEED_DTYPE=${SPEED_DTYPE:-fp32}        # fp32 | bf16
 SPEED_TF32=${SPEED_TF32:-on}            # off | on (fp32 only)
 SPEED_STEPS=${SPEED_STEPS:-$TRAIN_STEPS}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # bench/device/run_nccl.sh: the NCCL path of gptrun against the plain one, on one
 # GPU, in one device call. Compiles nothing: the executables come from
-# bench/device/build_artifacts.sh (TRAIN_FB and NCCL_FB = the same config with
-# gptc --world-size=1, whose every gradient bucket is an ncclAllReduce).
+# bench/device/build_artifacts.sh (TRAIN_FB: one device, no collectives; NCCL_FB:
+# the same config without --world-size, whose every gradient bucket is an
+# all-reduce, through NCCL on 2+ ranks and skipped on one).
 #
 # CPU side first (this machine has gptc):
 #   bash scripts/device-build.sh --pack      # FlatBuffers for the device build
@@ -15,13 +16,13 @@
 #   build     scripts/device-build.sh -> build-device/bin/gptrun
 #   nccltest  build-device/bin/RuntimeNcclTest (all-reduce sum/mean on every GPU)
 #   plain     gptrun TRAIN_FB, NCCL_STEPS steps (no collectives)
-#   gpus1     gptrun NCCL_FB --gpus 1 (one rank in a thread, NCCL)
+#   gpus1     gptrun NCCL_FB --gpus 1 (one rank: the all-reduces skipped)
 #   graph     the same with --graph (the all-reduces captured in the CUDA graph)
 #   launcher  NCCL_FB as rank 0 of 1 under torchrun's variables (RANK,
 #             WORLD_SIZE, LOCAL_RANK, MASTER_ADDR/PORT): the TCP bootstrap path
 #   ws2       NCCL_WS2_FB --gpus 2: with one GPU, the clear GPU-count error;
 #             with two or more, training on 2 GPUs (reported, not compared)
-#   errors    NCCL_FB --gpus 2 must name --world-size
+#   errors    TRAIN_FB (--world-size=1) --gpus 2 must say it is for one device
 # Each of gpus1/graph/launcher passes when every step's loss is within
 # NCCL_TOL (1e-6, relative) of plain's. The last line is "nccl: PASS" or
 # "nccl: FAIL (...)".
@@ -134,10 +135,10 @@ else
   check launcher
 
   banner "errors"
-  "$GPTRUN" "$NCCL_FB" --data "$DATA" --gpus 2 > "$OUT/gptrun_errors.log" 2>&1
+  "$GPTRUN" "$TRAIN_FB" --data "$DATA" --gpus 2 > "$OUT/gptrun_errors.log" 2>&1
   rc=$?
   cat "$OUT/gptrun_errors.log"
-  if [ $rc = 1 ] && grep -q -- "--world-size=1 but runs with --gpus 2" "$OUT/gptrun_errors.log"; then
+  if [ $rc = 1 ] && grep -q -- "was compiled for one device" "$OUT/gptrun_errors.log"; then
     set_status errors PASS
   else
     set_status errors "FAIL (rc=$rc)"

@@ -159,8 +159,8 @@ cl::opt<int64_t> fp8History(
 cl::opt<bool> fp8LmHead(
     "fp8-lm-head",
     cl::desc("With --precision=fp8: the tied LM head's GEMMs (logits, and their two gradient "
-             "products) in FP8 too; the largest GEMMs of the small models; over 200 steps at 1.5B "
-             "its loss was within the seed-to-seed spread (default: bf16)"),
+             "products) in FP8 too, the largest GEMMs of the small models (default: bf16; its "
+             "loss against the blocks-only recipe: docs/precision.md)"),
     cl::init(false), cl::cat(compileCat));
 cl::opt<bool> fp8CrossEntropyGrad(
     "fp8-cross-entropy-grad",
@@ -200,7 +200,7 @@ cl::opt<bool> fuseFp8GeluMatmul(
              "its FP8 codes itself (cuBLASLt's GELU_AUX epilogue with an FP8 D; the scale is "
              "known before it runs) and a byte transpose the other layout, where a cast "
              "kernel read the bf16 pre-activation back (gpt-fuse-fp8-gelu-matmul; off by "
-             "default: within noise on an H100, and not the cast's bits)"),
+             "default: no faster than the cast, and not its bits; docs/precision.md)"),
     cl::init(false), cl::cat(compileCat));
 cl::opt<bool> fuseGradAccumulation(
     "fuse-grad-accumulation",
@@ -235,8 +235,8 @@ cl::opt<bool> fuseMatmulEpilogue(
 cl::opt<std::string> matmulEpilogues(
     "matmul-epilogues",
     cl::desc("Which folds gpt-fuse-matmul-epilogue makes, comma-separated: gelu, gelu-grad, "
-             "gelu-bias-grad, bias-grad (default: gelu,gelu-grad; the bias-gradient folds "
-             "measured slower on the H200)"),
+             "gelu-bias-grad, bias-grad (default: gelu,gelu-grad; the bias-gradient folds are "
+             "slower: docs/precision.md)"),
     cl::value_desc("list"), cl::init("gelu,gelu-grad"), cl::cat(compileCat));
 cl::opt<bool> fuseElementwise("fuse-elementwise",
                               cl::desc("Fuse elementwise ops into one kernel per group "
@@ -787,7 +787,8 @@ int runCompile(MLIRContext &context) {
     return 1;
   std::string batchHow;
   if (!(gpuMemory > 0) || !std::isfinite(gpuMemory))
-    return fail("--gpu-memory: expected a number of GiB > 0, got " + std::to_string(gpuMemory));
+    return fail(llvm::formatv("--gpu-memory: expected a number of GiB > 0, got {0}",
+                              double(gpuMemory)).str());
   if (batch == 0 && ::target == "cuda" && target >= Phase::MemoryPlan && presetFitsBatch &&
       presetBatch > 0) {
     int64_t seqLen = seq > 0 ? seq : presetSeq;
