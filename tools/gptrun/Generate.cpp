@@ -36,16 +36,16 @@ StatusOr<Generator> Generator::create(Session &session) {
       l.shape()->size() != 3 || l.shape()->Get(0) != g.rows_ || l.shape()->Get(1) != g.seq_)
     return Status::error("program 'logits': " + session.describeTensor(*logits) +
                          " should be an F32 (B, T, Vp) output");
-  g.paddedVocab = l.shape()->Get(2);
-  g.vocab_ = g.paddedVocab;
+  g.paddedVocab_ = l.shape()->Get(2);
+  g.vocab_ = g.paddedVocab_;
   if (const auto *config = session.schema().model()->config())
     for (const schema::KeyValue *kv : *config)
       if (kv->key() && kv->key()->str() == "vocab_size")
         g.vocab_ = kv->value();
-  if (g.vocab_ < 1 || g.vocab_ > g.paddedVocab)
+  if (g.vocab_ < 1 || g.vocab_ > g.paddedVocab_)
     return Status::error("model config: vocab_size " + std::to_string(g.vocab_) +
-                         " does not fit the logits' " + std::to_string(g.paddedVocab) + " columns");
-  g.logits.resize(size_t(g.rows_ * g.seq_ * g.paddedVocab));
+                         " does not fit the logits' " + std::to_string(g.paddedVocab_) + " columns");
+  g.logits.resize(size_t(g.rows_ * g.seq_ * g.paddedVocab_));
   return g;
 }
 
@@ -63,8 +63,19 @@ StatusOr<int32_t> Generator::next(const std::vector<int32_t> &tokens,
   if (Status s = session->readTensor(logitsIndex, logits.data(), logits.size() * sizeof(float));
       !s)
     return s;
-  const float *row = logits.data() + (w.length - 1) * paddedVocab; // row 0, last position
+  const float *row = logits.data() + (w.length - 1) * paddedVocab_; // row 0, last position
   return sampleToken(row, vocab_, options, uniform.next());
+}
+
+StatusOr<const std::vector<float> *> Generator::batchLogits(const std::vector<int32_t> &batch) {
+  if (Status s = session->setInput("logits", "tokens", batch); !s)
+    return s;
+  if (Status s = session->run("logits"); !s)
+    return s;
+  if (Status s = session->readTensor(logitsIndex, logits.data(), logits.size() * sizeof(float));
+      !s)
+    return s;
+  return &logits;
 }
 
 StatusOr<std::vector<float>> Generator::rowLogits(const std::vector<int32_t> &tokens) {
@@ -82,7 +93,7 @@ StatusOr<std::vector<float>> Generator::rowLogits(const std::vector<int32_t> &to
     return s;
   std::vector<float> out;
   for (size_t t = 0; t < tokens.size(); ++t) {
-    const float *row = logits.data() + t * size_t(paddedVocab);
+    const float *row = logits.data() + t * size_t(paddedVocab_);
     out.insert(out.end(), row, row + vocab_);
   }
   return out;
@@ -135,7 +146,7 @@ Status initParameters(Session &session, const Options &o, std::FILE *log) {
   if (!o.initFrom.empty()) {
     if (Status s = gpt2::initFrom(session, o.initFrom); !s)
       return s;
-    std::fprintf(log, "gptrun: sampling from %s\n", o.initFrom.c_str());
+    std::fprintf(log, "gptrun: parameters from %s\n", o.initFrom.c_str());
     return Status::ok();
   }
   std::fprintf(log, "gptrun: warning: no --resume: the model is untrained (@init, seed %d); "
@@ -144,6 +155,10 @@ Status initParameters(Session &session, const Options &o, std::FILE *log) {
 }
 
 } // namespace
+
+Status loadParameters(Session &session, const Options &o, std::FILE *log) {
+  return o.resume.empty() ? initParameters(session, o, log) : restoreParameters(session, o, log);
+}
 
 Status sample(const Options &o, std::FILE *out, std::FILE *log) {
   SessionOptions so;
@@ -183,9 +198,7 @@ Status sample(const Options &o, std::FILE *out, std::FILE *log) {
                            tokenizer->tokenBytes(id) + "') is outside the model's vocabulary of " +
                            std::to_string(generator->vocab()));
 
-  if (Status s = o.resume.empty() ? initParameters(session, o, log)
-                                  : restoreParameters(session, o, log);
-      !s)
+  if (Status s = loadParameters(session, o, log); !s)
     return s;
   std::fprintf(log, "gptrun: %lld tokens, T=%lld, temperature %g, top-k %lld, seed %llu\n",
                (long long)o.sampleTokens, (long long)generator->seq(), o.temperature,

@@ -28,6 +28,7 @@ public:
   int64_t rows() const { return rows_; }
   int64_t seq() const { return seq_; }
   int64_t vocab() const { return vocab_; }
+  int64_t paddedVocab() const { return paddedVocab_; }
 
   /// Runs @logits on the window of `tokens` (non-empty, ids below vocab())
   /// and draws the token that follows them.
@@ -36,13 +37,20 @@ public:
   /// Runs @logits on `tokens` (1 to T of them, in row 0) and returns row
   /// 0's logits, (tokens, vocab()) row-major, the padding columns left out.
   StatusOr<std::vector<float>> rowLogits(const std::vector<int32_t> &tokens);
+  /// Runs @logits on a whole (B, T) batch; the (B, T, Vp) result stays
+  /// valid until the next call.
+  StatusOr<const std::vector<float> *> batchLogits(const std::vector<int32_t> &batch);
 
 private:
   Session *session = nullptr;
   uint32_t logitsIndex = 0;
-  int64_t rows_ = 0, seq_ = 0, vocab_ = 0, paddedVocab = 0;
+  int64_t rows_ = 0, seq_ = 0, vocab_ = 0, paddedVocab_ = 0;
   std::vector<float> logits;
 };
+
+/// The parameters --sample and --eval use: --resume's checkpoint,
+/// --init-from's weights, or @init with --seed (and a warning on `log`).
+Status loadParameters(Session &session, const Options &options, std::FILE *log);
 
 /// The whole of `gptrun --sample`: the decoded text goes to `out` as it is
 /// drawn, notes and warnings to `log`. Errors name the flag, file or program.

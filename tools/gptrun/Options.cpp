@@ -102,6 +102,16 @@ sampling:
                          tokens x vocab_size) to FILE, a safetensors file: for
                          comparisons with other implementations
 
+evaluation:
+  --eval FILE            multiple-choice accuracy instead of training, on a
+                         HellaSwag-format jsonl (hellaswag_val.jsonl from
+                         github.com/rowanz/hellaswag: "ctx", 4 "endings",
+                         "label"): the ending with the lowest mean loss of its
+                         tokens is the choice (acc_norm; acc: the lowest sum),
+                         through @logits, B rows per run. Parameters as for
+                         --sample; compile with a small T (e.g. --seq=128)
+  --eval-limit N         the first N examples only (default: all)
+
 faults:
   --on-nan stop|skip     a non-finite loss or gradient norm: stop (default;
                          exit 1 naming the step, writing no checkpoint of it,
@@ -182,6 +192,12 @@ bool parseSampleFlag(const std::string &flag, const std::string &value, Options 
   } else if (flag == "--vocab-dir") {
     s = value.empty() ? Status::error("--vocab-dir needs a non-empty value") : Status::ok();
     o.vocabDir = value;
+  } else if (flag == "--eval") {
+    s = value.empty() ? Status::error("--eval needs a non-empty value") : Status::ok();
+    o.eval = value;
+  } else if (flag == "--eval-limit") {
+    StatusOr<int64_t> v = parseInt(flag, value, 1);
+    s = v ? (o.evalLimit = *v, Status::ok()) : v.status();
   } else if (flag == "--logits-out") {
     s = value.empty() ? Status::error("--logits-out needs a non-empty value") : Status::ok();
     o.logitsOut = value;
@@ -197,6 +213,7 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
   Options o;
   std::vector<std::string> positional;
   std::string sampleOnly; // the first of --sample-tokens, --top-k, ... given
+  std::string notForEval; // the first of them besides --vocab-dir
   for (size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i];
     if (arg == "-h" || arg == "--help") {
@@ -259,7 +276,8 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--keep-checkpoints", "--resume", "--on-nan", "--log-dir",
                                           "--gpus",     "--gemm-algos", "--init-from"};
     static const char *const kSampleValued[] = {"--sample", "--sample-tokens", "--temperature",
-                                                "--top-k", "--vocab-dir", "--logits-out"};
+                                                "--top-k", "--vocab-dir", "--logits-out",
+                                                "--eval", "--eval-limit"};
     bool known = false;
     for (const char *k : kValued)
       known |= flag == k;
@@ -282,8 +300,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     if (Status s = Status::ok(); parseSampleFlag(flag, value, o, s)) {
       if (!s)
         return s;
-      if (flag != "--sample" && sampleOnly.empty())
+      bool evalFlag = flag == "--eval" || flag == "--eval-limit";
+      if (flag != "--sample" && !evalFlag && sampleOnly.empty())
         sampleOnly = flag;
+      if (flag != "--sample" && !evalFlag && flag != "--vocab-dir" && notForEval.empty())
+        notForEval = flag; // --eval takes --vocab-dir too
+
       continue;
     }
     Status s = Status::ok();
@@ -350,9 +372,15 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     return Status::error("one executable only, got '" + positional[0] + "' and '" + positional[1] +
                          "'");
   o.executable = positional[0];
-  if (o.data.empty() && !o.sample)
+  if (o.sample && !o.eval.empty())
+    return Status::error("--sample and --eval are two modes: pick one");
+  if (o.evalLimit && o.eval.empty())
+    return Status::error("--eval-limit applies to --eval only");
+  if (o.data.empty() && !o.sample && o.eval.empty())
     return Status::error("--data TRAIN.bin is required");
-  if (!o.sample && !sampleOnly.empty())
+  if (!o.eval.empty() && !notForEval.empty())
+    return Status::error(notForEval + " applies to --sample only");
+  if (!o.sample && o.eval.empty() && !sampleOnly.empty())
     return Status::error(sampleOnly + " applies to --sample only");
   if (o.checkpointDir.empty() && !o.logDir.empty() &&
       (o.checkpointEvery || o.keepCheckpoints || o.resume == "latest"))

@@ -48,6 +48,9 @@ struct Options {
   int64_t topK = 40;                 // --top-k (0: no limit)
   std::string vocabDir = "data/gpt2"; // --vocab-dir
   std::string logitsOut;             // --logits-out FILE: the prompt's @logits (safetensors)
+  // --eval FILE: HellaSwag-style multiple-choice accuracy instead of training (Eval.h).
+  std::string eval;
+  int64_t evalLimit = 0;             // --eval-limit N: the first N examples (0: all)
   bool help = false;
   bool version = false;              // --version
 };

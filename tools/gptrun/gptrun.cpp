@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/gptrun/Eval.h"
 #include "tools/gptrun/Generate.h"
 #include "tools/gptrun/Options.h"
 #include "tools/gptrun/Ranks.h"
@@ -36,7 +37,14 @@ int main(int argc, char **argv) {
                 static_cast<unsigned>(gptc::schema::FormatVersion::Current));
     return 0;
   }
-  if (gptc::Status s = options->sample ? sample(*options) : trainRanks(*options); !s) {
+  gptc::Status s = gptc::Status::ok();
+  if (options->sample)
+    s = sample(*options);
+  else if (!options->eval.empty())
+    s = evaluate(*options).status();
+  else
+    s = trainRanks(*options);
+  if (!s) {
     std::fflush(stdout);
     std::fprintf(stderr, "gptrun: error: %s\n", s.message().c_str());
     return 1;
