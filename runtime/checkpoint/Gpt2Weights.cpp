@@ -492,9 +492,26 @@ Status initFrom(Session &session, const std::string &path) {
 StatusOr<Weights> parametersOf(const checkpoint::Checkpoint &ckpt, const Config &config,
                                const std::string &origin) {
   // The same shapes may belong to another model (n_head is in no shape).
-  if (config.identity && ckpt.identity != config.identity)
-    return Status::error(origin + " is a checkpoint of " + ckpt.model + ", but the executable is " +
-                         config.model);
+  // Another batch, T or rank count is the same model: the describeModel()
+  // text each side records must agree on GPT-2's hyperparameters.
+  if (config.identity && ckpt.identity != config.identity) {
+    auto has = [&](const std::string &key, int64_t value) {
+      std::string field = key + "=" + std::to_string(value);
+      for (size_t at = ckpt.model.find(field); at != std::string::npos;
+           at = ckpt.model.find(field, at + 1)) {
+        size_t end = at + field.size();
+        if ((at > 0 && (ckpt.model[at - 1] == '(' || ckpt.model[at - 1] == ' ')) &&
+            end < ckpt.model.size() && (ckpt.model[end] == ',' || ckpt.model[end] == ')'))
+          return true;
+      }
+      return false;
+    };
+    if (!has("n_layer", config.nLayer) || !has("n_head", config.nHead) ||
+        !has("n_embd", config.nEmbd) || !has("vocab_size", config.vocab) ||
+        !has("block_size", config.maxT))
+      return Status::error(origin + " is a checkpoint of " + ckpt.model +
+                           ", but the executable is " + config.model);
+  }
   std::map<std::string, const checkpoint::Tensor *> byName;
   for (const checkpoint::Tensor &t : ckpt.tensors)
     if (t.role == schema::TensorRole::Parameter)

@@ -76,7 +76,8 @@ Status loadParameters(Session &session, const Weights &weights, const std::strin
 /// loadParameters. Nothing is written unless everything checks.
 Status initFrom(Session &session, const std::string &path);
 
-/// The parameters of a gptc checkpoint, checked against `config`.
+/// The parameters of a gptc checkpoint, checked against `config`: the
+/// same model, though perhaps compiled for another batch, T or rank count.
 StatusOr<Weights> parametersOf(const checkpoint::Checkpoint &ckpt, const Config &config,
                                const std::string &origin);
 

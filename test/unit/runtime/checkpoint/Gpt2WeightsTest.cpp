@@ -492,13 +492,23 @@ TEST_F(Gpt2WeightsTest, LoadsIntoASessionAllOrNothing) {
   // Another model's executable is refused for a gptc checkpoint of this one.
   checkpoint::Checkpoint ckpt;
   ckpt.identity = 42;
-  ckpt.model = "model 'other'";
+  ckpt.model = "model 'tiny' (batch=2, block_size=16, n_embd=16, n_head=4, n_layer=2, seq=8, "
+               "vocab_size=60), 28 parameter and 56 state tensors";
+  for (const checkpoint::Tensor &t : *w)
+    ckpt.tensors.push_back(t);
   Config withIdentity = c;
   withIdentity.identity = 43;
-  withIdentity.model = "model 'tiny'";
+  withIdentity.model = "model 'tiny' (n_head=2, ...)";
   StatusOr<gpt2::Weights> p = gpt2::parametersOf(ckpt, withIdentity, "c.ckpt");
   ASSERT_FALSE(p);
-  EXPECT_HAS(p.status().message(), "c.ckpt is a checkpoint of model 'other', but the executable is model 'tiny'");
+  EXPECT_HAS(p.status().message(), "c.ckpt is a checkpoint of model 'tiny' (batch=2");
+  EXPECT_HAS(p.status().message(), "but the executable is model 'tiny' (n_head=2, ...)");
+  // The same model compiled for another batch and T: its parameters are taken.
+  ckpt.model = "model 'tiny' (batch=4, block_size=16, n_embd=16, n_head=2, n_layer=2, seq=16, "
+               "vocab_size=60), 28 parameter and 56 state tensors";
+  p = gpt2::parametersOf(ckpt, withIdentity, "c.ckpt");
+  ASSERT_TRUE(p) << p.status().message();
+  EXPECT_EQ(p->size(), w->size());
 }
 
 } // namespace
