@@ -6,6 +6,8 @@
 #   124M-fp32.fb   124M, B=4 T=64
 #   NAME.shape     "B T PROMPT": the batch and the --sample prompt (tiny's ids must
 #                  stay below its vocabulary of 60: "1+1=2;3" is 7 of them)
+#   124M-bf16-ft.fb  bench/device/finetune_device.sh's fine-tune: 124M bf16, B=8 T=1024,
+#                  cosine from lr 1e-4 (20 warm-up steps) to 1e-5 at FT_STEPS (300)
 #   bin/           build/bin/gptrun and gpt-convert, when they link the CUDA runtime
 #                  (otherwise the device builds them: carry build-deps)
 # Usage (repo root, after /work/bin/nj gptc gptrun gpt-convert or scripts/setup.sh):
@@ -25,6 +27,12 @@ build() { # name model B T prompt
 }
 build tiny tiny 2 8 "1+1=2;3"
 build 124M 124M 4 64 "It is a truth universally acknowledged"
+FT_STEPS=${FT_STEPS:-300}
+echo "+ $GPTC compile models/gpt2.mlir --model=124M --batch=8 --seq=1024 (bf16) ... -o $ART/124M-bf16-ft.fb"
+"$GPTC" compile models/gpt2.mlir --model=124M --batch=8 --seq=1024 --precision=bf16 --lr=1e-4 \
+  --schedule=cosine --warmup-steps=20 --total-steps="$FT_STEPS" --min-lr=1e-5 \
+  -o "$ART/124M-bf16-ft.fb" || { echo "build_hf: gptc failed for the fine-tune"; status=1; }
+echo "$FT_STEPS" > "$ART/124M-bf16-ft.steps"
 if ldd build/bin/gptrun 2> /dev/null | grep -q libcudart && [ -x build/bin/gpt-convert ]; then
   mkdir -p "$ART/bin" && cp build/bin/gptrun build/bin/gpt-convert "$ART/bin/"
 fi
