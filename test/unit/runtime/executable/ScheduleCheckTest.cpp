@@ -249,10 +249,10 @@ TEST_F(ScheduleCheckTest, AgreesWithPathsInTheHappensBeforeGraph) {
   for (int trial = 0; trial < 3000; ++trial) {
     e.programs.clear();
     ProgramSpec &p = e.addProgram("p");
-    uint32_t n = 2 + pick(16);
+    uint32_t n = 2 + pick(30);
     for (uint32_t c = 0; c < n; ++c) {
       uint32_t stream = pick(3), t = pick(8);
-      switch (pick(6)) {
+      switch (pick(8)) {
       case 0:
         p.launch(k, {tensorArg(t)}, 1, 1, stream);
         break;
@@ -263,6 +263,7 @@ TEST_F(ScheduleCheckTest, AgreesWithPathsInTheHappensBeforeGraph) {
         p.memset(t, 0, stream);
         break;
       case 3:
+      case 4:
         p.record(pick(3), stream);
         break;
       default:
