@@ -30,6 +30,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
@@ -353,7 +354,23 @@ int printReport(const std::string &path) {
   return 0;
 }
 
+/// A model file is text of a few KiB; anything past this is not one.
+constexpr uint64_t kMaxModelBytes = uint64_t(1) << 30;
+
 OwningOpRef<ModuleOp> parseInput(MLIRContext &context, llvm::SourceMgr &sourceMgr) {
+  // An endless or huge input (/dev/zero) would be read whole first.
+  llvm::sys::fs::file_status status;
+  if (inputFile != "-" && !llvm::sys::fs::status(inputFile, status)) {
+    if (status.type() != llvm::sys::fs::file_type::regular_file) {
+      llvm::errs() << "gptc: error: '" << inputFile << "' is not a regular file\n";
+      return nullptr;
+    }
+    if (status.getSize() > kMaxModelBytes) {
+      llvm::errs() << "gptc: error: '" << inputFile << "' holds " << status.getSize()
+                   << " bytes, more than a model file's 1 GiB bound\n";
+      return nullptr;
+    }
+  }
   std::string error;
   auto file = openInputFile(inputFile, &error);
   if (!file) {
@@ -508,6 +525,12 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
     return failure();
   if (!parseWorldSize())
     return failure();
+  // 0 stands for "not given" inside; given, it is a mistake.
+  for (cl::opt<int64_t> *opt : {&batch, &seq})
+    if (opt->getNumOccurrences() && *opt < 1) {
+      fail("--" + opt->ArgStr + ": expected a number >= 1, got " + std::to_string(*opt));
+      return failure();
+    }
   if (!(bucketMb >= 0 && bucketMb <= 0x1p40)) {
     fail("--bucket-mb: expected a number of MiB from 0 to 2^40, got " + std::to_string(bucketMb));
     return failure();
@@ -535,8 +558,32 @@ std::string toolkitDir() {
 /// (a failed write, -o /dev/full, would end in LLVM's fatal "IO failure"),
 /// and closes it, so that a report can read it back.
 int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  // Regular files are written next to their destination and renamed over
+  // it, so a failed or interrupted compile leaves the old file whole;
+  // stdout, devices and pipes are written in place.
+  llvm::sys::fs::file_status status;
+  bool inPlace = outputFile == "-" ||
+                 (!llvm::sys::fs::status(outputFile, status) &&
+                  status.type() != llvm::sys::fs::file_type::regular_file &&
+                  status.type() != llvm::sys::fs::file_type::file_not_found);
+  std::string target = outputFile;
+  llvm::SmallString<256> temp;
+  if (!inPlace) {
+    llvm::SmallString<256> model(llvm::sys::path::parent_path(outputFile));
+    llvm::sys::path::append(model, "." + llvm::sys::path::filename(outputFile).str() +
+                                       ".tmp-%%%%%%");
+    int fd = -1;
+    if (std::error_code ec = llvm::sys::fs::createUniqueFile(model, fd, temp))
+      return fail("-o " + outputFile + ": cannot create a file beside it: " + ec.message());
+    llvm::sys::Process::SafelyCloseFileDescriptor(fd);
+    target = temp.str().str();
+  }
+  auto removeTemp = llvm::make_scope_exit([&] {
+    if (!temp.empty())
+      llvm::sys::fs::remove(temp);
+  });
   std::string error;
-  auto output = openOutputFile(outputFile, &error);
+  auto output = openOutputFile(target, &error);
   if (!output)
     return fail("-o: " + error);
   write(output->os());
@@ -546,6 +593,13 @@ int writeOutput(llvm::function_ref<void(llvm::raw_ostream &)> write) {
     return fail("-o " + outputFile + ": cannot write: " + ec.message());
   }
   output->keep();
+  output.reset(); // closed before the rename
+  if (!temp.empty()) {
+    if (std::error_code ec = llvm::sys::fs::rename(temp, outputFile))
+      return fail("-o " + outputFile + ": cannot rename " + temp.str() + " over it: " +
+                  ec.message());
+    temp.clear();
+  }
   return 0;
 }
 
@@ -737,6 +791,13 @@ void printSummary(const std::string &batchHow, Phase phase) {
 }
 
 int runCompile(MLIRContext &context) {
+  // The input itself, or a link to it, as -o would be destroyed: checked
+  // by device and inode before any work.
+  bool same = false;
+  if (outputFile != "-" && inputFile != "-" &&
+      !llvm::sys::fs::equivalent(inputFile, outputFile, same) && same)
+    return fail("-o " + outputFile + " is the input file '" + inputFile +
+                "': gptc never overwrites its input (give another -o)");
   // Default: the executable when -o names a .fb file, else the last IR phase.
   Phase target = llvm::StringRef(outputFile).ends_with(".fb") ? Phase::Executable
                                                                : Phase::MemoryPlan;
@@ -896,26 +957,34 @@ int runCompile(MLIRContext &context) {
 /// Reads the first B*T+1 tokens of an llm.c token file (header of 256
 /// int32: magic 20240520, version 1, token count; then uint16 tokens).
 int readTokens(int64_t needed, std::vector<int64_t> &tokens) {
-  auto buffer = llvm::MemoryBuffer::getFile(dataFile);
-  if (!buffer)
-    return fail("--data: cannot read '" + dataFile + "': " + buffer.getError().message());
-  llvm::StringRef bytes = (*buffer)->getBuffer();
-  if (bytes.size() < 1024)
+  // Read what is needed, never the whole file: it may be endless (a device)
+  // or hold billions of tokens.
+  llvm::sys::fs::file_status status;
+  if (std::error_code ec = llvm::sys::fs::status(dataFile, status))
+    return fail("--data: cannot read '" + dataFile + "': " + ec.message());
+  if (status.type() != llvm::sys::fs::file_type::regular_file)
+    return fail("--data: '" + dataFile + "' is not a regular file");
+  if (status.getSize() < 1024)
     return fail("--data: '" + dataFile + "' is shorter than the 1024-byte header");
+  auto head = llvm::MemoryBuffer::getFileSlice(dataFile, 1024, 0);
+  if (!head)
+    return fail("--data: cannot read '" + dataFile + "': " + head.getError().message());
   int32_t header[256];
-  std::memcpy(header, bytes.data(), sizeof(header));
+  std::memcpy(header, (*head)->getBufferStart(), sizeof(header));
   if (header[0] != 20240520 || header[1] != 1)
     return fail("--data: '" + dataFile + "' is not an llm.c GPT-2 token file "
                 "(magic 20240520, version 1)");
   int64_t count = header[2];
-  if (count < 0 || static_cast<int64_t>(bytes.size()) != 1024 + 2 * count)
-    return fail("--data: '" + dataFile + "' holds " +
-                llvm::Twine(bytes.size()) + " bytes, header says " +
-                llvm::Twine(count) + " tokens");
+  if (count < 0 || status.getSize() != uint64_t(1024 + 2 * count))
+    return fail("--data: '" + dataFile + "' holds " + llvm::Twine(status.getSize()) +
+                " bytes, header says " + llvm::Twine(count) + " tokens");
   if (count < needed)
     return fail("--data: '" + dataFile + "' has " + llvm::Twine(count) +
                 " tokens, one batch needs " + llvm::Twine(needed));
-  const auto *data = reinterpret_cast<const uint8_t *>(bytes.data() + 1024);
+  auto body = llvm::MemoryBuffer::getFileSlice(dataFile, 2 * needed, 1024);
+  if (!body)
+    return fail("--data: cannot read '" + dataFile + "': " + body.getError().message());
+  const auto *data = reinterpret_cast<const uint8_t *>((*body)->getBufferStart());
   for (int64_t i = 0; i < needed; ++i)
     tokens.push_back(data[2 * i] | (data[2 * i + 1] << 8));
   return 0;

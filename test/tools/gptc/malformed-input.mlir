@@ -52,3 +52,33 @@
 // run-reference fails on a diverged run, as gptrun does.
 // RUN: not gptc run-reference --precision=fp32 %models/gpt2.mlir --model=tiny --steps=3 --lr=1e38 2>&1 | FileCheck %s --check-prefix=DIVERGED
 // DIVERGED: gptc: error: step 2: the loss or the grad norm is not finite
+
+// The input as -o, directly or through a link, is refused before any work
+// and left whole (compared by inode, not by name).
+// RUN: rm -rf %t.alias && mkdir -p %t.alias && cp %models/gpt2.mlir %t.alias/m.mlir && ln -s m.mlir %t.alias/link.mlir
+// RUN: not gptc compile %t.alias/m.mlir --model=tiny --compile-to=import -o %t.alias/m.mlir 2>&1 | FileCheck %s --check-prefix=ALIAS
+// RUN: not gptc compile %t.alias/m.mlir --model=tiny --compile-to=import -o %t.alias/link.mlir 2>&1 | FileCheck %s --check-prefix=ALIAS
+// ALIAS-NOT: gpt-instantiate-model
+// ALIAS: gptc: error: -o {{.*}}.mlir is the input file '{{.*}}m.mlir': gptc never overwrites its input
+// RUN: cmp %t.alias/m.mlir %models/gpt2.mlir
+
+// A failed write leaves the previous output whole: the new one is written
+// beside it and renamed over it.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=import -o %t.alias/out.mlir --progress=off
+// RUN: cp %t.alias/out.mlir %t.alias/before.mlir
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=nope -o %t.alias/out.mlir 2>&1
+// RUN: cmp %t.alias/out.mlir %t.alias/before.mlir
+// RUN: ls -a %t.alias | FileCheck %s --check-prefix=NOTEMP
+// NOTEMP-NOT: .tmp-
+
+// Endless or device inputs are refused before they are read.
+// RUN: not gptc compile /dev/zero 2>&1 | FileCheck %s --check-prefix=DEVZERO
+// DEVZERO: gptc: error: '/dev/zero' is not a regular file
+// RUN: not gptc run-reference %models/gpt2.mlir --model=tiny --data=/dev/zero 2>&1 | FileCheck %s --check-prefix=DATAZERO
+// DATAZERO: gptc: error: --data: '/dev/zero' is not a regular file
+
+// --batch=0 and --seq=0 are mistakes, not "the preset's".
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --batch=0 2>&1 | FileCheck %s --check-prefix=BATCH0
+// BATCH0: gptc: error: --batch: expected a number >= 1, got 0
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --seq=0 2>&1 | FileCheck %s --check-prefix=SEQ0
+// SEQ0: gptc: error: --seq: expected a number >= 1, got 0
