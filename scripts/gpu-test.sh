@@ -1,0 +1,221 @@
+#!/usr/bin/env bash
+# scripts/gpu-test.sh: the GPU conformance suite, in one device call.
+#
+#   Here (CPU):  /work/bin/nj gptc gptrun RuntimeCudaBackendTest RuntimeNcclTest RuntimeDriverTest GptrunTest
+#                bash scripts/gpu-test-build.sh          # ~3 min: executables + expectations, ~20 MiB
+#                bash scripts/gpu-test.sh --dry-run      # the plumbing, on the host executables (~2 min)
+#   The device:  run(command="bash scripts/gpu-test.sh", carry=["bench/artifacts/conformance"], timeout_s=420)
+#                (about 2-3 minutes; one H100 or H200; nothing is built there)
+#
+# For every executable of scripts/gpu-test-matrix.sh (tiny and mini; fp32,
+# bf16, fp16 with a loss scale, fp8; the codegen variants) it trains N steps
+# with gptrun on the GPU and compares, printing one line per check,
+#   PASS|FAIL NAME MEASURED TOLERANCE (note)
+# (MEASURED: the largest relative difference; "exact": the same bits), then
+# `N passed, M failed`, and exits 1 on any failure:
+#   NAME:loss, NAME:norm      every step's loss and gradient norm against the
+#                             host target (.host) and the fp64 interpreter (.fp64)
+#   NAME.params.host          each parameter tensor after the last step (the
+#                             largest relative L2 distance of one tensor)
+#   NAME.logits.host          the @logits of a prompt at the init parameters
+#   NAME.again/.nograph/.nopdl  the same executable again, without the CUDA
+#                             graph, without programmatic dependent launch:
+#                             the same bits (steps and the whole checkpoint)
+#   A~B                       two compiles of one model (fused vs unfused,
+#                             flash vs scalar attention, ...): the same bits
+#                             where the flag promises it, else within its tolerance
+#   gtest:T                   the GoogleTests that skip without a GPU: every
+#                             one runs and passes (skips only where named below)
+# The summary, GoogleTest output and runs.tar.gz (every run's log) go to $OUT
+# (out/gpu-test here); the runs themselves, checkpoints and all (~2 GB), to
+# $RUNS (/tmp/gpu-test-runs), which the device does not send back.
+#   --dry-run (or GPU_TEST_TARGET=host): the host executables stand in for
+#   the CUDA ones, so every comparison is of identical runs (and the host
+#   against the fp64 interpreter, real numbers); proves the plumbing here.
+#   ONLY="mini-bf16 ..."   only these executables (and pairs of two of them)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-test-matrix.sh
+
+TARGET=${GPU_TEST_TARGET:-cuda}
+[ "${1:-}" = "--dry-run" ] && TARGET=host
+OUT=${OUT:-out/gpu-test}
+GPTRUN=${GPTRUN:-$CONF/bin/gptrun}
+RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+export NCCL_NVLS_ENABLE=0
+RUNS=${RUNS:-/tmp/gpu-test-runs}
+rm -rf "$RUNS"
+mkdir -p "$RUNS" "$OUT/gtest"
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+start=$SECONDS
+
+# Tolerances, by precision: the largest relative difference of any step's
+# loss or norm, of one parameter tensor (relative L2) after the last step,
+# and of the prompt's @logits (relative L2), against the host target; and a
+# step's loss or norm against the fp64 interpreter (the same precision
+# policy: bf16/f16/fp8 values rounded where the kernels round them, the
+# arithmetic in fp64). Both sides round narrow values at the same places;
+# they differ where fp32 sums in another order (cuBLASLt's GEMMs and the
+# kernels' reductions against the host's loops) and, in bf16/f16/fp8, where
+# that moves a value across a rounding boundary. Starting values from the
+# precision: fp32 sums of ~1e2-1e3 terms (~1e-6 each), bf16 8 bits of
+# mantissa (4e-3 a rounding), f16 11 bits (5e-4), e4m3 4 bits (6e-2);
+# parameters looser, as AdamW's m/sqrt(v) turns a gradient's rounding
+# into a full step of lr for elements whose gradient is near 0. The first
+# device run prints the measured agreement: set each to about 2x it
+# (docs/reliability.md, "GPU conformance suite").
+#               steps  params logits fp64-steps
+TOL_fp32=(      2e-5   2e-4   1e-5   2e-5)
+TOL_bf16=(      1e-2   5e-2   1e-2   1e-2)
+TOL_fp16=(      5e-3   3e-2   3e-3   5e-3)
+TOL_fp8=(       3e-2   1e-1   5e-2   3e-2)
+# GoogleTest skips that are right on a one-GPU machine (a no-GPU test, two
+# GPUs, root, an uncommitted fixture); on --dry-run also "no GPU".
+ALLOW_SKIP=("this machine has a GPU" "needs 2 GPUs" "running as root")
+GTESTS=("RuntimeCudaBackendTest" "RuntimeNcclTest" "RuntimeDriverTest"
+        "GptrunTest --gtest_filter=GptrunTest.CudaTargetFailsClearly:GptrunTest.TrainsTheFakeModelOnTheGpu")
+
+note() { echo "gpu-test: $*"; }
+emit() { tee -a "$SUMMARY"; }
+fail() { echo "FAIL $1 $2 - $3" | emit; }
+check() { python3 scripts/gpu_test.py "$@" 2>&1 | emit; }
+wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
+
+if [ ! -f "$CONF/manifest.txt" ] || [ ! -x "$GPTRUN" ]; then
+  fail setup missing "no $CONF/manifest.txt or $GPTRUN: run scripts/gpu-test-build.sh and carry $CONF"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+note "target $TARGET; executables of $(head -1 "$CONF/manifest.txt"), $(sed -n 2p "$CONF/manifest.txt")"
+if [ "$TARGET" = cuda ]; then
+  note "device: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+  if (cd "$CONF" && ! sha256sum --quiet -c sha256.txt); then
+    fail setup sha256 "the carried files are not the ones gpu-test-build.sh wrote"
+  fi
+else
+  ALLOW_SKIP+=("no GPU on this machine")
+fi
+
+steps_of() { case $1 in tiny) echo "$TINY_STEPS" ;; *) echo "$MINI_STEPS" ;; esac; }
+prompt_of() { case $1 in tiny) echo "$TINY_PROMPT" ;; *) echo "$MINI_PROMPT" ;; esac; }
+# The executable of NAME: the CUDA one; on --dry-run the host one of NAME or
+# of the nearest name it extends (mini-fp8-nofold -> mini-fp8).
+exe_of() {
+  if [ "$TARGET" = cuda ]; then echo "$CONF/exe/$1.fb"; return; fi
+  local n=$1
+  while [ ! -f "$CONF_HOST/$n.fb" ] && [[ $n == *-*-* ]]; do n=${n%-*}; done
+  echo "$CONF_HOST/$n.fb"
+}
+declare -A MODEL PREC REFS
+ckpt_of() { ls "$RUNS/$1/ck"/step-*.ckpt 2> /dev/null | tail -1; }
+
+# train NAME TAG [gptrun flags]: N steps into $RUNS/NAME.TAG (log.jsonl, ck/).
+train() {
+  local name=$1 tag=$2 dir=$RUNS/$1.$2
+  shift 2
+  local model=${MODEL[$name]}
+  rm -rf "$dir"
+  if ! timeout "$RUN_TIMEOUT" "$GPTRUN" "$(exe_of "$name")" --data "$CONF/data/$model.bin" \
+      --steps "$(steps_of "$model")" --seed "$SEED" --log-dir "$dir" --checkpoint-dir "$dir/ck" \
+      --no-progress "$@" > "$dir.txt" 2>&1; then
+    fail "$name.$tag" run "exit $? ($(tail -1 "$dir.txt"))"
+    return 1
+  fi
+}
+logits() {
+  local name=$1 dir=$RUNS/$1.main
+  if ! timeout "$RUN_TIMEOUT" "$GPTRUN" "$(exe_of "$name")" --sample "$(prompt_of "${MODEL[$name]}")" \
+      --sample-tokens 1 --seed "$SEED" --vocab-dir "$CONF/vocab" --logits-out "$dir/logits.st" \
+      > "$dir.sample.txt" 2>&1; then
+    fail "$name.logits" run "exit $? ($(tail -1 "$dir.sample.txt"))"
+    return 1
+  fi
+}
+
+# ---- every executable: against the host target and the fp64 interpreter ----
+declare -A OK
+for entry in "${CONF_EXES[@]}"; do
+  read -r name model prec refs _flags <<< "$entry"
+  MODEL[$name]=$model PREC[$name]=$prec REFS[$name]=$refs
+  wanted "$name" || continue
+  t0=$SECONDS
+  train "$name" main || continue
+  logits "$name" && OK[$name]=1
+  dir=$RUNS/$name.main
+  tol="TOL_$prec[@]"
+  tol=("${!tol}")
+  if [[ ,$refs, == *,host,* ]]; then
+    check steps "$name.host" "$dir/log.jsonl" "$CONF/expect/$name.host.jsonl" --tol "${tol[0]}"
+    check params "$name.params.host" "$(ckpt_of "$name.main")" "$CONF/expect/$name.host.params.st" --tol "${tol[1]}"
+    [ -n "${OK[$name]:-}" ] &&
+      check logits "$name.logits.host" "$dir/logits.st" "$CONF/expect/$name.host.logits.st" --tol "${tol[2]}"
+    # The runtime's promises, on every executable with a host reference:
+    # the same bits again, without the CUDA graph, and without PDL.
+    for variant in again:"" nograph:--no-graph nopdl:--no-pdl; do
+      tag=${variant%%:*} flag=${variant#*:}
+      [ "$TARGET" = host ] && flag=""
+      # shellcheck disable=SC2086 # one flag or none
+      train "$name" "$tag" $flag || continue
+      check steps "$name.$tag" "$RUNS/$name.$tag/log.jsonl" "$dir/log.jsonl" --tol 0
+      check ckpt-exact "$name.$tag.ckpt" "$(ckpt_of "$name.$tag")" "$(ckpt_of "$name.main")"
+    done
+  fi
+  if [[ ,$refs, == *,fp64,* ]]; then
+    check steps "$name.fp64" "$dir/log.jsonl" "$CONF/expect/$name.fp64.txt" --tol "${tol[3]}"
+  fi
+  note "$name: $((SECONDS - t0)) s"
+done
+
+# ---- pairs of compiles: the same bits, or within the pair's tolerance -------
+for entry in "${CONF_PAIRS[@]}"; do
+  read -r a b kind step_tol param_tol logit_tol _why <<< "$entry"
+  wanted "$a" && wanted "$b" || continue
+  if [ -z "${OK[$a]:-}" ] || [ -z "${OK[$b]:-}" ]; then
+    fail "$a~$b" run "one side did not run"
+    continue
+  fi
+  check steps "$a~$b" "$RUNS/$b.main/log.jsonl" "$RUNS/$a.main/log.jsonl" --tol "$step_tol"
+  if [ "$kind" = exact ]; then
+    check ckpt-exact "$a~$b.ckpt" "$(ckpt_of "$b.main")" "$(ckpt_of "$a.main")"
+  else
+    check params "$a~$b.params" "$(ckpt_of "$b.main")" "$(ckpt_of "$a.main")" --tol "$param_tol"
+  fi
+  check logits "$a~$b.logits" "$RUNS/$b.main/logits.st" "$RUNS/$a.main/logits.st" --tol "$logit_tol"
+done
+
+# ---- the GoogleTests that skip without a GPU ---------------------------------
+# They name files by the absolute paths of the build that made them (the
+# nvcc-built test kernels, gptrun): link the carried copies into place where
+# those paths do not exist on this machine.
+if [ -z "${ONLY:-}" ]; then
+  grep '^path ' "$CONF/manifest.txt" | while read -r _ abs rel; do
+    if [ ! -e "$abs" ]; then
+      mkdir -p "$(dirname "$abs")" 2> /dev/null && ln -s "$PWD/$CONF/bin/paths/$rel" "$abs" 2> /dev/null ||
+        note "cannot place $abs (the tests that read it will skip and fail here)"
+    fi
+  done
+  skips=()
+  for s in "${ALLOW_SKIP[@]}"; do skips+=(--allow-skip "$s"); done
+  for t in "${GTESTS[@]}"; do
+    read -r bin filter <<< "$t"
+    # shellcheck disable=SC2086 # an optional filter
+    timeout 300 "$CONF/bin/$bin" --gtest_output="xml:$OUT/gtest/$bin.xml" $filter > "$OUT/gtest/$bin.txt" 2>&1
+    rc=$?
+    if [ -f "$OUT/gtest/$bin.xml" ]; then
+      check gtest "gtest:$bin" "$OUT/gtest/$bin.xml" "${skips[@]}"
+      [ "$rc" = 0 ] || grep -q '^FAIL gtest:'"$bin " "$SUMMARY" || fail "gtest:$bin" exit "exit $rc"
+    else
+      fail "gtest:$bin" exit "exit $rc, no XML ($(tail -1 "$OUT/gtest/$bin.txt"))"
+    fi
+  done
+fi
+
+passed=$(grep -c '^PASS' "$SUMMARY")
+failed=$(grep -c '^FAIL' "$SUMMARY")
+{
+  echo "gpu-test: $(head -1 "$CONF/manifest.txt"), target $TARGET, $((SECONDS - start)) s"
+  echo "$passed passed, $failed failed"
+} | emit
+tar czf "$OUT/runs.tar.gz" --exclude='*.ckpt' --exclude='*.st' -C "$RUNS" . 2> /dev/null || true
+[ "$failed" = 0 ]
