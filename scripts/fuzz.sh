@@ -5,6 +5,7 @@
 #   ExecutableFuzzer  step.fb loader (FlatBuffers verifier + semantic checks)
 #   TokenFileFuzzer   llm.c token file parser
 #   TokenizerFuzzer   GPT-2 BPE encode/decode round trip (needs data/gpt2)
+#   SafetensorsFuzzer safetensors reader (and its writer's round trip)
 # Each target first replays its reproducers in test/fuzz/regressions/, then
 # fuzzes from its seeds in test/fuzz/corpus/<target>/ (committed).
 # Usage (repo root):
@@ -37,7 +38,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#targets[@]} = 0 ] && targets=(ExecutableFuzzer TokenFileFuzzer TokenizerFuzzer)
+[ ${#targets[@]} = 0 ] && targets=(ExecutableFuzzer TokenFileFuzzer TokenizerFuzzer SafetensorsFuzzer)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -52,7 +53,8 @@ if [ $build = 1 ]; then
 fi
 [ $run = 1 ] || exit 0
 
-declare -A corpus=([ExecutableFuzzer]=executable [TokenFileFuzzer]=tokenfile [TokenizerFuzzer]=tokenizer)
+declare -A corpus=([ExecutableFuzzer]=executable [TokenFileFuzzer]=tokenfile [TokenizerFuzzer]=tokenizer
+                   [SafetensorsFuzzer]=safetensors)
 export GPTC_VOCAB_DIR=${GPTC_VOCAB_DIR:-$root/data/gpt2}
 failed=0
 skipped=0
