@@ -33,6 +33,17 @@
 // OVERLAP: gpt.causal_attention_grad
 // OVERLAP: gpt.embed_grad
 
+// The executable's command list (commands.txt) issues them so: the first
+// gradient bucket's all-reduce goes to the comm stream before either
+// layer's attention backward launches.
+// RUN: rm -rf %t.dump && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --bucket-mb=0.001 --dump-ir-after-each-pass=%t.dump --progress=off -o %t.fb
+// RUN: awk '/^program train_step/{p=1;next} /^program/{p=0} p' %t.dump/commands.txt | FileCheck %s --check-prefix=COMMANDS
+// COMMANDS: [comm] all_reduce mean loss
+// COMMANDS: [comm] all_reduce mean %{{[0-9]+}}<16>
+// COMMANDS: launch attention_backward_q
+// COMMANDS: launch attention_backward_q
+// COMMANDS: launch embed_backward
+
 // Bad world sizes name the flag.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --world-size=0 2>&1 | FileCheck %s --check-prefix=BADWORLD
 // BADWORLD: gptc: error: --world-size: expected any or a number of ranks from 1 to 65536, got '0'
