@@ -260,7 +260,76 @@ StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
         return bad("bad shape of tensor '" + t.name + "'");
     if (!r.pod(size) || r.remaining() < 8 || size > r.remaining() - 8)
       return bad("tensor '" + t.name + "' overruns the file");
+/// The index of the first element of `n` whose bits under `mask` are all
+/// ones (a NaN or an infinity in IEEE formats), or -1. Blocks without one
+/// are scanned branch-free, so the common all-finite case vectorizes.
+template <typename U> static int64_t firstNonFinite(const uint8_t *bytes, size_t n, U mask) {
+  const size_t block = 4096;
+  for (size_t start = 0; start < n; start += block) {
+    size_t end = std::min(n, start + block);
+    bool any = false;
+    for (size_t i = start; i < end; ++i) {
+      U v;
+      std::memcpy(&v, bytes + i * sizeof(U), sizeof(U));
+      any |= (v & mask) == mask;
+    }
+    if (!any)
+      continue;
+    for (size_t i = start; i < end; ++i) {
+      U v;
+      std::memcpy(&v, bytes + i * sizeof(U), sizeof(U));
+      if ((v & mask) == mask)
+        return int64_t(i);
+    }
+  }
+  return -1;
+}
+
+Status checkFinite(const Checkpoint &ckpt) {
+  for (const Tensor &t : ckpt.tensors) {
+    const uint8_t *p = t.bytes.data();
+    size_t n = t.bytes.size();
+    int64_t bad = -1;
+    switch (t.dtype) {
+    case schema::DType::F32:
+      bad = firstNonFinite<uint32_t>(p, n / 4, 0x7f800000u);
+      break;
+    case schema::DType::F64:
+      bad = firstNonFinite<uint64_t>(p, n / 8, 0x7ff0000000000000ull);
+      break;
+    case schema::DType::BF16:
+      bad = firstNonFinite<uint16_t>(p, n / 2, 0x7f80);
+      break;
+    case schema::DType::F16:
+      bad = firstNonFinite<uint16_t>(p, n / 2, 0x7c00);
+      break;
+    case schema::DType::F8E5M2:
+      bad = firstNonFinite<uint8_t>(p, n, 0x7c);
+      break;
+    case schema::DType::F8E4M3: // no infinity; S.1111.111 is NaN
+      bad = firstNonFinite<uint8_t>(p, n, 0x7f);
+      break;
+    default:
+      break;
+    }
+    if (bad >= 0) {
+      char value[32] = "";
+      if (t.dtype == schema::DType::F32) {
+        float f;
+        std::memcpy(&f, p + size_t(bad) * 4, 4);
+        std::snprintf(value, sizeof(value), " (%g)", f);
+      }
+      return Status::error(
+          std::string(t.role == schema::TensorRole::Parameter ? "parameter" : "optimizer state") +
+          " '" + t.name + "' holds a non-finite value at element " + std::to_string(bad) + value);
+    }
+  }
+  return Status::ok();
+}
+
     t.bytes.resize(size);
+  if (Status s = checkFinite(ckpt); !s)
+    return Status::error(path + ": not written: " + s.message());
     (void)r.bytes(t.bytes.data(), size);
     c.tensors.push_back(std::move(t));
   }

@@ -99,4 +99,9 @@ Status prune(const std::string &dir, int64_t keep, int64_t upTo);
 } // namespace checkpoint
 } // namespace gptc
 
+/// A checkpoint holding a NaN or an infinity is refused (checkFinite):
+/// resuming from it could only fail, and it would replace a good one.
 #endif // GPTC_RUNTIME_CHECKPOINT_CHECKPOINT_H
+/// An error naming the first tensor of `ckpt` that holds a NaN or an
+/// infinity (f32, f64, bf16, f16, FP8 values), its role and the element.
+Status checkFinite(const Checkpoint &ckpt);

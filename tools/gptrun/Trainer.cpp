@@ -207,8 +207,15 @@ struct Trainer::Impl {
   Status enqueueStep(int64_t step, float lrScale);
   /// Waits for every step in flight and frees the step loop's host memory.
   Status drain();
-  Status onNonFinite(int64_t step, float loss, float norm,
-                     const std::optional<checkpoint::Checkpoint> &before);
+  Status onNonFinite(int64_t step, float loss, float norm, const std::string &cause,
+                     const std::optional<checkpoint::Checkpoint> &good);
+  /// "stopped (--on-nan=stop), the last good checkpoint is X" (every one
+  /// written is finite: checkpoint::writeCheckpoint refuses others).
+  std::string stoppedText() const {
+    return "stopped (--on-nan=stop), " + (lastCheckpoint.empty()
+                                              ? std::string("no checkpoint written")
+                                              : "the last good checkpoint is " + lastCheckpoint);
+  }
   Status writeCheckpoint(const std::string &path);
   StatusOr<std::string> checkpointNow();
 };
@@ -374,6 +381,10 @@ Status Trainer::Impl::setUpCheckpoints() {
     return Status::error("--resume: " + resumePath + " is at step " + std::to_string(ckpt->step) +
                          ", not before --steps " + std::to_string(o.steps) +
                          "; raise --steps to train further");
+  // Checkpoints of gptc before the finiteness check may hold a NaN.
+  if (Status s = checkpoint::checkFinite(*ckpt); !s)
+    return Status::error("--resume: " + resumePath + ": " + s.message() +
+                         ": resume from an earlier checkpoint");
   resumeFrom.emplace(std::move(*ckpt));
   lastCheckpoint = resumePath;
   return Status::ok();
@@ -433,6 +444,11 @@ Status Trainer::Impl::writeCheckpoint(const std::string &path) {
   c->dataSeed = trainData->options().seed;
   c->dataTokens = trainData->tokens().size();
   c->dataHash = dataHash;
+  // A finite loss and norm do not make the update finite (a huge lr):
+  // such a state is never written, and the run stops with a resumable one.
+  if (Status s = checkpoint::checkFinite(*c); !s)
+    return Status::error("step " + std::to_string(stepsDone) + ": " + s.message() +
+                         " after the update; " + path + " is not written; " + stoppedText());
   return checkpoint::writeCheckpoint(path, *c);
 }
 
@@ -662,16 +678,21 @@ Status Trainer::Impl::runSteps(float lrScale) {
   int64_t next = firstStep;  // the next step to enqueue
   bool stopping = false;     // decided: stop once the step in flight is done
   Clock::time_point runStart = Clock::now();
+  // --on-nan=skip: the last state known finite (before the first step,
+  // then after each good one), which a bad step's update is undone to. A
+  // finite loss and norm do not prove the update finite, so it is checked.
+  std::optional<checkpoint::Checkpoint> good;
+  if (o.onNan == "skip") {
+    StatusOr<checkpoint::Checkpoint> snapshot = checkpoint::capture(*session);
+    if (!snapshot)
+      return snapshot.status();
+    if (Status s = checkpoint::checkFinite(*snapshot); !s)
+      return Status::error("the state before step " + std::to_string(stepsDone + 1) + ": " +
+                           s.message());
+    good.emplace(std::move(*snapshot));
+  }
   while (!inFlight.empty() || next < o.steps) {
-    // --on-nan=skip: the state before the step, to undo its update.
-    std::optional<checkpoint::Checkpoint> before;
     if (inFlight.empty()) {
-      if (o.onNan == "skip") {
-        StatusOr<checkpoint::Checkpoint> snapshot = checkpoint::capture(*session);
-        if (!snapshot)
-          return snapshot.status();
-        before.emplace(std::move(*snapshot));
-      }
       if (Status s = enqueueStep(next++, lrScale); !s)
         return s;
     }
@@ -704,9 +725,21 @@ Status Trainer::Impl::runSteps(float lrScale) {
     stepsDone = done;
     dataPosition = cur.dataPosition;
 
+    std::string cause; // why the step's update cannot stand; "" if it can
     if (!std::isfinite(out.loss) || !std::isfinite(out.gradNorm)) {
+      cause = "not finite";
+    } else if (good) {
+      StatusOr<checkpoint::Checkpoint> after = checkpoint::capture(*session);
+      if (!after)
+        return after.status();
+      if (Status s = checkpoint::checkFinite(*after); !s)
+        cause = s.message() + " after the update";
+      else
+        good = std::move(*after);
+    }
+    if (!cause.empty()) {
       history.push_back({done, out.loss, out.gradNorm, 0.f, seconds});
-      if (Status s = onNonFinite(done, out.loss, out.gradNorm, before); !s)
+      if (Status s = onNonFinite(done, out.loss, out.gradNorm, cause, good); !s)
         return s;
       // Skipped: the histories are @init's again, for the first program.
       if (step == firstRanAt)
@@ -794,28 +827,26 @@ Status Trainer::Impl::runSteps(float lrScale) {
 }
 
 /// stop: an error naming the step and the last good checkpoint (none is
-/// written of this step). skip: the parameters and optimizer state from
-/// before the step go back, so its update is not applied; the batch is
-/// consumed and the step counts towards --steps.
-Status Trainer::Impl::onNonFinite(int64_t step, float loss, float norm,
-                                  const std::optional<checkpoint::Checkpoint> &before) {
-  char what[256];
+/// written of this step). skip: the parameters and optimizer state of the
+/// last good step (`good`) go back, so this step's update is not applied;
+/// the batch is consumed and the step counts towards --steps.
+Status Trainer::Impl::onNonFinite(int64_t step, float loss, float norm, const std::string &cause,
+                                  const std::optional<checkpoint::Checkpoint> &good) {
+  char what[512];
   double lossScale = optimizerSetting(session->schema(), "loss_scale", 1);
-  std::snprintf(what, sizeof(what), "step %lld: loss %g, grad norm %g: not finite%s",
-                (long long)step, loss, norm,
+  std::snprintf(what, sizeof(what), "step %lld: loss %g, grad norm %g: %s%s", (long long)step,
+                loss, norm, cause.c_str(),
                 lossScale != 1 ? " (the executable scales the loss by its --loss-scale; a lower "
                                  "scale keeps the gradients finite)"
                                : "");
   if (o.onNan != "skip")
-    return Status::error(std::string(what) + "; stopped (--on-nan=stop), " +
-                         (lastCheckpoint.empty() ? "no checkpoint written"
-                                                 : "the last good checkpoint is " + lastCheckpoint));
-  if (Status s = checkpoint::restore(*session, *before, "the state before step " +
-                                                           std::to_string(step));
+    return Status::error(std::string(what) + "; " + stoppedText());
+  if (Status s = checkpoint::restore(*session, *good, "the state before step " +
+                                                         std::to_string(step));
       !s)
     return s;
-  print("step %lld/%lld | loss %g | norm %g | not finite: update skipped (--on-nan=skip)\n",
-        (long long)step, (long long)o.steps, loss, norm);
+  print("step %lld/%lld | loss %g | norm %g | %s: update skipped (--on-nan=skip)\n",
+        (long long)step, (long long)o.steps, loss, norm, cause.c_str());
   std::fflush(stdout);
   return Status::ok();
 }

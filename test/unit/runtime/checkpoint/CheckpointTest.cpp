@@ -223,6 +223,42 @@ TEST_F(CheckpointTest, FailedWriteLeavesNoPartialFile) {
       << s.message();
 }
 
+// Verify that a checkpoint holding a NaN or an infinity in any float
+// dtype is refused, naming the tensor and element, and the file it would
+// replace survives: resuming from it could only fail.
+TEST_F(CheckpointTest, RefusesNonFiniteValues) {
+  ASSERT_TRUE(checkpoint::writeCheckpoint(path("a.ckpt"), sample()));
+  struct Case {
+    s::DType dtype;
+    size_t tensor, element;
+    std::vector<uint8_t> value; // little-endian bits
+    const char *expected;
+  } cases[] = {
+      {s::DType::F32, 0, 3, {0x00, 0x00, 0xc0, 0x7f}, "parameter 'w' holds a non-finite value at element 3 (nan)"},
+      {s::DType::F32, 1, 0, {0x00, 0x00, 0x80, 0xff}, "optimizer state 'w.adam_m' holds a non-finite value at element 0 (-inf)"},
+      {s::DType::BF16, 1, 5, {0x80, 0x7f}, "optimizer state 'w.adam_m' holds a non-finite value at element 5"},
+      {s::DType::F16, 0, 31, {0x01, 0x7c}, "parameter 'w' holds a non-finite value at element 31"},
+      {s::DType::F64, 0, 7, {0, 0, 0, 0, 0, 0, 0xf0, 0x7f}, "parameter 'w' holds a non-finite value at element 7"},
+  };
+  for (const Case &k : cases) {
+    checkpoint::Checkpoint c = sample();
+    for (checkpoint::Tensor &t : c.tensors) {
+      t.dtype = k.dtype;
+      std::fill(t.bytes.begin(), t.bytes.end(), 0); // finite in every dtype
+    }
+    ASSERT_TRUE(checkpoint::checkFinite(c));
+    std::copy(k.value.begin(), k.value.end(),
+              c.tensors[k.tensor].bytes.begin() + k.element * k.value.size());
+    Status s = checkpoint::writeCheckpoint(path("a.ckpt"), c);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.message(), path("a.ckpt") + ": not written: " + k.expected) << s.message();
+  }
+  EXPECT_EQ(files(), std::vector<std::string>{"a.ckpt"});
+  auto r = checkpoint::readCheckpoint(path("a.ckpt"));
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_EQ(r->tensors[0].bytes, sample().tensors[0].bytes);
+}
+
 // Verify listing by step (ignoring temporaries and other files), latest,
 // and keep-last-K.
 TEST_F(CheckpointTest, ListsFindsLatestAndPrunes) {

@@ -86,3 +86,12 @@ void gptc_fake_step_nan(void **argv, const uint32_t *grid, const uint32_t *block
   if (**(const int32_t **)argv[2] == 1)
     **(float **)argv[5] = __builtin_nanf("");
 }
+
+/* gptc_fake_step, but the second step's update (step input 1) makes w[0]
+ * infinite while its loss and norm stay finite (a huge lr): the next
+ * step's loss is not finite, and a checkpoint of the state would not be. */
+void gptc_fake_step_poison(void **argv, const uint32_t *grid, const uint32_t *block) {
+  gptc_fake_step(argv, grid, block);
+  if (**(const int32_t **)argv[2] == 1)
+    (*(float **)argv[3])[0] = __builtin_inff();
+}

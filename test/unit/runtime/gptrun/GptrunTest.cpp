@@ -92,6 +92,7 @@ protected:
     write("no-init.fb", fakeExecutable("init").build());
     write("fake-2layer.fb", fakeExecutable("", 2).build());
     write("fake-nan.fb", fakeExecutable("", 1, "gptc_fake_step_nan").build());
+    write("fake-poison.fb", fakeExecutable("", 1, "gptc_fake_step_poison").build());
     ExecutableSpec scaled = fakeExecutable("", 1, "gptc_fake_step_nan");
     scaled.optimizer = {{"lr", 3e-4}, {"loss_scale", 65536.0}};
     write("fake-nan-scaled.fb", scaled.build());
@@ -572,6 +573,53 @@ TEST_F(GptrunTest, NonFiniteLossSkipsTheUpdate) {
   r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --on-nan=maybe");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("--on-nan is stop or skip, got 'maybe'"), std::string::npos);
+}
+
+// Verify --on-nan=skip when a step's loss and norm are finite but its
+// update is not (w[0] becomes inf at step 2): that update is undone too,
+// so later steps train and the last checkpoint is finite and resumes (it
+// used to skip every later step and write the inf, exit 0).
+TEST_F(GptrunTest, NonFiniteUpdateIsSkippedAndNeverCheckpointed) {
+  std::string ckpt = path("ckpt-poison-skip");
+  fs::remove_all(ckpt);
+  ToolResult r = gptrun(path("fake-poison.fb") + " --data " + path("train.bin") +
+                        " --steps 4 --seed 5 --on-nan=skip --checkpoint-dir " + ckpt);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("step 2/4 | loss 12.5 | norm 2 | parameter 'w' holds a non-finite "
+                          "value at element 0 (inf) after the update: update skipped "
+                          "(--on-nan=skip)\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("step 3/4 | loss 12.5000 | norm 2.0000"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step 4/4 | loss 12.5000 | norm 3.0000"), std::string::npos) << r.output;
+  r = gptrun(path("fake.fb") + " --data " + path("train.bin") +
+             " --steps 5 --resume latest --checkpoint-dir " + ckpt);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("step 5/5 | loss 12.5000 | norm 4.0000"), std::string::npos) << r.output;
+}
+
+// Verify --on-nan=stop when the update turns non-finite under a finite
+// loss: the checkpoint of that step is refused and the message names the
+// last one written, which resumes (it named the step-2 checkpoint, inf).
+TEST_F(GptrunTest, NonFiniteUpdateStopsNamingAResumableCheckpoint) {
+  std::string ckpt = path("ckpt-poison-stop");
+  fs::remove_all(ckpt);
+  ToolResult r = gptrun(path("fake-poison.fb") + " --data " + path("train.bin") +
+                        " --steps 4 --seed 5 --checkpoint-every 1 --checkpoint-dir " + ckpt);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("gptrun: error: step 2: parameter 'w' holds a non-finite value at "
+                          "element 0 (inf) after the update; " +
+                          ckpt + "/step-00000002.ckpt is not written; stopped (--on-nan=stop), "
+                          "the last good checkpoint is " + ckpt + "/step-00000001.ckpt\n"),
+            std::string::npos)
+      << r.output;
+  std::vector<std::string> left;
+  for (const auto &e : fs::directory_iterator(ckpt))
+    left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"step-00000001.ckpt"});
+  r = gptrun(path("fake.fb") + " --data " + path("train.bin") +
+             " --steps 2 --resume latest --checkpoint-dir " + ckpt);
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 // Verify a checkpoint directory that cannot be written is refused before
