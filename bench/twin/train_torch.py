@@ -21,7 +21,16 @@ run-reference` do), same optimizer (gpt-insert-optimizer):
 Modes: --mode eager | compile (torch.compile of the loss function; forward +
 backward, the optimizer stays fused eager), --dtype fp32 | bf16 (bf16 =
 autocast to bfloat16 with fp32 master weights, moments and loss), --tf32
-off | on (fp32 matmuls and cuDNN on TF32 tensor cores).
+off | on (fp32 matmuls and cuDNN on TF32 tensor cores). --float8 tensorwise |
+rowwise | rowwise_with_gw_hp: torchao's float8 training (the peer a user would
+pick for FP8; needs --dtype bf16, a CUDA sm_89+ GPU and torchao importable,
+e.g. its source on PYTHONPATH with TORCHAO_FORCE_SKIP_LOADING_SO_FILES=1):
+each block's four linear layers (c_attn, attn.c_proj, c_fc, mlp.c_proj)
+become torchao Float8Linear modules over the same parameter tensors,
+`convert_to_float8_training` with `Float8LinearConfig.from_recipe_name`;
+the LM head (x @ wte^T, tied, vocabulary-sized) stays bf16, as torchao's
+auto filter and gptc's default FP8 recipe keep it. --float8-filter auto
+applies torchao's size heuristic (`_auto_filter_for_recipe`) on top.
 
 Prints one line per step, in gptrun's format:
   step i/N | loss X | norm Y | lr Z | T ms | R tok/s | MFU M%
@@ -200,6 +209,11 @@ def parse_args(argv=None):
     a("--linear", choices=["default", "fp8"], default="default",
       help="fp8: the blocks' linear layers as FP8 products (gpt2_torch.Fp8Linear; needs "
            "--dtype bf16 and an sm_89+ GPU), for the FP8 numerics study")
+    a("--float8", choices=["none", "tensorwise", "rowwise", "rowwise_with_gw_hp"], default="none",
+      help="torchao float8 training of the blocks' linear layers with this recipe "
+           "(needs --dtype bf16 and torchao; the LM head stays bf16)")
+    a("--float8-filter", choices=["all", "auto"], default="all",
+      help="all: every block linear layer; auto: torchao's _auto_filter_for_recipe size heuristic")
     a("--attention", choices=["sdpa", "math"], default="sdpa",
       help="F.scaled_dot_product_attention or the explicit softmax(QK^T)V")
     a("--init", choices=["counter", "torch"], default="counter",
@@ -238,6 +252,8 @@ def parse_args(argv=None):
         ap.error(f"a {args.schedule} schedule needs --total-steps > --warmup-steps")
     if args.linear == "fp8" and args.dtype != "bf16":
         ap.error("--linear fp8 needs --dtype bf16")
+    if args.float8 != "none" and (args.dtype != "bf16" or args.linear != "default"):
+        ap.error("--float8 needs --dtype bf16 and --linear default")
     if args.accum_steps < 1 or args.steps < 1:
         ap.error("--steps and --accum-steps must be >= 1")
     return args
@@ -317,6 +333,66 @@ def profile_steps(train_step, first, count, cuda):
               f"x{e.count // count:<4d} {e.key[:110]}")
 
 
+BLOCK_LINEARS = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+
+
+def torchao_float8(cfg, params, recipe, filter_mode):
+    """torchao float8 training for the blocks' linear layers.
+
+    Wraps each block linear's weight and bias in an nn.Linear (the same
+    storage: the entries of `params` are replaced by the nn.Parameter objects,
+    so the optimizer and the global norm see exactly the tensors the modules
+    train), converts them with torchao's convert_to_float8_training under
+    Float8LinearConfig.from_recipe_name(recipe), and returns (overrides, info):
+    `overrides` maps "<layer>.weight" to the layer's module (Float8Linear, or
+    nn.Linear where the filter kept it) and "<layer>.bias" to None, for
+    `float8_linear` below; `info` says what was converted.
+    """
+    os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
+    try:
+        import torchao  # noqa: F401
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+        from torchao.float8 import _auto_filter_for_recipe
+    except Exception as e:  # ImportError, or an incompatible torch
+        raise SystemExit(f"train_torch: --float8 needs torchao: {type(e).__name__}: {e}")
+    config = Float8LinearConfig.from_recipe_name(recipe)
+    layers = torch.nn.ModuleDict()
+    for i in range(cfg.n_layer):
+        for lin in BLOCK_LINEARS:
+            name = f"h.{i}.{lin}"
+            w, b = params[name + ".weight"], params[name + ".bias"]
+            with torch.device("meta"):
+                mod = torch.nn.Linear(w.shape[1], w.shape[0], bias=True)
+            mod.weight = torch.nn.Parameter(w.detach(), requires_grad=True)
+            mod.bias = torch.nn.Parameter(b.detach(), requires_grad=True)
+            params[name + ".weight"], params[name + ".bias"] = mod.weight, mod.bias
+            layers[name.replace(".", "_")] = mod
+    module_filter = (_auto_filter_for_recipe(recipe, filter_fqns=[])
+                     if filter_mode == "auto" else None)
+    convert_to_float8_training(layers, module_filter_fn=module_filter, config=config)
+    overrides, converted = {}, []
+    for i in range(cfg.n_layer):
+        for lin in BLOCK_LINEARS:
+            name = f"h.{i}.{lin}"
+            mod = layers[name.replace(".", "_")]
+            assert mod.weight is params[name + ".weight"] and mod.bias is params[name + ".bias"]
+            overrides[name + ".weight"], overrides[name + ".bias"] = mod, None
+            if type(mod).__name__ == "Float8Linear":
+                converted.append(name)
+    info = {"recipe": recipe, "filter": filter_mode,
+            "converted": len(converted), "of": len(overrides) // 2,
+            "converted_kinds": sorted({n.split(".", 2)[2] for n in converted}),
+            "config": repr(config), "torchao": os.path.dirname(torchao.__file__),
+            "torchao_version": getattr(torchao, "__version__", "unknown")}
+    return overrides, info
+
+
+def float8_linear(x, mod, b):
+    """`linear` for gpt2_torch.forward under --float8: the params entry of the
+    weight is the layer's module (see torchao_float8), the bias's is None."""
+    return mod(x)
+
+
 def main(argv=None):
     started = time.perf_counter()
     args = parse_args(argv)
@@ -342,6 +418,13 @@ def main(argv=None):
         params = {k: v.to(dev) for k, v in g.init_gpt2(cfg, gen, pdtype).items()}
     for p in params.values():
         p.requires_grad_(True)
+    float8_info, float8_overrides = None, {}
+    if args.float8 != "none":
+        float8_overrides, float8_info = torchao_float8(cfg, params, args.float8, args.float8_filter)
+        print(f"train_torch: torchao float8 {args.float8} ({args.float8_filter}): "
+              f"{float8_info['converted']} of {float8_info['of']} block linear layers converted "
+              f"({', '.join(float8_info['converted_kinds']) or 'none'}); LM head bf16; "
+              f"torchao {float8_info['torchao_version']} from {float8_info['torchao']}", flush=True)
     if cuda:
         torch.cuda.synchronize()
     init_s = time.perf_counter() - t0
@@ -360,8 +443,15 @@ def main(argv=None):
     fused = args.attention == "sdpa"
     linear = g.Fp8Linear.apply if args.linear == "fp8" else F.linear
 
-    def loss_fn(p, x, y):
-        return g.forward(cfg, p, x, y, fused_attention=fused, linear=linear)
+    if float8_overrides:
+        linear = float8_linear
+
+        def loss_fn(p, x, y):
+            return g.forward(cfg, {**p, **float8_overrides}, x, y, fused_attention=fused,
+                             linear=linear)
+    else:
+        def loss_fn(p, x, y):
+            return g.forward(cfg, p, x, y, fused_attention=fused, linear=linear)
 
     eval_fn = loss_fn  # uncompiled: a no_grad call would make torch.compile recompile
     if args.mode == "compile":
@@ -382,7 +472,8 @@ def main(argv=None):
     tokens_per_step = A * B * T
     n_params = g.num_parameters(cfg)
     print(f"train_torch: {args.model} ({n_params:,} parameters) B={B} T={T} accum={A} "
-          f"steps={args.steps} mode={args.mode} dtype={args.dtype} linear={args.linear} tf32={args.tf32} "
+          f"steps={args.steps} mode={args.mode} dtype={args.dtype} linear={args.linear} "
+          f"float8={args.float8} tf32={args.tf32} "
           f"attention={args.attention} adamw={impl} init={args.init} seed={args.seed} "
           f"device={dev}; data {args.data or 'random'}: {data.count} windows; "
           f"init {init_s:.2f} s", flush=True)
@@ -454,6 +545,7 @@ def main(argv=None):
         "label": args.label or f"torch {args.mode}",
         "mode": args.mode, "compile_mode": args.compile_mode if args.mode == "compile" else None,
         "dtype": args.dtype, "linear": args.linear, "tf32": args.tf32, "precision_flags": precision_flags,
+        "float8": float8_info,
         "attention": args.attention, "adamw": impl,
         "model": args.model, "batch": B, "seq": T, "accum_steps": A, "steps": len(losses),
         "init": args.init, "seed": args.seed, "data": args.data or "random",
