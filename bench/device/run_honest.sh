@@ -26,9 +26,13 @@
 # then llm.c, torch.compile bf16, torchao tensorwise, the bounds, torchao
 # rowwise), each under a limit taken from what is left of BUDGET_S, so a call
 # cut short loses the least important runs, and says which. RUNS picks
-# stages (default: "gptc llmc torch tensorwise sol rowwise"); e.g. a second
-# call RUNS="rowwise" SIZES="774M 1558M" on the same warm machine (its
-# inductor cache then warm).
+# stages (default: "gptc llmc torch tensorwise sol rowwise"; "profile" adds
+# GPTC_PROFILE's per-kernel split of gptc's step, 2 steps each of bf16 and
+# the best fp8); e.g. a second call RUNS="rowwise" SIZES="774M 1558M" on the
+# same warm machine, whose $OUT/logs.tar.gz merges with the first's:
+#   python3 bench/tools/honest_report.py --work call1/ --work call2/
+# The speed-of-light table alone (item 2; gptc's times come from the same
+# call): RUNS="gptc sol profile" SIZES="124M 350M 774M 1558M" (~250 s).
 #
 # Steps: HONEST_STEPS (12) per run, the median of the last 10 (HONEST_WARMUP=2
 # left out: gptrun's first step times cuBLASLt's candidates, --gemm-algos;
@@ -82,6 +86,7 @@ want_of() {
     torch) w=(130 150 180 240) ;;
     tensorwise | rowwise) w=(160 180 220 290) ;;
     sol) w=(60 60 70 90) ;;
+    profile) w=(40 40 50 60) ;;
   esac
   echo "${w[$i]}"
 }
@@ -95,6 +100,7 @@ min_of() {
     torch) m=(60 70 90 130) ;;
     tensorwise | rowwise) m=(75 90 115 160) ;;
     sol) m=(25 25 30 40) ;;
+    profile) m=(15 15 20 25) ;;
   esac
   echo "${m[$i]}"
 }
@@ -140,13 +146,16 @@ print(f"gptrun: steps 2-{steps}: {ms:.1f} ms/step")
 EOF
   cat > "$d/train_gpt2cu" <<'EOF'
 #!/usr/bin/env python3
-# DRY_RUN stand-in for llm.c's train_gpt2cu: its step lines, made-up numbers.
-import sys, random
+# DRY_RUN stand-in for llm.c's train_gpt2cu: its step lines, made-up numbers
+# (FAKE_LLMC_OOM=1: an out-of-memory exit with -r 0).
+import os, sys, random
 a = sys.argv[1:]
 opt = {a[i]: a[i + 1] for i in range(0, len(a) - 1, 2)}
 steps = int(opt.get("-x", 10))
 ms = {"d12": 120.0, "d24": 160.0, "d36": 175.0, "d48": 340.0}.get(opt.get("-e"), 100.0)
 print(f"train_gpt2cu (DRY_RUN stand-in): {' '.join(a)}")
+if opt.get("-r") == "0" and os.environ.get("FAKE_LLMC_OOM") == "1":
+    sys.exit("llm.c: out of device memory allocating 123456 bytes")
 print("device memory usage: 30123 MiB / 81559 MiB")
 print("val loss 11.0123")
 for i in range(1, steps + 1):
@@ -271,14 +280,15 @@ EOF
 llmc_run() { # model
   local model=$1 b d r log rc
   b=$(batch_of "$model") d=$(depth_of "$model")
-  # Recompute 0 (nothing recomputed) where it fits; 1 (the GELU) at 1558M.
+  # Recompute 0 (nothing recomputed, the fastest); on an out-of-memory exit
+  # again with 1 (the GELU recomputed). 1558M B=16 needs about 67 GB with 0
+  # by llm.c's buffer sizes (25 GB of weights and AdamW state).
   r=${LLMC_RECOMPUTE:-0}
-  [ "$model" = 1558M ] && r=${LLMC_RECOMPUTE_1558M:-1}
   log=$LOGS/llmc-bf16_$model.log
   mkdir -p "$WORK/llmc"
   llmc_once "$model" "$b" "$d" "$r" "llmc-bf16-$model" > "$log" 2>&1
   rc=$?
-  if ((rc != 0 && rc != 99)) && ((r == 0)) && grep -qi "out of memory" "$log"; then
+  if ((rc != 0 && rc != 99)) && ((r == 0)) && grep -qiE "out of (device )?memory" "$log"; then
     echo "llm.c $model: out of memory with -r 0; again with -r 1 (the GELU recomputed)"
     mv "$log" "$log.r0"
     llmc_once "$model" "$b" "$d" 1 "llmc-bf16-$model-r1" > "$log" 2>&1
@@ -332,6 +342,21 @@ sol_run() { # model
   cp "$RUNSD/sol-$model.json" "$LOGS/" 2> /dev/null
 }
 
+# Where gptc's step goes: GPTC_PROFILE=40 (each command between CUDA events,
+# the top 40 kernels and GEMM shapes; launch and ramp-up included, so short
+# kernels read slow: bench/README.md) over 2 steps of the bf16 and best fp8
+# executables, into the logs (profile-<tag>_<model>.log).
+profile_run() { # model
+  local model=$1 tag file
+  for tag in bf16 fp8best; do
+    file=$HONEST_DIR/honest-$model-$tag.fb
+    [ -f "$file" ] || continue
+    GPTC_PROFILE=40 run_stage "profile-$tag-$model" profile "$model" "$GPTRUN" "$file" --data "$DATA" --steps 2 \
+      --seed "$SEED" --no-progress > "$LOGS/profile-${tag}_$model.log" 2>&1
+    grep -m 12 -E "^ +[0-9.]+ ms +[0-9.]+%|profile " "$LOGS/profile-${tag}_$model.log"
+  done
+}
+
 # --- the stages, in priority order across the sizes ------------------------------
 for stage in $RUNS; do
   for model in $SIZES; do
@@ -341,7 +366,8 @@ for stage in $RUNS; do
       llmc) llmc_run "$model" ;;
       torch | tensorwise | rowwise) torch_run "$model" "$stage" ;;
       sol) sol_run "$model" ;;
-      *) echo "run_honest: unknown stage '$stage' (gptc llmc torch tensorwise sol rowwise)" ;;
+      profile) profile_run "$model" ;;
+      *) echo "run_honest: unknown stage '$stage' (gptc llmc torch tensorwise sol rowwise profile)" ;;
     esac
     report
   done

@@ -31,6 +31,7 @@ SIZES = ["124M", "350M", "774M", "1558M"]
 # n_layer, n_embd (the presets of models/gpt2.mlir; padded vocabulary 50304).
 SHAPES = {"124M": (12, 768), "350M": (24, 1024), "774M": (36, 1280), "1558M": (48, 1600)}
 VOCAB_PADDED, BLOCK = 50304, 1024
+MIN_TIMED = 3       # timed steps a run needs to count as a peer's time
 PEAK_TFLOPS = 989.5  # H100/H200 SXM dense bf16 (bench/README.md, MFU), for every precision
 
 KINDS = [  # (kind, label, precision, side)
@@ -62,9 +63,12 @@ def fmt(x, spec, empty="—"):
     return format(x, spec)
 
 
-def load_runs(work):
+def load_runs(works):
+    """run-<model>-<kind>.json of each folder; a later folder's run replaces
+    an earlier one's (calls on one warm machine, merged)."""
     runs = {}
-    for path in sorted(glob.glob(os.path.join(work, "run-*.json"))):
+    paths = [p for w in works for p in sorted(glob.glob(os.path.join(w, "run-*.json")))]
+    for path in paths:
         m = RUN_RE.match(os.path.basename(path))
         if not m or m.group(2) not in KIND:
             continue
@@ -80,9 +84,9 @@ def load_runs(work):
     return runs
 
 
-def load_sol(work):
+def load_sol(works):
     sol = {}
-    for path in sorted(glob.glob(os.path.join(work, "sol-*.json"))):
+    for path in [p for w in works for p in sorted(glob.glob(os.path.join(w, "sol-*.json")))]:
         try:
             with open(path) as f:
                 s = json.load(f)
@@ -120,7 +124,10 @@ def build(runs, sol):
             continue
         best = {}
         for prec in ("bf16", "fp8", "any"):
-            peers = [x for x in rows if x["side"] == "peer" and (prec == "any" or x["precision"] == prec)]
+            # A run stopped before MIN_TIMED steps were timed (a compile that
+            # ate its time limit) is shown but sets no ratio.
+            peers = [x for x in rows if x["side"] == "peer" and (prec == "any" or x["precision"] == prec)
+                     and (x["timed_steps"] or 0) >= MIN_TIMED]
             best[prec] = min(peers, key=lambda x: x["ms"]) if peers else None
         for x in rows:
             if x["side"] != "gptc":
@@ -172,6 +179,8 @@ def markdown(rep):
             if x["side"] == "gptc" and x["compile_s"] is not None:
                 comp += " (AOT, CPU)"
             label = x["label"]
+            if (x["timed_steps"] or 0) < MIN_TIMED:
+                label += f" (only {x['timed_steps']} timed step(s): not used)"
             f8 = x.get("float8")
             if f8:
                 label += f" ({f8.get('converted')}/{f8.get('of')} linears)"
@@ -198,7 +207,8 @@ def markdown(rep):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--work", required=True)
+    ap.add_argument("--work", required=True, action="append",
+                    help="a folder of run-*.json and sol-*.json; repeat to merge calls (later wins)")
     ap.add_argument("--md", default="")
     ap.add_argument("--json", default="")
     a = ap.parse_args(argv)
