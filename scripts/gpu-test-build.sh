@@ -15,7 +15,8 @@
 #      conformance/bin/, and writes conformance/manifest.txt.
 # Build first: /work/bin/nj gptc gptrun RuntimeCudaBackendTest RuntimeNcclTest
 # RuntimeDriverTest GptrunTest (or ninja -C build). About 3 minutes on 2 cores.
-#   ONLY="mini-bf16 ..."   rebuild only these executables (and their expectations)
+#   ONLY="mini-bf16 ..."   rebuild only these executables (and their expectations),
+#                          with the gptrun already in conformance/bin
 #   SKIP_EXPECT=1          compile only; keep the expectations already there
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,12 +29,17 @@ GTESTS="RuntimeCudaBackendTest RuntimeNcclTest RuntimeDriverTest GptrunTest"
 for b in "$GPTC" "$GPTRUN"; do
   [ -x "$b" ] || { echo "gpu-test-build: $b is missing (build it first)" >&2; exit 1; }
 done
-if ! ldd "$GPTRUN" | grep -q libcudart; then
+if [[ $(ldd "$GPTRUN") != *libcudart* ]]; then
   echo "gpu-test-build: $GPTRUN is built without CUDA; the device could not run it" >&2
   exit 1
 fi
 mkdir -p "$CONF"/{exe,expect,data,vocab,bin} "$CONF_HOST"
 start=$SECONDS
+# One snapshot of gptrun computes the host expectations and goes to the
+# device: a rebuild during this script (others share build/) would give the
+# two sides different runtimes. ONLY= keeps the snapshot it finds.
+if [ -z "${ONLY:-}" ] || [ ! -x "$CONF/bin/gptrun" ]; then cp "$GPTRUN" "$CONF/bin/gptrun"; fi
+GPTRUN=$CONF/bin/gptrun
 
 # Token files. mini reads Austen as it is; tiny's vocabulary is 60, so its
 # ids are Austen's mod 60. 50,000 tokens cover every run of the matrix.
@@ -57,7 +63,7 @@ wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 : > "$CONF/manifest.new"
 for entry in "${CONF_EXES[@]}"; do
   read -r name model prec refs flags <<< "$entry"
-  # shellcheck disable=SC2086 # the flag strings are word lists
+  # shellcheck disable=SC2046,SC2086 # the flag strings are word lists
   set -- --model="$model" --precision="$prec" $(opt_of "$model") ${flags:-}
   steps=$(steps_of "$model")
   echo "exe $name model=$model precision=$prec steps=$steps refs=$refs flags=$* " >> "$CONF/manifest.new"
@@ -77,7 +83,8 @@ for entry in "${CONF_EXES[@]}"; do
       --log-dir "$run" --checkpoint-dir "$run/ck" --no-progress > "$run.txt" 2>&1 ||
       { tail -5 "$run.txt" >&2; exit 1; }
     cp "$run/log.jsonl" "$CONF/expect/$name.host.jsonl"
-    python3 scripts/gpu_test.py expect-params "$(ls "$run"/ck/step-*.ckpt | tail -1)" "$CONF/expect/$name.host.params.st"
+    ckpts=("$run"/ck/step-*.ckpt)
+    python3 scripts/gpu_test.py expect-params "${ckpts[-1]}" "$CONF/expect/$name.host.params.st"
     "$GPTRUN" "$CONF_HOST/$name.fb" --sample "$(prompt_of "$model")" --sample-tokens 1 --seed "$SEED" \
       --vocab-dir "$CONF/vocab" --logits-out "$CONF/expect/$name.host.logits.st" > "$run.sample.txt" 2>&1 ||
       { tail -5 "$run.sample.txt" >&2; exit 1; }
@@ -95,16 +102,17 @@ done
 # gptrun and the GPU GoogleTests, as built here (CUDA 13, Release: they run
 # on the device as they are, as bench/device/runtime.sh found). The tests
 # name files by their absolute build paths (GPTC_TEST_CUBIN, GPTC_GPTRUN,
-# ...): each is copied under bin/paths/ and gpu-test.sh links it back into
-# place on the device where the path does not exist.
-cp "$GPTRUN" "$CONF/bin/"
-abs=$(cd "$BUILD" && pwd -P)
-rm -rf "$CONF/bin/paths"
+# ... in build.ninja): each is copied under bin/paths/ and gpu-test.sh links
+# it back into place on the device where the path does not exist.
 for t in $GTESTS; do
   [ -x "$BUILD/bin/$t" ] || { echo "gpu-test-build: $BUILD/bin/$t is missing (build it first)" >&2; exit 1; }
   cp "$BUILD/bin/$t" "$CONF/bin/"
-  { strings -a "$BUILD/bin/$t" | grep -o "^$abs/[^ \"']*" || true; } | sort -u | while read -r p; do
-    [ -f "$p" ] || continue
+done
+abs=$(cd "$BUILD" && pwd)
+rm -rf "$CONF/bin/paths"
+for def in GPTC_GPTRUN GPTC_TEST_CUBIN GPTC_TEST_PTX GPTC_TEST_KERNELS_SO; do
+  grep -o "$def=\\\"[^\\]*" "$BUILD/build.ninja" | sed 's/.*"//' | sort -u | while read -r p; do
+    if [ ! -f "$p" ] || [[ $p != "$abs"/* ]]; then continue; fi
     mkdir -p "$CONF/bin/paths/$(dirname "${p#"$abs"/}")"
     cp "$p" "$CONF/bin/paths/${p#"$abs"/}"
     echo "path $p ${p#"$abs"/}" >> "$CONF/manifest.new"

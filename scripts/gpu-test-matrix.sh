@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034 # read by the scripts that source it
 # scripts/gpu-test-matrix.sh: what the GPU conformance suite compiles, runs
 # and compares. Sourced by scripts/gpu-test-build.sh (CPU side: compiles
 # every executable for CUDA, and the references for the host target, and
@@ -24,7 +24,7 @@ MINI_OPT="--lr=3e-3 --min-lr=3e-4 --warmup-steps=2 --total-steps=$MINI_STEPS --s
 # init parameters, so a difference is the forward's alone. tiny's ids must be
 # under its vocabulary of 60 (GPT-2's ids 0-59 are single characters).
 TINY_PROMPT='0;5(=2-'
-MINI_PROMPT='It is a truth universally acknowledged, that a single man'
+MINI_PROMPT='It is a truth universally acknowledged'
 
 # The executables, one per line: NAME MODEL PRECISION REFS GPTC-FLAGS...
 #   small: tiny (2 layers, C=16, 2 heads of 8, vocab 64, B=2, T=8)

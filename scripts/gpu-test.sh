@@ -34,14 +34,15 @@
 #   against the fp64 interpreter, real numbers); proves the plumbing here.
 #   ONLY="mini-bf16 ..."   only these executables (and pairs of two of them)
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 source scripts/gpu-test-matrix.sh
 
 TARGET=${GPU_TEST_TARGET:-cuda}
 [ "${1:-}" = "--dry-run" ] && TARGET=host
 OUT=${OUT:-out/gpu-test}
 GPTRUN=${GPTRUN:-$CONF/bin/gptrun}
-RUN_TIMEOUT=${RUN_TIMEOUT:-120}
+RUN_TIMEOUT=${RUN_TIMEOUT:-120}   # seconds per gptrun
+BUDGET_S=${BUDGET_S:-480}         # no new run after this many seconds (a FAIL each)
 export NCCL_NVLS_ENABLE=0
 RUNS=${RUNS:-/tmp/gpu-test-runs}
 rm -rf "$RUNS"
@@ -50,26 +51,32 @@ SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 start=$SECONDS
 
-# Tolerances, by precision: the largest relative difference of any step's
-# loss or norm, of one parameter tensor (relative L2) after the last step,
-# and of the prompt's @logits (relative L2), against the host target; and a
-# step's loss or norm against the fp64 interpreter (the same precision
-# policy: bf16/f16/fp8 values rounded where the kernels round them, the
-# arithmetic in fp64). Both sides round narrow values at the same places;
-# they differ where fp32 sums in another order (cuBLASLt's GEMMs and the
-# kernels' reductions against the host's loops) and, in bf16/f16/fp8, where
-# that moves a value across a rounding boundary. Starting values from the
-# precision: fp32 sums of ~1e2-1e3 terms (~1e-6 each), bf16 8 bits of
-# mantissa (4e-3 a rounding), f16 11 bits (5e-4), e4m3 4 bits (6e-2);
-# parameters looser, as AdamW's m/sqrt(v) turns a gradient's rounding
-# into a full step of lr for elements whose gradient is near 0. The first
-# device run prints the measured agreement: set each to about 2x it
-# (docs/reliability.md, "GPU conformance suite").
-#               steps  params logits fp64-steps
-TOL_fp32=(      2e-5   2e-4   1e-5   2e-5)
-TOL_bf16=(      1e-2   5e-2   1e-2   1e-2)
-TOL_fp16=(      5e-3   3e-2   3e-3   5e-3)
-TOL_fp8=(       3e-2   1e-1   5e-2   3e-2)
+# Tolerances, by precision: against the host target, the largest relative
+# difference of any step's loss and of its grad norm, of one parameter
+# tensor after the last step (relative L2) and of the prompt's @logits
+# (relative L2); against the fp64 interpreter (the same precision policy:
+# bf16/f16/fp8 values rounded where the kernels round them, the arithmetic
+# in fp64), a step's loss and norm. The host and the device round narrow
+# values at the same places; they differ where fp32 sums in another order
+# (cuBLASLt's GEMMs and the kernels' reductions against the host's loops)
+# and, in bf16/f16/fp8, where that moves a value across a rounding boundary.
+# Starting values from the precision: fp32 sums of 1e2-1e3 terms (~1e-6),
+# bf16 8 bits of mantissa (4e-3 a rounding), f16 11 bits (5e-4), e4m3 4 bits
+# (6e-2); the norm and the parameters looser, as AdamW's m/sqrt(v) turns a
+# gradient's rounding into a full step of lr where a gradient is near 0.
+# The fp64 columns are 2x what the host target measured against the
+# interpreter (gpu-test.sh --dry-run, 2026-12-07: the worst of tiny's 10 and
+# mini's 4 steps): the tiny fp8 norm of step 6 is 16% off, the bf16 one 1.9%.
+# The first device run prints the measured agreement: set each host column
+# to about 2x it (docs/reliability.md, "GPU conformance suite").
+tolerances() {  # PRECISION -> loss norm params logits fp64-loss fp64-norm
+  case $1 in
+    fp32) echo 2e-5 5e-5 2e-4 1e-5 1e-5 1e-5 ;;
+    bf16) echo 1e-2 4e-2 5e-2 1e-2 1e-3 4e-2 ;;
+    fp16) echo 5e-3 5e-3 3e-2 3e-3 1e-4 4e-3 ;;
+    fp8) echo 3e-2 3e-1 1e-1 5e-2 5e-3 3.2e-1 ;;
+  esac
+}
 # GoogleTest skips that are right on a one-GPU machine (a no-GPU test, two
 # GPUs, root, an uncommitted fixture); on --dry-run also "no GPU".
 ALLOW_SKIP=("this machine has a GPU" "needs 2 GPUs" "running as root")
@@ -107,14 +114,22 @@ exe_of() {
   while [ ! -f "$CONF_HOST/$n.fb" ] && [[ $n == *-*-* ]]; do n=${n%-*}; done
   echo "$CONF_HOST/$n.fb"
 }
-declare -A MODEL PREC REFS
-ckpt_of() { ls "$RUNS/$1/ck"/step-*.ckpt 2> /dev/null | tail -1; }
+declare -A MODEL
+# The last checkpoint of a run (step-NNNNNNNN.ckpt sorts by step).
+ckpt_of() {
+  local c=("$RUNS/$1/ck"/step-*.ckpt)
+  echo "${c[-1]}"
+}
 
 # train NAME TAG [gptrun flags]: N steps into $RUNS/NAME.TAG (log.jsonl, ck/).
 train() {
   local name=$1 tag=$2 dir=$RUNS/$1.$2
   shift 2
   local model=${MODEL[$name]}
+  if ((SECONDS - start > BUDGET_S)); then
+    fail "$name.$tag" budget "past BUDGET_S=$BUDGET_S s"
+    return 1
+  fi
   rm -rf "$dir"
   if ! timeout "$RUN_TIMEOUT" "$GPTRUN" "$(exe_of "$name")" --data "$CONF/data/$model.bin" \
       --steps "$(steps_of "$model")" --seed "$SEED" --log-dir "$dir" --checkpoint-dir "$dir/ck" \
@@ -137,19 +152,18 @@ logits() {
 declare -A OK
 for entry in "${CONF_EXES[@]}"; do
   read -r name model prec refs _flags <<< "$entry"
-  MODEL[$name]=$model PREC[$name]=$prec REFS[$name]=$refs
+  MODEL[$name]=$model
   wanted "$name" || continue
   t0=$SECONDS
   train "$name" main || continue
   logits "$name" && OK[$name]=1
   dir=$RUNS/$name.main
-  tol="TOL_$prec[@]"
-  tol=("${!tol}")
+  read -r -a tol <<< "$(tolerances "$prec")"
   if [[ ,$refs, == *,host,* ]]; then
-    check steps "$name.host" "$dir/log.jsonl" "$CONF/expect/$name.host.jsonl" --tol "${tol[0]}"
-    check params "$name.params.host" "$(ckpt_of "$name.main")" "$CONF/expect/$name.host.params.st" --tol "${tol[1]}"
+    check steps "$name.host" "$dir/log.jsonl" "$CONF/expect/$name.host.jsonl" --tol "${tol[0]}" --tol-norm "${tol[1]}"
+    check params "$name.params.host" "$(ckpt_of "$name.main")" "$CONF/expect/$name.host.params.st" --tol "${tol[2]}"
     [ -n "${OK[$name]:-}" ] &&
-      check logits "$name.logits.host" "$dir/logits.st" "$CONF/expect/$name.host.logits.st" --tol "${tol[2]}"
+      check logits "$name.logits.host" "$dir/logits.st" "$CONF/expect/$name.host.logits.st" --tol "${tol[3]}"
     # The runtime's promises, on every executable with a host reference:
     # the same bits again, without the CUDA graph, and without PDL.
     for variant in again:"" nograph:--no-graph nopdl:--no-pdl; do
@@ -162,7 +176,7 @@ for entry in "${CONF_EXES[@]}"; do
     done
   fi
   if [[ ,$refs, == *,fp64,* ]]; then
-    check steps "$name.fp64" "$dir/log.jsonl" "$CONF/expect/$name.fp64.txt" --tol "${tol[3]}"
+    check steps "$name.fp64" "$dir/log.jsonl" "$CONF/expect/$name.fp64.txt" --tol "${tol[4]}" --tol-norm "${tol[5]}"
   fi
   note "$name: $((SECONDS - t0)) s"
 done
@@ -170,7 +184,7 @@ done
 # ---- pairs of compiles: the same bits, or within the pair's tolerance -------
 for entry in "${CONF_PAIRS[@]}"; do
   read -r a b kind step_tol param_tol logit_tol _why <<< "$entry"
-  wanted "$a" && wanted "$b" || continue
+  if ! wanted "$a" || ! wanted "$b"; then continue; fi
   if [ -z "${OK[$a]:-}" ] || [ -z "${OK[$b]:-}" ]; then
     fail "$a~$b" run "one side did not run"
     continue
@@ -191,8 +205,9 @@ done
 if [ -z "${ONLY:-}" ]; then
   grep '^path ' "$CONF/manifest.txt" | while read -r _ abs rel; do
     if [ ! -e "$abs" ]; then
-      mkdir -p "$(dirname "$abs")" 2> /dev/null && ln -s "$PWD/$CONF/bin/paths/$rel" "$abs" 2> /dev/null ||
+      if ! { mkdir -p "$(dirname "$abs")" && ln -s "$PWD/$CONF/bin/paths/$rel" "$abs"; } 2> /dev/null; then
         note "cannot place $abs (the tests that read it will skip and fail here)"
+      fi
     fi
   done
   skips=()
