@@ -13,8 +13,9 @@ namespace gptc::data {
 /// All of `path` (runtime/support/FileIO.h).
 using gptc::readFile;
 
-/// Writes `path` through a temporary file renamed into place, so a failed
-/// or interrupted write never leaves a truncated file behind.
+/// Writes `path` through a temporary file of a unique name renamed into
+/// place (writeFileAtomically), so a failed or interrupted write never
+/// leaves a truncated file behind, and two writers never share one.
 Status writeFile(const std::string &path, std::string_view contents);
 
 } // namespace gptc::data

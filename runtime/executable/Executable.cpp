@@ -3,6 +3,7 @@
 #include "runtime/executable/Executable.h"
 
 #include "runtime/executable/ScheduleCheck.h"
+#include "runtime/support/FileIO.h"
 #include "runtime/support/Hash64.h"
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sys/stat.h>
 
 namespace gptc {
 
@@ -295,19 +297,23 @@ StatusOr<Executable> Executable::loadBytes(std::vector<uint8_t> bytes,
   return Executable(std::move(bytes));
 }
 
+/// The largest step.fb read: a FlatBuffer's offsets stop at 2 GiB.
+constexpr uint64_t kMaxFileBytes = uint64_t(1) << 31;
+
 StatusOr<Executable> Executable::loadFile(const std::string &path) {
-  // Reading a directory through ifstream throws (std::ios_base::failure).
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return Status::error(path + ": is a directory, not an executable");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
     return Status::error(path + ": cannot open");
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (in.bad())
-    return Status::error(path + ": read error");
-  return loadBytes(std::move(bytes), path);
+  if (S_ISDIR(st.st_mode))
+    return Status::error(path + ": is a directory, not an executable");
+  // A FlatBuffer cannot pass 2 GiB; a device (/dev/zero was read until the
+  // allocation aborted) or a pipe is refused or cut off at that bound.
+  if (Status s = checkInputFile(path, kMaxFileBytes, "executable"); !s)
+    return s;
+  StatusOr<std::string> text = readFile(path, kMaxFileBytes);
+  if (!text)
+    return Status::error("executable " + text.status().message());
+  return loadBytes(std::vector<uint8_t>(text->begin(), text->end()), path);
 }
 
 const schema::Program *Executable::findProgram(const std::string &name) const {

@@ -237,6 +237,16 @@ StatusOr<Tokenizer> loadTokenizer(const std::string &command, const Args &args) 
   return Tokenizer::load(it->second);
 }
 
+/// `inputs` plus the tokenizer's files, which an output must not be either
+/// (checkOutputIsNotInput: `-o data/gpt2/vocab.bpe` would destroy it).
+std::vector<std::string> withTokenizerFiles(const Args &args, std::vector<std::string> inputs) {
+  if (auto it = args.values.find("--vocab-dir"); it != args.values.end()) {
+    inputs.push_back(it->second + "/encoder.json");
+    inputs.push_back(it->second + "/vocab.bpe");
+  }
+  return inputs;
+}
+
 //===----------------------------------------------------------------------===//
 // Commands
 //===----------------------------------------------------------------------===//
@@ -253,6 +263,10 @@ int runEncode(int argc, char **argv) {
     return usage("gpt-data encode: no input files (see gpt-data encode --help)");
   if (!args.values.count("--output"))
     return usage("gpt-data encode: -o OUT.bin is required");
+  if (Status s = checkOutputIsNotInput(args.values["--output"],
+                                       withTokenizerFiles(args, args.positional));
+      !s)
+    return fail("-o " + s.message());
   StatusOr<Tokenizer> tok = loadTokenizer("encode", args);
   if (!tok)
     return fail(tok.status().message());
@@ -301,6 +315,11 @@ int runDecode(int argc, char **argv) {
     return printHelp(kDecodeHelp);
   if (args.positional.size() != 1)
     return usage("gpt-data decode: expected one token file (see gpt-data decode --help)");
+  if (args.values.count("--output"))
+    if (Status s = checkOutputIsNotInput(args.values["--output"],
+                                         withTokenizerFiles(args, args.positional));
+        !s)
+      return fail("-o " + s.message());
   StatusOr<Tokenizer> tok = loadTokenizer("decode", args);
   if (!tok)
     return fail(tok.status().message());
@@ -437,6 +456,13 @@ int runAusten(int argc, char **argv) {
     return usage("gpt-data austen: give exactly one of --deb FILE.deb and --rdb Rdata.rdb");
   if (!args.values.count("--output"))
     return usage("gpt-data austen: -o OUTDIR is required");
+  {
+    std::string source = args.values.count("--deb") ? args.values["--deb"] : args.values["--rdb"];
+    std::vector<std::string> inputs = withTokenizerFiles(args, {source});
+    for (const char *name : {"austen_train.bin", "austen_val.bin"})
+      if (Status s = checkOutputIsNotInput(args.values["--output"] + "/" + name, inputs); !s)
+        return fail("-o " + s.message());
+  }
   StatusOr<Tokenizer> tok = loadTokenizer("austen", args);
   if (!tok)
     return fail(tok.status().message());

@@ -16,9 +16,41 @@
 #include "tools/gptrun/Ranks.h"
 
 #include "runtime/schemas/executable_generated.h"
+#include "runtime/support/FileIO.h"
 #include "runtime/support/Version.h"
 
 #include <cstdio>
+
+namespace {
+
+/// An error when a file gptrun writes is one of the files it reads (by
+/// inode): `--logits-out step.fb` or `--log-dir` over the data would
+/// destroy the input.
+gptc::Status checkOutputsAreNotInputs(const gptc::gptrun::Options &o) {
+  std::vector<std::string> inputs = {o.executable, o.data, o.val, o.initFrom, o.eval,
+                                     o.vocabDir + "/encoder.json", o.vocabDir + "/vocab.bpe"};
+  if (o.resume != "latest")
+    inputs.push_back(o.resume);
+  if (!o.initFrom.empty())
+    for (const char *name : {"/model.safetensors", "/config.json"})
+      inputs.push_back(o.initFrom + name);
+  struct Output {
+    const char *flag;
+    std::string path;
+  };
+  std::vector<Output> outputs = {{"--logits-out", o.logitsOut},
+                                 {"--checkpoint-dir", o.checkpointDir}};
+  if (!o.logDir.empty())
+    for (const char *name : {"/log.jsonl", "/log.csv"})
+      outputs.push_back({"--log-dir", o.logDir + name});
+  for (const Output &out : outputs)
+    if (!out.path.empty())
+      if (gptc::Status s = gptc::checkOutputIsNotInput(out.path, inputs); !s)
+        return gptc::Status::error(std::string(out.flag) + " " + s.message());
+  return gptc::Status::ok();
+}
+
+} // namespace
 
 int main(int argc, char **argv) {
   using namespace gptc::gptrun;
@@ -37,12 +69,12 @@ int main(int argc, char **argv) {
                 static_cast<unsigned>(gptc::schema::FormatVersion::Current));
     return 0;
   }
-  gptc::Status s = gptc::Status::ok();
-  if (options->sample)
+  gptc::Status s = checkOutputsAreNotInputs(*options);
+  if (s && options->sample)
     s = sample(*options);
-  else if (!options->eval.empty())
+  else if (s && !options->eval.empty())
     s = evaluate(*options).status();
-  else
+  else if (s)
     s = trainRanks(*options);
   if (!s) {
     std::fflush(stdout);

@@ -93,6 +93,53 @@ TEST(GptDataToolTest, EncodeDecodeInfo) {
   EXPECT_EQ(*tokens, (std::vector<uint16_t>{50256, 64, 50256, 65}));
 }
 
+// Verify that an output which is one of the inputs (the same name, a
+// symlink or a hard link, or a tokenizer file) is refused before anything
+// is written: encode/decode used to replace the text with tokens, exit 0.
+TEST(GptDataToolTest, OutputThatIsAnInputIsRefused) {
+  std::string txt = tempPath("alias.txt"), bin = tempPath("alias.bin");
+  std::string link = tempPath("alias-link"), hard = tempPath("alias-hard");
+  ASSERT_TRUE(writeFile(txt, "Hello world"));
+  std::filesystem::remove(link);
+  std::filesystem::remove(hard);
+  std::filesystem::create_symlink(txt, link);
+  std::filesystem::create_hard_link(txt, hard);
+  for (const std::string &out : {txt, link, hard}) {
+    gptc::testing::ToolResult r = run("encode " + kVocab + " " + txt + " -o " + out);
+    EXPECT_EQ(r.status, 1) << out;
+    EXPECT_NE(r.output.find("gpt-data: error: -o " + out + ": is the input "), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("writing it would destroy the input"), std::string::npos) << r.output;
+  }
+  StatusOr<std::string> text = readFile(txt);
+  ASSERT_TRUE(text);
+  EXPECT_EQ(*text, "Hello world");
+
+  ASSERT_TRUE(writeTokenFile(bin, {15496}));
+  gptc::testing::ToolResult r = run("decode " + kVocab + " " + bin + " -o " + bin);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "gpt-data: error: -o " + bin + ": is the input itself (same file); writing "
+                      "it would destroy the input: choose another output\n");
+  EXPECT_TRUE(readTokenFile(bin));
+  r = run("encode " + kVocab + " " + txt + " -o " + GPTC_VOCAB_DIR + "/vocab.bpe");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("vocab.bpe: is the input"), std::string::npos) << r.output;
+
+  // austen writes OUTDIR/austen_train.bin: the --rdb given cannot be it.
+  std::string dir = tempPath("austen-alias");
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(writeFile(dir + "/austen_train.bin", "not an rdb"));
+  r = run("austen " + kVocab + " --rdb " + dir + "/austen_train.bin -o " + dir);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("-o " + dir + "/austen_train.bin: is the input"), std::string::npos)
+      << r.output;
+
+  // An endless input is refused, not read until memory runs out.
+  r = run("encode " + kVocab + " /dev/zero -o " + bin);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "gpt-data: error: /dev/zero: is a device, not a file\n");
+}
+
 TEST(GptDataToolTest, BadInputsExitOne) {
   std::string bad = tempPath("bad.txt"), bin = tempPath("bad.bin");
   ASSERT_TRUE(writeFile(bad, "ok\xFFno"));

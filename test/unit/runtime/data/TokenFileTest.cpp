@@ -105,7 +105,8 @@ TEST(TokenFileTest, WriteRejectsIdsOutsideUint16) {
   EXPECT_EQ(s.message(), tempPath("neg.bin") + ": token -1 at index 0 does not fit uint16");
   s = writeTokenFile("/nonexistent/dir/x.bin", {1});
   ASSERT_FALSE(s);
-  EXPECT_EQ(s.message(), "/nonexistent/dir/x.bin: No such file or directory");
+  EXPECT_EQ(s.message(), "/nonexistent/dir/x.bin: cannot create a temporary file in "
+                         "/nonexistent/dir: No such file or directory");
 }
 
 } // namespace

@@ -220,4 +220,12 @@ TEST(ExecutableTest, LoadFileNamesMissingFile) {
   EXPECT_EQ(exe.status().message(), "/tmp: is a directory, not an executable");
 }
 
+// Verify that an endless input is refused before it is read (/dev/zero
+// was read until the allocation aborted the process, exit 134).
+TEST(ExecutableTest, LoadFileRefusesADevice) {
+  auto exe = Executable::loadFile("/dev/zero");
+  ASSERT_FALSE(exe);
+  EXPECT_EQ(exe.status().message(), "executable /dev/zero: is a device, not a file");
+}
+
 } // namespace

@@ -182,6 +182,11 @@ TEST_F(GptrunTest, InputErrorsExitOne) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("/nonexistent/train.bin"), std::string::npos) << r.output;
 
+  // An endless executable (it was read until the allocation aborted).
+  r = gptrun("/dev/zero" + data);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "gptrun: error: executable /dev/zero: is a device, not a file\n");
+
   r = gptrun(path("no-init.fb") + data);
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("has no program 'init' (it has: train_step, forward)"), std::string::npos)
@@ -199,6 +204,29 @@ TEST_F(GptrunTest, InputErrorsExitOne) {
               std::string::npos)
         << r.output;
   }
+}
+
+// Verify that a file gptrun writes is never one it reads, by inode (a
+// symlink does not hide it): the input would be destroyed.
+TEST_F(GptrunTest, OutputThatIsAnInputIsRefused) {
+  fs::remove(path("exe-link"));
+  fs::create_symlink(path("fake.fb"), path("exe-link"));
+  ToolResult r = gptrun(path("fake.fb") + " --sample hi --logits-out " + path("exe-link"));
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(r.output, "gptrun: error: --logits-out " + path("exe-link") + ": is the input " +
+                          path("fake.fb") + " itself (same file); writing it would destroy the "
+                          "input: choose another output\n");
+  std::string logDir = path("log-over-data");
+  fs::create_directories(logDir);
+  fs::remove(logDir + "/log.jsonl");
+  fs::create_hard_link(path("train.bin"), logDir + "/log.jsonl");
+  auto before = fs::file_size(path("train.bin"));
+  r = gptrun(path("fake.fb") + " --data " + path("train.bin") + " --steps 1 --log-dir " + logDir);
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("--log-dir " + logDir + "/log.jsonl: is the input " + path("train.bin")),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(fs::file_size(path("train.bin")), before);
 }
 
 // Verify --target cuda: without a GPU a clear "no CUDA device"; with one,
