@@ -361,8 +361,7 @@ def torchao_float8(cfg, params, recipe, filter_mode):
         for lin in BLOCK_LINEARS:
             name = f"h.{i}.{lin}"
             w, b = params[name + ".weight"], params[name + ".bias"]
-            with torch.device("meta"):
-                mod = torch.nn.Linear(w.shape[1], w.shape[0], bias=True)
+            mod = torch.nn.Linear(w.shape[1], w.shape[0], bias=True, device="meta")
             mod.weight = torch.nn.Parameter(w.detach(), requires_grad=True)
             mod.bias = torch.nn.Parameter(b.detach(), requires_grad=True)
             params[name + ".weight"], params[name + ".bias"] = mod.weight, mod.bias
