@@ -385,6 +385,13 @@ StatusOr<Weights> fromLlmc(const std::vector<uint8_t> &bytes, const std::string 
   return out;
 }
 
+/// writeAtomically leaves its temporary's 0600; an export is for sharing.
+Status shareable(const std::string &path) {
+  if (::chmod(path.c_str(), 0644) != 0)
+    return Status::error(path + ": cannot chmod: " + errnoText());
+  return Status::ok();
+}
+
 bool isDirectory(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -628,7 +635,11 @@ Status exportHuggingFace(const std::string &dir, const Weights &weights, const C
   // transformers refuses a safetensors file without format metadata.
   if (Status s = safetensors::write(dir + "/model.safetensors", refs, {{"format", "pt"}}); !s)
     return s;
-  return writeFileAtomically(dir + "/config.json", huggingFaceConfig(c));
+  if (Status s = writeFileAtomically(dir + "/config.json", huggingFaceConfig(c)); !s)
+    return s;
+  if (Status s = shareable(dir + "/model.safetensors"); !s)
+    return s;
+  return shareable(dir + "/config.json");
 }
 
 Status exportLlmc(const std::string &path, const Weights &weights, const Config &c, bool bf16) {
@@ -652,7 +663,7 @@ Status exportLlmc(const std::string &path, const Weights &weights, const Config 
   h[5] = int32_t(c.nHead);
   h[6] = int32_t(c.nEmbd);
   h[7] = int32_t(c.paddedVocab);
-  return writeAtomically(path, [&](int fd) {
+  Status written = writeAtomically(path, [&](int fd) {
     if (Status s = writeAll(fd, h, sizeof(h)); !s)
       return s;
     for (const Param &p : params) {
@@ -671,6 +682,7 @@ Status exportLlmc(const std::string &path, const Weights &weights, const Config 
     }
     return Status::ok();
   });
+  return written ? shareable(path) : written;
 }
 
 } // namespace gptc::gpt2
