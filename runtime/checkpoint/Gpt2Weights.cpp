@@ -162,7 +162,7 @@ const char *sizeName(int64_t layers, int64_t embd) {
 }
 
 /// The model `path` holds against the executable's; "" when they agree.
-/// `fileVocabRows` may be V or the padded Vp.
+/// The file's vocabulary may be V or already padded to the target's Vp.
 std::string mismatch(const Config &file, const Config &target) {
   bool vocabOk = file.vocab == target.vocab || file.vocab == target.paddedVocab;
   if (file.nLayer == target.nLayer && file.nEmbd == target.nEmbd && file.maxT == target.maxT &&
