@@ -111,12 +111,13 @@ done
 abs=$(cd "$BUILD" && pwd)
 rm -rf "$CONF/bin/paths"
 for def in GPTC_GPTRUN GPTC_TEST_CUBIN GPTC_TEST_PTX GPTC_TEST_KERNELS_SO; do
-  grep -o "$def=\\\"[^\\]*" "$BUILD/build.ninja" | sed 's/.*"//' | sort -u | while read -r p; do
-    if [ ! -f "$p" ] || [[ $p != "$abs"/* ]]; then continue; fi
-    mkdir -p "$CONF/bin/paths/$(dirname "${p#"$abs"/}")"
-    cp "$p" "$CONF/bin/paths/${p#"$abs"/}"
-    echo "path $p ${p#"$abs"/}" >> "$CONF/manifest.new"
-  done
+  { grep -o "$def=[^ ]*" "$BUILD/build.ninja" || true; } | sed 's/^[^=]*=//; s/[\\"]//g' | sort -u |
+    while read -r p; do
+      if [ ! -f "$p" ] || [[ $p != "$abs"/* ]]; then continue; fi
+      mkdir -p "$CONF/bin/paths/$(dirname "${p#"$abs"/}")"
+      cp "$p" "$CONF/bin/paths/${p#"$abs"/}"
+      echo "path $p ${p#"$abs"/}" >> "$CONF/manifest.new"
+    done
 done
 
 {

@@ -43,6 +43,7 @@ OUT=${OUT:-out/gpu-test}
 GPTRUN=${GPTRUN:-$CONF/bin/gptrun}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}   # seconds per gptrun
 BUDGET_S=${BUDGET_S:-480}         # no new run after this many seconds (a FAIL each)
+[ "$TARGET" = host ] && BUDGET_S=${GPU_TEST_HOST_BUDGET_S:-3600}   # the CPU runs mini at ~1 s a step
 export NCCL_NVLS_ENABLE=0
 RUNS=${RUNS:-/tmp/gpu-test-runs}
 rm -rf "$RUNS"
