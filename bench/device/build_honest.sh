@@ -10,9 +10,11 @@
 #        fp8best   --precision=fp8 --fp8-lm-head    (124M, 350M), and
 #                  --precision=fp8 --fp8-lm-head --fp8-cross-entropy-grad=false (774M, 1558M):
 #                  the fastest recipe of bench/results/2026-12.md (2026-12-06 ~20:20)
-#      into $HONEST_DIR (default bench/artifacts/honest), with honest.tsv
-#      (model, B, tag, file, gptc seconds, command) and bin/ (this machine's
-#      gptrun, as bench/device/runtime.sh copies it for run_sweep.sh).
+#      into $HONEST_DIR/<model>/ (default bench/artifacts/honest), each with
+#      honest.tsv (model, B, tag, file, gptc seconds, command) and commit.txt,
+#      and $HONEST_DIR/bin/ (this machine's gptrun, as bench/device/runtime.sh
+#      copies it for run_sweep.sh). One folder per size, so a call carries only
+#      its sizes (all four with the peers come near the 64 MiB a call carries).
 #   2. the peers, from bare git mirrors of their repositories ($MIRRORS, the
 #      session's `fetch` tool puts them in /work/.mirror/<owner>+<name>/repo),
 #      into $PEERS_DIR (default bench/artifacts/peers; git-ignored, never
@@ -73,41 +75,44 @@ best_fp8_flags() {
 if [ "${SKIP_GPTC:-0}" != 1 ]; then
   [ -x "$GPTC" ] || { echo "build_honest: no $GPTC (build it first: /work/bin/nj gptc gptrun)"; exit 1; }
   mkdir -p "$HONEST_DIR"
-  tsv=$HONEST_DIR/honest.tsv
-  : > "$tsv"
   for model in $SIZES; do
     b=$(batch_of "$model")
     [ -n "$b" ] || { echo "build_honest: unknown size '$model' (124M, 350M, 774M or 1558M)"; status=1; continue; }
+    dir=$HONEST_DIR/$model
+    rm -rf "$dir" && mkdir -p "$dir"
+    tsv=$dir/honest.tsv
+    : > "$tsv"
+    git rev-parse HEAD > "$dir/commit.txt" 2> /dev/null
+    git status --porcelain --untracked-files=no | head -n 20 > "$dir/dirty.txt"
     for tag in bf16 fp8 fp8best; do
       case $tag in
         bf16) flags=(--precision=bf16) ;;
         fp8) flags=(--precision=fp8) ;;
         fp8best) read -ra flags <<< "--precision=fp8 $(best_fp8_flags "$model")" ;;
       esac
-      file=$HONEST_DIR/honest-$model-$tag.fb
+      file=$dir/honest-$model-$tag.fb
       # shellcheck disable=SC2206
       cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq=1024 $TRAIN_OPT "${flags[@]}" -o "$file")
       echo "+ ${cmd[*]}"
       t0=$(date +%s.%N)
-      if "${cmd[@]}" > "$HONEST_DIR/gptc-$model-$tag.log" 2>&1; then
+      if "${cmd[@]}" > "$dir/gptc-$tag.log" 2>&1; then
         t1=$(date +%s.%N)
         printf '%s\t%s\t%s\t%s\t%.1f\t%s\n' "$model" "$b" "$tag" "$file" \
           "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "${cmd[*]}" >> "$tsv"
       else
-        echo "build_honest: gptc failed for $model $tag:"; tail -n 5 "$HONEST_DIR/gptc-$model-$tag.log"
+        echo "build_honest: gptc failed for $model $tag:"; tail -n 5 "$dir/gptc-$tag.log"
         status=1
       fi
     done
+    cat "$tsv"
   done
-  cat "$tsv"
   # This machine's gptrun and CUDA test, for pick_runtime on the device.
   # shellcheck source=bench/device/runtime.sh
   source bench/device/runtime.sh
   ARTIFACTS=$HONEST_DIR copy_runtime
   [ -x "$HONEST_DIR/bin/gptrun" ] && echo "build_honest: gptrun copied to $HONEST_DIR/bin" ||
     echo "build_honest: build/bin/gptrun not copied (no CUDA build here): the device builds build-device/ (carry build-deps)"
-  git rev-parse HEAD > "$HONEST_DIR/commit.txt" 2> /dev/null
-  git status --porcelain --untracked-files=no | head -n 20 > "$HONEST_DIR/dirty.txt"
+  du -sh "$HONEST_DIR"/* 2> /dev/null
 fi
 
 # --- 2. the peers -----------------------------------------------------------

@@ -15,24 +15,29 @@
 # compiles are most of it: 27-116 s per size in earlier calls, and torchao's
 # float8 graphs compile again):
 #   run(command="SIZES='124M 350M' bash bench/device/run_honest.sh", timeout_s=600,
-#       carry=["bench/artifacts/honest", "bench/artifacts/peers", "data/austen_train.bin",
-#              "data/austen_val.bin", "build-deps"])
+#       carry=["bench/artifacts/honest/bin", "bench/artifacts/honest/124M", "bench/artifacts/honest/350M",
+#              "bench/artifacts/peers", "data/austen_train.bin", "data/austen_val.bin", "build-deps"])
 #   run(command="SIZES='774M 1558M' bash bench/device/run_honest.sh", timeout_s=600,
-#       carry=[the same])
-# (build-deps only for the fallback device build of gptrun; about 15 MiB of
-# peers: torchao's Python ~4 MiB, llm.c's binary 3.4 MiB + sources and the
-# cuDNN frontend headers ~4 MiB.) The two large sizes may not all fit in one
+#       carry=["bench/artifacts/honest/bin", "bench/artifacts/honest/774M", "bench/artifacts/honest/1558M",
+#              "bench/artifacts/peers", "data/austen_train.bin", "data/austen_val.bin", "build-deps"])
+# Carry only the call's sizes: the executables of all four (~43 MiB) with the
+# peers (~13 MiB: torchao's Python 5.4, llm.c's binary 3.4 and its sources
+# with the cuDNN frontend headers 3.5) and the tree reach the 64 MiB limit.
+# build-deps only for the fallback device build of gptrun (bash
+# scripts/device-build.sh --pack makes it). The two large sizes may not all fit in one
 # call: the stages run in priority order across the sizes (every gptc run,
 # then llm.c, torch.compile bf16, torchao tensorwise, the bounds, torchao
 # rowwise), each under a limit taken from what is left of BUDGET_S, so a call
 # cut short loses the least important runs, and says which. RUNS picks
 # stages (default: "gptc llmc torch tensorwise sol rowwise"; "profile" adds
 # GPTC_PROFILE's per-kernel split of gptc's step, 2 steps each of bf16 and
-# the best fp8); e.g. a second call RUNS="rowwise" SIZES="774M 1558M" on the
+# the best fp8, "ncu" the same split from ncu's kernel durations, without
+# launch overhead: where the step's time beyond the bound goes); e.g. a second call RUNS="rowwise" SIZES="774M 1558M" on the
 # same warm machine, whose $OUT/logs.tar.gz merges with the first's:
 #   python3 bench/tools/honest_report.py --work call1/ --work call2/
 # The speed-of-light table alone (item 2; gptc's times come from the same
-# call): RUNS="gptc sol profile" SIZES="124M 350M 774M 1558M" (~250 s).
+# call): RUNS="gptc sol ncu" SIZES="124M 350M 774M 1558M" (~450-500 s by
+# estimate: 12 gptrun runs, 4 sol.py runs, 8 ncu runs).
 #
 # Steps: HONEST_STEPS (12) per run, the median of the last 10 (HONEST_WARMUP=2
 # left out: gptrun's first step times cuBLASLt's candidates, --gemm-algos;
@@ -87,6 +92,7 @@ want_of() {
     tensorwise | rowwise) w=(160 180 220 290) ;;
     sol) w=(60 60 70 90) ;;
     profile) w=(40 40 50 60) ;;
+    ncu) w=(60 70 90 120) ;;
   esac
   echo "${w[$i]}"
 }
@@ -101,6 +107,7 @@ min_of() {
     tensorwise | rowwise) m=(75 90 115 160) ;;
     sol) m=(25 25 30 40) ;;
     profile) m=(15 15 20 25) ;;
+    ncu) m=(25 30 35 45) ;;
   esac
   echo "${m[$i]}"
 }
@@ -189,7 +196,7 @@ EOF
 # --- env ---------------------------------------------------------------------------
 banner "env: SIZES='$SIZES' RUNS='$RUNS' STEPS=$STEPS WARMUP=$WARMUP DRY_RUN=$DRY_RUN BUDGET_S=$BUDGET_S"
 git log -1 --format='commit %H %s' 2> /dev/null | cut -c1-120
-sed 's/^/executables compiled at /' "$HONEST_DIR/commit.txt" 2> /dev/null
+for model in $SIZES; do sed "s/^/$model executables compiled at /" "$HONEST_DIR/$model/commit.txt" 2> /dev/null; done
 cat "$PEERS_DIR/peers.txt" 2> /dev/null
 [ -f "$DATA" ] || { echo "run_honest: no $DATA (carry data/austen_train.bin)"; exit 1; }
 LLMC=$PEERS_DIR/llmc/train_gpt2cu
@@ -257,14 +264,14 @@ echo "gptrun: ${GPTRUN:-none}; llm.c: $LLMC"
 gptc_run() { # model tag
   local model=$1 tag=$2 b name log file secs dtype=bf16
   b=$(batch_of "$model") name=gptc-$tag
-  file=$HONEST_DIR/honest-$model-$tag.fb
+  file=$HONEST_DIR/$model/honest-$model-$tag.fb
   log=$LOGS/${name}_$model.log
   if [ ! -f "$file" ]; then
     set_status "$name-$model" "no $file (bench/device/build_honest.sh)"
     return
   fi
   [ "$tag" != bf16 ] && dtype=fp8
-  secs=$(awk -F'\t' -v m="$model" -v t="$tag" '$1 == m && $3 == t { print $5 }' "$HONEST_DIR/honest.tsv" 2> /dev/null)
+  secs=$(awk -F'\t' -v m="$model" -v t="$tag" '$1 == m && $3 == t { print $5 }' "$HONEST_DIR/$model/honest.tsv" 2> /dev/null)
   run_stage "$name-$model" gptc "$model" "$GPTRUN" "$file" --data "$DATA" --steps "$STEPS" --seed "$SEED" --no-progress \
     --gemm-algos "$LOGS/gemm-algos-$model-$tag.txt" > "$log" 2>&1
   tail -n 2 "$log"
@@ -349,11 +356,36 @@ sol_run() { # model
 profile_run() { # model
   local model=$1 tag file
   for tag in bf16 fp8best; do
-    file=$HONEST_DIR/honest-$model-$tag.fb
+    file=$HONEST_DIR/$model/honest-$model-$tag.fb
     [ -f "$file" ] || continue
     GPTC_PROFILE=40 run_stage "profile-$tag-$model" profile "$model" "$GPTRUN" "$file" --data "$DATA" --steps 2 \
       --seed "$SEED" --no-progress > "$LOGS/profile-${tag}_$model.log" 2>&1
     grep -m 12 -E "^ +[0-9.]+ ms +[0-9.]+%|profile " "$LOGS/profile-${tag}_$model.log"
+  done
+}
+
+# Where gptc's step goes, measured without the launch overhead: ncu's kernel
+# durations of whole steps (--no-graph; bf16 one step, the best fp8 three,
+# its first step being a program of its own), summed by bench/tools/ncu_step.py
+# into GEMMs, attention and the rest (ncu-<tag>_<model>.csv and .txt).
+ncu_run() { # model
+  local model=$1 tag file steps rep
+  command -v ncu > /dev/null || [ "$DRY_RUN" = 1 ] || { set_status "ncu-$model" "no ncu on the PATH"; return; }
+  for tag in bf16 fp8best; do
+    file=$HONEST_DIR/$model/honest-$model-$tag.fb
+    [ -f "$file" ] || continue
+    steps=1 rep=()
+    [ "$tag" = fp8best ] && steps=3 rep=(--repeated)
+    if [ "$DRY_RUN" = 1 ]; then
+      echo "DRY_RUN: ncu --clock-control none --cache-control none --csv --metrics gpu__time_duration.sum" \
+        "--log-file $LOGS/ncu-${tag}_$model.csv $GPTRUN $file --data $DATA --steps $steps --no-graph --no-progress"
+      continue
+    fi
+    run_stage "ncu-$tag-$model" ncu "$model" ncu --clock-control none --cache-control none --csv \
+      --metrics gpu__time_duration.sum --log-file "$LOGS/ncu-${tag}_$model.csv" \
+      "$GPTRUN" "$file" --data "$DATA" --steps "$steps" --seed "$SEED" --no-graph --no-progress > "$LOGS/ncu-${tag}_$model.log" 2>&1
+    "$PY" bench/tools/ncu_step.py "$LOGS/ncu-${tag}_$model.csv" "${rep[@]}" --top 25 > "$LOGS/ncu-${tag}_$model.txt" 2>&1
+    head -n 12 "$LOGS/ncu-${tag}_$model.txt"
   done
 }
 
@@ -367,7 +399,8 @@ for stage in $RUNS; do
       torch | tensorwise | rowwise) torch_run "$model" "$stage" ;;
       sol) sol_run "$model" ;;
       profile) profile_run "$model" ;;
-      *) echo "run_honest: unknown stage '$stage' (gptc llmc torch tensorwise sol rowwise profile)" ;;
+      ncu) ncu_run "$model" ;;
+      *) echo "run_honest: unknown stage '$stage' (gptc llmc torch tensorwise sol rowwise profile ncu)" ;;
     esac
     report
   done
