@@ -69,6 +69,10 @@ RUNS=${RUNS:-gptc llmc torch tensorwise sol rowwise}
 STEPS=${HONEST_STEPS:-12}
 WARMUP=${HONEST_WARMUP:-2}
 DRY_RUN=${DRY_RUN:-0}
+# torchao converts every block linear layer (all: gptc's FP8 recipe's set), or
+# only those its size heuristic picks (auto: _auto_filter_for_recipe, which
+# at 124M keeps most of them bf16).
+FLOAT8_FILTER=${FLOAT8_FILTER:-all}
 DATA=$PWD/$TRAIN_DATA VAL=$PWD/$VAL_DATA
 PY=${PYTHON:-python3}
 TRAIN_TORCH=bench/twin/train_torch.py
@@ -326,7 +330,8 @@ torch_run() { # model kind (torch | tensorwise | rowwise)
   b=$(batch_of "$model")
   case $kind in
     torch) name=torch-bf16 ;;
-    *) name=torchao-$kind extra=(--float8 "$kind") pp=$PEERS_DIR/torchao${PYTHONPATH:+:$PYTHONPATH} ;;
+    *) name=torchao-$kind extra=(--float8 "$kind" --float8-filter "$FLOAT8_FILTER")
+       pp=$PEERS_DIR/torchao${PYTHONPATH:+:$PYTHONPATH} ;;
   esac
   lim=$(want_of "$kind" "$model")
   (($(left) < lim)) && lim=$(left)
