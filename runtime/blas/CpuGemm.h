@@ -11,7 +11,9 @@
 // propagates, as in cuBLASLt. bias has m entries of c_type, shared by all
 // columns and batches.
 //
-// Accumulation is in the compute type, over k in ascending order: float
+// Accumulation is in the compute type, over k in ascending order, each step
+// one fused multiply-add, whatever the tiling, vector width or thread
+// count, none of which changes a bit of the result: float
 // for F32 (and the fast F32 kinds: the CPU has no TF32/BF16 inputs to
 // round to), double for F64. Element types F32, F64, BF16 and F16 are
 // converted on load and rounded to nearest-even on store; FP8 operands
@@ -28,11 +30,25 @@
 
 #include <cstdint>
 
+namespace gptc {
+class ThreadPool;
+} // namespace gptc
+
 namespace gptc::blas {
+
+/// The vector instruction sets cpuGemm has kernels for, in order.
+enum class CpuIsa { Generic, Avx2, Avx512 };
+/// The best one this CPU runs.
+CpuIsa cpuIsa();
 
 /// Runs `gemm` (checked with checkGemm first; `index` names it in errors)
 /// on host memory. The operands must span what checkRunGemm requires.
+/// Uses cpuIsa()'s kernels on ThreadPool::host().
 Status cpuGemm(const schema::Gemm &gemm, uint32_t index, const GemmOperands &ops);
+/// With `isa`'s kernels (at most cpuIsa()) on `pool`: for tests, which
+/// check that neither changes a bit.
+Status cpuGemm(const schema::Gemm &gemm, uint32_t index, const GemmOperands &ops, CpuIsa isa,
+               ThreadPool &pool);
 
 /// Element conversions used by cpuGemm, exposed for tests.
 float bf16ToFloat(uint16_t h);

@@ -2,6 +2,7 @@
 
 #include "runtime/blas/CpuGemm.h"
 #include "runtime/blas/GemmCheck.h"
+#include "runtime/support/ThreadPool.h"
 #include "test/unit/runtime/blas/GemmCases.h"
 
 #include <gtest/gtest.h>
@@ -42,6 +43,12 @@ template <typename T, typename F> std::vector<T> convert(const std::vector<doubl
   for (size_t i = 0; i < v.size(); ++i)
     out[i] = f(v[i]);
   return out;
+}
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
 }
 
 bool sameOrBothNan(double x, double y) { return (std::isnan(x) && std::isnan(y)) || x == y; }
@@ -164,6 +171,94 @@ TEST(CpuGemmTest, EpiloguesMatchReference) {
           else
             ASSERT_EQ(bias[i], d.expectedBias[i]) << "bias gradient " << i;
       }
+}
+
+/// A GEMM past one tile in every dimension (kMC = 128 rows, 16 register
+/// tiles of columns, kKC = 256 deep) with ragged edges, of random reals so
+/// that a different summation order would show in the bits.
+struct BigGemm {
+  GemmSpec spec;
+  std::vector<float> a, b, c, bias, aux;
+
+  BigGemm(s::Epilogue e, bool ta, bool tb, int64_t batch, double beta) {
+    GemmSpec &g = spec;
+    g.m = 301, g.n = 203, g.k = 517, g.batch = batch, g.transa = ta, g.transb = tb;
+    g.lda = (ta ? g.k : g.m) + 3, g.ldb = (tb ? g.n : g.k) + 1, g.ldc = 304; // aux: ldc % 8 == 0
+    g.strideA = g.lda * (ta ? g.m : g.k) + 5, g.strideB = g.ldb * (tb ? g.k : g.n);
+    g.strideC = g.ldc * g.n + 7, g.epilogue = e, g.alpha = 0.75, g.beta = beta;
+    uint32_t state = 12345;
+    auto draw = [&] { // in [-1, 1), 24 random bits
+      state = state * 1664525u + 1013904223u;
+      return float(int32_t(state >> 8) - (1 << 23)) / float(1 << 23);
+    };
+    auto fill = [&](std::vector<float> &v, size_t size) {
+      v.resize(size);
+      for (float &x : v)
+        x = draw();
+    };
+    fill(a, g.strideA * batch), fill(b, g.strideB * batch), fill(c, g.strideC * batch);
+    fill(bias, std::max(g.m, g.n)), fill(aux, g.ldc * g.n);
+  }
+};
+
+/// D, aux and bias after cpuGemm with `isa` on a pool of `threads`.
+std::vector<float> runBig(const BigGemm &big, blas::CpuIsa isa, unsigned threads) {
+  GemmTable t(big.spec);
+  std::vector<float> c = big.c, bias = big.bias, aux = big.aux;
+  s::Epilogue e = big.spec.epilogue;
+  bool hasBias = e != s::Epilogue::None, hasAux = blas::epilogueHasAux(e);
+  ThreadPool pool(threads);
+  Status st = blas::cpuGemm(*t.gemm, 0,
+                            {big.a.data(), big.b.data(), c.data(), hasBias ? bias.data() : nullptr,
+                             hasAux ? aux.data() : nullptr},
+                            isa, pool);
+  EXPECT_TRUE(st) << st.message();
+  c.insert(c.end(), aux.begin(), aux.end());
+  c.insert(c.end(), bias.begin(), bias.end());
+  return c;
+}
+
+// Verify that the thread count and the ISA's kernels change no bit of D, aux
+// or the bias (gradient), and that D is the naive loop's: sums from 0 over
+// p ascending, one fused multiply-add per step.
+TEST(CpuGemmTest, SameBitsForEveryThreadCountAndIsa) {
+  struct Case {
+    s::Epilogue e;
+    bool ta, tb;
+    int64_t batch;
+    double beta;
+  };
+  for (Case k : {Case{s::Epilogue::None, false, false, 2, 0.5}, Case{s::Epilogue::Bias, true, false, 1, 0},
+                 Case{s::Epilogue::BiasGeluAux, true, true, 1, 0},
+                 Case{s::Epilogue::DGeluBGrad, false, true, 1, 0},
+                 Case{s::Epilogue::BGradB, false, false, 1, 0}}) {
+    SCOPED_TRACE(std::string(s::EnumNameEpilogue(k.e)) + (k.ta ? " T" : " N") + (k.tb ? "T" : "N"));
+    BigGemm big(k.e, k.ta, k.tb, k.batch, k.beta);
+    std::vector<float> want = runBig(big, blas::CpuIsa::Generic, 1);
+    if (k.e == s::Epilogue::None) { // D against the naive loop
+      const GemmSpec &g = big.spec;
+      for (int64_t bt = 0; bt < g.batch; ++bt)
+        for (int64_t j = 0; j < g.n; ++j)
+          for (int64_t i = 0; i < g.m; ++i) {
+            float sum = 0;
+            for (int64_t p = 0; p < g.k; ++p) {
+              sum = std::fma(big.a[bt * g.strideA + (g.transa ? p + i * g.lda : i + p * g.lda)],
+                             big.b[bt * g.strideB + (g.transb ? j + p * g.ldb : p + j * g.ldb)], sum);
+            }
+            int64_t at = bt * g.strideC + i + j * g.ldc;
+            float d = float(g.alpha) * sum + float(g.beta) * big.c[at];
+            ASSERT_EQ(bitsOf(want[at]), bitsOf(d)) << "batch " << bt << " (" << i << ", " << j << ")";
+          }
+    }
+    for (int isa = 0; isa <= int(blas::cpuIsa()); ++isa)
+      for (unsigned threads : {1u, 2u, 3u}) {
+        std::vector<float> got = runBig(big, blas::CpuIsa(isa), threads);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_EQ(bitsOf(got[i]), bitsOf(want[i]))
+              << "isa " << isa << ", " << threads << " threads, element " << i;
+      }
+  }
 }
 
 // Verify that cpuGemm refuses operands the epilogue does not match: no aux
