@@ -2,10 +2,13 @@
 # scripts/gpu-test.sh: the GPU conformance suite, in one device call.
 #
 #   Here (CPU):  /work/bin/nj gptc gptrun RuntimeCudaBackendTest RuntimeNcclTest RuntimeDriverTest GptrunTest
-#                bash scripts/gpu-test-build.sh          # ~3 min: executables + expectations, ~20 MiB
-#                bash scripts/gpu-test.sh --dry-run      # the plumbing, on the host executables (~2 min)
-#   The device:  run(command="bash scripts/gpu-test.sh", carry=["bench/artifacts/conformance"], timeout_s=420)
-#                (about 2-3 minutes; one H100 or H200; nothing is built there)
+#                bash scripts/gpu-test-build.sh          # ~4-5 min on 2 cores: executables + expectations, ~42 MiB
+#                bash scripts/gpu-test.sh --dry-run      # the plumbing, on the host executables (~5 min)
+#   The device:  run(command="bash scripts/gpu-test.sh", carry=["bench/artifacts/conformance"], timeout_s=600)
+#                (one H100 or H200; nothing is built there; new runs stop
+#                after BUDGET_S=480 s, each GoogleTest binary gets 120 s)
+#   Then record the summary (the last lines, or $OUT/summary.txt) in
+#   bench/results/<month>.md with the commit the first line names.
 #
 # For every executable of scripts/gpu-test-matrix.sh (tiny and mini; fp32,
 # bf16, fp16 with a loss scale, fp8; the codegen variants) it trains N steps
@@ -26,13 +29,15 @@
 #                             where the flag promises it, else within its tolerance
 #   gtest:T                   the GoogleTests that skip without a GPU: every
 #                             one runs and passes (skips only where named below)
-# The summary, GoogleTest output and runs.tar.gz (every run's log) go to $OUT
-# (out/gpu-test here); the runs themselves, checkpoints and all (~2 GB), to
-# $RUNS (/tmp/gpu-test-runs), which the device does not send back.
+# Two files go to $OUT (out/gpu-test here): summary.txt (the check lines)
+# and runs.tar.gz (every run's log and the GoogleTests' output, no
+# checkpoints); the runs themselves, checkpoints and all (~1.5 GB), stay in
+# $RUNS (/tmp/gpu-test-runs).
 #   --dry-run (or GPU_TEST_TARGET=host): the host executables stand in for
 #   the CUDA ones, so every comparison is of identical runs (and the host
 #   against the fp64 interpreter, real numbers); proves the plumbing here.
 #   ONLY="mini-bf16 ..."   only these executables (and pairs of two of them)
+#   NO_GTEST=1             without the GoogleTests
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 source scripts/gpu-test-matrix.sh
@@ -47,7 +52,7 @@ BUDGET_S=${BUDGET_S:-480}         # no new run after this many seconds (a FAIL e
 export NCCL_NVLS_ENABLE=0
 RUNS=${RUNS:-/tmp/gpu-test-runs}
 rm -rf "$RUNS"
-mkdir -p "$RUNS" "$OUT/gtest"
+mkdir -p "$RUNS/gtest" "$OUT"
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 start=$SECONDS
@@ -132,19 +137,23 @@ train() {
     return 1
   fi
   rm -rf "$dir"
-  if ! timeout "$RUN_TIMEOUT" "$GPTRUN" "$(exe_of "$name")" --data "$CONF/data/$model.bin" \
-      --steps "$(steps_of "$model")" --seed "$SEED" --log-dir "$dir" --checkpoint-dir "$dir/ck" \
-      --no-progress "$@" > "$dir.txt" 2>&1; then
-    fail "$name.$tag" run "exit $? ($(tail -1 "$dir.txt"))"
+  timeout "$RUN_TIMEOUT" "$GPTRUN" "$(exe_of "$name")" --data "$CONF/data/$model.bin" \
+    --steps "$(steps_of "$model")" --seed "$SEED" --log-dir "$dir" --checkpoint-dir "$dir/ck" \
+    --no-progress "$@" > "$dir.txt" 2>&1
+  local rc=$?
+  if [ "$rc" != 0 ]; then
+    fail "$name.$tag" run "exit $rc ($(tail -1 "$dir.txt"))"
     return 1
   fi
 }
 logits() {
   local name=$1 dir=$RUNS/$1.main
-  if ! timeout "$RUN_TIMEOUT" "$GPTRUN" "$(exe_of "$name")" --sample "$(prompt_of "${MODEL[$name]}")" \
-      --sample-tokens 1 --seed "$SEED" --vocab-dir "$CONF/vocab" --logits-out "$dir/logits.st" \
-      > "$dir.sample.txt" 2>&1; then
-    fail "$name.logits" run "exit $? ($(tail -1 "$dir.sample.txt"))"
+  timeout "$RUN_TIMEOUT" "$GPTRUN" "$(exe_of "$name")" --sample "$(prompt_of "${MODEL[$name]}")" \
+    --sample-tokens 1 --seed "$SEED" --vocab-dir "$CONF/vocab" --logits-out "$dir/logits.st" \
+    > "$dir.sample.txt" 2>&1
+  local rc=$?
+  if [ "$rc" != 0 ]; then
+    fail "$name.logits" run "exit $rc ($(tail -1 "$dir.sample.txt"))"
     return 1
   fi
 }
@@ -203,7 +212,7 @@ done
 # They name files by the absolute paths of the build that made them (the
 # nvcc-built test kernels, gptrun): link the carried copies into place where
 # those paths do not exist on this machine.
-if [ -z "${ONLY:-}" ]; then
+if [ -z "${NO_GTEST:-}" ]; then
   grep '^path ' "$CONF/manifest.txt" | while read -r _ abs rel; do
     if [ ! -e "$abs" ]; then
       if ! { mkdir -p "$(dirname "$abs")" && ln -s "$PWD/$CONF/bin/paths/$rel" "$abs"; } 2> /dev/null; then
@@ -216,19 +225,25 @@ if [ -z "${ONLY:-}" ]; then
   for t in "${GTESTS[@]}"; do
     read -r bin filter <<< "$t"
     # shellcheck disable=SC2086 # an optional filter
-    timeout 300 "$CONF/bin/$bin" --gtest_output="xml:$OUT/gtest/$bin.xml" $filter > "$OUT/gtest/$bin.txt" 2>&1
+    timeout 120 "$CONF/bin/$bin" --gtest_output="xml:$RUNS/gtest/$bin.xml" $filter > "$RUNS/gtest/$bin.txt" 2>&1
     rc=$?
-    if [ -f "$OUT/gtest/$bin.xml" ]; then
-      check gtest "gtest:$bin" "$OUT/gtest/$bin.xml" "${skips[@]}"
+    if [ -f "$RUNS/gtest/$bin.xml" ]; then
+      check gtest "gtest:$bin" "$RUNS/gtest/$bin.xml" "${skips[@]}"
       [ "$rc" = 0 ] || grep -q '^FAIL gtest:'"$bin " "$SUMMARY" || fail "gtest:$bin" exit "exit $rc"
     else
-      fail "gtest:$bin" exit "exit $rc, no XML ($(tail -1 "$OUT/gtest/$bin.txt"))"
+      fail "gtest:$bin" exit "exit $rc, no XML ($(tail -1 "$RUNS/gtest/$bin.txt"))"
     fi
   done
 fi
 
 passed=$(grep -c '^PASS' "$SUMMARY")
 failed=$(grep -c '^FAIL' "$SUMMARY")
+# The failures again, last, where the device call's output tail shows them
+# (not counted: indented, and not in the summary file).
+if [ "$failed" != 0 ]; then
+  echo "gpu-test: the failures again:"
+  grep '^FAIL' "$SUMMARY" | sed 's/^/  /'
+fi
 {
   echo "gpu-test: $(head -1 "$CONF/manifest.txt"), target $TARGET, $((SECONDS - start)) s"
   echo "$passed passed, $failed failed"
