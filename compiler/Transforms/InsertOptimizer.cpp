@@ -268,7 +268,10 @@ struct InsertOptimizerPass
                                           ob.getNamedAttr("grad_clip", ob.getF64FloatAttr(gradClip)),
                                           ob.getNamedAttr("loss_scale", ob.getF64FloatAttr(lossScale)),
                                           ob.getNamedAttr("warmup_steps", ob.getF64FloatAttr(warmupSteps)),
-                                          ob.getNamedAttr("total_steps", ob.getF64FloatAttr(totalSteps))}));
+                                          ob.getNamedAttr("total_steps", ob.getF64FloatAttr(totalSteps)),
+                                          // ScheduleKind's value: constant 0, cosine 1, linear 2.
+                                          ob.getNamedAttr("schedule", ob.getF64FloatAttr(static_cast<double>(*kind))),
+                                          ob.getNamedAttr("accum_steps", ob.getF64FloatAttr(accumSteps))}));
     return success();
   }
 };

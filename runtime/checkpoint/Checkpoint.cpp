@@ -2,12 +2,14 @@
 
 #include "runtime/checkpoint/Checkpoint.h"
 
+#include "runtime/executable/Report.h"
 #include "runtime/executor/Session.h"
 #include "runtime/support/FileIO.h"
 #include "runtime/support/Hash64.h"
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
@@ -21,8 +23,10 @@ namespace gptc::checkpoint {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'T', 'C', 'C', 'K', 'P', 'T'};
-// 2 adds the training data's token count and hash; 1 is still read.
-constexpr uint32_t kVersion = 2;
+// 2 adds the training data's token count and hash; 3 the tokens per data
+// position and the optimizer settings, and its identity is the
+// architecture's alone. 1 and 2 are still read.
+constexpr uint32_t kVersion = kFormatVersion;
 
 /// The file being written: every byte goes through the hash. The first
 /// error sticks and later writes are skipped.
@@ -101,7 +105,13 @@ Status writeBody(Writer &w, const Checkpoint &c, bool stall) {
   w.pod(c.dataSeed);
   w.pod(c.dataTokens);
   w.pod(c.dataHash);
+  w.pod(c.dataStepTokens);
   w.str(c.model);
+  w.pod(uint32_t(c.optimizer.size()));
+  for (const Setting &o : c.optimizer) {
+    w.str(o.key);
+    w.pod(o.value);
+  }
   w.pod(uint32_t(c.tensors.size()));
   for (const Tensor &t : c.tensors) {
     w.str(t.name);
@@ -130,9 +140,14 @@ bool isStateRole(schema::TensorRole r) {
   return r == schema::TensorRole::Parameter || r == schema::TensorRole::OptimizerState;
 }
 
-} // namespace
+/// The config keys the tensors (and the function they compute) depend on.
+/// batch, seq and world_size are left out: any of them can resume.
+constexpr const char *kArchitecture[] = {"n_layer",    "n_head",           "n_embd",
+                                         "vocab_size", "padded_vocab_size", "block_size"};
 
-uint64_t executableIdentity(const schema::Executable &exe) {
+/// The identity: with `legacy`, format 1 and 2's, which also hashed the
+/// model's name and its whole config (batch and T included).
+uint64_t identity(const schema::Executable &exe, bool legacy) {
   Hash64 h;
   auto add = [&](const std::string &s) {
     uint64_t n = s.size();
@@ -141,10 +156,15 @@ uint64_t executableIdentity(const schema::Executable &exe) {
   };
   auto addInt = [&](int64_t v) { h.update(&v, 8); };
   const schema::Model *m = exe.model();
-  add(m && m->name() ? m->name()->str() : "");
+  if (legacy)
+    add(m && m->name() ? m->name()->str() : "");
   if (m && m->config())
     for (const schema::KeyValue *kv : *m->config()) {
-      add(kv->key() ? kv->key()->str() : "");
+      std::string key = kv->key() ? kv->key()->str() : "";
+      if (!legacy && std::find(std::begin(kArchitecture), std::end(kArchitecture), key) ==
+                         std::end(kArchitecture))
+        continue;
+      add(key);
       addInt(kv->value());
     }
   if (exe.tensors())
@@ -160,6 +180,68 @@ uint64_t executableIdentity(const schema::Executable &exe) {
           addInt(d);
     }
   return h.value();
+}
+
+/// The settings a resume must keep: the schedule and AdamW's. Not
+/// loss_scale (it cancels in the update) nor accum_steps (tokens per step,
+/// like the batch).
+constexpr const char *kScheduleKeys[] = {"schedule", "lr",    "min_lr",  "warmup_steps",
+                                         "total_steps", "beta1", "beta2", "epsilon",
+                                         "weight_decay", "grad_clip"};
+
+const Setting *findSetting(const std::vector<Setting> &settings, const std::string &key) {
+  for (const Setting &s : settings)
+    if (s.key == key)
+      return &s;
+  return nullptr;
+}
+
+std::string valueText(const std::string &key, double v) {
+  if (key == "schedule")
+    return scheduleKindName(v);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+} // namespace
+
+uint64_t executableIdentity(const schema::Executable &exe, uint32_t format) {
+  return identity(exe, format < 3);
+}
+
+std::vector<Setting> optimizerSettings(const schema::Executable &exe, double lrScale) {
+  std::vector<Setting> out;
+  if (exe.model() && exe.model()->optimizer())
+    for (const schema::Hyperparameter *h : *exe.model()->optimizer()) {
+      Setting s{h->key() ? h->key()->str() : "", h->value()};
+      if (s.key == "lr" || s.key == "min_lr")
+        s.value *= lrScale;
+      out.push_back(s);
+    }
+  return out;
+}
+
+std::string scheduleDifference(const std::vector<Setting> &trained,
+                               const std::vector<Setting> &now) {
+  std::string out;
+  for (const char *key : kScheduleKeys) {
+    const Setting *a = findSetting(trained, key), *b = findSetting(now, key);
+    // Relative: --lr's scale is a float on one side and a double on the other.
+    if (!a || !b || std::fabs(a->value - b->value) <= 1e-6 * std::fabs(a->value))
+      continue;
+    out += (out.empty() ? "" : ", ") + std::string(key) + " " + valueText(key, a->value) +
+           " -> " + valueText(key, b->value);
+  }
+  return out;
+}
+
+std::string describeSettings(const std::vector<Setting> &settings) {
+  std::string out;
+  for (const char *key : kScheduleKeys)
+    if (const Setting *s = findSetting(settings, key))
+      out += (out.empty() ? "" : " ") + std::string(key) + "=" + valueText(key, s->value);
+  return out.empty() ? "(no optimizer settings recorded)" : out;
 }
 
 std::string describeModel(const schema::Executable &exe) {
@@ -180,86 +262,6 @@ std::string describeModel(const schema::Executable &exe) {
          " state tensors";
 }
 
-Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt) {
-  return writeAtomically(path, [&](int fd) {
-    Writer w(fd);
-    return writeBody(w, ckpt, stallRequested(path));
-  });
-}
-
-StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
-  std::string data;
-  {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0)
-      return Status::error(path + ": cannot open: " + errnoText());
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      ::close(fd);
-      return Status::error(path + ": cannot stat: " + errnoText());
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Status::error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not a checkpoint file"
-                                                       : ": not a regular file"));
-    }
-    data.resize(size_t(st.st_size));
-    size_t got = 0;
-    while (got < data.size()) {
-      ssize_t n = ::read(fd, data.data() + got, data.size() - got);
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
-        break;
-      got += size_t(n);
-    }
-    ::close(fd);
-    data.resize(got);
-  }
-  auto bad = [&](const std::string &why) { return Status::error(path + ": " + why); };
-  if (data.size() < sizeof(kMagic) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0)
-    return bad("not a gptc checkpoint (no GPTCCKPT magic)");
-  if (data.size() < sizeof(kMagic) + 4 + 8)
-    return bad("truncated checkpoint (" + std::to_string(data.size()) + " bytes)");
-  uint32_t version;
-  std::memcpy(&version, data.data() + sizeof(kMagic), 4);
-  if (version != kVersion && version != 1)
-    return bad("checkpoint format version " + std::to_string(version) + ", this gptrun reads 1 to " +
-               std::to_string(kVersion));
-  uint64_t stored;
-  std::memcpy(&stored, data.data() + data.size() - 8, 8);
-  Hash64 h;
-  h.update(data.data(), data.size() - 8);
-  if (h.value() != stored)
-    return bad("checksum mismatch: the checkpoint is truncated or corrupt (" +
-               std::to_string(data.size()) + " bytes)");
-
-  Checkpoint c;
-  Reader r(data);
-  char magic[8];
-  uint32_t count = 0;
-  if (!r.bytes(magic, 8) || !r.pod(version) || !r.pod(c.identity) || !r.pod(c.step) ||
-      !r.pod(c.dataPosition) || !r.pod(c.seed) || !r.pod(c.dataSeed) ||
-      (version >= 2 && (!r.pod(c.dataTokens) || !r.pod(c.dataHash))) || !r.str(c.model) ||
-      !r.pod(count))
-    return bad("truncated header");
-  if (c.step < 0)
-    return bad("negative step " + std::to_string(c.step));
-  for (uint32_t i = 0; i < count; ++i) {
-    Tensor t;
-    uint8_t role, dtype;
-    uint32_t rank;
-    uint64_t size;
-    if (!r.str(t.name) || !r.pod(role) || !r.pod(dtype) || !r.pod(rank) || rank > 8)
-      return bad("bad entry for tensor " + std::to_string(i));
-    t.role = schema::TensorRole(role);
-    t.dtype = schema::DType(dtype);
-    t.shape.resize(rank);
-    for (int64_t &d : t.shape)
-      if (!r.pod(d))
-        return bad("bad shape of tensor '" + t.name + "'");
-    if (!r.pod(size) || r.remaining() < 8 || size > r.remaining() - 8)
-      return bad("tensor '" + t.name + "' overruns the file");
 /// The index of the first element of `n` whose bits under `mask` are all
 /// ones (a NaN or an infinity in IEEE formats), or -1. Blocks without one
 /// are scanned branch-free, so the common all-finite case vectorizes.
@@ -327,9 +329,101 @@ Status checkFinite(const Checkpoint &ckpt) {
   return Status::ok();
 }
 
-    t.bytes.resize(size);
+Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt) {
   if (Status s = checkFinite(ckpt); !s)
     return Status::error(path + ": not written: " + s.message());
+  return writeAtomically(path, [&](int fd) {
+    Writer w(fd);
+    return writeBody(w, ckpt, stallRequested(path));
+  });
+}
+
+StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
+  std::string data;
+  {
+    int fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0)
+      return Status::error(path + ": cannot open: " + errnoText());
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      ::close(fd);
+      return Status::error(path + ": cannot stat: " + errnoText());
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not a checkpoint file"
+                                                       : ": not a regular file"));
+    }
+    data.resize(size_t(st.st_size));
+    size_t got = 0;
+    while (got < data.size()) {
+      ssize_t n = ::read(fd, data.data() + got, data.size() - got);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      got += size_t(n);
+    }
+    ::close(fd);
+    data.resize(got);
+  }
+  auto bad = [&](const std::string &why) { return Status::error(path + ": " + why); };
+  if (data.size() < sizeof(kMagic) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0)
+    return bad("not a gptc checkpoint (no GPTCCKPT magic)");
+  if (data.size() < sizeof(kMagic) + 4 + 8)
+    return bad("truncated checkpoint (" + std::to_string(data.size()) + " bytes)");
+  uint32_t version;
+  std::memcpy(&version, data.data() + sizeof(kMagic), 4);
+  if (version < 1 || version > kVersion)
+    return bad("checkpoint format version " + std::to_string(version) + ", this gptrun reads 1 to " +
+               std::to_string(kVersion));
+  uint64_t stored;
+  std::memcpy(&stored, data.data() + data.size() - 8, 8);
+  Hash64 h;
+  h.update(data.data(), data.size() - 8);
+  if (h.value() != stored)
+    return bad("checksum mismatch: the checkpoint is truncated or corrupt (" +
+               std::to_string(data.size()) + " bytes)");
+
+  Checkpoint c;
+  Reader r(data);
+  char magic[8];
+  uint32_t count = 0;
+  if (!r.bytes(magic, 8) || !r.pod(version) || !r.pod(c.identity) || !r.pod(c.step) ||
+      !r.pod(c.dataPosition) || !r.pod(c.seed) || !r.pod(c.dataSeed) ||
+      (version >= 2 && (!r.pod(c.dataTokens) || !r.pod(c.dataHash))) ||
+      (version >= 3 && !r.pod(c.dataStepTokens)) || !r.str(c.model))
+    return bad("truncated header");
+  c.version = version;
+  uint32_t settings = 0;
+  if (version >= 3 && !r.pod(settings))
+    return bad("truncated header");
+  for (uint32_t i = 0; i < settings; ++i) {
+    Setting s;
+    if (!r.str(s.key) || !r.pod(s.value))
+      return bad("bad optimizer setting " + std::to_string(i));
+    c.optimizer.push_back(std::move(s));
+  }
+  if (!r.pod(count))
+    return bad("truncated header");
+  if (c.step < 0)
+    return bad("negative step " + std::to_string(c.step));
+  for (uint32_t i = 0; i < count; ++i) {
+    Tensor t;
+    uint8_t role, dtype;
+    uint32_t rank;
+    uint64_t size;
+    if (!r.str(t.name) || !r.pod(role) || !r.pod(dtype) || !r.pod(rank) || rank > 8)
+      return bad("bad entry for tensor " + std::to_string(i));
+    t.role = schema::TensorRole(role);
+    t.dtype = schema::DType(dtype);
+    t.shape.resize(rank);
+    for (int64_t &d : t.shape)
+      if (!r.pod(d))
+        return bad("bad shape of tensor '" + t.name + "'");
+    if (!r.pod(size) || r.remaining() < 8 || size > r.remaining() - 8)
+      return bad("tensor '" + t.name + "' overruns the file");
+    t.bytes.resize(size);
     (void)r.bytes(t.bytes.data(), size);
     c.tensors.push_back(std::move(t));
   }
@@ -343,6 +437,7 @@ StatusOr<Checkpoint> capture(Session &session) {
   Checkpoint c;
   c.identity = executableIdentity(exe);
   c.model = describeModel(exe);
+  c.optimizer = optimizerSettings(exe);
   if (exe.tensors())
     for (uint32_t i = 0; i < exe.tensors()->size(); ++i) {
       const schema::Tensor &st = session.tensor(i);
@@ -364,9 +459,14 @@ StatusOr<Checkpoint> capture(Session &session) {
 
 Status restore(Session &session, const Checkpoint &ckpt, const std::string &origin) {
   const schema::Executable &exe = session.schema();
-  if (ckpt.identity != executableIdentity(exe))
+  if (ckpt.identity != executableIdentity(exe, ckpt.version))
     return Status::error(origin + " is a checkpoint of " + ckpt.model + ", but the executable is " +
-                         describeModel(exe) + "; resume with the executable that wrote it");
+                         describeModel(exe) +
+                         (ckpt.version < 3 ? "; a format " + std::to_string(ckpt.version) +
+                                                 " checkpoint needs the executable's model, batch "
+                                                 "and T"
+                                           : std::string("; use an executable of that model (any "
+                                                         "batch or T)")));
   std::map<std::string, const Tensor *> byName;
   for (const Tensor &t : ckpt.tensors)
     byName[t.name] = &t;

@@ -5,7 +5,7 @@
 // training data loader's position, the seeds, and the identity of the
 // model that wrote it, so that resuming continues bit-exactly and a
 // checkpoint of another model is refused. The format is documented in
-// README.md ("Checkpoint format"); all integers are little-endian.
+// docs/formats.md ("Checkpoints"); all integers are little-endian.
 //
 // Writes are atomic: a temporary file in the same directory is written,
 // fsync'ed, renamed over the destination and the directory fsync'ed, so a
@@ -36,8 +36,20 @@ struct Tensor {
   std::vector<uint8_t> bytes;
 };
 
+/// One optimizer setting (schema Hyperparameter): "lr", "schedule", ...
+struct Setting {
+  std::string key;
+  double value = 0;
+};
+
+/// The format written; 1 and 2 are still read.
+constexpr uint32_t kFormatVersion = 3;
+
 struct Checkpoint {
-  /// executableIdentity() of the executable that wrote it, and its
+  /// The format version it was read from (kFormatVersion when made here).
+  uint32_t version = kFormatVersion;
+  /// executableIdentity() of the executable that wrote it (format < 3:
+  /// the older identity, which also hashed the name, batch and T), and its
   /// describeModel() text for error messages.
   uint64_t identity = 0;
   std::string model;
@@ -54,19 +66,46 @@ struct Checkpoint {
   /// uninterrupted run; gptrun says so.
   uint64_t dataTokens = 0;
   uint64_t dataHash = 0;
+  /// Tokens one data position covers, B*T*ranks, when it was written (0 in
+  /// format < 3: unknown), so that a run with another B or T goes on at
+  /// the same token.
+  uint64_t dataStepTokens = 0;
+  /// The optimizer and schedule the run trained with: the executable's
+  /// Model.optimizer with gptrun --lr applied to lr and min_lr (empty in
+  /// format < 3). A resume under another schedule is refused.
+  std::vector<Setting> optimizer;
   std::vector<Tensor> tensors;
 };
 
-/// A hash of what a checkpoint's tensors depend on: the model's name and
-/// config, and every Parameter and OptimizerState tensor's name, role, dtype
-/// and shape. Recompiling the same model (any target, any pass options that
-/// keep the layout) gives the same identity.
-uint64_t executableIdentity(const schema::Executable &exe);
+/// A hash of what a checkpoint's tensors depend on: the architecture
+/// (n_layer, n_head, n_embd, vocab_size, padded_vocab_size, block_size) and
+/// every Parameter and OptimizerState tensor's name, role, dtype and shape;
+/// not the name, batch, T or rank count. Any executable of the same model
+/// (any target, batch, T <= block_size, a precision that keeps the layout)
+/// gives the same identity. `format` < 3: the identity those files hold,
+/// which also hashed the model's name and its whole config (B and T).
+uint64_t executableIdentity(const schema::Executable &exe, uint32_t format = kFormatVersion);
+
+/// The executable's optimizer settings (Model.optimizer), lr and min_lr
+/// times `lrScale` (gptrun --lr).
+std::vector<Setting> optimizerSettings(const schema::Executable &exe, double lrScale = 1);
+/// "" when `trained` and `now` agree on the schedule and the AdamW settings
+/// (keys absent on either side are not compared), else the differences:
+/// "total_steps 100 -> 200, lr 0.001 -> 0.0006".
+std::string scheduleDifference(const std::vector<Setting> &trained,
+                               const std::vector<Setting> &now);
+/// "schedule=cosine lr=0.001 min_lr=0.0001 warmup_steps=10 total_steps=100 beta1=0.9 ..."
+std::string describeSettings(const std::vector<Setting> &settings);
 /// "model 'mini' (n_layer=2, n_embd=64, ...), 26 parameter and 52 state tensors"
 std::string describeModel(const schema::Executable &exe);
 
 /// Writes `ckpt` to `path` atomically (see above). Errors name the file.
+/// A checkpoint holding a NaN or an infinity is refused (checkFinite):
+/// resuming from it could only fail, and it would replace a good one.
 Status writeCheckpoint(const std::string &path, const Checkpoint &ckpt);
+/// An error naming the first tensor of `ckpt` that holds a NaN or an
+/// infinity (f32, f64, bf16, f16, FP8 values), its role and the element.
+Status checkFinite(const Checkpoint &ckpt);
 /// Reads and verifies `path` (magic, version, checksum, lengths). Errors
 /// name the file and what is wrong with it.
 StatusOr<Checkpoint> readCheckpoint(const std::string &path);
@@ -75,7 +114,8 @@ StatusOr<Checkpoint> readCheckpoint(const std::string &path);
 /// checkpoint (identity and model filled in; the caller sets step, data
 /// position and seeds).
 StatusOr<Checkpoint> capture(Session &session);
-/// Refuses a checkpoint of another model (the message names both), then
+/// Refuses a checkpoint of another model (the message names both; format
+/// < 3 files: of another model, batch or T), then
 /// writes every tensor back; every Parameter and OptimizerState tensor of
 /// the session must be in the checkpoint with the same dtype and shape.
 Status restore(Session &session, const Checkpoint &ckpt, const std::string &origin);
@@ -99,9 +139,4 @@ Status prune(const std::string &dir, int64_t keep, int64_t upTo);
 } // namespace checkpoint
 } // namespace gptc
 
-/// A checkpoint holding a NaN or an infinity is refused (checkFinite):
-/// resuming from it could only fail, and it would replace a good one.
 #endif // GPTC_RUNTIME_CHECKPOINT_CHECKPOINT_H
-/// An error naming the first tensor of `ckpt` that holds a NaN or an
-/// infinity (f32, f64, bf16, f16, FP8 values), its role and the element.
-Status checkFinite(const Checkpoint &ckpt);

@@ -104,7 +104,56 @@ ProgramSummary summarizeProgram(const schema::Executable &exe, const schema::Pro
   return s;
 }
 
+/// "0.001", "1e-08", "100": %g with enough digits for a typed flag.
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+/// The optimizer section: the schedule in words, then the other settings.
+void formatOptimizer(std::ostringstream &os,
+                     const std::vector<std::pair<std::string, double>> &settings) {
+  if (settings.empty()) {
+    os << "optimizer: none recorded\n";
+    return;
+  }
+  std::map<std::string, double> byKey(settings.begin(), settings.end());
+  auto get = [&](const char *key, double fallback) {
+    auto it = byKey.find(key);
+    return it == byKey.end() ? fallback : it->second;
+  };
+  os << "optimizer: AdamW in train_step (gptrun --lr X scales the schedule)\n";
+  std::set<std::string> shown;
+  if (byKey.count("schedule") && byKey.count("lr")) {
+    double kind = get("schedule", 0), warmup = get("warmup_steps", 0);
+    os << "  schedule: " << scheduleKindName(kind) << ", lr " << number(get("lr", 0));
+    if (kind != 0) {
+      if (warmup > 0)
+        os << " after " << number(warmup) << " warm-up steps";
+      os << ", decaying to min_lr " << number(get("min_lr", 0)) << " by step "
+         << number(get("total_steps", 0)) << " (and kept after it)";
+    }
+    os << "\n";
+    shown = {"schedule", "lr", "min_lr", "warmup_steps", "total_steps"};
+  }
+  for (const auto &[key, value] : settings)
+    if (!shown.count(key))
+      os << "  " << key << " = " << number(value) << "\n";
+}
+
 } // namespace
+
+const char *scheduleKindName(double kind) {
+  // gpt.lr_schedule's ScheduleKind values (GPTOps.td).
+  if (kind == 0)
+    return "constant";
+  if (kind == 1)
+    return "cosine";
+  if (kind == 2)
+    return "linear";
+  return "unknown";
+}
 
 std::string formatBytes(uint64_t bytes) {
   static const char *const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -136,6 +185,9 @@ ExecutableSummary summarize(const schema::Executable &exe) {
     if (m->config())
       for (const schema::KeyValue *kv : *m->config())
         s.config.emplace_back(str(kv->key()), kv->value());
+    if (m->optimizer())
+      for (const schema::Hyperparameter *h : *m->optimizer())
+        s.optimizer.emplace_back(str(h->key()), h->value());
   }
   if (exe.pools())
     for (const schema::Pool *p : *exe.pools()) {
@@ -215,6 +267,7 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
                        : std::string("any number of ranks (gptrun --gpus N; one skips the "
                                      "all-reduces)"))
      << "\n";
+  formatOptimizer(os, s.optimizer);
 
   os << "memory (static plan, every pool allocated once):\n";
   for (const auto &[name, bytes] : s.pools)

@@ -52,6 +52,8 @@ struct ExecutableSummary {
   int64_t numParameters = 0;  // Model.num_parameters
   std::string precision;      // Model.precision, empty when not recorded
   double lossScale = 1;       // the optimizer record's loss_scale
+  /// Model.optimizer (lr, schedule, beta1, ...), in file order.
+  std::vector<std::pair<std::string, double>> optimizer;
   uint64_t parameterBytes = 0; // Parameter tensors' bytes
   /// Pool name and size_bytes, in file order.
   std::vector<std::pair<std::string, uint64_t>> pools;
@@ -70,6 +72,10 @@ struct ExecutableSummary {
   uint64_t rematPeakBefore = 0, rematPeakAfter = 0;
   double rematStepFlops = 0, rematExtraFlops = 0;
 };
+
+/// Model.optimizer's "schedule" value: "constant", "cosine", "linear"
+/// (gpt.lr_schedule's kinds), or "unknown".
+const char *scheduleKindName(double kind);
 
 /// Summarizes a verified executable (Executable::loadFile/loadBytes).
 ExecutableSummary summarize(const schema::Executable &exe);

@@ -64,7 +64,8 @@ options:
 logs:
   --log-dir DIR          append a record per step and per validation to
                          DIR/log.jsonl and DIR/log.csv (gptplot draws them);
-                         checkpoints default to DIR/checkpoints
+                         checkpoints default to DIR/checkpoints: one after
+                         the last step at least (--no-checkpoint: none)
   --no-progress          no progress bar; it is drawn (with an ETA) only when
                          stdout is a terminal, plain lines otherwise
 
@@ -78,7 +79,14 @@ checkpoints:
   --resume PATH|latest   continue from a checkpoint (latest: the newest in
                          --checkpoint-dir) up to --steps; the losses are
                          bit-identical to an uninterrupted run on the same
-                         hardware. A checkpoint of another model is refused.
+                         hardware. A checkpoint of another model is refused
+                         (another batch or T is the same model), and so is
+                         one trained under another schedule or optimizer
+                         setting (gptc --lr, --total-steps, ...; gptrun --lr)
+  --new-schedule         with --resume: go on under this executable's
+                         schedule although the checkpoint's differs (e.g. a
+                         later --total-steps to train longer)
+  --no-checkpoint        write no checkpoint, not even under --log-dir
   --init-from PATH       start from GPT-2 weights instead of init (step 0,
                          zero optimizer state): a Hugging Face GPT-2
                          directory (model.safetensors + config.json), a
@@ -269,6 +277,12 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       o.overlap = false;
       continue;
     }
+    if (flag == "--new-schedule" || flag == "--no-checkpoint") {
+      if (inlineValue)
+        return Status::error(flag + " takes no value");
+      (flag == "--new-schedule" ? o.newSchedule : o.noCheckpoint) = true;
+      continue;
+    }
     static const char *const kValued[] = {"--data",      "--val",         "--steps",
                                           "--val-every", "--val-batches", "--seed",
                                           "--target",    "--device",      "--peak-tflops", "--lr",
@@ -382,8 +396,18 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
     return Status::error(notForEval + " applies to --sample only");
   if (!o.sample && o.eval.empty() && !sampleOnly.empty())
     return Status::error(sampleOnly + " applies to --sample only");
+  if (o.noCheckpoint && (!o.checkpointDir.empty() || o.checkpointEvery || o.keepCheckpoints))
+    return Status::error(std::string("--no-checkpoint contradicts ") +
+                         (!o.checkpointDir.empty() ? "--checkpoint-dir"
+                          : o.checkpointEvery      ? "--checkpoint-every"
+                                                   : "--keep-checkpoints"));
+  if (o.newSchedule && o.resume.empty())
+    return Status::error("--new-schedule applies to --resume only");
+  // A training run with a log keeps its model too (issue 46); sampling and
+  // evaluation only read checkpoints.
+  bool training = !o.sample && o.eval.empty();
   if (o.checkpointDir.empty() && !o.logDir.empty() &&
-      (o.checkpointEvery || o.keepCheckpoints || o.resume == "latest"))
+      ((training && !o.noCheckpoint) || o.resume == "latest"))
     o.checkpointDir = o.logDir + "/checkpoints";
   if (o.checkpointDir.empty() && (o.checkpointEvery || o.keepCheckpoints))
     return Status::error(std::string(o.checkpointEvery ? "--checkpoint-every" : "--keep-checkpoints") +

@@ -36,6 +36,8 @@ struct Options {
   std::string checkpointDir;         // --checkpoint-dir ("" = no checkpoints)
   int64_t keepCheckpoints = 0;       // --keep-checkpoints (0: keep all)
   std::string resume;                // --resume PATH|latest
+  bool newSchedule = false;          // --new-schedule: resume under another schedule
+  bool noCheckpoint = false;         // --no-checkpoint: none under --log-dir either
   std::string initFrom;              // --init-from PATH: GPT-2 weights (HF, llm.c, gptc)
   std::string onNan = "stop";        // --on-nan stop|skip
   std::string logDir;                // --log-dir: log.jsonl, log.csv ("" = none)

@@ -7,6 +7,7 @@
 #include "runtime/data/BatchStage.h"
 #include "runtime/data/DataLoader.h"
 #include "runtime/device/Device.h"
+#include "runtime/executable/Report.h"
 #include "runtime/executor/OpenSession.h"
 #include "runtime/support/Hash64.h"
 #include "tools/gptrun/Signals.h"
@@ -123,6 +124,7 @@ struct Trainer::Impl {
   std::optional<data::DataLoader> trainData, valData;
   double flopsPerTok = 0, peak = 0; // peak 0: no MFU
   bool hasLr = false;
+  float lrScale = 1.0f; // train_step's lr_scale input: gptrun --lr over the compiled lr
   int64_t stepsDone = 0; // restored ones included
   uint64_t dataPosition = 0; // the loader's position after step stepsDone
   uint64_t dataHash = 0;     // Hash64 of the training tokens, kept in checkpoints
@@ -191,12 +193,16 @@ struct Trainer::Impl {
     return total;
   }
 
+  /// Tokens one data loader position covers, over all ranks.
+  uint64_t dataStepTokens() const { return uint64_t(train.rows * train.seq * rank.worldSize); }
+
   int64_t cfg(const std::string &key, int64_t fallback) const {
     auto it = config.find(key);
     return it == config.end() ? fallback : it->second;
   }
 
   Status setUp();
+  Status setUpSchedule();
   Status setUpCheckpoints();
   Status startState();
   Status checkConfig() const;
@@ -335,13 +341,53 @@ Status Trainer::Impl::setUp() {
       return l.status();
     log = std::move(*l);
   }
+  if (Status st = setUpSchedule(); !st)
+    return st;
   if (Status st = setUpCheckpoints(); !st)
     return st;
   drawBar = o.progress && lead() && ::isatty(::fileno(stdout));
   return startState();
 }
 
+/// --lr's scale of the compiled schedule, and a warning when --steps runs
+/// past the schedule's decay.
+Status Trainer::Impl::setUpSchedule() {
+  const schema::Executable &exe = session->schema();
+  if (o.lr > 0) {
+    double compiled = optimizerSetting(exe, "lr", 0);
+    if (!session->findTensor("lr_scale", "train_step") || compiled <= 0)
+      return Status::error(o.executable + ": --lr needs an executable whose train_step takes "
+                           "lr_scale (recompile with this gptc)");
+    lrScale = static_cast<float>(o.lr / compiled);
+    print("gptrun: --lr %.3g: the compiled schedule (peak %.3g) scaled by %.4g\n", o.lr, compiled,
+          lrScale);
+  }
+  // A decaying schedule stops at --total-steps; the steps after it train at
+  // min_lr, which is rarely what a longer --steps meant.
+  double kind = optimizerSetting(exe, "schedule", 0);
+  double total = optimizerSetting(exe, "total_steps", 0);
+  if (kind != 0 && total > 0 && double(o.steps) > total)
+    print("gptrun: warning: --steps %lld runs past the executable's --total-steps %lld: its %s "
+          "schedule reaches min_lr %.3g there, and steps %lld-%lld train at it (recompile with "
+          "gptc --total-steps=%lld to decay over the whole run)\n",
+          (long long)o.steps, (long long)total, scheduleKindName(kind),
+          optimizerSetting(exe, "min_lr", 0) * lrScale, (long long)total + 1, (long long)o.steps,
+          (long long)o.steps);
+  return Status::ok();
+}
+
 Status Trainer::Impl::setUpCheckpoints() {
+  // --no-checkpoint: --log-dir's checkpoints are only where --resume latest
+  // looks, and nothing is written.
+  if (o.noCheckpoint) {
+    if (!o.resume.empty()) {
+      StatusOr<std::string> path = gptrun::resumePath(o);
+      if (!path)
+        return path.status();
+      o.resume = *path;
+    }
+    o.checkpointDir.clear();
+  }
   if (!o.checkpointDir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(o.checkpointDir, ec);
@@ -364,10 +410,15 @@ Status Trainer::Impl::setUpCheckpoints() {
     StatusOr<std::vector<checkpoint::Entry>> earlier = checkpoint::list(o.checkpointDir);
     if (!earlier)
       return earlier.status();
+    // --log-dir's default directory is named as such.
+    bool fromLog = !o.logDir.empty() && o.checkpointDir == o.logDir + "/checkpoints";
     if (!earlier->empty())
-      return Status::error("--checkpoint-dir " + o.checkpointDir + " already holds " +
-                           std::to_string(earlier->size()) + " checkpoint(s) of an earlier run (newest: " +
-                           earlier->back().path + "): continue it with --resume latest, or give a new or empty directory");
+      return Status::error((fromLog ? "--log-dir " + o.logDir + ": " + o.checkpointDir
+                                    : "--checkpoint-dir " + o.checkpointDir) +
+                           " already holds " + std::to_string(earlier->size()) +
+                           " checkpoint(s) of an earlier run (newest: " + earlier->back().path +
+                           "): continue it with --resume latest, or give a new or empty " +
+                           (fromLog ? "--log-dir (or --no-checkpoint)" : "directory"));
     return Status::ok();
   }
   StatusOr<std::string> path = gptrun::resumePath(o);
@@ -381,6 +432,20 @@ Status Trainer::Impl::setUpCheckpoints() {
     return Status::error("--resume: " + resumePath + " is at step " + std::to_string(ckpt->step) +
                          ", not before --steps " + std::to_string(o.steps) +
                          "; raise --steps to train further");
+  // Another schedule would silently change the run (format < 3 files did
+  // not record theirs). --init-from starts anew and is not checked.
+  std::vector<checkpoint::Setting> now =
+      checkpoint::optimizerSettings(session->schema(), lrScale);
+  if (std::string diff = checkpoint::scheduleDifference(ckpt->optimizer, now); !diff.empty()) {
+    if (!o.newSchedule)
+      return Status::error("--resume: " + resumePath + " was trained with " +
+                           checkpoint::describeSettings(ckpt->optimizer) + ", but " +
+                           o.executable + " (with --lr) has " + checkpoint::describeSettings(now) +
+                           " (" + diff + "): recompile with the checkpoint's settings, or pass "
+                           "--new-schedule to go on under the executable's");
+    print("gptrun: --new-schedule: %s goes on under %s's schedule (%s)\n", resumePath.c_str(),
+          o.executable.c_str(), diff.c_str());
+  }
   // Checkpoints of gptc before the finiteness check may hold a NaN.
   if (Status s = checkpoint::checkFinite(*ckpt); !s)
     return Status::error("--resume: " + resumePath + ": " + s.message() +
@@ -397,8 +462,19 @@ Status Trainer::Impl::startState() {
     if (Status s = checkpoint::restore(*session, c, resumePath); !s)
       return s;
     stepsDone = c.step;
-    trainData->seek(c.dataPosition);
-    dataPosition = c.dataPosition;
+    // Another B, T or rank count reads other windows: go on at the window
+    // holding the next unread token.
+    uint64_t position = c.dataPosition, stepTokens = dataStepTokens();
+    if (c.dataStepTokens && c.dataStepTokens != stepTokens) {
+      position = uint64_t((unsigned __int128)c.dataPosition * c.dataStepTokens / stepTokens);
+      print("gptrun: %s read %llu tokens a data step, this run reads %llu: data position %llu "
+            "becomes %llu\n",
+            resumePath.c_str(), (unsigned long long)c.dataStepTokens,
+            (unsigned long long)stepTokens, (unsigned long long)c.dataPosition,
+            (unsigned long long)position);
+    }
+    trainData->seek(position);
+    dataPosition = position;
     // Format 1 checkpoints (0 tokens) did not record their data.
     if (c.dataTokens && (c.dataTokens != trainData->tokens().size() || c.dataHash != dataHash))
       print("gptrun: warning: --data %s (%s tokens) is not the data %s was trained on (%s "
@@ -444,6 +520,8 @@ Status Trainer::Impl::writeCheckpoint(const std::string &path) {
   c->dataSeed = trainData->options().seed;
   c->dataTokens = trainData->tokens().size();
   c->dataHash = dataHash;
+  c->dataStepTokens = dataStepTokens();
+  c->optimizer = checkpoint::optimizerSettings(session->schema(), lrScale);
   // A finite loss and norm do not make the update finite (a huge lr):
   // such a state is never written, and the run stops with a resumable one.
   if (Status s = checkpoint::checkFinite(*c); !s)
@@ -519,21 +597,6 @@ Status Trainer::Impl::validate(int64_t step) {
 }
 
 Status Trainer::Impl::run() {
-  // lr_scale: train_step multiplies its compiled schedule by it.
-  float lrScale = 1.0f;
-  bool hasLrScale = false;
-  if (StatusOr<uint32_t> t = session->findTensor("lr_scale", "train_step"); t)
-    hasLrScale = true;
-  if (o.lr > 0) {
-    double compiled = optimizerSetting(session->schema(), "lr", 0);
-    if (!hasLrScale || compiled <= 0)
-      return Status::error(o.executable + ": --lr needs an executable whose train_step takes "
-                           "lr_scale (recompile with this gptc)");
-    lrScale = static_cast<float>(o.lr / compiled);
-    print("gptrun: --lr %.3g: the compiled schedule (peak %.3g) scaled by %.4g\n", o.lr, compiled,
-          lrScale);
-  }
-
   Status ran = runSteps(lrScale);
   Status drained = drain();
   return ran ? drained : ran;

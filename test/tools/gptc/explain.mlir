@@ -10,6 +10,15 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --precision=bf16 --narrow-residual -o %t.nr.fb > /dev/null
 // RUN: gptc explain %t.nr.fb | FileCheck %s --check-prefix=NARROW
 // NARROW: precision: bf16, narrow residual; GEMM A operands: BF16 x{{[0-9]+}}
+// A decaying schedule in words, with what was compiled.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --target=host --schedule=cosine --lr=6e-4 --min-lr=6e-5 --warmup-steps=10 --total-steps=100 --accum-steps=2 --beta2=0.99 --weight-decay=0 -o %t.cosine.fb > /dev/null
+// RUN: gptc explain %t.cosine.fb | FileCheck %s --check-prefix=COSINE
+// COSINE:      optimizer: AdamW in train_step
+// COSINE-NEXT:   schedule: cosine, lr 0.0006 after 10 warm-up steps, decaying to min_lr 6e-05 by step 100 (and kept after it)
+// COSINE-NEXT:   accum_steps = 2
+// COSINE:        beta2 = 0.99
+// COSINE:        weight_decay = 0
+// COSINE-NEXT: memory (static plan
 // CHECK-LABEL: executable: {{.*}}.fb
 // CHECK-NEXT:    format version 1, written by gptc {{[0-9]+\.[0-9]+\.[0-9]+}}
 // CHECK-NEXT:    target: host x86_64
@@ -19,6 +28,16 @@
 // CHECK:         parameters: 7,872 (31,488 B (30.8 KiB))
 // CHECK-NEXT:    precision: fp32; GEMM A operands: F32 x{{[0-9]+}}
 // CHECK-NEXT:    data parallel: any number of ranks (gptrun --gpus N; one skips the all-reduces)
+// The defaults: a constant lr, AdamW's settings one a line.
+// CHECK-NEXT:  optimizer: AdamW in train_step (gptrun --lr X scales the schedule)
+// CHECK-NEXT:    schedule: constant, lr 0.0003
+// CHECK-NEXT:    accum_steps = 1
+// CHECK-NEXT:    beta1 = 0.9
+// CHECK-NEXT:    beta2 = 0.95
+// CHECK-NEXT:    epsilon = 1e-08
+// CHECK-NEXT:    grad_clip = 1
+// CHECK-NEXT:    loss_scale = 1
+// CHECK-NEXT:    weight_decay = 0.1
 // CHECK-LABEL: memory (static plan, every pool allocated once):
 // CHECK-NEXT:    pool params: {{[0-9,]+}} B
 // CHECK-NEXT:    pool state: {{[0-9,]+}} B

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 
@@ -33,7 +34,8 @@ protected:
   /// Compiles `preset` (B=2, lr 1e-3) to a Host step.fb at `path`.
   void emit(const std::string &path, const std::string &preset = "mini", int64_t seq = 32,
             const std::string &precision = "fp32", bool fp8SteadyStep = true,
-            bool fuseFp8GeluMatmul = true) {
+            bool fuseFp8GeluMatmul = true,
+            const std::function<void(PipelineOptions &)> &more = {}) {
     ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
       o.batch = 2;
       o.seq = seq;
@@ -41,6 +43,8 @@ protected:
       o.precision = precision;
       o.fp8SteadyStep = fp8SteadyStep;
       o.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
+      if (more)
+        more(o);
     })) << diagnostics;
     codegen::EmitOptions options;
     options.target = codegen::EmitOptions::Target::Host;
@@ -262,6 +266,112 @@ TEST_F(ResumeTest, RefusesAnotherModelsCheckpoint) {
   EXPECT_NE(s.message().find("but the executable is model 'tiny' (batch=2, block_size=16"),
             std::string::npos)
       << s.message();
+}
+
+// Verify that a checkpoint is the model's, not its batch's: mini at B=2,
+// T=32 resumes at B=4, T=16 (the data position becomes the window of the
+// next unread token) and trains on, and a B=1 executable restores it.
+TEST_F(ResumeTest, ResumesWithAnotherBatchAndSequenceLength) {
+  exe = (dir / "b2.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe));
+  std::string ckpt = (dir / "ckpt").string();
+  ASSERT_EQ(train(options(2, ckpt)).size(), 2u);
+
+  exe = (dir / "b4.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 16, "fp32", true, true,
+                               [](PipelineOptions &o) { o.batch = 4; }));
+  gptrun::Trainer t(options(4, ckpt, "latest"));
+  Status s = t.setUp();
+  ASSERT_TRUE(s) << s.message();
+  EXPECT_EQ(t.step(), 2);
+  ASSERT_TRUE(t.run());
+  ASSERT_EQ(t.history().size(), 2u);
+  EXPECT_EQ(t.history()[0].step, 3);
+  auto c = checkpoint::readCheckpoint(ckpt + "/step-00000004.ckpt");
+  ASSERT_TRUE(c) << c.status().message();
+  // 2 windows of 2x32 tokens read = 2 of 4x16, then 2 more.
+  EXPECT_EQ(c->dataPosition, 4u);
+  EXPECT_EQ(c->dataStepTokens, 64u);
+
+  exe = (dir / "b1.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true,
+                               [](PipelineOptions &o) { o.batch = 1; }));
+  auto loaded = Executable::loadFile(exe);
+  ASSERT_TRUE(loaded) << loaded.status().message();
+  EXPECT_EQ(checkpoint::executableIdentity(loaded->get()), c->identity);
+}
+
+// Verify that a resume under another schedule is refused naming both
+// settings, goes on with --new-schedule, and that --lr counts: the
+// checkpoint records the schedule that ran.
+TEST_F(ResumeTest, RefusesAnotherScheduleUnlessAsked) {
+  exe = (dir / "cosine100.fb").string();
+  auto cosine = [](int64_t total) {
+    return [total](PipelineOptions &o) {
+      o.schedule = "cosine";
+      o.warmupSteps = 1;
+      o.totalSteps = total;
+      o.minLr = 1e-4;
+    };
+  };
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, cosine(100)));
+  std::string ckpt = (dir / "ckpt").string();
+  ASSERT_EQ(train(options(2, ckpt)).size(), 2u);
+  auto c = checkpoint::readCheckpoint(ckpt + "/step-00000002.ckpt");
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(checkpoint::describeSettings(c->optimizer),
+            "schedule=cosine lr=0.001 min_lr=0.0001 warmup_steps=1 total_steps=100 beta1=0.9 "
+            "beta2=0.95 epsilon=1e-08 weight_decay=0.1 grad_clip=1");
+
+  // The same schedule again, recompiled: resumes.
+  exe = (dir / "again.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, cosine(100)));
+  {
+    gptrun::Trainer t(options(3, ckpt, "latest"));
+    Status s = t.setUp();
+    ASSERT_TRUE(s) << s.message();
+  }
+
+  exe = (dir / "cosine200.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, cosine(200)));
+  gptrun::Options o = options(3, ckpt, "latest");
+  {
+    gptrun::Trainer t(o);
+    Status s = t.setUp();
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.message().find("step-00000002.ckpt was trained with schedule=cosine lr=0.001 "
+                               "min_lr=0.0001 warmup_steps=1 total_steps=100"),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("cosine200.fb (with --lr) has schedule=cosine lr=0.001 "
+                               "min_lr=0.0001 warmup_steps=1 total_steps=200"),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("(total_steps 100 -> 200): recompile with the checkpoint's "
+                               "settings, or pass --new-schedule"),
+              std::string::npos)
+        << s.message();
+  }
+  // --lr changes the schedule that runs too.
+  exe = (dir / "again.fb").string();
+  o = options(3, ckpt, "latest");
+  o.lr = 2e-3;
+  {
+    gptrun::Trainer t(o);
+    Status s = t.setUp();
+    ASSERT_FALSE(s);
+    EXPECT_NE(s.message().find("(lr 0.001 -> 0.002, min_lr 0.0001 -> 0.0002)"), std::string::npos)
+        << s.message();
+  }
+  exe = (dir / "cosine200.fb").string();
+  o = options(3, ckpt, "latest");
+  o.newSchedule = true;
+  std::vector<gptrun::StepRecord> steps = train(o);
+  ASSERT_EQ(steps.size(), 1u);
+  c = checkpoint::readCheckpoint(ckpt + "/step-00000003.ckpt");
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_NE(checkpoint::describeSettings(c->optimizer).find("total_steps=200"), std::string::npos)
+      << "the checkpoint records the schedule it ran last";
 }
 
 } // namespace

@@ -22,16 +22,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A model with one parameter w (n floats) and its moment, plus an input.
-ExecutableSpec model(int64_t n, const std::string &name = "tiny") {
+/// A model with one parameter w (n floats) and its moment, plus a (B, T)
+/// input.
+ExecutableSpec model(int64_t n, const std::string &name = "tiny", int64_t batch = 2,
+                     int64_t seq = 4, int64_t heads = 1) {
   ExecutableSpec e;
   e.modelName = name;
-  e.config = {{"n_layer", 1}, {"n_embd", n}};
+  e.config = {{"n_layer", 1}, {"n_embd", n}, {"n_head", heads}, {"batch", batch},
+              {"seq", seq}, {"world_size", 0}};
   uint32_t params = e.addPool("params", 4096), state = e.addPool("state", 4096);
   uint32_t inputs = e.addPool("inputs", 256);
   e.addTensor("w", s::TensorRole::Parameter, s::DType::F32, {n}, params, 0);
   e.addTensor("w.adam_m", s::TensorRole::OptimizerState, s::DType::F32, {n}, state, 0);
-  e.addTensor("tokens", s::TensorRole::Input, s::DType::I32, {2, 4}, inputs, 0);
+  e.addTensor("tokens", s::TensorRole::Input, s::DType::I32, {batch, seq}, inputs, 0);
   return e;
 }
 
@@ -53,6 +56,8 @@ checkpoint::Checkpoint sample(size_t bytes = 64) {
   c.dataSeed = 9;
   c.dataTokens = 1000;
   c.dataHash = 0xfeedbeef;
+  c.dataStepTokens = 256;
+  c.optimizer = {{"lr", 1e-3}, {"schedule", 1}, {"total_steps", 100}};
   checkpoint::Tensor t;
   t.name = "w";
   t.shape = {int64_t(bytes / 4)};
@@ -93,6 +98,11 @@ TEST_F(CheckpointTest, RoundTrips) {
   EXPECT_EQ(r->dataSeed, 9u);
   EXPECT_EQ(r->dataTokens, 1000u);
   EXPECT_EQ(r->dataHash, 0xfeedbeefu);
+  EXPECT_EQ(r->version, checkpoint::kFormatVersion);
+  EXPECT_EQ(r->dataStepTokens, 256u);
+  ASSERT_EQ(r->optimizer.size(), 3u);
+  EXPECT_EQ(r->optimizer[1].key, "schedule");
+  EXPECT_EQ(r->optimizer[2].value, 100.0);
   ASSERT_EQ(r->tensors.size(), 2u);
   EXPECT_EQ(r->tensors[1].name, "w.adam_m");
   EXPECT_EQ(r->tensors[1].role, s::TensorRole::OptimizerState);
@@ -135,6 +145,9 @@ TEST_F(CheckpointTest, ReadsFormatOne) {
   EXPECT_EQ(r->dataSeed, 9u);
   EXPECT_EQ(r->dataTokens, 0u);
   EXPECT_EQ(r->dataHash, 0u);
+  EXPECT_EQ(r->version, 1u);
+  EXPECT_EQ(r->dataStepTokens, 0u) << "unknown before format 3";
+  EXPECT_TRUE(r->optimizer.empty());
   ASSERT_EQ(r->tensors.size(), 1u);
   EXPECT_EQ(r->tensors[0].bytes.size(), 4u);
 }
@@ -293,15 +306,17 @@ TEST_F(CheckpointTest, ListsFindsLatestAndPrunes) {
   EXPECT_FALSE(checkpoint::list(path("missing")));
 }
 
-// Verify the identity: the same model built twice agrees; another size or
-// name differs, and restore refuses it naming both models.
+// Verify the identity is the architecture's: the same model built twice,
+// renamed, or with another batch, T or rank count agrees; another size or
+// head count differs, and restore refuses it naming both models.
 TEST_F(CheckpointTest, IdentityRefusesAnotherModel) {
   auto a = open(model(4)), again = open(model(4)), wider = open(model(8)),
-       renamed = open(model(4, "other"));
+       renamed = open(model(4, "other")), otherHeads = open(model(4, "tiny", 2, 4, 2));
   uint64_t id = checkpoint::executableIdentity(a->schema());
   EXPECT_EQ(id, checkpoint::executableIdentity(again->schema()));
+  EXPECT_EQ(id, checkpoint::executableIdentity(renamed->schema()));
   EXPECT_NE(id, checkpoint::executableIdentity(wider->schema()));
-  EXPECT_NE(id, checkpoint::executableIdentity(renamed->schema()));
+  EXPECT_NE(id, checkpoint::executableIdentity(otherHeads->schema()));
 
   std::vector<float> w = {1, 2, 3, 4}, m = {5, 6, 7, 8};
   ASSERT_TRUE(a->writeTensor(0, w.data(), 16));
@@ -313,9 +328,10 @@ TEST_F(CheckpointTest, IdentityRefusesAnotherModel) {
   Status s = checkpoint::restore(*wider, *c, "a.ckpt");
   ASSERT_FALSE(s);
   EXPECT_EQ(s.message(),
-            "a.ckpt is a checkpoint of model 'tiny' (n_layer=1, n_embd=4), 1 parameter and 1 state "
-            "tensors, but the executable is model 'tiny' (n_layer=1, n_embd=8), 1 parameter and 1 "
-            "state tensors; resume with the executable that wrote it");
+            "a.ckpt is a checkpoint of model 'tiny' (n_layer=1, n_embd=4, n_head=1, batch=2, "
+            "seq=4, world_size=0), 1 parameter and 1 state tensors, but the executable is model "
+            "'tiny' (n_layer=1, n_embd=8, n_head=1, batch=2, seq=4, world_size=0), 1 parameter "
+            "and 1 state tensors; use an executable of that model (any batch or T)");
 
   ASSERT_TRUE(checkpoint::restore(*again, *c, "a.ckpt"));
   std::vector<float> got(4);
@@ -323,6 +339,25 @@ TEST_F(CheckpointTest, IdentityRefusesAnotherModel) {
   EXPECT_EQ(got, w);
   ASSERT_TRUE(again->readTensor(1, got.data(), 16));
   EXPECT_EQ(got, m);
+
+  // A sampler with B=1 and another T reads the B=2 checkpoint.
+  auto sampler = open(model(4, "tiny", 1, 3));
+  ASSERT_TRUE(checkpoint::restore(*sampler, *c, "a.ckpt"));
+  ASSERT_TRUE(sampler->readTensor(0, got.data(), 16));
+  EXPECT_EQ(got, w);
+
+  // A format 2 file's identity also hashed the name, B and T: the same
+  // executable reads it, another batch is refused, naming the format.
+  checkpoint::Checkpoint old = *c;
+  old.version = 2;
+  old.identity = checkpoint::executableIdentity(a->schema(), 2);
+  EXPECT_NE(old.identity, id);
+  EXPECT_TRUE(checkpoint::restore(*again, old, "old.ckpt"));
+  s = checkpoint::restore(*sampler, old, "old.ckpt");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("; a format 2 checkpoint needs the executable's model, batch and T"),
+            std::string::npos)
+      << s.message();
 
   // A checkpoint that claims the identity but lacks a tensor.
   c->tensors.pop_back();

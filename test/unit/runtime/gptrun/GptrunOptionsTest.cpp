@@ -63,6 +63,36 @@ TEST(GptrunOptionsTest, CheckpointUsageErrors) {
             "--resume latest needs --checkpoint-dir DIR (or --log-dir DIR)");
 }
 
+// Verify that --log-dir keeps a checkpoint by default (DIR/checkpoints) when
+// training, not when sampling or evaluating, and not with --no-checkpoint
+// (unless --resume latest looks there); --new-schedule is for --resume.
+TEST(GptrunOptionsTest, LogDirKeepsCheckpointsUnlessTold) {
+  StatusOr<Options> o = parseOptions({"s.fb", "--data", "t", "--log-dir", "run"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->checkpointDir, "run/checkpoints");
+  o = parseOptions({"s.fb", "--data", "t", "--log-dir", "run", "--no-checkpoint"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->checkpointDir, "");
+  EXPECT_TRUE(o->noCheckpoint);
+  o = parseOptions({"s.fb", "--data", "t", "--log-dir", "run", "--no-checkpoint", "--resume",
+                    "latest", "--new-schedule"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->checkpointDir, "run/checkpoints") << "where --resume latest looks";
+  EXPECT_TRUE(o->newSchedule);
+  o = parseOptions({"s.fb", "--log-dir", "run", "--sample", "x", "--resume", "c.ckpt"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->checkpointDir, "");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--no-checkpoint", "--checkpoint-dir", "c"}),
+            "--no-checkpoint contradicts --checkpoint-dir");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--log-dir", "r", "--no-checkpoint",
+                        "--checkpoint-every=2"}),
+            "--no-checkpoint contradicts --checkpoint-every");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--no-checkpoint=1"}),
+            "--no-checkpoint takes no value");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--new-schedule"}),
+            "--new-schedule applies to --resume only");
+}
+
 // Verify the --sample flags: values, defaults, and that sampling needs no
 // training data.
 TEST(GptrunOptionsTest, ParsesSampleFlags) {
