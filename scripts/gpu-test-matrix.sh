@@ -46,6 +46,8 @@ CONF_EXES=(
   "mini-bf16           mini bf16 host,fp64"
   "mini-fp16           mini fp16 host --loss-scale=1024"
   "mini-fp8            mini fp8  host"
+  "mini-fp8-head       mini fp8  host --fp8-lm-head"
+  "mini-bf16-nr        mini bf16 host --narrow-residual"
   "mini-fp32-accum2    mini fp32 host --batch=2 --accum-steps=2"
   "mini-bf16-t128      mini bf16 host --batch=2 --seq=128"
   "mini-bf16-t128-scalar mini bf16 - --batch=2 --seq=128 --flash-attention=false"

@@ -2,9 +2,9 @@
 # scripts/gpu-test.sh: the GPU conformance suite, in one device call.
 #
 #   Here (CPU):  /work/bin/nj gptc gptrun RuntimeCudaBackendTest RuntimeNcclTest RuntimeDriverTest GptrunTest
-#                bash scripts/gpu-test-build.sh          # ~4-5 min on 2 cores: executables + expectations, ~42 MiB
+#                bash scripts/gpu-test-build.sh          # ~4-5 min on 2 cores: executables + expectations, packed ~20 MiB
 #                bash scripts/gpu-test.sh --dry-run      # the plumbing, on the host executables (~5 min)
-#   The device:  run(command="bash scripts/gpu-test.sh", carry=["bench/artifacts/conformance"], timeout_s=600)
+#   The device:  run(command="bash scripts/gpu-test.sh", carry=["bench/artifacts/conformance.tgz"], timeout_s=600)
 #                (one H100 or H200; nothing is built there; new runs stop
 #                after BUDGET_S=480 s, each GoogleTest binary gets 120 s)
 #   Then record the summary (the last lines, or $OUT/summary.txt) in
@@ -95,8 +95,12 @@ fail() { echo "FAIL $1 $2 - $3" | emit; }
 check() { python3 scripts/gpu_test.py "$@" 2>&1 | emit; }
 wanted() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 
+# The device call carries the folder packed (gpu-test-build.sh writes both).
+if [ "$TARGET" = cuda ] && [ -f "$CONF.tgz" ] && [ ! -f "$CONF/manifest.txt" ]; then
+  tar xzf "$CONF.tgz" -C "$(dirname "$CONF")"
+fi
 if [ ! -f "$CONF/manifest.txt" ] || [ ! -x "$GPTRUN" ]; then
-  fail setup missing "no $CONF/manifest.txt or $GPTRUN: run scripts/gpu-test-build.sh and carry $CONF"
+  fail setup missing "no $CONF/manifest.txt or $GPTRUN: run scripts/gpu-test-build.sh and carry $CONF.tgz"
   echo "0 passed, 1 failed"
   exit 1
 fi

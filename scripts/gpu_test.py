@@ -330,10 +330,11 @@ def check_gtest(args):
             bad.append(full)
         elif case.get("result") == "skipped" or case.find("skipped") is not None:
             sk = case.find("skipped")
-            msg = (sk.get("message", "") + (sk.text or "")) if sk is not None else ""
+            msg = (sk.get("message") or sk.text or "") if sk is not None else ""
+            msg = " ".join(msg.split())  # one line
             skipped += 1
             if not any(a in msg for a in args.allow_skip):
-                bad.append(f"{full} skipped: {msg.strip()[:80]}")
+                bad.append(f"{full} skipped: {msg[-60:]}")
         else:
             ran += 1
     measured = f"{ran}/{ran + failed + skipped}"
