@@ -7,7 +7,9 @@
 // file's own tensors. A wrong transpose, a shifted padding row or a
 // misnamed tensor changes the loss far beyond the tolerance (1e-5
 // relative: fp32 against fp64 over two layers). Then the session's
-// parameters, exported, are the imported file byte for byte.
+// parameters, exported, are the imported file byte for byte. And gptrun's
+// Trainer with --init-from starts from them: its first step's loss is
+// @forward's on the same batch.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,10 +18,12 @@
 #include "compiler/Codegen/EmitExecutable.h"
 #include "runtime/checkpoint/Gpt2Weights.h"
 #include "runtime/checkpoint/Safetensors.h"
+#include "runtime/data/TokenFile.h"
 #include "runtime/executor/HostBackend.h"
 #include "runtime/executor/Session.h"
 #include "runtime/support/FileIO.h"
 #include "test/unit/ScratchDir.h"
+#include "tools/gptrun/Trainer.h"
 
 #include <cstring>
 #include <random>
@@ -162,6 +166,26 @@ Mat hfLogits(HfModel &m, const int32_t *tokens, int64_t T) {
 
 class HfImportTest : public GPT2Test {
 protected:
+  /// `tiny` in fp32 for the Host target.
+  std::vector<uint8_t> compileTiny() {
+    EXPECT_TRUE(
+        compile("tiny", Phase::MemoryPlan, [](PipelineOptions &o) { o.precision = "fp32"; }));
+    codegen::EmitOptions emit;
+    emit.target = codegen::EmitOptions::Target::Host;
+    auto bytes = codegen::emitExecutable(*module, emit);
+    EXPECT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+    return mlir::succeeded(bytes) ? *bytes : std::vector<uint8_t>();
+  }
+  /// `m` as a Hugging Face directory.
+  std::string writeModel(const HfModel &m, const std::string &name) {
+    std::string dir = (scratch.path() / name).string();
+    std::filesystem::create_directories(dir);
+    std::vector<safetensors::TensorRef> refs;
+    for (const auto &[n, t] : m)
+      refs.push_back({n, safetensors::DType::F32, t.first, t.second.data(), t.second.size() * 4});
+    EXPECT_TRUE(safetensors::write(dir + "/model.safetensors", refs, {{"format", "pt"}}));
+    return dir;
+  }
   ScratchDir scratch{"hf-import"};
 };
 
@@ -253,6 +277,62 @@ TEST_F(HfImportTest, ImportedWeightsGiveTransformersLossAndExportBack) {
   std::string out = (scratch.path() / "out").string();
   ASSERT_TRUE(gpt2::exportHuggingFace(out, weights, *config));
   EXPECT_EQ(*readFile(out + "/model.safetensors"), *readFile(dir + "/model.safetensors"));
+}
+
+// Verify that gptrun's Trainer with --init-from trains from the imported
+// weights: step 1's loss is @forward's at those weights on batch 0.
+TEST_F(HfImportTest, TrainerStartsFromTheImportedWeights) {
+  std::vector<uint8_t> bytes = compileTiny();
+  ASSERT_FALSE(bytes.empty());
+  std::string exe = (scratch.path() / "tiny.fb").string();
+  ASSERT_TRUE(writeFileAtomically(exe, std::string_view(reinterpret_cast<const char *>(bytes.data()),
+                                                        bytes.size())));
+  std::string dir = writeModel(randomModel(11), "hf");
+  std::mt19937 gen(4);
+  std::vector<int32_t> text(200);
+  for (int32_t &t : text)
+    t = int32_t(gen() % V);
+  std::string data = (scratch.path() / "train.bin").string();
+  ASSERT_TRUE(data::writeTokenFile(data, text));
+
+  auto firstLoss = [&](const std::string &initFrom) -> double {
+    gptrun::Options o;
+    o.executable = exe;
+    o.data = data;
+    o.steps = 1;
+    o.target = "host";
+    o.progress = false;
+    o.initFrom = initFrom;
+    gptrun::Trainer t(o);
+    Status s = t.setUp();
+    EXPECT_TRUE(s) << s.message();
+    if (s)
+      s = t.run();
+    EXPECT_TRUE(s) << s.message();
+    return t.history().empty() ? -1 : t.history()[0].loss;
+  };
+  double trained = firstLoss(dir);
+
+  auto exeBytes = Executable::loadBytes(bytes, "tiny.fb");
+  ASSERT_TRUE(exeBytes);
+  auto opened = Session::create(std::move(*exeBytes), createHostBackend);
+  ASSERT_TRUE(opened);
+  Session &session = **opened;
+  ASSERT_TRUE(session.setInput("init", "seed", std::vector<int32_t>{1337}));
+  ASSERT_TRUE(session.run("init"));
+  ASSERT_TRUE(gpt2::initFrom(session, dir));
+  auto tokens = session.findTensor("tokens", "forward");
+  ASSERT_TRUE(tokens);
+  size_t n = size_t(session.tensor(*tokens).shape()->Get(0) * session.tensor(*tokens).shape()->Get(1));
+  ASSERT_TRUE(session.setInput("forward", "tokens", std::vector<int32_t>(text.begin(), text.begin() + long(n))));
+  ASSERT_TRUE(session.setInput("forward", "targets",
+                               std::vector<int32_t>(text.begin() + 1, text.begin() + long(n) + 1)));
+  ASSERT_TRUE(session.run("forward"));
+  auto loss = session.getScalarF32("forward", "loss");
+  ASSERT_TRUE(loss);
+  EXPECT_NEAR(trained, *loss, 1e-5 * *loss);
+  // Without --init-from the run starts from @init: another loss.
+  EXPECT_GT(std::fabs(firstLoss("") - trained), 1e-2);
 }
 
 } // namespace
