@@ -374,4 +374,31 @@ TEST_F(ResumeTest, RefusesAnotherScheduleUnlessAsked) {
       << "the checkpoint records the schedule it ran last";
 }
 
+// Verify the warning when --steps runs past a decaying schedule's
+// --total-steps: once, at the start, naming both; not at the total itself.
+TEST_F(ResumeTest, WarnsWhenStepsRunPastTheSchedule) {
+  exe = (dir / "linear4.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, [](PipelineOptions &o) {
+    o.schedule = "linear";
+    o.totalSteps = 4;
+    o.minLr = 1e-4;
+  }));
+  auto setUpOutput = [&](int64_t steps) {
+    ::testing::internal::CaptureStdout();
+    gptrun::Trainer t(options(steps));
+    Status s = t.setUp();
+    std::string out = ::testing::internal::GetCapturedStdout();
+    EXPECT_TRUE(s) << s.message();
+    return out;
+  };
+  std::string out = setUpOutput(6);
+  EXPECT_NE(out.find("gptrun: warning: --steps 6 runs past the executable's --total-steps 4: its "
+                     "linear schedule reaches min_lr 0.0001 there, and steps 5-6 train at it "
+                     "(recompile with gptc --total-steps=6 to decay over the whole run)\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("warning"), out.rfind("warning")) << "once";
+  EXPECT_EQ(setUpOutput(4).find("warning"), std::string::npos);
+}
+
 } // namespace
