@@ -1,9 +1,13 @@
 //===- HostTarget.cpp - index-space kernels -> a host shared object ------===//
 //
-/// 1) Each kernel becomes `@<name>_impl(memrefs...)` looping its body over
-///    every index, and `@<name>(argv, grid, block)` loading the arguments
-///    as the Host ABI says (argv[i] points to a tensor pointer).
-/// 2) MLIR lowers both to the LLVM dialect (bare-pointer memrefs), LLVM
+/// 1) Each kernel becomes `@<name>_impl(lo, hi, memrefs...)` looping its
+///    body over the indices [lo, min(hi, threads)), with the loads and
+///    arithmetic that do not depend on the index hoisted out of the loop;
+///    `@<name>(argv, grid, block)` runs every index, as the Host ABI says
+///    (argv[i] points to a tensor pointer), and `@<name>_range(argv, begin,
+///    end)` the indices [begin, end), so the runtime can split a launch over
+///    threads (indices write disjoint outputs, as CUDA threads do).
+/// 2) MLIR lowers them to the LLVM dialect (bare-pointer memrefs), LLVM
 ///    optimises at O2 and emits an object for this machine.
 /// 3) ld.lld links the object into a shared object, returned as bytes.
 //
@@ -23,12 +27,14 @@
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
@@ -46,6 +52,28 @@ namespace gptc::codegen {
 
 namespace {
 
+/// Moves out of `loop` the loads at its top level whose indices do not
+/// depend on the index and that come before anything the body writes: as
+/// on CUDA, no index writes what every index reads (a race there), so they
+/// read the same value for every index (AdamW's step, for one). Their users
+/// may then follow (moveLoopInvariantCode): AdamW's two pow() per element
+/// become two per launch.
+void hoistInvariantLoads(scf::ForOp loop) {
+  SmallVector<Operation *> loads;
+  for (Operation &op : loop.getBody()->without_terminator()) {
+    if (auto load = dyn_cast<memref::LoadOp>(op)) {
+      if (llvm::all_of(load->getOperands(),
+                       [&](Value v) { return loop.isDefinedOutsideOfLoop(v); }))
+        loads.push_back(load);
+      continue;
+    }
+    if (!isMemoryEffectFree(&op))
+      break; // it may write; what follows may read what it wrote
+  }
+  for (Operation *load : loads)
+    load->moveBefore(loop);
+}
+
 OwningOpRef<ModuleOp> buildHostKernels(MLIRContext *ctx, const Lowered &lowered) {
   OpBuilder b(ctx);
   Location loc = b.getUnknownLoc();
@@ -57,45 +85,63 @@ OwningOpRef<ModuleOp> buildHostKernels(MLIRContext *ctx, const Lowered &lowered)
       for (const Command &c : p.commands)
         if (c.kind == Command::Launch && &lowered.kernels[c.kernel] == &k)
           threads = c.threads;
-    auto fn = func::FuncOp::create(b, loc, k.name + "_impl", b.getFunctionType(k.argTypes, {}));
+    SmallVector<Type> argTypes = {b.getIndexType(), b.getIndexType()};
+    argTypes.append(k.argTypes.begin(), k.argTypes.end());
+    auto fn = func::FuncOp::create(b, loc, k.name + "_impl", b.getFunctionType(argTypes, {}));
     OpBuilder::InsertionGuard g(b);
     Block *entry = fn.addEntryBlock();
     b.setInsertionPointToStart(entry);
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     Value n = arith::ConstantIndexOp::create(b, loc, threads);
+    Value hi = arith::MinUIOp::create(b, loc, entry->getArgument(1), n);
     Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    auto loop = scf::ForOp::create(b, loc, zero, n, one);
+    auto loop = scf::ForOp::create(b, loc, entry->getArgument(0), hi, one);
     b.setInsertionPointToStart(loop.getBody());
-    k.body(b, loc, loop.getInductionVar(), entry->getArguments());
+    k.body(b, loc, loop.getInductionVar(), entry->getArguments().drop_front(2));
+    moveLoopInvariantCode(loop); // the constants first: they index the loads
+    hoistInvariantLoads(loop);
+    moveLoopInvariantCode(loop);
     b.setInsertionPointToEnd(entry);
     func::ReturnOp::create(b, loc);
   }
   return module;
 }
 
-/// After lowering to LLVM: `@name(argv, grid, block)` calling `@name_impl`.
+/// After lowering to LLVM: `@name(argv, grid, block)` and
+/// `@name_range(argv, begin, end)` calling `@name_impl`.
 void addEntryPoints(ModuleOp module, const Lowered &lowered) {
   OpBuilder b(module.getContext());
   Location loc = b.getUnknownLoc();
   b.setInsertionPointToEnd(module.getBody());
   auto ptr = LLVM::LLVMPointerType::get(module.getContext());
   auto voidTy = LLVM::LLVMVoidType::get(module.getContext());
+  auto i64 = b.getI64Type();
   for (const KernelDef &k : lowered.kernels) {
     auto impl = module.lookupSymbol<LLVM::LLVMFuncOp>(k.name + "_impl");
-    auto fn = LLVM::LLVMFuncOp::create(b, loc, k.name,
-                                       LLVM::LLVMFunctionType::get(voidTy, {ptr, ptr, ptr}));
-    OpBuilder::InsertionGuard g(b);
-    Block *entry = fn.addEntryBlock(b);
-    b.setInsertionPointToStart(entry);
-    SmallVector<Value> args;
-    for (size_t i = 0; i < k.argTypes.size(); ++i) {
-      Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, entry->getArgument(0),
-                                       ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
-      Value valuePtr = LLVM::LoadOp::create(b, loc, ptr, slot);
-      args.push_back(LLVM::LoadOp::create(b, loc, ptr, valuePtr));
+    // `name` runs [0, 2^63) (the impl stops at its thread count), and
+    // `name_range` the range it is given.
+    for (bool range : {false, true}) {
+      auto fn = LLVM::LLVMFuncOp::create(
+          b, loc, range ? k.name + "_range" : k.name,
+          LLVM::LLVMFunctionType::get(voidTy, {ptr, range ? Type(i64) : ptr, range ? Type(i64) : ptr}));
+      OpBuilder::InsertionGuard g(b);
+      Block *entry = fn.addEntryBlock(b);
+      b.setInsertionPointToStart(entry);
+      SmallVector<Value> args;
+      if (range) {
+        args = {entry->getArgument(1), entry->getArgument(2)};
+      } else {
+        args.push_back(LLVM::ConstantOp::create(b, loc, i64, 0));
+        args.push_back(LLVM::ConstantOp::create(b, loc, i64, INT64_MAX));
+      }
+      for (size_t i = 0; i < k.argTypes.size(); ++i) {
+        Value slot = LLVM::GEPOp::create(b, loc, ptr, ptr, entry->getArgument(0),
+                                         ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
+        Value valuePtr = LLVM::LoadOp::create(b, loc, ptr, slot);
+        args.push_back(LLVM::LoadOp::create(b, loc, ptr, valuePtr));
+      }
+      LLVM::CallOp::create(b, loc, impl, args);
+      LLVM::ReturnOp::create(b, loc, ValueRange{});
     }
-    LLVM::CallOp::create(b, loc, impl, args);
-    LLVM::ReturnOp::create(b, loc, ValueRange{});
   }
 }
 

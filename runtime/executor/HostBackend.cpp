@@ -3,6 +3,7 @@
 #include "runtime/executor/HostBackend.h"
 
 #include "runtime/blas/CpuGemm.h"
+#include "runtime/support/ThreadPool.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -24,6 +25,15 @@ namespace {
 /// Host ABI: extern "C" void name(void **argv, const uint32_t *grid,
 /// const uint32_t *block).
 using HostKernel = void (*)(void **, const uint32_t *, const uint32_t *);
+/// Optional, beside it: `name_range(void **argv, uint64_t begin, uint64_t
+/// end)` runs the flat indices (block * block size + thread) [begin, end).
+/// Indices write disjoint outputs, as CUDA threads do, so a launch split
+/// over threads computes the same bits.
+using HostKernelRange = void (*)(void **, uint64_t, uint64_t);
+
+/// A launch is split over the pool once its first run took this long:
+/// shorter ones would lose more to waking threads than they gain.
+constexpr std::chrono::microseconds kSplitAbove{100};
 
 std::string kernelName(const schema::Kernel &k) { return k.name() ? k.name()->str() : "<unnamed>"; }
 
@@ -163,7 +173,10 @@ private:
   std::vector<char *> pools_;                 // base of each pool
   void *library_ = nullptr;                   // dlopen'ed host_object
   std::vector<HostKernel> kernels_;           // by kernel index
+  std::vector<HostKernelRange> ranges_;       // by kernel index; null: none
   LaunchArgTable args_; // by program, then command
+  enum class Split : uint8_t { Untimed, Serial, Threads };
+  std::vector<std::vector<Split>> split_; // by program, then command
   std::deque<std::function<Status()>> queue_; // enqueued, not yet run
   uint64_t done_ = 0;                         // operations run (or dropped)
   using Clock = std::chrono::steady_clock;
@@ -199,6 +212,8 @@ Status HostBackend::init() {
   if (!table)
     return table.status();
   args_ = std::move(*table);
+  for (const std::vector<KernelArgs> &program : args_)
+    split_.emplace_back(program.size(), Split::Untimed);
   return Status::ok();
 }
 
@@ -250,6 +265,7 @@ Status HostBackend::loadHostObject() {
       return Status::error("kernel '" + kernelName(*k) + "': host_object has no symbol '" + symbol +
                            "'");
     kernels_.push_back(reinterpret_cast<HostKernel>(fn));
+    ranges_.push_back(reinterpret_cast<HostKernelRange>(dlsym(library_, (symbol + "_range").c_str())));
   }
   return Status::ok();
 }
@@ -258,14 +274,39 @@ Status HostBackend::execute(const schema::Program &program) {
   const schema::Executable &exe = exe_.get();
   if (!program.commands())
     return Status::ok();
-  std::vector<KernelArgs> &args = args_[programIndex(exe, program)];
+  size_t index = programIndex(exe, program);
+  std::vector<KernelArgs> &args = args_[index];
+  std::vector<Split> &split = split_[index];
   for (size_t c = 0; c < program.commands()->size(); ++c) {
     const schema::Command *cmd = program.commands()->Get(c);
     switch (cmd->op_type()) {
     case schema::Op::LaunchKernel: {
       const auto *launch = cmd->op_as_LaunchKernel();
-      kernels_[launch->kernel()](args[c].argv.data(), launch->grid()->data(),
-                                 launch->block()->data());
+      HostKernelRange range = ranges_[launch->kernel()];
+      ThreadPool &pool = ThreadPool::host();
+      if (!range || pool.size() == 1 || split[c] == Split::Serial) {
+        kernels_[launch->kernel()](args[c].argv.data(), launch->grid()->data(),
+                                   launch->block()->data());
+        break;
+      }
+      if (split[c] == Split::Untimed) {
+        auto start = Clock::now();
+        kernels_[launch->kernel()](args[c].argv.data(), launch->grid()->data(),
+                                   launch->block()->data());
+        split[c] = Clock::now() - start >= kSplitAbove ? Split::Threads : Split::Serial;
+        break;
+      }
+      uint64_t total = 1;
+      for (uint32_t d : *launch->grid())
+        total *= d;
+      for (uint32_t d : *launch->block())
+        total *= d;
+      // A few parts per thread: one slowed by another process leaves less
+      // behind.
+      size_t parts = size_t(std::min<uint64_t>(total, 4 * pool.size()));
+      void **argv = args[c].argv.data();
+      pool.parallelFor(parts,
+                       [&](size_t p) { range(argv, total * p / parts, total * (p + 1) / parts); });
       break;
     }
     case schema::Op::RunGemm: {

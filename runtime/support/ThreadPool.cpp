@@ -2,8 +2,9 @@
 
 #include "runtime/support/ThreadPool.h"
 
+#include <algorithm>
 #include <cstdlib>
-#include <string>
+#include <memory>
 
 namespace gptc {
 
@@ -92,9 +93,17 @@ unsigned ThreadPool::hostThreads() {
   return n ? n : 1;
 }
 
-ThreadPool &ThreadPool::host() {
-  static ThreadPool pool(hostThreads());
+namespace {
+std::unique_ptr<ThreadPool> &hostPool() {
+  static std::unique_ptr<ThreadPool> pool = std::make_unique<ThreadPool>(ThreadPool::hostThreads());
   return pool;
+}
+} // namespace
+
+ThreadPool &ThreadPool::host() { return *hostPool(); }
+
+void ThreadPool::setHostThreads(unsigned threads) {
+  hostPool() = std::make_unique<ThreadPool>(std::max(threads, 1u));
 }
 
 } // namespace gptc

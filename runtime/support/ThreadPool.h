@@ -41,6 +41,9 @@ public:
   static ThreadPool &host();
   /// What host() uses: GPTC_HOST_THREADS, or hardware_concurrency.
   static unsigned hostThreads();
+  /// Replaces host()'s pool with one of `threads` (tests that compare
+  /// thread counts). Nothing may be using the old one.
+  static void setHostThreads(unsigned threads);
 
 private:
   void work();

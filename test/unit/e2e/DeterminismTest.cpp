@@ -12,6 +12,7 @@
 #include "TestUtils.h"
 
 #include "compiler/Codegen/EmitExecutable.h"
+#include "runtime/support/ThreadPool.h"
 #include "tools/gptrun/Trainer.h"
 
 #include <cstring>
@@ -41,6 +42,44 @@ std::vector<gptrun::StepRecord> trainRun(const gptrun::Options &o) {
   s = t.run();
   EXPECT_TRUE(s) << s.message();
   return t.history();
+}
+
+// Verify that the Host target's thread count changes no bit: 1, 2 and 3
+// threads (GEMM tiles and kernel launches split over the pool, the
+// latter once a first run shows them long enough) give the same losses,
+// gradient norms and lrs.
+TEST_F(DeterminismTest, SameBitsForEveryHostThreadCount) {
+  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](PipelineOptions &o) {
+    o.batch = 2;
+    o.seq = 32;
+    o.lr = 1e-3;
+  })) << diagnostics;
+  codegen::EmitOptions emit;
+  emit.target = codegen::EmitOptions::Target::Host;
+  auto bytes = codegen::emitExecutable(*module, emit);
+  ASSERT_TRUE(mlir::succeeded(bytes)) << diagnostics;
+  std::string exe = (dir / "mini-threads.fb").string();
+  std::ofstream(exe, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes->data()), std::streamsize(bytes->size()));
+
+  gptrun::Options o;
+  o.executable = exe;
+  o.data = GPTC_DATA_DIR "/austen_train.bin";
+  o.steps = 4;
+  std::vector<gptrun::StepRecord> runs[3];
+  for (unsigned threads : {1u, 2u, 3u}) {
+    ThreadPool::setHostThreads(threads);
+    runs[threads - 1] = trainRun(o);
+    ASSERT_EQ(runs[threads - 1].size(), 4u) << threads << " threads";
+  }
+  ThreadPool::setHostThreads(ThreadPool::hostThreads());
+  for (unsigned t : {2u, 3u})
+    for (size_t i = 0; i < 4; ++i) {
+      const gptrun::StepRecord &a = runs[0][i], &b = runs[t - 1][i];
+      EXPECT_EQ(std::memcmp(&a.loss, &b.loss, 4), 0)
+          << t << " threads, step " << a.step << ": " << a.loss << " vs " << b.loss;
+      EXPECT_EQ(std::memcmp(&a.gradNorm, &b.gradNorm, 4), 0) << t << " threads, step " << a.step;
+    }
 }
 
 // Verify two runs with the same seed give bit-identical losses, gradient
