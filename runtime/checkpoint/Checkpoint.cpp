@@ -524,6 +524,35 @@ StatusOr<std::vector<Entry>> list(const std::string &dir) {
   return out;
 }
 
+StatusOr<Removed> removeTemporaries(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return Status::error(dir + ": cannot open checkpoint directory: " + errnoText());
+  Removed removed;
+  while (dirent *e = ::readdir(d)) {
+    std::string name = e->d_name;
+    // writeAtomically's "<name>.tmp-XXXXXX" of a step-N.ckpt, and gptrun's
+    // write probe.
+    bool temporary = (name.compare(0, 5, "step-") == 0 && name.find(".ckpt.tmp-") != std::string::npos) ||
+                     name.compare(0, 20, ".gptrun-write-test-") == 0;
+    if (!temporary)
+      continue;
+    std::string path = dir + "/" + name;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    if (::unlink(path.c_str()) != 0) {
+      Status s = Status::error(path + ": cannot remove: " + errnoText());
+      ::closedir(d);
+      return s;
+    }
+    ++removed.files;
+    removed.bytes += uint64_t(st.st_size);
+  }
+  ::closedir(d);
+  return removed;
+}
+
 StatusOr<std::string> latest(const std::string &dir) {
   StatusOr<std::vector<Entry>> all = list(dir);
   if (!all)

@@ -129,6 +129,14 @@ struct Entry {
 /// The step-N.ckpt files of `dir`, by increasing step (temporaries and
 /// other files are ignored). A missing directory is an error.
 StatusOr<std::vector<Entry>> list(const std::string &dir);
+/// Deletes the temporaries of `dir` that checkpoint writes killed midway
+/// left (step-N.ckpt.tmp-*, gptrun's write probes). Only for a caller that
+/// holds the directory's lock: a live writer's temporary would go too.
+struct Removed {
+  int64_t files = 0;
+  uint64_t bytes = 0;
+};
+StatusOr<Removed> removeTemporaries(const std::string &dir);
 /// The path of the highest-step checkpoint in `dir`; an error names the
 /// directory when there is none.
 StatusOr<std::string> latest(const std::string &dir);

@@ -130,11 +130,39 @@ StatusOr<Curves> parseLog(std::string_view text, const std::string &origin) {
     auto bad = [&](const std::string &why) {
       return Status::error(origin + ":" + std::to_string(lineNo) + ": " + why);
     };
-    if (std::string e = LineParser(line).parse(strings, numbers); !e.empty())
-      return bad(e);
+    if (std::string e = LineParser(line).parse(strings, numbers); !e.empty()) {
+      // A run killed mid-record leaves a torn line: the last one (no
+      // newline yet), or, from gptrun before it repaired its log, one the
+      // next run's first record was glued to. Skip the torn part.
+      size_t glued = line.rfind("{\"kind\"");
+      bool last = text.empty() && nl == std::string_view::npos;
+      if (glued != 0 && glued != std::string_view::npos) {
+        strings.clear();
+        numbers.clear();
+        if (!LineParser(line.substr(glued)).parse(strings, numbers).empty())
+          return bad(e);
+        c.skipped.push_back(origin + ":" + std::to_string(lineNo) + ": skipped a torn record (" +
+                            std::to_string(glued) + " bytes) glued to the next");
+      } else if (last) {
+        c.skipped.push_back(origin + ":" + std::to_string(lineNo) +
+                            ": skipped a torn last record (" + e + ")");
+        continue;
+      } else {
+        return bad(e);
+      }
+    }
     auto kind = strings.find("kind");
     if (kind == strings.end())
       return bad("record without \"kind\"");
+    // A fresh run's records start a curve of their own.
+    if (kind->second == "run_start") {
+      if (numbers["resumed"] == 0 && (!c.train.empty() || !c.val.empty())) {
+        c.earlier.push_back({std::move(c.train), std::move(c.val)});
+        c.train.clear();
+        c.val.clear();
+      }
+      continue;
+    }
     if (!numbers.count("step") || !numbers.count("loss"))
       return bad("record without \"step\" and \"loss\"");
     // A whole number a double holds exactly (casting anything else is
@@ -155,7 +183,7 @@ StatusOr<Curves> parseLog(std::string_view text, const std::string &origin) {
 }
 
 StatusOr<std::string> renderSvg(const Curves &curves, const PlotOptions &o) {
-  if (curves.train.empty() && curves.val.empty())
+  if (curves.train.empty() && curves.val.empty() && curves.earlier.empty())
     return Status::error("no train or val records to plot");
   if (o.width < 200 || o.height < 150)
     return Status::error("the plot must be at least 200x150");
@@ -163,7 +191,10 @@ StatusOr<std::string> renderSvg(const Curves &curves, const PlotOptions &o) {
   // lines; the curve breaks there.
   double lo = INFINITY, hi = -INFINITY;
   int64_t maxStep = 1;
-  for (const auto *m : {&curves.train, &curves.val})
+  std::vector<const std::map<int64_t, double> *> all = {&curves.train, &curves.val};
+  for (const Curves::Run &run : curves.earlier)
+    all.insert(all.end(), {&run.train, &run.val});
+  for (const auto *m : all)
     for (auto [step, loss] : *m) {
       maxStep = std::max(maxStep, step);
       if (std::isfinite(loss)) {
@@ -230,13 +261,15 @@ StatusOr<std::string> renderSvg(const Curves &curves, const PlotOptions &o) {
          ") rotate(-90)\" text-anchor=\"middle\">loss</text>\n";
 
   // One polyline per run of finite points.
-  auto curve = [&](const std::map<int64_t, double> &m, const char *name, const char *color,
-                   bool markers) {
+  auto curve = [&](const std::map<int64_t, double> &m, const std::string &name,
+                   const char *color, bool markers, const char *dash = nullptr) {
     std::string points;
     auto flush = [&] {
       if (!points.empty())
         svg += "<polyline class=\"" + std::string(name) + "\" fill=\"none\" stroke=\"" + color +
-               "\" stroke-width=\"1.5\" points=\"" + points + "\"/>\n";
+               "\" stroke-width=\"1.5\"" +
+               (dash ? std::string(" stroke-dasharray=\"") + dash + "\"" : std::string()) +
+               " points=\"" + points + "\"/>\n";
       points.clear();
     };
     for (auto [step, loss] : m) {
@@ -253,15 +286,26 @@ StatusOr<std::string> renderSvg(const Curves &curves, const PlotOptions &o) {
     }
     flush();
   };
+  // Earlier runs of the log, dashed and grey, under the last one.
+  for (size_t r = 0; r < curves.earlier.size(); ++r) {
+    curve(curves.earlier[r].train, "earlier-train", "#9e9e9e", false, "4 3");
+    curve(curves.earlier[r].val, "earlier-val", "#bdbdbd", true, "4 3");
+  }
   curve(curves.train, "train", "#1f77b4", false);
   curve(curves.val, "val", "#ff7f0e", true);
 
   // Legend, top right.
-  double lx = left + pw - 110, ly = top + 10;
+  double lx = left + pw - 170, ly = top + 10;
   int row = 0;
+  size_t earlierPoints = 0;
+  for (const Curves::Run &run : curves.earlier)
+    earlierPoints += run.train.size() + run.val.size();
+  std::string earlierName = std::to_string(curves.earlier.size()) + " earlier run" +
+                            (curves.earlier.size() == 1 ? "" : "s");
   for (auto [name, color, n] :
        {std::tuple<const char *, const char *, size_t>{"train", "#1f77b4", curves.train.size()},
-        {"val", "#ff7f0e", curves.val.size()}}) {
+        {"val", "#ff7f0e", curves.val.size()},
+        {earlierName.c_str(), "#9e9e9e", earlierPoints}}) {
     if (!n)
       continue;
     double y = ly + 18 * row++;

@@ -16,13 +16,23 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace gptc::gptplot {
 
 /// Loss by step. A step logged twice (a run resumed from an earlier
 /// checkpoint) keeps its last record, the one the resumed run wrote.
 struct Curves {
+  /// The log's last run: records after its last fresh "run_start" (one
+  /// that resumed continues the run before it).
   std::map<int64_t, double> train, val;
+  /// The runs before it in the same log, oldest first: drawn apart.
+  struct Run {
+    std::map<int64_t, double> train, val;
+  };
+  std::vector<Run> earlier;
+  /// "LOG:N: ..." for each torn record skipped (a run killed mid-line).
+  std::vector<std::string> skipped;
 };
 
 /// Parses log.jsonl's text; errors name `origin` and the line.

@@ -123,6 +123,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "gptplot: error: %s\n", curves.status().message().c_str());
     return 1;
   }
+  for (const std::string &note : curves->skipped)
+    std::fprintf(stderr, "gptplot: warning: %s\n", note.c_str());
   StatusOr<std::string> svg = gptplot::renderSvg(*curves, options);
   if (!svg) {
     std::fprintf(stderr, "gptplot: error: %s: %s\n", input.c_str(), svg.status().message().c_str());
@@ -132,7 +134,11 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "gptplot: error: %s\n", s.message().c_str());
     return 1;
   }
-  std::printf("gptplot: %s: %zu train and %zu val points\n", output.c_str(), curves->train.size(),
+  std::printf("gptplot: %s: %zu train and %zu val points", output.c_str(), curves->train.size(),
               curves->val.size());
+  if (!curves->earlier.empty())
+    std::printf(" (and %zu earlier run%s of the log, dashed)", curves->earlier.size(),
+                curves->earlier.size() == 1 ? "" : "s");
+  std::printf("\n");
   return 0;
 }

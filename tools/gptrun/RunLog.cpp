@@ -2,10 +2,15 @@
 
 #include "tools/gptrun/RunLog.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <ctime>
+#include <fcntl.h>
 #include <filesystem>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace gptc::gptrun {
 
@@ -21,9 +26,43 @@ std::string number(double v) {
 
 const char *kindName(LogRecord::Kind k) { return k == LogRecord::Kind::Train ? "train" : "val"; }
 
+/// Cuts `path` back to its last newline: a run killed mid-record leaves a
+/// partial line, which the next record would otherwise be glued to. The
+/// bytes cut, 0 when the file ends in a newline (or does not exist).
+StatusOr<int64_t> cutTornLine(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return int64_t(0);
+  struct stat st;
+  int64_t size = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? int64_t(st.st_size) : 0;
+  int64_t keep = size;
+  char buf[4096];
+  while (keep > 0) {
+    int64_t start = std::max<int64_t>(0, keep - int64_t(sizeof(buf)));
+    ssize_t n = ::pread(fd, buf, size_t(keep - start), start);
+    if (n != keep - start)
+      break;
+    int64_t i = n;
+    while (i > 0 && buf[i - 1] != '\n')
+      --i;
+    if (i > 0) {
+      keep = start + i;
+      break;
+    }
+    keep = start;
+  }
+  Status s = Status::ok();
+  if (keep < size && ::ftruncate(fd, keep) != 0)
+    s = Status::error(path + ": cannot cut the torn last line: " + std::strerror(errno));
+  ::close(fd);
+  if (!s)
+    return s;
+  return size - keep;
+}
+
 } // namespace
 
-StatusOr<std::unique_ptr<RunLog>> RunLog::open(const std::string &dir) {
+StatusOr<std::unique_ptr<RunLog>> RunLog::open(const std::string &dir, bool resumed) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
@@ -31,6 +70,8 @@ StatusOr<std::unique_ptr<RunLog>> RunLog::open(const std::string &dir) {
   std::unique_ptr<RunLog> log(new RunLog());
   log->jsonPath = dir + "/log.jsonl";
   log->csvPath = dir + "/log.csv";
+  // Opened first, so that a read-only directory or a directory in the
+  // file's place is named as such; nothing is written before the lock.
   log->json = std::fopen(log->jsonPath.c_str(), "a");
   if (!log->json)
     return Status::error("--log-dir " + dir + ": cannot open " + log->jsonPath + ": " +
@@ -39,10 +80,38 @@ StatusOr<std::unique_ptr<RunLog>> RunLog::open(const std::string &dir) {
   if (!log->csv)
     return Status::error("--log-dir " + dir + ": cannot open " + log->csvPath + ": " +
                          std::strerror(errno));
-  if (std::ftell(log->csv) == 0 &&
+  StatusOr<std::unique_ptr<DirLock>> lock = DirLock::acquire(dir, "log.lock", "--log-dir " + dir);
+  if (!lock)
+    return lock.status();
+  log->lock = std::move(*lock);
+  for (const std::string &path : {log->jsonPath, log->csvPath}) {
+    StatusOr<int64_t> cut = cutTornLine(path);
+    if (!cut)
+      return Status::error("--log-dir " + dir + ": " + cut.status().message());
+    if (*cut > 0)
+      std::printf("gptrun: %s: cut off a torn last line (%lld bytes) of a killed run\n",
+                  path.c_str(), (long long)*cut);
+  }
+  // The size now, after the cut (the stream's position predates it).
+  struct stat st;
+  if (::fstat(::fileno(log->csv), &st) == 0 && st.st_size == 0 &&
       (std::fprintf(log->csv, "%s\n", csvHeader()) < 0 || std::fflush(log->csv) != 0))
     return Status::error("--log-dir " + dir + ": cannot write " + log->csvPath + ": " +
                          std::strerror(errno));
+  // Where one run ends and the next begins: a fresh run is a new curve.
+  char host[256] = "";
+  ::gethostname(host, sizeof(host) - 1);
+  char since[32] = "";
+  std::time_t now = std::time(nullptr);
+  std::tm utc;
+  if (::gmtime_r(&now, &utc))
+    std::strftime(since, sizeof(since), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  std::string json = std::string("{\"kind\":\"run_start\",\"resumed\":") + (resumed ? "1" : "0") +
+                     ",\"pid\":" + std::to_string(::getpid()) + ",\"host\":\"" + host +
+                     "\",\"time\":\"" + since + "\"}\n";
+  if (std::fputs(json.c_str(), log->json) < 0 || std::fflush(log->json) != 0 ||
+      std::fputs("run_start,,,,,,,,\n", log->csv) < 0 || std::fflush(log->csv) != 0)
+    return Status::error("--log-dir " + dir + ": cannot write the log: " + std::strerror(errno));
   return log;
 }
 

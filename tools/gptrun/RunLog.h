@@ -4,13 +4,18 @@
 // DIR/log.csv with the same records: a "train" record per step and a "val"
 // record per validation. Floats are printed with 9 significant digits, so
 // an F32 loss reads back as the same bits. Both files are appended to, so a
-// resumed run continues its log.
+// resumed run continues its log; each run first writes a "run_start" record
+// ("resumed": 0 or 1), so a fresh run in the same directory starts a
+// separate curve (gptplot draws the earlier ones apart). The run holds
+// DIR/log.lock while it writes (a second run is refused, naming the first),
+// and a last line torn by a killed run is cut off before appending.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef GPTC_TOOLS_GPTRUN_RUNLOG_H
 #define GPTC_TOOLS_GPTRUN_RUNLOG_H
 
+#include "runtime/support/DirLock.h"
 #include "runtime/support/Status.h"
 
 #include <cstdint>
@@ -32,8 +37,9 @@ struct LogRecord {
 
 class RunLog {
 public:
-  /// Creates `dir` if needed and opens (appends to) its log.jsonl and log.csv.
-  static StatusOr<std::unique_ptr<RunLog>> open(const std::string &dir);
+  /// Creates `dir` if needed, locks it, cuts a torn last line off its
+  /// log.jsonl and log.csv, opens them to append and writes "run_start".
+  static StatusOr<std::unique_ptr<RunLog>> open(const std::string &dir, bool resumed = false);
   ~RunLog();
   Status write(const LogRecord &record);
 
@@ -45,6 +51,7 @@ private:
   RunLog() = default;
   std::string jsonPath, csvPath;
   FILE *json = nullptr, *csv = nullptr;
+  std::unique_ptr<DirLock> lock;
 };
 
 /// "[=============>                ] 45/100  45% | 0:12 elapsed | ETA 0:15"

@@ -134,6 +134,7 @@ struct Trainer::Impl {
   std::string lastCheckpoint; // written or resumed from, "" if none
   std::atomic<bool> stopRequested{false};
   std::unique_ptr<RunLog> log;
+  std::unique_ptr<DirLock> checkpointLock; // held while this run owns --checkpoint-dir
   bool drawBar = false;   // stdout is a terminal: keep a progress bar below the lines
   bool barShown = false;  // the bar is on the last line now
 
@@ -336,7 +337,7 @@ Status Trainer::Impl::setUp() {
   // The log first: the default checkpoint dir lies inside it, and a bad
   // --log-dir should be named as such. Both fail here, before training.
   if (!o.logDir.empty() && lead()) {
-    StatusOr<std::unique_ptr<RunLog>> l = RunLog::open(o.logDir);
+    StatusOr<std::unique_ptr<RunLog>> l = RunLog::open(o.logDir, !o.resume.empty());
     if (!l)
       return l.status();
     log = std::move(*l);
@@ -401,6 +402,22 @@ Status Trainer::Impl::setUpCheckpoints() {
                            ": not writable: " + std::error_code(errno, std::generic_category()).message());
     ::close(fd);
     ::unlink(probe.c_str());
+    // One run writes a directory: two would overwrite each other's steps.
+    // Holding the lock, any temporary left is a killed run's: removed.
+    if (lead()) {
+      StatusOr<std::unique_ptr<DirLock>> lock =
+          DirLock::acquire(o.checkpointDir, "checkpoints.lock", "--checkpoint-dir " + o.checkpointDir);
+      if (!lock)
+        return lock.status();
+      checkpointLock = std::move(*lock);
+      StatusOr<checkpoint::Removed> removed = checkpoint::removeTemporaries(o.checkpointDir);
+      if (!removed)
+        return removed.status();
+      if (removed->files)
+        print("gptrun: %s: removed %lld temporary file(s) of interrupted checkpoint writes (%s)\n",
+              o.checkpointDir.c_str(), (long long)removed->files,
+              formatBytes(removed->bytes).c_str());
+    }
   }
   if (o.resume.empty()) {
     // A fresh run would overwrite another run's step-N.ckpt files and mix

@@ -80,6 +80,32 @@ TEST(GptplotTest, ParsesTheLog) {
   }
 }
 
+// Verify that a fresh run's "run_start" starts a new curve (a resumed
+// one's continues it), and that a torn record of a killed run, last or
+// glued to the next record by a gptrun before the repair, is skipped with
+// a note instead of refusing the whole log.
+TEST(GptplotTest, SeparatesRunsAndSkipsTornRecords) {
+  std::string log = "{\"kind\":\"run_start\",\"resumed\":0}\n"
+                    "{\"kind\":\"train\",\"step\":1,\"loss\":5}\n"
+                    "{\"kind\":\"train\",\"step\":2,\"lo{\"kind\":\"run_start\",\"resumed\":0}\n"
+                    "{\"kind\":\"train\",\"step\":1,\"loss\":7}\n"
+                    "{\"kind\":\"run_start\",\"resumed\":1}\n"
+                    "{\"kind\":\"train\",\"step\":2,\"loss\":6}\n"
+                    "{\"kind\":\"train\",\"step\":3,\"lo";
+  auto c = parseLog(log, "log.jsonl");
+  ASSERT_TRUE(c) << c.status().message();
+  ASSERT_EQ(c->earlier.size(), 1u);
+  EXPECT_EQ(c->earlier[0].train, (std::map<int64_t, double>{{1, 5}}));
+  EXPECT_EQ(c->train, (std::map<int64_t, double>{{1, 7}, {2, 6}}));
+  EXPECT_EQ(c->skipped, (std::vector<std::string>{
+                            "log.jsonl:3: skipped a torn record (28 bytes) glued to the next",
+                            "log.jsonl:7: skipped a torn last record (unterminated string)"}));
+  auto svg = renderSvg(*c, PlotOptions());
+  ASSERT_TRUE(svg) << svg.status().message();
+  EXPECT_NE(svg->find("class=\"earlier-train\""), std::string::npos);
+  EXPECT_NE(svg->find("1 earlier run (1 points)"), std::string::npos);
+}
+
 /// Every number in the SVG's coordinates and labels is finite.
 void expectFinite(const std::string &svg) {
   std::regex number("(x|y|x1|x2|y1|y2|cx|cy)=\"([^\"]*)\"");

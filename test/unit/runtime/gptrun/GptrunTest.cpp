@@ -546,6 +546,90 @@ TEST_F(GptrunTest, KillDuringCheckpointWriteKeepsThePreviousOne) {
       << r.output;
 }
 
+// Verify that a second run into a checkpoint or log directory a live run
+// owns is refused, naming the holder (both used to exit 0, each having
+// overwritten the other's checkpoints), and that once the holder is
+// killed its lock is taken over and its partial temporary removed.
+TEST_F(GptrunTest, SecondRunInALockedDirectoryIsRefused) {
+  std::string ckpt = path("ckpt-lock"), logs = path("logs-lock"), log = path("lock.log");
+  fs::remove_all(ckpt);
+  fs::remove_all(logs);
+  std::string common = path("fake.fb") + " --data " + path("train.bin") + " --checkpoint-dir " +
+                       ckpt;
+  pid_t pid = spawnGptrun(common + " --steps 5 --checkpoint-every 1 --log-dir " + logs, log,
+                          "GPTC_TEST_STALL_CHECKPOINT=step-00000003.ckpt");
+  ASSERT_GT(pid, 0);
+  bool stalled = waitFor([&] {
+    std::error_code ec;
+    for (const auto &e : fs::directory_iterator(ckpt, ec))
+      if (e.path().filename().string().rfind("step-00000003.ckpt.tmp-", 0) == 0)
+        return true;
+    return false;
+  });
+  ToolResult second = gptrun(common + " --steps 5 --resume latest");
+  ToolResult secondLog =
+      gptrun(path("fake.fb") + " --data " + path("train.bin") + " --steps 1 --log-dir " + logs +
+             " --no-checkpoint");
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(stalled) << readText(log);
+  EXPECT_EQ(second.status, 1) << second.output;
+  EXPECT_NE(second.output.find("gptrun: error: --checkpoint-dir " + ckpt +
+                               " is in use by another run (pid " + std::to_string(pid) +
+                               " on host "),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(secondLog.status, 1) << secondLog.output;
+  EXPECT_NE(secondLog.output.find("gptrun: error: --log-dir " + logs +
+                                  " is in use by another run (pid " + std::to_string(pid)),
+            std::string::npos)
+      << secondLog.output;
+
+  ToolResult r = gptrun(common + " --steps 5 --resume latest");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gptrun: " + ckpt + ": removed 1 temporary file(s) of interrupted "
+                          "checkpoint writes"),
+            std::string::npos)
+      << r.output;
+  for (const auto &e : fs::directory_iterator(ckpt))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+}
+
+// Verify the log of two runs in one --log-dir: each starts with a
+// "run_start" record, a torn last line of a killed run is cut off (the
+// next record was glued to it, and gptplot refused the log), and gptplot
+// draws the earlier run apart.
+TEST_F(GptrunTest, LogDirSeparatesRunsAndRepairsATornLine) {
+  std::string logs = path("logs-two-runs");
+  fs::remove_all(logs);
+  std::string run = path("fake.fb") + " --data " + path("train.bin") + " --steps 2 --log-dir " +
+                    logs + " --no-checkpoint";
+  ASSERT_EQ(gptrun(run).status, 0);
+  std::ofstream(logs + "/log.jsonl", std::ios::app) << "{\"kind\":\"train\",\"st";
+  ToolResult r = gptrun(run);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("gptrun: " + logs + "/log.jsonl: cut off a torn last line (19 bytes) "
+                          "of a killed run\n"),
+            std::string::npos)
+      << r.output;
+  std::ifstream in(logs + "/log.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  ASSERT_EQ(lines.size(), 6u);
+  for (size_t i : {0, 3}) {
+    EXPECT_EQ(lines[i].rfind("{\"kind\":\"run_start\",\"resumed\":0,\"pid\":", 0), 0u) << lines[i];
+  }
+  for (const std::string &line : lines)
+    EXPECT_EQ(std::count(line.begin(), line.end(), '{'), 1) << line;
+  ToolResult plot = runTool(GPTC_GPTPLOT, logs + "/log.jsonl -o " + logs + "/loss.svg");
+  EXPECT_EQ(plot.status, 0) << plot.output;
+  EXPECT_NE(plot.output.find("2 train and 0 val points (and 1 earlier run of the log, dashed)"),
+            std::string::npos)
+      << plot.output;
+}
+
 // Verify --on-nan=stop (the default): exit 1 naming the step and the last
 // good checkpoint; no checkpoint of the bad step is written.
 TEST_F(GptrunTest, NonFiniteLossStops) {
@@ -736,7 +820,9 @@ TEST_F(GptrunTest, WritesLogsAndPlainLinesWithoutATerminal) {
   EXPECT_TRUE(fs::exists(logs + "/checkpoints/step-00000003.ckpt")) << "checkpoints under --log-dir";
 
   std::vector<std::string> json = readLines(logs + "/log.jsonl");
-  ASSERT_EQ(json.size(), 5u); // steps 1, 2, val 2, step 3, val 3
+  ASSERT_EQ(json.size(), 6u); // run_start, steps 1, 2, val 2, step 3, val 3
+  EXPECT_EQ(json[0].rfind("{\"kind\":\"run_start\",\"resumed\":0,\"pid\":", 0), 0u) << json[0];
+  json.erase(json.begin());
   std::regex train("\\{\"kind\":\"train\",\"step\":1,\"loss\":12\\.5,\"grad_norm\":1,"
                    "\"lr\":9\\.99999975e-05,\"ms\":[0-9.e+-]+,\"tok_per_s\":[0-9.e+-]+,"
                    "\"memory_bytes\":1792\\}");
@@ -747,8 +833,10 @@ TEST_F(GptrunTest, WritesLogsAndPlainLinesWithoutATerminal) {
   EXPECT_NE(json[3].find("\"step\":3,\"loss\":12.5,\"grad_norm\":3,"), std::string::npos) << json[3];
 
   std::vector<std::string> csv = readLines(logs + "/log.csv");
-  ASSERT_EQ(csv.size(), 6u);
+  ASSERT_EQ(csv.size(), 7u);
   EXPECT_EQ(csv[0], "kind,step,loss,grad_norm,lr,ms,tok_per_s,mfu_percent,memory_bytes");
+  EXPECT_EQ(csv[1], "run_start,,,,,,,,");
+  csv.erase(csv.begin() + 1);
   EXPECT_TRUE(std::regex_match(csv[2], std::regex("train,2,12\\.5,2,0\\.000199999995,[0-9.e+-]+,"
                                                   "[0-9.e+-]+,,1792")))
       << csv[2];
@@ -757,10 +845,11 @@ TEST_F(GptrunTest, WritesLogsAndPlainLinesWithoutATerminal) {
   r = gptrun(common + " --steps 4 --resume latest");
   ASSERT_EQ(r.status, 0) << r.output;
   json = readLines(logs + "/log.jsonl");
-  ASSERT_EQ(json.size(), 7u); // + step 4, val 4
-  EXPECT_NE(json[5].find("\"step\":4,\"loss\":12.5,\"grad_norm\":4,"), std::string::npos)
-      << json[5];
-  EXPECT_EQ(readLines(logs + "/log.csv").size(), 8u) << "one header";
+  ASSERT_EQ(json.size(), 9u); // + run_start (resumed), step 4, val 4
+  EXPECT_EQ(json[6].rfind("{\"kind\":\"run_start\",\"resumed\":1,", 0), 0u) << json[6];
+  EXPECT_NE(json[7].find("\"step\":4,\"loss\":12.5,\"grad_norm\":4,"), std::string::npos)
+      << json[7];
+  EXPECT_EQ(readLines(logs + "/log.csv").size(), 10u) << "one header";
 }
 
 } // namespace
