@@ -242,8 +242,10 @@ fi
 
 passed=$(grep -c '^PASS' "$SUMMARY")
 failed=$(grep -c '^FAIL' "$SUMMARY")
-# The failures again, last, where the device call's output tail shows them
-# (not counted: indented, and not in the summary file).
+# Twice the worst measured value of each tolerance, to set them from; then
+# the failures again, last, where the device call's output tail shows them
+# (neither is counted, nor in the summary file).
+python3 scripts/gpu_test.py suggest "$SUMMARY" | sed 's/^/gpu-test: /'
 if [ "$failed" != 0 ]; then
   echo "gpu-test: the failures again:"
   grep '^FAIL' "$SUMMARY" | sed 's/^/  /'

@@ -11,6 +11,8 @@ reading error, which gpu-test.sh counts as a failure too).
   gpu_test.py ckpt-exact NAME CKPT_A CKPT_B     every tensor of two checkpoints, bit for bit
   gpu_test.py logits NAME A B --tol T           @logits of a prompt (gptrun --logits-out)
   gpu_test.py expect-params CKPT OUT            the parameters EXPECT holds (CPU side)
+  gpu_test.py suggest SUMMARY                   2x the worst measured value of each tolerance
+                                                (gpu-test.sh's table and the pairs), to set them
   gpu_test.py gtest NAME XML [--allow-skip S]   a GoogleTest run (--gtest_output=xml): every
                                                 test ran and passed; a skip passes only with a
                                                 message containing one of the S (repeatable)
@@ -342,6 +344,44 @@ def check_gtest(args):
     return line(not bad and ran + failed + skipped > 0, args.name, measured, "all", note)
 
 
+def suggest(args):
+    """From a summary: per precision and column of gpu-test.sh's table, and
+    per pair, twice the worst measured value (1 significant digit, up)."""
+    worst = {}
+    for text in open(args.summary):
+        f = text.split()
+        if len(f) < 4 or f[0] not in ("PASS", "FAIL") or f[3] == "exact":
+            continue
+        try:
+            m = float(f[2])
+        except ValueError:
+            continue
+        name = f[1]
+        if "~" in name:
+            key = name.rsplit(":", 1)[0].rsplit(".", 1)[0] if name.endswith((".params", ".logits")) \
+                else name.rsplit(":", 1)[0]
+            col = name.rsplit(":", 1)[1] if ":" in name else name.rsplit(".", 1)[1]
+        else:
+            prec = next((p for p in ("fp32", "bf16", "fp16", "fp8") if f"-{p}" in name), "?")
+            key = prec
+            col = {".host:loss": "loss", ".host:norm": "norm", ".params.host": "params",
+                   ".logits.host": "logits", ".fp64:loss": "fp64-loss", ".fp64:norm": "fp64-norm"}
+            col = next((v for k, v in col.items() if name.endswith(k)), None)
+            if col is None:
+                continue
+        worst[(key, col)] = max(worst.get((key, col), 0.0), m)
+    def up(x):
+        if x <= 0 or not math.isfinite(x):
+            return f"{x:.0e}"
+        e = math.floor(math.log10(2 * x))
+        return f"{math.ceil(2 * x / 10 ** e)}e{e}"
+    for key in sorted({k for k, _ in worst}):
+        cols = [c for c in ("loss", "norm", "params", "logits", "fp64-loss", "fp64-norm") if (key, c) in worst]
+        print(f"suggest {key}: " + " ".join(f"{c} {up(worst[(key, c)])} (measured {worst[(key, c)]:.2e})"
+                                           for c in cols))
+    return True
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -357,6 +397,8 @@ def main():
     p.add_argument("name")
     p.add_argument("a")
     p.add_argument("b")
+    p = sub.add_parser("suggest")
+    p.add_argument("summary")
     p = sub.add_parser("gtest")
     p.add_argument("name")
     p.add_argument("xml")
@@ -366,7 +408,8 @@ def main():
     p.add_argument("out")
     args = ap.parse_args()
     fn = {"steps": check_steps, "params": check_params, "ckpt-exact": check_ckpt_exact,
-          "logits": check_logits, "expect-params": expect_params, "gtest": check_gtest}[args.cmd]
+          "logits": check_logits, "expect-params": expect_params, "gtest": check_gtest,
+          "suggest": suggest}[args.cmd]
     try:
         ok = fn(args)
     except Exception as e:  # any fault is one FAIL line, never a silent traceback
