@@ -2,7 +2,7 @@
 # scripts/gpu-test.sh: the GPU conformance suite, in one device call.
 #
 #   Here (CPU):  /work/bin/nj gptc gptrun RuntimeCudaBackendTest RuntimeNcclTest RuntimeDriverTest GptrunTest
-#                bash scripts/gpu-test-build.sh          # ~4-5 min on 2 cores: executables + expectations, packed ~20 MiB
+#                bash scripts/gpu-test-build.sh          # ~4-5 min on 2 cores: executables + expectations, packed ~25 MiB
 #                bash scripts/gpu-test.sh --dry-run      # the plumbing, on the host executables (~5 min)
 #   The device:  run(command="bash scripts/gpu-test.sh", carry=["bench/artifacts/conformance.tgz"], timeout_s=600)
 #                (one H100 or H200; nothing is built there; new runs stop
@@ -29,6 +29,8 @@
 #                             where the flag promises it, else within its tolerance
 #   gtest:T                   the GoogleTests that skip without a GPU: every
 #                             one runs and passes (skips only where named below)
+# and, uncounted, `suggest` lines: twice the worst measured value of each
+# tolerance, what to set them to after a device run.
 # Two files go to $OUT (out/gpu-test here): summary.txt (the check lines)
 # and runs.tar.gz (every run's log and the GoogleTests' output, no
 # checkpoints); the runs themselves, checkpoints and all (~1.5 GB), stay in
