@@ -91,7 +91,7 @@ for cfg in $CONFIGS; do
   ls -la "$d/hf"
 
   # import: step 1's loss at the imported weights.
-  "$BIN/gptrun" "$exe" --data "$d/tokens.bin" --steps 1 --init-from "$d/hf" --log-dir "$d/import" \
+  "$BIN/gptrun" "$exe" --data "$d/tokens.bin" --steps 1 --init-from "$d/hf" --log-dir "$d/import" --no-checkpoint \
     --no-progress > "$d/import.log" 2>&1 || { tail -5 "$d/import.log"; FAILS+=("$cfg import-run"); continue; }
   grep -E "^gptrun: parameters from|^step 1/" "$d/import.log"
   check "$cfg" import "$(first_loss "$d/import/log.jsonl")" "$hf_loss" "$LOSS_TOL"
@@ -107,7 +107,7 @@ for cfg in $CONFIGS; do
 
   # export: HF's loss on the exported model against gptc's at the same weights.
   theirs=$($HF loss --model "$d/exported" --tokens "$d/tokens.bin" --batch "$B" --seq "$T") || { FAILS+=("$cfg hf-loss"); continue; }
-  "$BIN/gptrun" "$exe" --data "$d/tokens.bin" --steps 1 --init-from "$d/exported" --log-dir "$d/reimport" \
+  "$BIN/gptrun" "$exe" --data "$d/tokens.bin" --steps 1 --init-from "$d/exported" --log-dir "$d/reimport" --no-checkpoint \
     --no-progress > "$d/reimport.log" 2>&1 || { tail -5 "$d/reimport.log"; FAILS+=("$cfg reimport"); continue; }
   check "$cfg" export-loss "$(first_loss "$d/reimport/log.jsonl")" \
     "$($PY -c 'import json,sys; print(json.loads(sys.argv[1])["hf_loss"])' "$theirs")" "$LOSS_TOL"

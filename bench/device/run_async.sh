@@ -65,7 +65,7 @@ for run in $RUNS; do
   rm -rf "${OUT:?}/$run"
   # shellcheck disable=SC2206 # flags are words
   cmd=("$GPTRUN" "$ASYNC_FB" --data "$TRAIN_DATA" --steps "$ASYNC_STEPS" --seed "$SEED"
-       --no-progress --log-dir "$OUT/$run" $flags)
+       --no-progress --log-dir "$OUT/$run" --no-checkpoint $flags)
   echo "+ ${cmd[*]}"
   if timeout "$T_GPTRUN" "${cmd[@]}" > "$OUT/gptrun_$run.log" 2>&1; then
     grep -E "^gptrun: (target|steps )|warning" "$OUT/gptrun_$run.log"

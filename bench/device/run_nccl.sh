@@ -82,7 +82,7 @@ gptrun_run() {
   banner "$name: ${envs[*]} gptrun $*"
   rm -rf "${OUT:?}/$name"
   run_limited "$name" "$T_GPTRUN" env "${envs[@]}" "$GPTRUN" "$@" --data "$DATA" \
-    --steps "$NCCL_STEPS" --seed "$SEED" --no-progress --log-dir "$OUT/$name" \
+    --steps "$NCCL_STEPS" --seed "$SEED" --no-progress --log-dir "$OUT/$name" --no-checkpoint \
     > "$OUT/gptrun_$name.log" 2>&1
   local rc=$?
   grep -E "^gptrun: (target|[0-9]+ data-parallel)|^step 1/|^step $NCCL_STEPS/" "$OUT/gptrun_$name.log"
