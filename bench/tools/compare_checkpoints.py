@@ -54,12 +54,19 @@ def read(path, match=""):
         return s
 
     (version,) = take("I")
-    if version not in (1, 2):
-        raise ValueError(f"{path}: checkpoint format {version}, this script reads 1 and 2")
+    if version not in (1, 2, 3):
+        raise ValueError(f"{path}: checkpoint format {version}, this script reads 1 to 3")
     take("QqQQQ")            # identity, step, data position, seeds
     if version >= 2:
         take("QQ")           # training data: token count, hash
+    if version >= 3:
+        take("Q")            # tokens per data position
     string()                 # model description
+    if version >= 3:
+        (settings,) = take("I")
+        for _ in range(settings):  # optimizer settings: key, f64 value
+            string()
+            take("d")
     (count,) = take("I")
     tensors = {}
     for _ in range(count):

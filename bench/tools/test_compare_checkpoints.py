@@ -14,12 +14,18 @@ def string(s):
     return struct.pack("<I", len(b)) + b
 
 
-def checkpoint(tensors, version=2):
+def checkpoint(tensors, version=3):
     """README.md's layout; tensors: (name, dtype, dims, raw bytes)."""
     out = b"GPTCCKPT" + struct.pack("<I", version) + struct.pack("<QqQQQ", 7, 1, 0, 1337, 1337)
     if version >= 2:
         out += struct.pack("<QQ", 1000, 0xFEED)  # training data: tokens, hash
-    out += string("tiny") + struct.pack("<I", len(tensors))
+    if version >= 3:
+        out += struct.pack("<Q", 256)  # tokens per data position
+    out += string("tiny")
+    if version >= 3:
+        out += struct.pack("<I", 2) + string("lr") + struct.pack("<d", 1e-3)
+        out += string("schedule") + struct.pack("<d", 1.0)
+    out += struct.pack("<I", len(tensors))
     for name, dtype, dims, raw in tensors:
         out += string(name) + struct.pack("<BBI", 0, dtype, len(dims))
         out += struct.pack(f"<{len(dims)}q", *dims) + struct.pack("<Q", len(raw)) + raw
@@ -59,6 +65,10 @@ def main():
         with open(p1, "wb") as f:
             f.write(checkpoint(a, version=1))
         assert list(compare_checkpoints.read(p1)["w"]) == [1, 2, 3, 4]
+        p2 = os.path.join(d, "v2.ckpt")  # format 2: no tokens per position or settings
+        with open(p2, "wb") as f:
+            f.write(checkpoint(a, version=2))
+        assert list(compare_checkpoints.read(p2)["w"]) == [1, 2, 3, 4]
         try:
             with open(pa, "r+b") as f:
                 f.write(b"NOTACKPT")
