@@ -21,7 +21,8 @@ out=${1:-out}
 bin=${GPTC_BIN:-build/bin}
 target=${MAIN_TARGET:-$(nvidia-smi -L > /dev/null 2>&1 && echo cuda || echo host)}
 if [ "$target" = cuda ]; then
-  model=() batch=() steps=${2:-200}
+  # 128 x 1024 tokens a step: 50 steps are about 7 passes over Austen.
+  model=() batch=() steps=${2:-50}
 else
   model=(--model=mini --seq=64 --target=host) batch=(--batch=4) steps=${2:-50}
 fi
