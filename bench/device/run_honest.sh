@@ -203,7 +203,8 @@ git log -1 --format='commit %H %s' 2> /dev/null | cut -c1-120
 for model in $SIZES; do sed "s/^/$model executables compiled at /" "$HONEST_DIR/$model/commit.txt" 2> /dev/null; done
 cat "$PEERS_DIR/peers.txt" 2> /dev/null
 [ -f "$DATA" ] || { echo "run_honest: no $DATA (carry data/austen_train.bin)"; exit 1; }
-LLMC=$PEERS_DIR/llmc/train_gpt2cu
+# Absolute: llm.c runs with its working directory in $WORK/llmc.
+LLMC=$(realpath -m "$PEERS_DIR/llmc/train_gpt2cu")
 LLMC_LD=""
 if [ "$DRY_RUN" = 1 ]; then
   make_fakes
