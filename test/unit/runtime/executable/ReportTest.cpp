@@ -165,6 +165,27 @@ TEST(ReportTest, TextShowsTheMicroBatchesOfAStep) {
   EXPECT_EQ(text.find("program init: 1 commands\n  tokens"), std::string::npos) << text;
 }
 
+// Verify the optimizer section: a decaying schedule in words, the other
+// settings one a line, an unknown schedule kind named as such, and "none
+// recorded" for an executable without Model.optimizer.
+TEST(ReportTest, TextShowsTheCompiledOptimizer) {
+  ExecutableSpec spec = smallSpec();
+  spec.optimizer = {{"beta2", 0.95}, {"lr", 6e-4},         {"min_lr", 6e-5},
+                    {"schedule", 2}, {"total_steps", 100}, {"warmup_steps", 0}};
+  ExecutableSummary sum = summarize(load(spec).get());
+  ASSERT_EQ(sum.optimizer.size(), 6u);
+  std::string text = formatReport(sum, "small.fb");
+  EXPECT_NE(text.find("optimizer: AdamW in train_step (gptrun --lr X scales the schedule)\n"
+                      "  schedule: linear, lr 0.0006, decaying to min_lr 6e-05 by step 100 (and "
+                      "kept after it)\n  beta2 = 0.95\nmemory"),
+            std::string::npos)
+      << text;
+  EXPECT_STREQ(scheduleKindName(7), "unknown");
+  EXPECT_NE(formatReport(summarize(load(smallSpec()).get()), "small.fb")
+                .find("optimizer: none recorded\n"),
+            std::string::npos);
+}
+
 // Verify the bytes a CUDA run allocates: pool sizes plus the padding of
 // alignments above cudaMalloc's 256.
 TEST(ReportTest, RequiredPoolBytesCountsAlignmentPadding) {
