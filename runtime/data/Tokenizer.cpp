@@ -100,10 +100,12 @@ uint32_t byteToUnicode(uint8_t byte) {
 
 StatusOr<Tokenizer> Tokenizer::load(const std::string &vocabDir) {
   std::string encoderPath = vocabDir + "/encoder.json", vocabPath = vocabDir + "/vocab.bpe";
-  StatusOr<std::string> encoderJson = readFile(encoderPath);
+  // GPT-2's files are 1 MB and 0.5 MB: a bound far above, not memory.
+  const uint64_t maxBytes = uint64_t(256) << 20;
+  StatusOr<std::string> encoderJson = readFile(encoderPath, maxBytes);
   if (!encoderJson)
     return encoderJson.status();
-  StatusOr<std::string> vocabBpe = readFile(vocabPath);
+  StatusOr<std::string> vocabBpe = readFile(vocabPath, maxBytes);
   if (!vocabBpe)
     return vocabBpe.status();
   return parse(*encoderJson, *vocabBpe, encoderPath, vocabPath);

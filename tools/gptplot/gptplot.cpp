@@ -113,7 +113,9 @@ int main(int argc, char **argv) {
   if (std::filesystem::equivalent(input, output, ec))
     return usage("-o " + output + " is the log itself; give another file");
 
-  StatusOr<std::string> text = data::readFile(input);
+  // A gptrun log is ~150 bytes a step: 1 GiB is millions of steps, and a
+  // pipe that never ends (or /dev/zero) stops there.
+  StatusOr<std::string> text = data::readFile(input, uint64_t(1) << 30);
   if (!text) {
     std::fprintf(stderr, "gptplot: error: %s\n", text.status().message().c_str());
     return 1;

@@ -457,7 +457,8 @@ Status Trainer::Impl::setUpCheckpoints() {
     if (!o.newSchedule)
       return Status::error("--resume: " + resumePath + " was trained with " +
                            checkpoint::describeSettings(ckpt->optimizer) + ", but " +
-                           o.executable + " (with --lr) has " + checkpoint::describeSettings(now) +
+                           o.executable + (o.lr > 0 ? " with --lr " + std::to_string(o.lr) : "") +
+                           " has " + checkpoint::describeSettings(now) +
                            " (" + diff + "): recompile with the checkpoint's settings, or pass "
                            "--new-schedule to go on under the executable's");
     print("gptrun: --new-schedule: %s goes on under %s's schedule (%s)\n", resumePath.c_str(),

@@ -204,6 +204,10 @@ TEST(GptplotTest, ToolWritesTheSvg) {
   r = runTool(GPTC_GPTPLOT, log + " -o " + same);
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.output, "gptplot: -o " + same + " is the log itself; give another file (see gptplot --help)\n");
+  // An endless input is refused before it is read.
+  r = runTool(GPTC_GPTPLOT, "/dev/zero -o " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.output, "gptplot: error: /dev/zero: is a device, not a file\n");
   std::ifstream again(log);
   EXPECT_EQ(std::string((std::istreambuf_iterator<char>(again)), {}), sampleLog(12));
   fs::remove_all(dir);
