@@ -454,11 +454,13 @@ Status Trainer::Impl::setUpCheckpoints() {
   std::vector<checkpoint::Setting> now =
       checkpoint::optimizerSettings(session->schema(), lrScale);
   if (std::string diff = checkpoint::scheduleDifference(ckpt->optimizer, now); !diff.empty()) {
+    char lrFlag[48] = "";
+    if (o.lr > 0)
+      std::snprintf(lrFlag, sizeof(lrFlag), " with --lr %g", o.lr);
     if (!o.newSchedule)
       return Status::error("--resume: " + resumePath + " was trained with " +
                            checkpoint::describeSettings(ckpt->optimizer) + ", but " +
-                           o.executable + (o.lr > 0 ? " with --lr " + std::to_string(o.lr) : "") +
-                           " has " + checkpoint::describeSettings(now) +
+                           o.executable + lrFlag + " has " + checkpoint::describeSettings(now) +
                            " (" + diff + "): recompile with the checkpoint's settings, or pass "
                            "--new-schedule to go on under the executable's");
     print("gptrun: --new-schedule: %s goes on under %s's schedule (%s)\n", resumePath.c_str(),
