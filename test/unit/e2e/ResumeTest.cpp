@@ -343,7 +343,7 @@ TEST_F(ResumeTest, RefusesAnotherScheduleUnlessAsked) {
                                "min_lr=0.0001 warmup_steps=1 total_steps=100"),
               std::string::npos)
         << s.message();
-    EXPECT_NE(s.message().find("cosine200.fb (with --lr) has schedule=cosine lr=0.001 "
+    EXPECT_NE(s.message().find("cosine200.fb has schedule=cosine lr=0.001 "
                                "min_lr=0.0001 warmup_steps=1 total_steps=200"),
               std::string::npos)
         << s.message();
@@ -360,7 +360,11 @@ TEST_F(ResumeTest, RefusesAnotherScheduleUnlessAsked) {
     gptrun::Trainer t(o);
     Status s = t.setUp();
     ASSERT_FALSE(s);
-    EXPECT_NE(s.message().find("(lr 0.001 -> 0.002, min_lr 0.0001 -> 0.0002)"), std::string::npos)
+    EXPECT_NE(s.message().find("again.fb with --lr 0.002 has schedule=cosine lr=0.002 "
+                               "min_lr=0.0002 warmup_steps=1 total_steps=100 beta1=0.9 beta2=0.95 "
+                               "epsilon=1e-08 weight_decay=0.1 grad_clip=1 (lr 0.001 -> 0.002, "
+                               "min_lr 0.0001 -> 0.0002)"),
+              std::string::npos)
         << s.message();
   }
   exe = (dir / "cosine200.fb").string();
