@@ -6,6 +6,7 @@
 #   TokenFileFuzzer   llm.c token file parser
 #   TokenizerFuzzer   GPT-2 BPE encode/decode round trip (needs data/gpt2)
 #   SafetensorsFuzzer safetensors reader (and its writer's round trip)
+#   LogFuzzer         gptplot's log.jsonl reader and SVG renderer
 # Each target first replays its reproducers in test/fuzz/regressions/, then
 # fuzzes from its seeds in test/fuzz/corpus/<target>/ (committed).
 # Usage (repo root):
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#targets[@]} = 0 ] && targets=(ExecutableFuzzer TokenFileFuzzer TokenizerFuzzer SafetensorsFuzzer)
+[ ${#targets[@]} = 0 ] && targets=(ExecutableFuzzer TokenFileFuzzer TokenizerFuzzer SafetensorsFuzzer LogFuzzer)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -54,7 +55,7 @@ fi
 [ $run = 1 ] || exit 0
 
 declare -A corpus=([ExecutableFuzzer]=executable [TokenFileFuzzer]=tokenfile [TokenizerFuzzer]=tokenizer
-                   [SafetensorsFuzzer]=safetensors)
+                   [SafetensorsFuzzer]=safetensors [LogFuzzer]=log)
 export GPTC_VOCAB_DIR=${GPTC_VOCAB_DIR:-$root/data/gpt2}
 failed=0
 skipped=0
