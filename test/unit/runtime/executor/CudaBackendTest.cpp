@@ -186,15 +186,33 @@ TEST(CudaBackendTest, PoolsLargerThanFreeMemoryAreRefused) {
   EXPECT_NE(errorOf(session).find("--batch"), std::string::npos) << errorOf(session);
 }
 
-// Verify that an AllReduce fails the run with the NCCL message.
-TEST(CudaBackendTest, AllReduceNeedsRanks) {
+// Verify that on one rank (no collective) an AllReduce command is skipped:
+// the mean, sum or maximum of one rank's buffer is itself, so the step's
+// all-reduces cost nothing on one GPU (the Memset before it still runs).
+TEST(CudaBackendTest, AllReduceOnOneRankIsSkipped) {
   REQUIRE_GPU_AND_KERNELS();
   ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
   addImages(spec, true, false);
-  spec.addProgram("reduce").allReduce({6});
+  spec.addProgram("reduce").memset(6, 0x3f).allReduce({6});
   auto session = cudaSession(spec);
   ASSERT_TRUE(session) << errorOf(session);
-  EXPECT_NE(errorOf((*session)->run("reduce")).find("AllReduce needs ranks"), std::string::npos);
+  Status ran = (*session)->run("reduce");
+  ASSERT_TRUE(ran) << ran.message();
+  std::vector<uint8_t> y(16, 0);
+  ASSERT_TRUE((*session)->readTensor(6, y.data(), 16));
+  EXPECT_EQ(y, std::vector<uint8_t>(16, 0x3f)) << "the Memset ran and nothing changed it";
+}
+
+// Verify that an executable pinned to W ranks (--world-size=2) refuses one
+// rank without a collective, before any GPU work (so this runs without a
+// GPU too).
+TEST(CudaBackendTest, WorldSizeMustMatchTheRanks) {
+  ExecutableSpec spec = pipelineExecutable(s::TargetKind::CUDA);
+  spec.config.push_back({"world_size", 2});
+  spec.addProgram("reduce").allReduce({6});
+  EXPECT_EQ(errorOf(cudaSession(spec)),
+            "the executable was compiled with --world-size=2 but runs on 1 rank; compile it "
+            "without --world-size to run it on any number");
 }
 
 /// A collective of one rank that records what the backend hands it and
