@@ -299,7 +299,9 @@ def check_ckpt_exact(args):
     if missing:
         return line(False, args.name, "names", 0, f"only one side holds {missing[:4]}")
     differ = [k for k in sorted(set(a) & set(b)) if a[k][1:] != b[k][1:]]
-    note = f"({len(set(a) & set(b))} tensors; differ: {differ[:3]})" if differ else \
+    # The count too: the names are the first three in sorted order, which
+    # are a qkv bias and its moments whether 3 tensors differ or 84.
+    note = f"({len(set(a) & set(b))} tensors; {len(differ)} differ: {differ[:3]})" if differ else \
         f"({len(set(a) & set(b))} tensors)"
     measured = 0.0
     for k in differ:
@@ -345,8 +347,9 @@ def check_gtest(args):
 
 
 def suggest(args):
-    """From a summary: per precision and column of gpu-test.sh's table, and
-    per pair, twice the worst measured value (1 significant digit, up)."""
+    """From a summary: per model and precision (mini-bf16: mini and its
+    variants in bf16) and column of gpu-test.sh's table, and per pair,
+    twice the worst measured value (2 significant digits, up)."""
     worst = {}
     for text in open(args.summary):
         f = text.split()
@@ -363,7 +366,7 @@ def suggest(args):
             col = name.rsplit(":", 1)[1] if ":" in name else name.rsplit(".", 1)[1]
         else:
             prec = next((p for p in ("fp32", "bf16", "fp16", "fp8") if f"-{p}" in name), "?")
-            key = prec
+            key = name.split("-", 1)[0] + "-" + prec
             col = {".host:loss": "loss", ".host:norm": "norm", ".params.host": "params",
                    ".logits.host": "logits", ".fp64:loss": "fp64-loss", ".fp64:norm": "fp64-norm"}
             col = next((v for k, v in col.items() if name.endswith(k)), None)
@@ -374,7 +377,10 @@ def suggest(args):
         if x <= 0 or not math.isfinite(x):
             return f"{x:.0e}"
         e = math.floor(math.log10(2 * x))
-        return f"{math.ceil(2 * x / 10 ** e)}e{e}"
+        m = math.ceil(round(2 * x / 10 ** (e - 1), 6)) / 10  # 2 digits, up (1.0 to 10.0)
+        if m >= 10:
+            m, e = m / 10, e + 1
+        return f"{m:g}e{e}"
     for key in sorted({k for k, _ in worst}):
         cols = [c for c in ("loss", "norm", "params", "logits", "fp64-loss", "fp64-norm") if (key, c) in worst]
         print(f"suggest {key}: " + " ".join(f"{c} {up(worst[(key, c)])} (measured {worst[(key, c)]:.2e})"

@@ -136,7 +136,7 @@ def main():
     rc, out = run("gtest", "g", p("fail.xml"))
     expect(rc == 1 and "1 failed" in out[0], f"gtest failure: {out}")
 
-    # suggest: 2x the worst measured value per precision and column, per pair.
+    # suggest: 2x the worst measured value per model-precision and column, per pair.
     with open(p("summary.txt"), "w") as f:
         f.write("PASS tiny-bf16.host:loss 1.200e-03 1.0e-02 (step 3)\n"
                 "PASS mini-bf16.host:loss 2.000e-03 1.0e-02 (step 1)\n"
@@ -144,8 +144,9 @@ def main():
                 "PASS mini-bf16~mini-bf16-scalar.params 4.000e-04 2.0e-02 (wte)\n"
                 "PASS mini-bf16.again:loss 0.000e+00 exact (step 1)\n")
     rc, out = run("suggest", p("summary.txt"))
-    expect(rc == 0 and "suggest bf16: loss 4e-3 (measured 2.00e-03)" in out
-           and "suggest fp8: params 6e-1 (measured 3.00e-01)" in out
+    expect(rc == 0 and "suggest mini-bf16: loss 4e-3 (measured 2.00e-03)" in out
+           and "suggest tiny-bf16: loss 2.4e-3 (measured 1.20e-03)" in out
+           and "suggest mini-fp8: params 6e-1 (measured 3.00e-01)" in out
            and "suggest mini-bf16~mini-bf16-scalar: params 8e-4 (measured 4.00e-04)" in out, f"suggest: {out}")
 
     # A reading error is one FAIL line and exit 2.

@@ -862,13 +862,18 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     a column reduction reading it back. Likewise (`attention-grad-sum`) the
     column sum of a `gpt.causal_attention_grad` (the qkv bias gradient)
     becomes one `gpt.causal_attention_grad_sum`: the flash backward kernels
-    add up each 16-row tile of dq, dk and dv as they store it.
+    add up each 16-row tile of dq, dk and dv as they store it. Both sum the
+    unrounded values: with a bf16 gradient they are not the same bits as
+    the unfused column reduction of the stored tensor (the flash qkv bias
+    gradient, H100 2026-12-07: the step-1 grad norm 5.4e-7 apart); the
+    scalar attention kernels sum dqkv as stored, the same bits.
 
     A group sits at its last member, which is legal when no outside op reads
     a member before that point (this also excludes cycles). A group that
     reads only function arguments sits at its first member. Ops keep their
     semantics exactly (bf16 values are rounded as if stored), so a fused
-    step computes the same bits as an unfused one.
+    step computes the same bits as an unfused one, except for the unrounded
+    column sums of `gelu-grad-sum` and `attention-grad-sum` above.
 
     ```mlir
     // Before:
