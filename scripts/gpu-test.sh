@@ -9,6 +9,12 @@
 #                after BUDGET_S=480 s, each GoogleTest binary gets 120 s)
 #   Then record the summary (the last lines, or $OUT/summary.txt) in
 #   bench/results/<month>.md with the commit the first line names.
+#   Before the next device call (after the 2026-12-07 triage) rebuild all of
+#   it, without ONLY=: the matrix gained mini-bf16-scalar-unfused and the
+#   GoogleTests changed (CudaBackendTest.AllReduceOnOneRankIsSkipped):
+#     /work/bin/nj gptc gptrun RuntimeCudaBackendTest RuntimeNcclTest RuntimeDriverTest GptrunTest
+#     bash scripts/gpu-test-build.sh     # conformance.tgz ~25 MiB of the 64 MiB a call carries
+#   and check that manifest.txt's commit is the one you mean to test.
 #
 # For every executable of scripts/gpu-test-matrix.sh (tiny and mini; fp32,
 # bf16, fp16 with a loss scale, fp8; the codegen variants) it trains N steps
