@@ -354,6 +354,12 @@ StatusOr<Checkpoint> readCheckpoint(const std::string &path) {
       return Status::error(path + (S_ISDIR(st.st_mode) ? ": is a directory, not a checkpoint file"
                                                        : ": not a regular file"));
     }
+    // Read whole: a file larger than memory would abort in the allocation.
+    if (uint64_t(st.st_size) > defaultMaxReadBytes()) {
+      ::close(fd);
+      return Status::error(path + ": " + std::to_string(st.st_size) +
+                           " bytes, more than this machine's memory: not a checkpoint");
+    }
     data.resize(size_t(st.st_size));
     size_t got = 0;
     while (got < data.size()) {

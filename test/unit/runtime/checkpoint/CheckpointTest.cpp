@@ -3,6 +3,7 @@
 #include "runtime/checkpoint/Checkpoint.h"
 #include "runtime/executor/HostBackend.h"
 #include "runtime/executor/Session.h"
+#include "runtime/support/FileIO.h"
 #include "runtime/support/Hash64.h"
 #include "test/unit/ScratchDir.h"
 #include "test/unit/runtime/ExecutableBuilder.h"
@@ -234,6 +235,18 @@ TEST_F(CheckpointTest, FailedWriteLeavesNoPartialFile) {
   EXPECT_NE(s.message().find("cannot create a temporary file in " + path("no/such/dir")),
             std::string::npos)
       << s.message();
+}
+
+// Verify that a (sparse) file larger than memory is refused before it is
+// read: the read-whole allocation aborted the process.
+TEST_F(CheckpointTest, RefusesAFileLargerThanMemory) {
+  std::string big = path("big.ckpt");
+  { std::ofstream(big, std::ios::binary) << "GPTCCKPT"; }
+  fs::resize_file(big, defaultMaxReadBytes() + 1);
+  auto r = checkpoint::readCheckpoint(big);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.status().message(), big + ": " + std::to_string(defaultMaxReadBytes() + 1) +
+                                      " bytes, more than this machine's memory: not a checkpoint");
 }
 
 // Verify that a checkpoint holding a NaN or an infinity in any float
