@@ -46,6 +46,7 @@ void BatchStage::fill(Slot &slot) {
   for (int64_t a = 0; a < accum_; ++a)
     loader_.next(slot.tokens + a * micro, slot.targets + a * micro);
   slot.position = loader_.position();
+  slot.error = loader_.status();
   slot.state = State::Ready;
 }
 
@@ -55,6 +56,8 @@ StatusOr<BatchStage::Batch> BatchStage::acquire() {
   if (slot.state == State::Out)
     return Status::error("batch slot " + std::to_string(index) +
                          " is still in use: release it before taking another batch");
+  if (!slot.error)
+    return slot.error; // an id outside the vocabulary: never hand it to a step
   slot.state = State::Out;
   ++handedOut_;
   return Batch{index, slot.tokens, slot.targets, slot.position};

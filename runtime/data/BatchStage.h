@@ -49,7 +49,8 @@ public:
   BatchStage &operator=(const BatchStage &) = delete;
 
   /// The next batch in order. Its slot stays the caller's until release();
-  /// an error when that slot has not come back yet (two batches out).
+  /// an error when that slot has not come back yet (two batches out), or
+  /// when the loader found an id outside the vocabulary by that batch.
   StatusOr<Batch> acquire();
   /// Gives a slot back once nothing reads its buffers any more (the copy
   /// out of it has finished), in the order they were taken; the slot is
@@ -68,6 +69,7 @@ private:
     State state = State::Ready;
     int32_t *tokens = nullptr, *targets = nullptr;
     uint64_t position = 0;
+    Status error = Status::ok(); // the loader's status() after this batch
   };
   BatchStage(DataLoader &loader, int64_t accum, HostAllocator allocator)
       : loader_(loader), accum_(accum), allocator_(std::move(allocator)) {}

@@ -1,9 +1,10 @@
-//===- DataLoader.cpp - (B, T) training batches from a token file ---------===//
+//===- DataLoader.cpp - (B, T) training batches from a token dataset ------===//
 
 #include "runtime/data/DataLoader.h"
 
 #include "runtime/data/TokenFile.h"
 
+#include <algorithm>
 #include <numeric>
 #include <utility>
 
@@ -26,19 +27,27 @@ uint64_t SplitMix64::below(uint64_t bound) {
   }
 }
 
-StatusOr<DataLoader> DataLoader::open(const std::string &path,
+StatusOr<DataLoader> DataLoader::open(const std::string &spec,
                                       const DataLoaderOptions &options, int64_t vocabSize) {
-  StatusOr<std::vector<uint16_t>> tokens = readTokenFile(path, vocabSize);
-  if (!tokens)
-    return tokens.status();
-  StatusOr<DataLoader> loader = create(std::move(*tokens), options);
+  StatusOr<Dataset> dataset = Dataset::open(spec);
+  if (!dataset)
+    return dataset.status();
+  if (dataset->size() <= kEagerVocabularyCheck)
+    if (Status st = dataset->checkVocabulary(vocabSize); !st)
+      return st;
+  StatusOr<DataLoader> loader = create(std::move(*dataset), options, vocabSize);
   if (!loader)
-    return Status::error(path + ": " + loader.status().message());
+    return Status::error(spec + ": " + loader.status().message());
   return loader;
 }
 
 StatusOr<DataLoader> DataLoader::create(std::vector<uint16_t> tokens,
                                         const DataLoaderOptions &options) {
+  return create(Dataset::fromTokens(std::move(tokens)), options);
+}
+
+StatusOr<DataLoader> DataLoader::create(Dataset dataset, const DataLoaderOptions &options,
+                                        int64_t vocabSize) {
   const DataLoaderOptions &o = options;
   if (o.batchSize <= 0 || o.seqLen <= 0)
     return Status::error("batch size and sequence length must be positive (B=" +
@@ -48,7 +57,7 @@ StatusOr<DataLoader> DataLoader::create(std::vector<uint16_t> tokens,
     return Status::error("rank " + std::to_string(o.rank) +
                          " is not in 0..world_size-1 (world_size " +
                          std::to_string(o.worldSize) + ")");
-  const uint64_t n = tokens.size();
+  const uint64_t n = dataset.size();
   const uint64_t stepTokens =
       uint64_t(o.batchSize) * uint64_t(o.seqLen) * uint64_t(o.worldSize);
   if (n < stepTokens + 1)
@@ -57,8 +66,9 @@ StatusOr<DataLoader> DataLoader::create(std::vector<uint16_t> tokens,
                          " world_size=" + std::to_string(o.worldSize) +
                          " needs at least " + std::to_string(stepTokens + 1));
   DataLoader loader;
-  loader.data = std::move(tokens);
+  loader.data = std::move(dataset);
   loader.opts = options;
+  loader.vocab = vocabSize;
   loader.steps = static_cast<int64_t>((n - 1) / stepTokens);
   return loader;
 }
@@ -86,11 +96,13 @@ int64_t DataLoader::currentWindow() const {
 
 void DataLoader::next(int32_t *inputs, int32_t *targets) {
   const int64_t bt = opts.batchSize * opts.seqLen;
-  const uint16_t *window = data.data() + currentWindow() * bt;
-  for (int64_t i = 0; i < bt; ++i) {
-    inputs[i] = window[i];
-    targets[i] = window[i + 1];
-  }
+  window.resize(bt + 1);
+  Status st = data.read(uint64_t(currentWindow()) * uint64_t(bt), uint64_t(bt) + 1,
+                        window.data(), vocab);
+  if (!st && error)
+    error = std::move(st);
+  std::copy(window.begin(), window.end() - 1, inputs);
+  std::copy(window.begin() + 1, window.end(), targets);
   ++pos;
 }
 

@@ -35,12 +35,12 @@ const char *describeMagic(int32_t magic) {
 
 } // namespace
 
-StatusOr<std::vector<uint16_t>> parseTokenFile(std::string_view contents, int64_t vocabSize) {
-  if (contents.size() < kTokenFileHeaderBytes)
+StatusOr<int64_t> parseTokenFileHeader(std::string_view header, uint64_t fileSize) {
+  if (fileSize < kTokenFileHeaderBytes || header.size() < kTokenFileHeaderBytes)
     return Status::error("too short for the " + std::to_string(kTokenFileHeaderBytes) +
-                         "-byte header (" + std::to_string(contents.size()) + " bytes)");
-  int32_t magic = readLE32(contents, 0), version = readLE32(contents, 4),
-          count = readLE32(contents, 8);
+                         "-byte header (" + std::to_string(fileSize) + " bytes)");
+  int32_t magic = readLE32(header, 0), version = readLE32(header, 4),
+          count = readLE32(header, 8);
   if (magic != kTokenFileMagic) {
     std::string message = "bad magic " + std::to_string(magic) + ", expected " +
                           std::to_string(kTokenFileMagic) + " (llm.c GPT-2 token file)";
@@ -54,12 +54,20 @@ StatusOr<std::vector<uint16_t>> parseTokenFile(std::string_view contents, int64_
   if (count < 0)
     return Status::error("negative token count " + std::to_string(count) + " in the header");
   uint64_t expected = kTokenFileHeaderBytes + 2 * uint64_t(count);
-  if (contents.size() != expected)
+  if (fileSize != expected)
     return Status::error("the header says " + std::to_string(count) + " tokens (" +
                          std::to_string(expected) + " bytes) but the file has " +
-                         std::to_string(contents.size()) + " bytes");
+                         std::to_string(fileSize) + " bytes");
+  return int64_t(count);
+}
+
+StatusOr<std::vector<uint16_t>> parseTokenFile(std::string_view contents, int64_t vocabSize) {
+  StatusOr<int64_t> header = parseTokenFileHeader(contents, contents.size());
+  if (!header)
+    return header.status();
+  const int64_t count = *header;
   std::vector<uint16_t> tokens(count);
-  for (int32_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < count; ++i) {
     size_t at = kTokenFileHeaderBytes + 2 * size_t(i);
     uint16_t t = static_cast<uint16_t>(static_cast<uint8_t>(contents[at]) |
                                        (static_cast<uint8_t>(contents[at + 1]) << 8));

@@ -26,6 +26,11 @@ constexpr int32_t kTokenFileVersion = 1;
 constexpr size_t kTokenFileHeaderInts = 256;
 constexpr size_t kTokenFileHeaderBytes = kTokenFileHeaderInts * 4;
 
+/// Checks a token file's header (its first kTokenFileHeaderBytes bytes, or
+/// fewer when the file is shorter) against the file's size in bytes and
+/// returns the token count. Errors say what is wrong, without a file name.
+StatusOr<int64_t> parseTokenFileHeader(std::string_view header, uint64_t fileSize);
+
 /// Parses a token file's bytes. With vocabSize > 0, ids >= vocabSize are
 /// errors as well. Errors say what is wrong, without a file name.
 StatusOr<std::vector<uint16_t>> parseTokenFile(std::string_view contents,

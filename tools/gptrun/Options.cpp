@@ -22,8 +22,10 @@ validation batches. B, T and accum_steps come from the executable's model
 config and its tensors' shapes.
 
 options:
-  --data FILE        llm.c token file for training (required)
-  --val FILE         llm.c token file for validation
+  --data DATA        llm.c token data for training (required): a file, a
+                     directory (its *.bin files) or a quoted glob
+                     ('fineweb_train_*.bin'), read as one stream in name order
+  --val DATA         llm.c token data for validation, in the same forms
   --steps N          training steps (default 10)
   --val-every K      validate every K steps (default 0: after the last step)
   --val-batches M    batches per validation, from the file's start (default 20)

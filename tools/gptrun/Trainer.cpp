@@ -111,6 +111,11 @@ bool hasOutput(Session &session, const std::string &program, const std::string &
   return false;
 }
 
+/// " in N shards" for a dataset of several files, "" for one.
+std::string shardText(const data::Dataset &d) {
+  return d.shards().size() > 1 ? " in " + std::to_string(d.shards().size()) + " shards" : "";
+}
+
 } // namespace
 
 struct Trainer::Impl {
@@ -127,7 +132,7 @@ struct Trainer::Impl {
   float lrScale = 1.0f; // train_step's lr_scale input: gptrun --lr over the compiled lr
   int64_t stepsDone = 0; // restored ones included
   uint64_t dataPosition = 0; // the loader's position after step stepsDone
-  uint64_t dataHash = 0;     // Hash64 of the training tokens, kept in checkpoints
+  uint64_t dataHash = 0;     // Dataset::identity() of the training data, kept in checkpoints
   std::vector<StepRecord> history;
   std::optional<checkpoint::Checkpoint> resumeFrom;
   std::string resumePath;
@@ -276,12 +281,10 @@ Status Trainer::Impl::setUp() {
   if (!loader)
     return loader.status();
   trainData.emplace(std::move(*loader));
-  // The data's identity is for checkpoints only; hashing costs ~0.3 s per GB.
-  if (!o.checkpointDir.empty() || !o.resume.empty()) {
-    Hash64 h;
-    h.update(trainData->tokens().data(), trainData->tokens().size() * sizeof(uint16_t));
-    dataHash = h.value();
-  }
+  // The data's identity is for checkpoints only: a file's hash costs ~0.3 s
+  // per GB, a set of shards' is cheap (Dataset::identity).
+  if (!o.checkpointDir.empty() || !o.resume.empty())
+    dataHash = trainData->dataset().identity();
   if (!o.val.empty() && lead()) {
     if (StatusOr<const schema::Program *> prog = session->program("forward"); !prog)
       return Status::error(o.executable +
@@ -320,12 +323,13 @@ Status Trainer::Impl::setUp() {
         session->backend().deviceName().c_str(),
         o.graph && session->backend().kind() == schema::TargetKind::CUDA ? ", CUDA graphs" : "",
         session->poolReport().c_str());
-  print("gptrun: %s: %s tokens, %s steps per epoch\n", o.data.c_str(),
-        withCommas(int64_t(trainData->tokens().size())).c_str(),
+  print("gptrun: %s: %s tokens%s, %s steps per epoch\n", o.data.c_str(),
+        withCommas(int64_t(trainData->tokenCount())).c_str(),
+        shardText(trainData->dataset()).c_str(),
         withCommas(trainData->stepsPerEpoch() / train.accum).c_str());
   if (valData)
     print("gptrun: %s: %s tokens, %s batches of B=%lld T=%lld\n", o.val.c_str(),
-          withCommas(int64_t(valData->tokens().size())).c_str(),
+          withCommas(int64_t(valData->tokenCount())).c_str(),
           withCommas(valData->stepsPerEpoch()).c_str(), (long long)val.rows, (long long)val.seq);
   if (valData && o.valBatches > valData->stepsPerEpoch())
     print("gptrun: --val-batches %lld: %s has %lld, each validation uses them all\n",
@@ -496,10 +500,10 @@ Status Trainer::Impl::startState() {
     trainData->seek(position);
     dataPosition = position;
     // Format 1 checkpoints (0 tokens) did not record their data.
-    if (c.dataTokens && (c.dataTokens != trainData->tokens().size() || c.dataHash != dataHash))
+    if (c.dataTokens && (c.dataTokens != trainData->tokenCount() || c.dataHash != dataHash))
       print("gptrun: warning: --data %s (%s tokens) is not the data %s was trained on (%s "
             "tokens): training goes on, but not as the uninterrupted run would\n",
-            o.data.c_str(), withCommas(int64_t(trainData->tokens().size())).c_str(),
+            o.data.c_str(), withCommas(int64_t(trainData->tokenCount())).c_str(),
             resumePath.c_str(), withCommas(int64_t(c.dataTokens)).c_str());
     if (c.seed != o.seed)
       print("gptrun: --seed %llu ignored: the checkpoint's init seed was %llu\n",
@@ -538,7 +542,7 @@ Status Trainer::Impl::writeCheckpoint(const std::string &path) {
   c->dataPosition = dataPosition;
   c->seed = o.seed;
   c->dataSeed = trainData->options().seed;
-  c->dataTokens = trainData->tokens().size();
+  c->dataTokens = trainData->tokenCount();
   c->dataHash = dataHash;
   c->dataStepTokens = dataStepTokens();
   c->optimizer = checkpoint::optimizerSettings(session->schema(), lrScale);
@@ -679,6 +683,11 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   StatusOr<data::BatchStage::Batch> batch = stage->acquire();
   if (!batch)
     return batch.status();
+  // The loader steps this batch holds; one that starts an epoch is logged.
+  for (uint64_t q = batch->position - uint64_t(train.accum); q < batch->position; ++q)
+    if (q > 0 && q % uint64_t(trainData->stepsPerEpoch()) == 0)
+      say("gptrun: " + o.data + ": epoch " + std::to_string(q / trainData->stepsPerEpoch()) +
+          " begins at step " + std::to_string(step + 1) + "\n");
   // The step's time runs from when the device reaches this fence (after
   // the step before, or once enqueued) to its last fence.
   StatusOr<Backend::Fence> start = session->backend().recordFence();
