@@ -17,6 +17,7 @@
 #include "runtime/support/Version.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -59,7 +61,7 @@ Run 'gpt-data <command> --help' for a command's options and examples.
 
 const char *const kEncodeHelp = R"(
 usage: gpt-data encode --vocab-dir DIR [--split-on-blank-lines]
-                       [--allow-special] IN.txt... -o OUT.bin
+                       [--allow-special] [--threads N] IN.txt... -o OUT.bin
 
 Encodes UTF-8 text with GPT-2's tokenizer into an llm.c token file. As in
 llm.c, every document is prefixed with <|endoftext|> (50256). Each input file
@@ -73,6 +75,10 @@ read the same way.
                            rule: the "\n\n" stays at the end of the previous one)
   --allow-special          "<|endoftext|>" in the text becomes token 50256 instead
                            of being encoded as ordinary text
+  --threads N              encode on N threads (default: all cores); the text is
+                           cut into ~1 MiB pieces at line starts, where GPT-2's
+                           tokenizer never joins across, so the output is the
+                           same whatever N
 
 examples:
   gpt-data encode --vocab-dir data/gpt2 book.txt -o book.bin
@@ -251,12 +257,52 @@ std::vector<std::string> withTokenizerFiles(const Args &args, std::vector<std::s
 // Commands
 //===----------------------------------------------------------------------===//
 
+/// Bytes of text per piece that a thread encodes.
+constexpr size_t kEncodePieceBytes = size_t(1) << 20;
+
+/// Cuts `text` into pieces of about `target` bytes that encode to the same
+/// ids apart as together: each cut is just after a "\n" that a printable
+/// ASCII byte (not whitespace) follows. GPT-2's pre-tokenizer only joins a
+/// literal space to the run after it, and it ends a whitespace run before
+/// the last whitespace ahead of a non-space, so no piece of its crosses
+/// such a cut; BPE merges within a piece; "<|endoftext|>" holds no "\n".
+std::vector<std::string_view> cutAtLineStarts(std::string_view text, size_t target) {
+  std::vector<std::string_view> pieces;
+  while (text.size() > target) {
+    size_t cut = std::string_view::npos;
+    for (size_t at = text.find('\n', target); at != std::string_view::npos && at + 1 < text.size();
+         at = text.find('\n', at + 1)) {
+      unsigned char next = static_cast<unsigned char>(text[at + 1]);
+      if (next > 0x20 && next < 0x7F) {
+        cut = at + 1;
+        break;
+      }
+    }
+    if (cut == std::string_view::npos)
+      break;
+    pieces.push_back(text.substr(0, cut));
+    text.remove_prefix(cut);
+  }
+  pieces.push_back(text);
+  return pieces;
+}
+
 int runEncode(int argc, char **argv) {
   Args args;
   std::string error;
-  if (!parseArgs("encode", argc, argv, {"--vocab-dir", "--output"},
+  if (!parseArgs("encode", argc, argv, {"--vocab-dir", "--output", "--threads"},
                  {"--split-on-blank-lines", "--allow-special"}, args, error))
     return usage(error);
+  int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (args.values.count("--threads")) {
+    const std::string &v = args.values["--threads"];
+    char *end = nullptr;
+    long n = std::strtol(v.c_str(), &end, 10);
+    if (*end != '\0' || n < 1 || n > 1024)
+      return usage("gpt-data encode: --threads needs a whole number in 1..1024, got '" + v +
+                   "'");
+    threads = int(n);
+  }
   if (args.help)
     return printHelp(kEncodeHelp);
   if (args.positional.empty())
@@ -274,7 +320,14 @@ int runEncode(int argc, char **argv) {
   bool allowSpecial = args.switches.count("--allow-special");
 
   auto start = std::chrono::steady_clock::now();
-  std::vector<int32_t> ids;
+  // The work in output order: each document is <|endoftext|> (an empty
+  // piece that starts a document) and then its text, cut into pieces.
+  struct Piece {
+    bool startsDocument;
+    std::string_view text;
+  };
+  std::vector<std::string> texts;
+  std::vector<Piece> pieces;
   size_t documents = 0, bytes = 0;
   for (const std::string &path : args.positional) {
     StatusOr<std::string> text = readFile(path);
@@ -284,25 +337,60 @@ int runEncode(int argc, char **argv) {
       return fail(path + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) +
                   ")");
     bytes += text->size();
-    std::string_view rest = *text;
+    texts.push_back(std::move(*text));
+  }
+  for (const std::string &text : texts) {
+    std::string_view rest = text;
     while (true) {
       // With --split-on-blank-lines a document runs through its "\n\n".
       size_t cut = split ? rest.find("\n\n") : std::string_view::npos;
       std::string_view doc = rest.substr(0, cut == std::string_view::npos ? cut : cut + 2);
-      ids.push_back(tok->endOfText());
-      tok->encode(doc, ids, allowSpecial);
+      pieces.push_back({true, {}});
+      for (std::string_view piece : cutAtLineStarts(doc, kEncodePieceBytes))
+        pieces.push_back({false, piece});
       ++documents;
       if (cut == std::string_view::npos)
         break;
       rest = rest.substr(cut + 2);
     }
   }
+  // Each thread takes the next piece and encodes it with its own copy of the
+  // tokenizer (encode memoises); the pieces are joined in order.
+  std::vector<std::vector<int32_t>> encoded(pieces.size());
+  std::atomic<size_t> nextPiece{0};
+  auto work = [&](Tokenizer local) {
+    for (size_t i; (i = nextPiece.fetch_add(1)) < pieces.size();) {
+      if (pieces[i].startsDocument)
+        encoded[i].push_back(local.endOfText());
+      else
+        local.encode(pieces[i].text, encoded[i], allowSpecial);
+    }
+  };
+  threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(1, pieces.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t)
+    pool.emplace_back(work, *tok);
+  work(std::move(*tok));
+  for (std::thread &t : pool)
+    t.join();
+  std::vector<int32_t> ids;
+  size_t total = 0;
+  for (const std::vector<int32_t> &e : encoded)
+    total += e.size();
+  ids.reserve(total);
+  for (std::vector<int32_t> &e : encoded) {
+    ids.insert(ids.end(), e.begin(), e.end());
+    std::vector<int32_t>().swap(e);
+  }
   const std::string &out = args.values["--output"];
   if (Status s = writeTokenFile(out, ids); !s)
     return fail(s.message());
-  std::fprintf(stderr, "gpt-data: wrote %s: %s tokens, %s documents, %s bytes of text, %.2f s\n",
+  std::fprintf(stderr,
+               "gpt-data: wrote %s: %s tokens, %s documents, %s bytes of text, %.2f s on %d "
+               "thread%s\n",
                out.c_str(), withCommas(ids.size()).c_str(), withCommas(documents).c_str(),
-               withCommas(bytes).c_str(), secondsSince(start));
+               withCommas(bytes).c_str(), secondsSince(start), threads,
+               threads == 1 ? "" : "s");
   return 0;
 }
 

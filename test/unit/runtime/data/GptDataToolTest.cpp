@@ -168,4 +168,36 @@ TEST(GptDataToolTest, BadInputsExitOne) {
   EXPECT_NE(r.output.find(bad + ": 'dpkg-deb -x' failed"), std::string::npos) << r.output;
 }
 
+// Verify that encoding on several threads (the text cut into ~1 MiB pieces
+// at line starts) gives the ids of encoding the whole text at once, for
+// text whose lines start and end in every kind of whitespace.
+TEST(GptDataToolTest, ThreadsEncodeAsOne) {
+  Tokenizer *tok = gptc::data::testing::gpt2Tokenizer();
+  if (!tok)
+    return;
+  const char *const lines[] = {"Hello world",  "  indented line", "\ttabbed", "",
+                               "trailing   ", "caf\xc3\xa9 na\xc3\xafve", "a\r",
+                               "123 456",      "  \n", "'s and 're", "<|endoftext|>x",
+                               "\xe2\x80\xa8sep", "end."};
+  std::string text;
+  for (int i = 0; text.size() < (size_t(5) << 19); ++i) // 2.5 MiB: three pieces
+    text += std::string(lines[i % 13]) + (i % 7 == 0 ? "\n\n" : "\n") + std::to_string(i);
+  std::string txt = tempPath("threads.txt");
+  ASSERT_TRUE(writeFile(txt, text));
+  std::vector<uint16_t> expected{50256};
+  for (int32_t id : tok->encode(text, /*allowSpecial=*/true))
+    expected.push_back(uint16_t(id));
+  for (const char *threads : {"1", "3"}) {
+    std::string bin = tempPath(std::string("threads") + threads + ".bin");
+    gptc::testing::ToolResult r = run("encode " + kVocab + " --allow-special --threads " +
+                                      threads + " " + txt + " -o " + bin);
+    ASSERT_EQ(r.status, 0) << r.output;
+    StatusOr<std::vector<uint16_t>> tokens = readTokenFile(bin);
+    ASSERT_TRUE(tokens);
+    EXPECT_TRUE(*tokens == expected) << threads << " threads: " << tokens->size() << " ids, "
+                                     << expected.size() << " expected";
+  }
+  EXPECT_EQ(run("encode " + kVocab + " --threads 0 " + txt + " -o x.bin").status, 2);
+}
+
 } // namespace
