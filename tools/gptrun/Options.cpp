@@ -62,6 +62,12 @@ options:
   --peak-tflops X    peak for MFU, overriding the GPU table
   --lr X             peak learning rate: scales the compiled schedule (its
                      warm-up and decay shape stay) without recompiling
+  --schedule KIND    cosine, linear or constant: the learning-rate schedule
+                     set at run time, for an executable compiled with the
+                     default constant one (a fine-tune needs no recompile);
+                     from --lr (or the compiled lr) to --min-lr X (default 0)
+                     over --total-steps N (default --steps), after
+                     --warmup-steps W (default 0), as gptc's schedules are
 
 logs:
   --log-dir DIR          append a record per step and per validation to
@@ -290,7 +296,9 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                           "--target",    "--device",      "--peak-tflops", "--lr",
                                           "--checkpoint-every", "--checkpoint-dir",
                                           "--keep-checkpoints", "--resume", "--on-nan", "--log-dir",
-                                          "--gpus",     "--gemm-algos", "--init-from"};
+                                          "--gpus",     "--gemm-algos", "--init-from",
+                                          "--schedule", "--warmup-steps", "--min-lr",
+                                          "--total-steps"};
     static const char *const kSampleValued[] = {"--sample", "--sample-tokens", "--temperature",
                                                 "--top-k", "--vocab-dir", "--logits-out",
                                                 "--eval", "--eval-limit"};
@@ -368,6 +376,20 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
       if (value != "cuda" && value != "host")
         return Status::error("--target is cuda or host, got '" + value + "'");
       o.target = value;
+    } else if (flag == "--schedule") {
+      if (value != "cosine" && value != "linear" && value != "constant")
+        return Status::error("--schedule is cosine, linear or constant, got '" + value + "'");
+      o.schedule = value;
+    } else if (flag == "--warmup-steps" || flag == "--total-steps") {
+      StatusOr<int64_t> v = parseInt(flag, value, flag == "--warmup-steps" ? 0 : 1);
+      if (!v)
+        return v.status();
+      (flag == "--warmup-steps" ? o.warmupSteps : o.totalSteps) = *v;
+    } else if (flag == "--min-lr") {
+      char *end = nullptr;
+      o.minLr = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || !(o.minLr >= 0) || !std::isfinite(o.minLr))
+        return Status::error("--min-lr wants a number >= 0, got '" + value + "'");
     } else if (flag == "--lr") {
       char *end = nullptr;
       o.lr = std::strtod(value.c_str(), &end);
@@ -405,6 +427,16 @@ StatusOr<Options> parseOptions(const std::vector<std::string> &args) {
                                                    : "--keep-checkpoints"));
   if (o.newSchedule && o.resume.empty())
     return Status::error("--new-schedule applies to --resume only");
+  bool scheduleFlags = o.warmupSteps || o.minLr >= 0 || o.totalSteps;
+  if (scheduleFlags && o.schedule.empty())
+    return Status::error("--warmup-steps, --min-lr and --total-steps shape a --schedule "
+                         "(cosine, linear or constant)");
+  if (!o.schedule.empty() && (o.sample || !o.eval.empty()))
+    return Status::error("--schedule applies to training only");
+  if (!o.schedule.empty() && o.totalSteps && o.totalSteps <= o.warmupSteps &&
+      o.schedule != "constant")
+    return Status::error("--total-steps " + std::to_string(o.totalSteps) +
+                         " must exceed --warmup-steps " + std::to_string(o.warmupSteps));
   // A training run with a log keeps its model too (issue 46); sampling and
   // evaluation only read checkpoints.
   bool training = !o.sample && o.eval.empty();

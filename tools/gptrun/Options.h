@@ -32,6 +32,13 @@ struct Options {
   int gpus = 0;                      // --gpus (0: not given; one rank)
   double peakTflops = 0;             // --peak-tflops (0: from the GPU table)
   double lr = 0;                     // --lr (0: the compiled schedule's peak)
+  // A schedule set at run time (executables compiled with the default
+  // constant schedule): --schedule cosine|linear|constant ("": the compiled
+  // one), --warmup-steps, --min-lr (-1: 0), --total-steps (0: --steps).
+  std::string schedule;
+  int64_t warmupSteps = 0;
+  double minLr = -1;
+  int64_t totalSteps = 0;
   int64_t checkpointEvery = 0;       // --checkpoint-every (0: after the last step only)
   std::string checkpointDir;         // --checkpoint-dir ("" = no checkpoints)
   int64_t keepCheckpoints = 0;       // --keep-checkpoints (0: keep all)

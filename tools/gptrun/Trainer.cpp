@@ -130,6 +130,50 @@ struct Trainer::Impl {
   double flopsPerTok = 0, peak = 0; // peak 0: no MFU
   bool hasLr = false;
   float lrScale = 1.0f; // train_step's lr_scale input: gptrun --lr over the compiled lr
+  /// --schedule: the run-time schedule's kind (0 constant, 1 cosine, 2
+  /// linear, as gpt.lr_schedule's), -1 when the compiled one runs; then
+  /// each step's lr_scale is its lr over the compiled constant lr.
+  int runKind = -1;
+  double runPeak = 0, runMin = 0, compiledLr = 0;
+  int64_t runWarmup = 0, runTotal = 0;
+  /// The lr_scale of 0-based `step`: gpt.lr_schedule's formula at run time.
+  float scaleAt(int64_t step) const {
+    if (runKind < 0)
+      return lrScale;
+    double lr = runPeak;
+    if (runKind != 0) {
+      if (step < runWarmup) {
+        lr = runPeak * double(step + 1) / double(runWarmup);
+      } else {
+        double r = runTotal > runWarmup ? double(step - runWarmup) / double(runTotal - runWarmup)
+                                        : 1.0;
+        r = std::min(1.0, std::max(0.0, r));
+        lr = runKind == 1 ? runMin + 0.5 * (1.0 + std::cos(M_PI * r)) * (runPeak - runMin)
+                          : runPeak - r * (runPeak - runMin);
+      }
+    }
+    return static_cast<float>(lr / compiledLr);
+  }
+  /// What the checkpoint records and a resume compares: the compiled
+  /// settings, --lr applied, or the run-time schedule's.
+  std::vector<checkpoint::Setting> scheduleSettings() const {
+    std::vector<checkpoint::Setting> s = checkpoint::optimizerSettings(session->schema(), lrScale);
+    if (runKind < 0)
+      return s;
+    for (checkpoint::Setting &e : s) {
+      if (e.key == "schedule")
+        e.value = runKind;
+      else if (e.key == "lr")
+        e.value = runPeak;
+      else if (e.key == "min_lr")
+        e.value = runMin;
+      else if (e.key == "warmup_steps")
+        e.value = double(runWarmup);
+      else if (e.key == "total_steps")
+        e.value = double(runTotal);
+    }
+    return s;
+  }
   int64_t stepsDone = 0; // restored ones included
   uint64_t dataPosition = 0; // the loader's position after step stepsDone
   uint64_t dataHash = 0;     // Dataset::identity() of the training data, kept in checkpoints
@@ -367,6 +411,32 @@ Status Trainer::Impl::setUpSchedule() {
     print("gptrun: --lr %.3g: the compiled schedule (peak %.3g) scaled by %.4g\n", o.lr, compiled,
           lrScale);
   }
+  if (!o.schedule.empty()) {
+    // The step computes lr = schedule(step) * lr_scale: over a constant
+    // compiled schedule, lr_scale alone can follow any other.
+    compiledLr = optimizerSetting(exe, "lr", 0);
+    if (!session->findTensor("lr_scale", "train_step") || compiledLr <= 0)
+      return Status::error(o.executable + ": --schedule needs an executable whose train_step "
+                           "takes lr_scale (recompile with this gptc)");
+    if (optimizerSetting(exe, "schedule", 0) != 0 || optimizerSetting(exe, "warmup_steps", 0) != 0)
+      return Status::error("--schedule: " + o.executable + " was compiled with a " +
+                           scheduleKindName(optimizerSetting(exe, "schedule", 0)) +
+                           " schedule and warm-up; a run-time schedule needs gptc's default "
+                           "(constant, no --warmup-steps)");
+    runKind = o.schedule == "cosine" ? 1 : o.schedule == "linear" ? 2 : 0;
+    runPeak = o.lr > 0 ? o.lr : compiledLr;
+    runMin = o.minLr >= 0 ? o.minLr : 0.0;
+    runWarmup = o.warmupSteps;
+    runTotal = o.totalSteps ? o.totalSteps : o.steps;
+    if (runKind != 0 && runMin > runPeak)
+      return Status::error("--min-lr " + std::to_string(runMin) + " exceeds the peak lr " +
+                           std::to_string(runPeak));
+    print("gptrun: schedule %s, lr %.3g after %lld warm-up steps to %.3g at step %lld (set at "
+          "run time over the compiled constant %.3g)\n",
+          o.schedule.c_str(), runPeak, (long long)runWarmup, runKind ? runMin : runPeak,
+          (long long)runTotal, compiledLr);
+    return Status::ok();
+  }
   // A decaying schedule stops at --total-steps; the steps after it train at
   // min_lr, which is rarely what a longer --steps meant.
   double kind = optimizerSetting(exe, "schedule", 0);
@@ -455,8 +525,7 @@ Status Trainer::Impl::setUpCheckpoints() {
                          "; raise --steps to train further");
   // Another schedule would silently change the run (format < 3 files did
   // not record theirs). --init-from starts anew and is not checked.
-  std::vector<checkpoint::Setting> now =
-      checkpoint::optimizerSettings(session->schema(), lrScale);
+  std::vector<checkpoint::Setting> now = scheduleSettings();
   if (std::string diff = checkpoint::scheduleDifference(ckpt->optimizer, now); !diff.empty()) {
     char lrFlag[48] = "";
     if (o.lr > 0)
@@ -545,7 +614,7 @@ Status Trainer::Impl::writeCheckpoint(const std::string &path) {
   c->dataTokens = trainData->tokenCount();
   c->dataHash = dataHash;
   c->dataStepTokens = dataStepTokens();
-  c->optimizer = checkpoint::optimizerSettings(session->schema(), lrScale);
+  c->optimizer = scheduleSettings();
   // A finite loss and norm do not make the update finite (a huge lr):
   // such a state is never written, and the run stops with a resumable one.
   if (Status s = checkpoint::checkFinite(*c); !s)
@@ -701,7 +770,7 @@ Status Trainer::Impl::enqueueStep(int64_t step, float lrScale) {
   firstPending = false;
   StepIo &slot = stepIo[step % 2];
   slot.step = int32_t(step);
-  slot.lrScale = lrScale;
+  slot.lrScale = scaleAt(step);
   size_t bytes = size_t(train.tokens()) * sizeof(int32_t);
   if (Status s = session->setInputAsync(io.tokens, batch->tokens, bytes); !s)
     return s;

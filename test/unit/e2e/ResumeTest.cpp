@@ -380,6 +380,57 @@ TEST_F(ResumeTest, RefusesAnotherScheduleUnlessAsked) {
 
 // Verify the warning when --steps runs past a decaying schedule's
 // --total-steps: once, at the start, naming both; not at the total itself.
+// A fine-tune sets its schedule at run time (gptrun --schedule) on an
+// executable compiled with the default constant one: each step's lr_scale
+// follows gpt.lr_schedule's formula, so it trains as an executable compiled
+// with that schedule does (the lr within float rounding: the compiled one
+// computes it in f32 on the device, gptrun its ratio in double), and the
+// checkpoint records the schedule that ran.
+TEST_F(ResumeTest, ScheduleSetAtRunTimeTrainsAsTheCompiledOne) {
+  static constexpr int64_t kRun = 6;
+  exe = (dir / "cosine.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, [](PipelineOptions &o) {
+    o.schedule = "cosine";
+    o.warmupSteps = 2;
+    o.totalSteps = kRun;
+    o.minLr = 1e-4;
+  }));
+  std::vector<gptrun::StepRecord> compiled = train(options(kRun));
+  std::string cosineExe = exe;
+
+  exe = (dir / "constant.fb").string();
+  ASSERT_NO_FATAL_FAILURE(emit(exe));
+  std::string ckpt = (dir / "ckpt").string();
+  gptrun::Options o = options(kRun, ckpt);
+  o.schedule = "cosine";
+  o.warmupSteps = 2;
+  o.minLr = 1e-4; // --total-steps: --steps
+  std::vector<gptrun::StepRecord> runTime = train(o);
+  ASSERT_EQ(compiled.size(), size_t(kRun));
+  ASSERT_EQ(runTime.size(), size_t(kRun));
+  for (int64_t i = 0; i < kRun; ++i) {
+    EXPECT_NEAR(runTime[i].lr, compiled[i].lr, 1e-6 * compiled[i].lr) << "step " << i + 1;
+    EXPECT_NEAR(runTime[i].loss, compiled[i].loss, 1e-5 * compiled[i].loss) << "step " << i + 1;
+  }
+  EXPECT_LT(runTime[kRun - 1].lr, runTime[2].lr) << "decayed";
+  auto c = checkpoint::readCheckpoint(ckpt + "/step-00000006.ckpt");
+  ASSERT_TRUE(c) << c.status().message();
+  EXPECT_EQ(checkpoint::describeSettings(c->optimizer),
+            "schedule=cosine lr=0.001 min_lr=0.0001 warmup_steps=2 total_steps=6 beta1=0.9 "
+            "beta2=0.95 epsilon=1e-08 weight_decay=0.1 grad_clip=1");
+
+  // Over a compiled decaying schedule it would multiply two: refused.
+  exe = cosineExe;
+  gptrun::Options twice = options(kRun);
+  twice.schedule = "linear";
+  gptrun::Trainer refused(twice);
+  Status s = refused.setUp();
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("--schedule: " + cosineExe + " was compiled with a cosine schedule"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST_F(ResumeTest, WarnsWhenStepsRunPastTheSchedule) {
   exe = (dir / "linear4.fb").string();
   ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, [](PipelineOptions &o) {

@@ -63,6 +63,31 @@ TEST(GptrunOptionsTest, CheckpointUsageErrors) {
             "--resume latest needs --checkpoint-dir DIR (or --log-dir DIR)");
 }
 
+// Verify the run-time schedule's flags: parsed, and shaping only a
+// --schedule of a training run.
+TEST(GptrunOptionsTest, RunTimeSchedule) {
+  StatusOr<Options> o = parseOptions({"s.fb", "--data", "t", "--schedule", "cosine",
+                                      "--warmup-steps", "10", "--min-lr", "1e-5",
+                                      "--total-steps", "300"});
+  ASSERT_TRUE(o) << o.status().message();
+  EXPECT_EQ(o->schedule, "cosine");
+  EXPECT_EQ(o->warmupSteps, 10);
+  EXPECT_EQ(o->minLr, 1e-5);
+  EXPECT_EQ(o->totalSteps, 300);
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--schedule", "step"}),
+            "--schedule is cosine, linear or constant, got 'step'");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--warmup-steps", "10"}),
+            "--warmup-steps, --min-lr and --total-steps shape a --schedule (cosine, linear or "
+            "constant)");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--schedule", "linear", "--min-lr", "-1"}),
+            "--min-lr wants a number >= 0, got '-1'");
+  EXPECT_EQ(parseError({"s.fb", "--data", "t", "--schedule", "cosine", "--warmup-steps", "5",
+                        "--total-steps", "5"}),
+            "--total-steps 5 must exceed --warmup-steps 5");
+  EXPECT_EQ(parseError({"s.fb", "--schedule", "cosine", "--sample", "Hi"}),
+            "--schedule applies to training only");
+}
+
 // Verify that --log-dir keeps a checkpoint by default (DIR/checkpoints) when
 // training, not when sampling or evaluating, and not with --no-checkpoint
 // (unless --resume latest looks there); --new-schedule is for --resume.
