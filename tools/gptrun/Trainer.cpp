@@ -661,6 +661,8 @@ Status Trainer::Impl::validate(int64_t step) {
   double sum = 0;
   for (int64_t b = 0; b < batches; ++b) {
     valData->next(vt.data(), vy.data());
+    if (!valData->status()) // an id outside the vocabulary (read, not checked at open)
+      return valData->status();
     if (Status s = session->setInput("forward", "tokens", vt); !s)
       return s;
     if (Status s = session->setInput("forward", "targets", vy); !s)
