@@ -404,19 +404,25 @@ bool presetFitsBatch = false;
 /// Set while gptc tries batches: plan without the budget's recomputation.
 bool ignoreMemoryBudget = false;
 
-/// --world-size as PipelineOptions::worldSize (-1 any, 0 one device, N),
-/// or an error naming the flag.
-std::optional<int64_t> parseWorldSize() {
+/// --world-size as PipelineOptions::worldSize (-1 any, 0 one device, N);
+/// nullopt when it is none of those.
+std::optional<int64_t> worldSizeValue() {
   llvm::StringRef text = llvm::StringRef(worldSize).trim();
   if (text == "any")
     return -1;
   int64_t n = 0;
-  if (text.getAsInteger(10, n) || n < 1 || n > kMaxWorldSize) {
+  if (text.getAsInteger(10, n) || n < 1 || n > kMaxWorldSize)
+    return std::nullopt;
+  return n == 1 ? 0 : n; // one rank: no collectives at all
+}
+
+/// worldSizeValue(), or an error naming the flag.
+std::optional<int64_t> parseWorldSize() {
+  std::optional<int64_t> n = worldSizeValue();
+  if (!n)
     fail("--world-size: expected any or a number of ranks from 1 to " +
          std::to_string(kMaxWorldSize) + ", got '" + worldSize + "'");
-    return std::nullopt;
-  }
-  return n == 1 ? 0 : n; // one rank: no collectives at all
+  return n;
 }
 
 /// The driver's flags as pipeline options (PassOptions cannot be copied).
@@ -438,7 +444,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.weightDecay = weightDecay;
   options.gradClip = gradClip;
   options.lossScale = lossScale;
-  options.worldSize = parseWorldSize().value_or(0);
+  options.worldSize = worldSizeValue().value_or(0);
   options.bucketMb = bucketMb;
   options.fuseMatmulEpilogue = fuseMatmulEpilogue;
   options.fuseElementwise = fuseElementwise;
@@ -780,7 +786,7 @@ void printSummary(const std::string &batchHow, Phase phase) {
                      precision + dflt(precision);
   if (phase == Phase::Executable)
     line += ::target == "cuda" ? ", CUDA " + cudaArch + dflt(cudaArch) : std::string(", host");
-  std::optional<int64_t> world = parseWorldSize();
+  std::optional<int64_t> world = worldSizeValue();
   const char *ranks = ::target == "host" ? "ranks" : "GPUs";
   if (phase >= Phase::MemoryPlan && world)
     line += *world < 0    ? llvm::formatv(", any number of {0} (gptrun --gpus N)", ranks).str()
