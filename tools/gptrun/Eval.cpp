@@ -4,7 +4,6 @@
 #include "tools/gptrun/Generate.h"
 
 #include "runtime/data/Json.h"
-#include "runtime/executor/OpenSession.h"
 #include "runtime/support/FileIO.h"
 
 #include <algorithm>
@@ -94,18 +93,10 @@ EndingLoss endingLoss(const float *logits, int64_t paddedVocab, int64_t vocab, c
 }
 
 StatusOr<EvalResult> evaluate(const Options &o, std::FILE *out, std::FILE *log) {
-  SessionOptions so;
-  if (o.target)
-    so.target = *o.target == "host" ? schema::TargetKind::Host : schema::TargetKind::CUDA;
-  so.cuda.device = o.device;
-  so.cuda.gemmAutotune = o.gemmAutotune;
-  so.cuda.gemmAlgos = o.gemmAlgos;
-  StatusOr<std::unique_ptr<Session>> opened = openSession(o.executable, so);
+  StatusOr<std::unique_ptr<Session>> opened = openLogitsSession(o);
   if (!opened)
     return opened.status();
   Session &session = **opened;
-  if (Status st = checkDeviceFlag(o, session.backend().kind() == schema::TargetKind::CUDA); !st)
-    return st;
   StatusOr<Generator> generator = Generator::create(session);
   if (!generator)
     return Status::error(o.executable + ": " + generator.status().message());

@@ -160,7 +160,7 @@ Status loadParameters(Session &session, const Options &o, std::FILE *log) {
   return o.resume.empty() ? initParameters(session, o, log) : restoreParameters(session, o, log);
 }
 
-Status sample(const Options &o, std::FILE *out, std::FILE *log) {
+StatusOr<std::unique_ptr<Session>> openLogitsSession(const Options &o) {
   SessionOptions so;
   if (o.target)
     so.target = *o.target == "host" ? schema::TargetKind::Host : schema::TargetKind::CUDA;
@@ -170,9 +170,16 @@ Status sample(const Options &o, std::FILE *out, std::FILE *log) {
   StatusOr<std::unique_ptr<Session>> opened = openSession(o.executable, so);
   if (!opened)
     return opened.status();
-  Session &session = **opened;
-  if (Status st = checkDeviceFlag(o, session.backend().kind() == schema::TargetKind::CUDA); !st)
+  if (Status st = checkDeviceFlag(o, (*opened)->backend().kind() == schema::TargetKind::CUDA); !st)
     return st;
+  return opened;
+}
+
+Status sample(const Options &o, std::FILE *out, std::FILE *log) {
+  StatusOr<std::unique_ptr<Session>> opened = openLogitsSession(o);
+  if (!opened)
+    return opened.status();
+  Session &session = **opened;
   StatusOr<Generator> generator = Generator::create(session);
   if (!generator)
     return Status::error(o.executable + ": " + generator.status().message());

@@ -52,6 +52,10 @@ private:
 /// --init-from's weights, or @init with --seed (and a warning on `log`).
 Status loadParameters(Session &session, const Options &options, std::FILE *log);
 
+/// The session --sample and --eval run @logits in: --target, --device and
+/// the GEMM flags as training takes them, a bad --device refused.
+StatusOr<std::unique_ptr<Session>> openLogitsSession(const Options &options);
+
 /// The whole of `gptrun --sample`: the decoded text goes to `out` as it is
 /// drawn, notes and warnings to `log`. Errors name the flag, file or program.
 Status sample(const Options &options, std::FILE *out = stdout, std::FILE *log = stderr);
