@@ -31,6 +31,32 @@ bool endsWith(const std::string &s, const std::string &suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+/// Tokens scanned between two releases of the pages read (16 MiB).
+constexpr uint64_t kScanChunkTokens = uint64_t(8) << 20;
+
+/// Calls fn(tokens, count, first) over the shard's tokens in chunks. A mapped
+/// shard's pages are released from this process's resident set as each
+/// chunk is done (MADV_DONTNEED on a shared read-only file mapping: the page
+/// cache keeps them and a later read maps them again, with the same bytes),
+/// so a full scan of a large dataset does not make it resident.
+template <typename Fn>
+void scanShard(const Dataset::Shard &s, Fn &&fn) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  for (uint64_t at = 0; at < s.count; at += kScanChunkTokens) {
+    uint64_t n = std::min(kScanChunkTokens, s.count - at);
+    if (!fn(s.tokens + at, n, at))
+      return;
+    if (s.path.empty())
+      continue;
+    // Whole pages only: the one the next chunk starts in stays.
+    uintptr_t from = uintptr_t(s.tokens + at) & ~(page - 1);
+    uintptr_t to = uintptr_t(s.tokens + at + n);
+    to = at + n == s.count ? (to + page - 1) & ~(page - 1) : to & ~(page - 1);
+    if (to > from)
+      madvise(reinterpret_cast<void *>(from), to - from, MADV_DONTNEED);
+  }
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -194,18 +220,24 @@ Status Dataset::checkVocabulary(int64_t vocabSize) const {
   if (vocabSize <= 0)
     return Status::ok();
   for (const Shard &s : parts) {
-    uint16_t largest = 0;
-    for (uint64_t i = 0; i < s.count; ++i)
-      largest = std::max(largest, s.tokens[i]);
-    if (largest < vocabSize)
-      continue;
-    uint64_t i = 0;
-    while (s.tokens[i] < vocabSize)
-      ++i;
-    return Status::error((s.path.empty() ? std::string("tokens") : s.path) + ": token " +
-                         std::to_string(s.tokens[i]) + " at index " + std::to_string(i) +
-                         " is outside the vocabulary (size " + std::to_string(vocabSize) +
-                         ")");
+    Status status = Status::ok();
+    scanShard(s, [&](const uint16_t *tokens, uint64_t count, uint64_t first) {
+      uint16_t largest = 0;
+      for (uint64_t i = 0; i < count; ++i)
+        largest = std::max(largest, tokens[i]);
+      if (largest < vocabSize)
+        return true;
+      uint64_t i = 0;
+      while (tokens[i] < vocabSize)
+        ++i;
+      status = Status::error((s.path.empty() ? std::string("tokens") : s.path) + ": token " +
+                             std::to_string(tokens[i]) + " at index " +
+                             std::to_string(first + i) + " is outside the vocabulary (size " +
+                             std::to_string(vocabSize) + ")");
+      return false;
+    });
+    if (!status)
+      return status;
   }
   return Status::ok();
 }
@@ -213,7 +245,10 @@ Status Dataset::checkVocabulary(int64_t vocabSize) const {
 uint64_t Dataset::identity() const {
   Hash64 h;
   if (parts.size() == 1) {
-    h.update(parts[0].tokens, parts[0].count * sizeof(uint16_t));
+    scanShard(parts[0], [&](const uint16_t *tokens, uint64_t count, uint64_t) {
+      h.update(tokens, count * sizeof(uint16_t));
+      return true;
+    });
     return h.value();
   }
   constexpr uint64_t kSample = 4096;

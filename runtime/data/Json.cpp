@@ -14,7 +14,8 @@ namespace {
 
 class Parser {
 public:
-  Parser(std::string_view input, std::string &errorOut) : text(input), error(errorOut) {}
+  Parser(std::string_view input, std::string &errorOut, bool columnOnly = false)
+      : text(input), error(errorOut), columnOnly(columnOnly) {}
 
   bool parseObject(StringIntEntries &entries) {
     std::unordered_set<std::string> seen;
@@ -215,8 +216,8 @@ private:
       else
         ++column;
     }
-    error = "line " + std::to_string(line) + ", column " + std::to_string(column) + ": " +
-            message;
+    error = (columnOnly ? "" : "line " + std::to_string(line) + ", ") + "column " +
+            std::to_string(column) + ": " + message;
     return false;
   }
 
@@ -260,6 +261,18 @@ private:
       }
       if (c < 0x20)
         return fail("control character in string");
+      if (c < 0x80 && c != '\\') {
+        // A run of plain ASCII, copied at once.
+        size_t start = pos;
+        while (pos < text.size()) {
+          uint8_t b = text[pos];
+          if (b < 0x20 || b >= 0x80 || b == '"' || b == '\\')
+            break;
+          ++pos;
+        }
+        out.append(text.substr(start, pos - start));
+        continue;
+      }
       if (c != '\\') {
         CodePoint cp = decodeUtf8(text, pos);
         if (!cp.valid)
@@ -337,6 +350,7 @@ private:
 
   std::string_view text;
   std::string &error;
+  bool columnOnly;
   size_t pos = 0;
 };
 
@@ -353,6 +367,14 @@ StatusOr<JsonValue> parseJson(std::string_view text) {
   JsonValue value;
   std::string error;
   if (!Parser(text, error).parseDocument(value))
+    return Status::error(error);
+  return value;
+}
+
+StatusOr<JsonValue> parseJsonLine(std::string_view line) {
+  JsonValue value;
+  std::string error;
+  if (!Parser(line, error, true).parseDocument(value))
     return Status::error(error);
   return value;
 }

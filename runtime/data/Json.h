@@ -49,6 +49,10 @@ struct JsonValue {
 /// surrogates, nesting deeper than 64 and trailing content.
 StatusOr<JsonValue> parseJson(std::string_view text);
 
+/// parseJson for one line of a JSON-lines file, whose reader knows the line:
+/// errors say "column C: ..." only.
+StatusOr<JsonValue> parseJsonLine(std::string_view line);
+
 /// `s` as a JSON string literal, quotes included.
 std::string quoteJson(std::string_view s);
 

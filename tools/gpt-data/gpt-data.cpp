@@ -1,6 +1,7 @@
 //===- gpt-data.cpp - make and inspect llm.c token files ------------------===//
 //
 //   gpt-data encode --vocab-dir data/gpt2 wiki.train.raw -o data/wiki_train.bin
+//   gpt-data encode --vocab-dir data/gpt2 --val-tokens 10M dump/ -o data/wiki/
 //   gpt-data decode --vocab-dir data/gpt2 data/austen_val.bin | head
 //   gpt-data info data/austen_train.bin
 //   gpt-data austen --vocab-dir data/gpt2 --deb r-cran-janeaustenr_1.0.0-1_all.deb -o data
@@ -10,20 +11,23 @@
 //===----------------------------------------------------------------------===//
 
 #include "runtime/data/Austen.h"
+#include "runtime/data/Corpus.h"
 #include "runtime/data/FileIO.h"
+#include "runtime/data/TokenShards.h"
 #include "runtime/data/TokenFile.h"
 #include "runtime/data/Tokenizer.h"
 #include "runtime/data/Unicode.h"
 #include "runtime/support/Version.h"
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <sys/wait.h>
@@ -42,7 +46,7 @@ gpt-data: make and inspect llm.c token files (GPT-2 BPE, uint16 tokens)
 usage: gpt-data <command> [options]
 
 commands:
-  encode   text files -> one token file
+  encode   text files, JSON lines or folders of them -> a token file or llm.c shards
   decode   token file -> text on stdout
   info     summary of a token file
   austen   Jane Austen's six novels (Debian r-cran-janeaustenr) -> train/val files
@@ -60,29 +64,74 @@ Run 'gpt-data <command> --help' for a command's options and examples.
 )";
 
 const char *const kEncodeHelp = R"(
-usage: gpt-data encode --vocab-dir DIR [--split-on-blank-lines]
-                       [--allow-special] [--threads N] IN.txt... -o OUT.bin
+usage: gpt-data encode --vocab-dir DIR [options] INPUT... -o OUT.bin
+       gpt-data encode --vocab-dir DIR [options] INPUT... -o DIR/ | -o PREFIX
+                       [--shard-tokens N] [--val-tokens N | --val-documents N]
 
-Encodes UTF-8 text with GPT-2's tokenizer into an llm.c token file. As in
-llm.c, every document is prefixed with <|endoftext|> (50256). Each input file
-is one document; WikiText's raw files (wiki.*.raw) are plain text and are
-read the same way.
+Encodes UTF-8 text with GPT-2's tokenizer into llm.c token files. As in
+llm.c, every document is prefixed with <|endoftext|> (50256). The input is
+read as a stream (never whole) and encoded on all cores; the output is the
+same bytes whatever --threads.
 
+inputs (any mix, in the order given):
+  FILE.txt        a text file: one document (WikiText's wiki.*.raw are text)
+  FILE.jsonl      JSON lines, one object per line and one document per object,
+                  its text in the member --text-field (default "text"): the
+                  form of Wikipedia (WikiExtractor --json) and FineWeb dumps.
+                  Names ending in .jsonl or .json are read so; --jsonl reads
+                  every input so
+  DIR             every file under DIR, recursively, in bytewise path order
+                  (the same on every host), each by its name as above; names
+                  starting with "." and token files (*.bin) are skipped
+
+outputs:
+  -o OUT.bin      one token file (at most 2^31-1 tokens)
+  -o DIR/         llm.c shards in DIR (created if missing), named after it:
+                  DIR/NAME_val_000000.bin (with a validation split), then
+                  DIR/NAME_train_000001.bin, ... as llm.c's fineweb.py names
+                  them; NAME is DIR's last component
+  -o PREFIX       the same shards named PREFIX_val_000000.bin, PREFIX_train_...;
+                  shard outputs are chosen by a directory or by any of
+                  --shard-tokens, --val-tokens, --val-documents
+  Each file is written whole or not at all (a temporary renamed into place).
+  An output that is one of the inputs is refused, and so are shards of an
+  earlier run under the same prefix; a run that fails removes the shards it
+  wrote. Train with --data 'PREFIX_train_*.bin' --val 'PREFIX_val_*.bin'.
+
+options:
   --vocab-dir DIR          folder with encoder.json and vocab.bpe (scripts/setup.sh
                            puts them in data/gpt2)
-  -o, --output OUT.bin     the token file to write
-  --split-on-blank-lines   a new document at every "\n\n" (llm.c's tinyshakespeare
-                           rule: the "\n\n" stays at the end of the previous one)
+  -o, --output OUT         the token file, directory or prefix to write
+  --shard-tokens N         tokens per shard (default 100M, llm.c's); the last
+                           shard of each split holds the rest. N takes K, M, G
+                           (10^3, 10^6, 10^9)
+  --val-tokens N           a validation split: the first whole documents, up to
+                           the first document start at which it holds N tokens
+                           (no document is cut between the splits)
+  --val-documents N        the same, the first N documents
+  --jsonl                  read every input as JSON lines
+  --text-field NAME        the member of each JSON object that holds its text
+                           (default "text")
+  --split-on-blank-lines   text files: a new document at every "\n\n" (llm.c's
+                           tinyshakespeare rule: the "\n\n" stays at the end of
+                           the previous one)
   --allow-special          "<|endoftext|>" in the text becomes token 50256 instead
                            of being encoded as ordinary text
-  --threads N              encode on N threads (default: all cores); the text is
-                           cut into ~1 MiB pieces at line starts, where GPT-2's
-                           tokenizer never joins across, so the output is the
-                           same whatever N
+  --threads N              encoding threads (default: all cores); text is cut
+                           into ~1 MiB pieces at line breaks between two
+                           characters that are not white space, where GPT-2's
+                           tokenizer splits the same way in a piece as in the
+                           whole; JSON lines into whole lines
+  --progress MODE          auto (default: a bar on a terminal, a line every 10 s
+                           otherwise), bar, lines or off; shows bytes read of
+                           the total, MB/s and tokens/s, on stderr
 
 examples:
   gpt-data encode --vocab-dir data/gpt2 book.txt -o book.bin
   gpt-data encode --vocab-dir data/gpt2 --split-on-blank-lines wiki.train.raw -o wiki_train.bin
+  gpt-data encode --vocab-dir data/gpt2 --val-tokens 10M wiki/ -o data/wiki/
+  gpt-data encode --vocab-dir data/gpt2 --jsonl --text-field content dump/ \
+      -o data/web/web --shard-tokens 100M --val-documents 1000
 )";
 
 const char *const kDecodeHelp = R"(
@@ -257,41 +306,131 @@ std::vector<std::string> withTokenizerFiles(const Args &args, std::vector<std::s
 // Commands
 //===----------------------------------------------------------------------===//
 
-/// Bytes of text per piece that a thread encodes.
-constexpr size_t kEncodePieceBytes = size_t(1) << 20;
-
-/// Cuts `text` into pieces of about `target` bytes that encode to the same
-/// ids apart as together: each cut is just after a "\n" that a printable
-/// ASCII byte (not whitespace) follows. GPT-2's pre-tokenizer only joins a
-/// literal space to the run after it, and it ends a whitespace run before
-/// the last whitespace ahead of a non-space, so no piece of its crosses
-/// such a cut; BPE merges within a piece; "<|endoftext|>" holds no "\n".
-std::vector<std::string_view> cutAtLineStarts(std::string_view text, size_t target) {
-  std::vector<std::string_view> pieces;
-  while (text.size() > target) {
-    size_t cut = std::string_view::npos;
-    for (size_t at = text.find('\n', target); at != std::string_view::npos && at + 1 < text.size();
-         at = text.find('\n', at + 1)) {
-      unsigned char next = static_cast<unsigned char>(text[at + 1]);
-      if (next > 0x20 && next < 0x7F) {
-        cut = at + 1;
-        break;
-      }
-    }
-    if (cut == std::string_view::npos)
-      break;
-    pieces.push_back(text.substr(0, cut));
-    text.remove_prefix(cut);
-  }
-  pieces.push_back(text);
-  return pieces;
+/// A token count: digits with an optional K, M or G (10^3, 10^6, 10^9).
+bool parseCount(const std::string &text, uint64_t &value) {
+  if (text.empty() || text[0] < '0' || text[0] > '9')
+    return false;
+  char *end = nullptr;
+  errno = 0;
+  unsigned long long n = std::strtoull(text.c_str(), &end, 10);
+  if (errno != 0)
+    return false;
+  uint64_t scale = 1;
+  std::string suffix = end;
+  if (suffix == "K" || suffix == "k")
+    scale = 1000;
+  else if (suffix == "M")
+    scale = 1000000;
+  else if (suffix == "G")
+    scale = 1000000000;
+  else if (!suffix.empty())
+    return false;
+  if (n > UINT64_MAX / scale)
+    return false;
+  value = uint64_t(n) * scale;
+  return true;
 }
+
+std::string humanBytes(double bytes) {
+  char buf[32];
+  if (bytes >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.2f GB", bytes / 1e9);
+  else if (bytes >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.1f MB", bytes / 1e6);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f kB", bytes / 1e3);
+  return buf;
+}
+
+std::string humanCount(double n) {
+  char buf[32];
+  if (n >= 1e9)
+    std::snprintf(buf, sizeof(buf), "%.2fG", n / 1e9);
+  else if (n >= 1e6)
+    std::snprintf(buf, sizeof(buf), "%.2fM", n / 1e6);
+  else if (n >= 1e3)
+    std::snprintf(buf, sizeof(buf), "%.1fK", n / 1e3);
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f", n);
+  return buf;
+}
+
+/// encode's progress on stderr: a bar redrawn in place on a terminal, or a
+/// plain line every 10 s.
+class EncodeProgress {
+public:
+  enum class Mode { Off, Bar, Lines };
+  explicit EncodeProgress(Mode mode)
+      : mode(mode), start(std::chrono::steady_clock::now()), last(mode == Mode::Lines ? 0 : -1e9) {}
+
+  void update(const CorpusStats &s) {
+    double now = secondsSince(start);
+    if (mode == Mode::Off || now - last < (mode == Mode::Bar ? 0.1 : 10.0))
+      return;
+    last = now;
+    double mbs = s.bytesDone / 1e6 / std::max(now, 1e-9);
+    double tps = s.tokens / std::max(now, 1e-9);
+    std::string done = humanBytes(double(s.bytesDone));
+    if (s.bytesTotal)
+      done += " / " + humanBytes(double(s.bytesTotal));
+    char rates[96];
+    std::snprintf(rates, sizeof(rates), "%.1f MB/s, %s tokens/s, %s tokens", mbs,
+                  humanCount(tps).c_str(), withCommas(s.tokens).c_str());
+    if (mode == Mode::Lines) {
+      std::string pct;
+      if (s.bytesTotal)
+        pct = " (" + std::to_string(int(100.0 * s.bytesDone / s.bytesTotal)) + "%)";
+      std::fprintf(stderr, "gpt-data: %s%s, %s\n", done.c_str(), pct.c_str(), rates);
+      return;
+    }
+    constexpr int kWidth = 24;
+    double frac = s.bytesTotal ? std::min(1.0, double(s.bytesDone) / double(s.bytesTotal)) : 0;
+    int filled = int(frac * kWidth);
+    std::string bar(size_t(filled), '#');
+    bar += std::string(size_t(kWidth - filled), '.');
+    std::string eta;
+    if (s.bytesTotal && s.bytesDone && frac < 1) {
+      int secs = int(now * (1 - frac) / frac);
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), " | ETA %d:%02d:%02d", secs / 3600, secs / 60 % 60,
+                    secs % 60);
+      eta = buf;
+    }
+    std::fprintf(stderr, "\r[%s] %3d%% | %s | %s%s\033[K", bar.c_str(), int(frac * 100),
+                 done.c_str(), rates, eta.c_str());
+    std::fflush(stderr);
+    drawn = true;
+  }
+
+  /// A line of its own (a shard written), above the bar.
+  void say(const std::string &line) {
+    if (mode == Mode::Off)
+      return;
+    clear();
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+
+  /// Removes the bar before the summary or an error.
+  void clear() {
+    if (drawn)
+      std::fprintf(stderr, "\r\033[K");
+    drawn = false;
+  }
+
+private:
+  Mode mode;
+  std::chrono::steady_clock::time_point start;
+  double last;
+  bool drawn = false;
+};
 
 int runEncode(int argc, char **argv) {
   Args args;
   std::string error;
-  if (!parseArgs("encode", argc, argv, {"--vocab-dir", "--output", "--threads"},
-                 {"--split-on-blank-lines", "--allow-special"}, args, error))
+  if (!parseArgs("encode", argc, argv,
+                 {"--vocab-dir", "--output", "--threads", "--text-field", "--shard-tokens",
+                  "--val-tokens", "--val-documents", "--progress"},
+                 {"--split-on-blank-lines", "--allow-special", "--jsonl"}, args, error))
     return usage(error);
   int threads = int(std::max(1u, std::thread::hardware_concurrency()));
   if (args.values.count("--threads")) {
@@ -303,94 +442,159 @@ int runEncode(int argc, char **argv) {
                    "'");
     threads = int(n);
   }
+  uint64_t counts[3] = {100000000, 0, 0};
+  const char *countFlags[3] = {"--shard-tokens", "--val-tokens", "--val-documents"};
+  for (int i = 0; i < 3; ++i)
+    if (args.values.count(countFlags[i])) {
+      const std::string &v = args.values[countFlags[i]];
+      if (!parseCount(v, counts[i]) || counts[i] == 0 ||
+          (i == 0 && counts[i] > kMaxTokensPerFile))
+        return usage(std::string("gpt-data encode: ") + countFlags[i] +
+                     " needs a count >= 1 (digits, then K, M or G for 10^3, 10^6, 10^9" +
+                     (i == 0 ? ", at most 2147483647" : "") + "), got '" + v + "'");
+    }
+  if (args.values.count("--val-tokens") && args.values.count("--val-documents"))
+    return usage("gpt-data encode: give --val-tokens or --val-documents, not both");
+  EncodeProgress::Mode progressMode = isatty(STDERR_FILENO) ? EncodeProgress::Mode::Bar
+                                                            : EncodeProgress::Mode::Lines;
+  if (args.values.count("--progress")) {
+    const std::string &v = args.values["--progress"];
+    if (v == "off")
+      progressMode = EncodeProgress::Mode::Off;
+    else if (v == "bar")
+      progressMode = EncodeProgress::Mode::Bar;
+    else if (v == "lines")
+      progressMode = EncodeProgress::Mode::Lines;
+    else if (v != "auto")
+      return usage("gpt-data encode: --progress is auto, bar, lines or off, got '" + v + "'");
+  }
   if (args.help)
     return printHelp(kEncodeHelp);
   if (args.positional.empty())
     return usage("gpt-data encode: no input files (see gpt-data encode --help)");
   if (!args.values.count("--output"))
     return usage("gpt-data encode: -o OUT.bin is required");
-  if (Status s = checkOutputIsNotInput(args.values["--output"],
-                                       withTokenizerFiles(args, args.positional));
-      !s)
-    return fail("-o " + s.message());
+  const std::string out = args.values["--output"];
+
+  // Shards for a directory or a prefix; one file otherwise.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  bool toDirectory = out.back() == '/' || fs::is_directory(out, ec);
+  bool sharded = toDirectory || args.values.count("--shard-tokens") ||
+                 args.values.count("--val-tokens") || args.values.count("--val-documents");
+  std::string prefix;
+  if (toDirectory) {
+    std::string dir = out;
+    while (dir.size() > 1 && dir.back() == '/')
+      dir.pop_back();
+    std::string name = fs::path(dir).filename().string();
+    if (name.empty() || name == "." || name == "..")
+      name = fs::absolute(dir, ec).lexically_normal().filename().string();
+    if (name.empty() || name == "." || name == "..")
+      name = "data";
+    prefix = (dir == "/" ? "" : dir) + "/" + name;
+  } else if (sharded) {
+    if (out.size() >= 4 && out.compare(out.size() - 4, 4, ".bin") == 0)
+      return usage("gpt-data encode: shards (--shard-tokens, --val-tokens, --val-documents) "
+                   "go to -o DIR/ or -o PREFIX (PREFIX_train_000001.bin, ...), not to a .bin "
+                   "file: " + out);
+    prefix = out;
+  }
+  if (!sharded)
+    if (Status s = checkOutputIsNotInput(out, withTokenizerFiles(args, args.positional)); !s)
+      return fail("-o " + s.message());
   StatusOr<Tokenizer> tok = loadTokenizer("encode", args);
   if (!tok)
     return fail(tok.status().message());
-  bool split = args.switches.count("--split-on-blank-lines");
-  bool allowSpecial = args.switches.count("--allow-special");
+  StatusOr<std::vector<CorpusFile>> files = resolveCorpus(
+      args.positional,
+      args.switches.count("--jsonl") ? CorpusFormat::JsonLines : CorpusFormat::Auto);
+  if (!files)
+    return fail(files.status().message());
+  std::vector<std::string> inputs;
+  for (const CorpusFile &f : *files)
+    inputs.push_back(f.path);
+  inputs = withTokenizerFiles(args, inputs);
 
+  std::unique_ptr<TokenSink> sink;
+  ShardedTokenWriter *shards = nullptr;
+  EncodeProgress progress(progressMode);
+  if (!sharded) {
+    if (Status s = checkOutputIsNotInput(out, inputs); !s)
+      return fail("-o " + s.message());
+    sink = std::make_unique<SingleFileSink>(out);
+  } else {
+    StatusOr<std::vector<std::string>> earlier = existingShards(prefix);
+    if (!earlier)
+      return fail(earlier.status().message());
+    for (const std::string &path : *earlier)
+      if (Status s = checkOutputIsNotInput(path, inputs); !s)
+        return fail("-o " + s.message());
+    if (!earlier->empty())
+      return fail("-o " + out + ": shards of an earlier run are there (" + earlier->front() +
+                  (earlier->size() > 1 ? ", ... " + std::to_string(earlier->size()) + " files"
+                                       : std::string()) +
+                  "): remove them or choose another output, so that no stale shard joins "
+                  "the dataset");
+    std::string dir = dirName(prefix);
+    fs::create_directories(dir, ec);
+    if (ec)
+      return fail(dir + ": cannot create the folder: " + ec.message());
+    ShardOptions o;
+    o.prefix = prefix;
+    o.shardTokens = counts[0];
+    o.valTokens = counts[1];
+    o.valDocuments = counts[2];
+    auto writer = std::make_unique<ShardedTokenWriter>(o);
+    writer->onShard([&](const ShardedTokenWriter::Shard &s) {
+      progress.say("gpt-data: wrote " + s.path + ": " + withCommas(s.tokens) + " tokens");
+    });
+    shards = writer.get();
+    sink = std::move(writer);
+  }
+
+  CorpusOptions options;
+  options.splitOnBlankLines = args.switches.count("--split-on-blank-lines");
+  options.allowSpecial = args.switches.count("--allow-special");
+  if (args.values.count("--text-field"))
+    options.textField = args.values["--text-field"];
+  options.threads = unsigned(threads);
   auto start = std::chrono::steady_clock::now();
-  // The work in output order: each document is <|endoftext|> (an empty
-  // piece that starts a document) and then its text, cut into pieces.
-  struct Piece {
-    bool startsDocument;
-    std::string_view text;
-  };
-  std::vector<std::string> texts;
-  std::vector<Piece> pieces;
-  size_t documents = 0, bytes = 0;
-  for (const std::string &path : args.positional) {
-    StatusOr<std::string> text = readFile(path);
-    if (!text)
-      return fail(text.status().message());
-    if (size_t bad = findInvalidUtf8(*text); bad != text->size())
-      return fail(path + ": not UTF-8 text (invalid byte at offset " + std::to_string(bad) +
-                  ")");
-    bytes += text->size();
-    texts.push_back(std::move(*text));
+  StatusOr<CorpusStats> stats =
+      encodeCorpus(*files, *tok, options, *sink,
+                   [&](const CorpusStats &s) { progress.update(s); });
+  Status finished = stats ? sink->finish() : stats.status();
+  progress.clear();
+  if (!finished) {
+    sink->discard();
+    std::string removed;
+    if (shards)
+      removed = " (the shards this run wrote are removed)";
+    return fail(finished.message() + removed);
   }
-  for (const std::string &text : texts) {
-    std::string_view rest = text;
-    while (true) {
-      // With --split-on-blank-lines a document runs through its "\n\n".
-      size_t cut = split ? rest.find("\n\n") : std::string_view::npos;
-      std::string_view doc = rest.substr(0, cut == std::string_view::npos ? cut : cut + 2);
-      pieces.push_back({true, {}});
-      for (std::string_view piece : cutAtLineStarts(doc, kEncodePieceBytes))
-        pieces.push_back({false, piece});
-      ++documents;
-      if (cut == std::string_view::npos)
-        break;
-      rest = rest.substr(cut + 2);
-    }
+  double seconds = secondsSince(start);
+  char rate[96];
+  std::snprintf(rate, sizeof(rate), "%.2f s on %d thread%s (%.1f MB/s, %s tokens/s)", seconds,
+                threads, threads == 1 ? "" : "s", stats->bytesDone / 1e6 / std::max(seconds, 1e-9),
+                humanCount(stats->tokens / std::max(seconds, 1e-9)).c_str());
+  std::string what = out;
+  if (shards) {
+    size_t val = 0;
+    for (const ShardedTokenWriter::Shard &s : shards->shards())
+      val += s.val;
+    size_t train = shards->shards().size() - val;
+    what = std::to_string(shards->shards().size()) + " shard" +
+           (shards->shards().size() == 1 ? "" : "s") + " " + prefix +
+           (val ? "_{val,train}_*.bin (" : "_train_*.bin (") +
+           (val ? "val " + withCommas(shards->valTokens()) + " tokens in " +
+                      std::to_string(val) + ", "
+                : std::string()) +
+           "train " + withCommas(shards->trainTokens()) + " tokens in " + std::to_string(train) +
+           ")";
   }
-  // Each thread takes the next piece and encodes it with its own copy of the
-  // tokenizer (encode memoises); the pieces are joined in order.
-  std::vector<std::vector<int32_t>> encoded(pieces.size());
-  std::atomic<size_t> nextPiece{0};
-  auto work = [&](Tokenizer local) {
-    for (size_t i; (i = nextPiece.fetch_add(1)) < pieces.size();) {
-      if (pieces[i].startsDocument)
-        encoded[i].push_back(local.endOfText());
-      else
-        local.encode(pieces[i].text, encoded[i], allowSpecial);
-    }
-  };
-  threads = int(std::min<size_t>(size_t(threads), std::max<size_t>(1, pieces.size())));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back(work, *tok);
-  work(std::move(*tok));
-  for (std::thread &t : pool)
-    t.join();
-  std::vector<int32_t> ids;
-  size_t total = 0;
-  for (const std::vector<int32_t> &e : encoded)
-    total += e.size();
-  ids.reserve(total);
-  for (std::vector<int32_t> &e : encoded) {
-    ids.insert(ids.end(), e.begin(), e.end());
-    std::vector<int32_t>().swap(e);
-  }
-  const std::string &out = args.values["--output"];
-  if (Status s = writeTokenFile(out, ids); !s)
-    return fail(s.message());
-  std::fprintf(stderr,
-               "gpt-data: wrote %s: %s tokens, %s documents, %s bytes of text, %.2f s on %d "
-               "thread%s\n",
-               out.c_str(), withCommas(ids.size()).c_str(), withCommas(documents).c_str(),
-               withCommas(bytes).c_str(), secondsSince(start), threads,
-               threads == 1 ? "" : "s");
+  std::fprintf(stderr, "gpt-data: wrote %s: %s tokens, %s documents, %s bytes of text, %s\n",
+               what.c_str(), withCommas(stats->tokens).c_str(),
+               withCommas(stats->documents).c_str(), withCommas(stats->bytesDone).c_str(), rate);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/support/Hash64.h"
 
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 
@@ -256,6 +257,45 @@ TEST(DatasetTest, Identity) {
   StatusOr<Dataset> dc = Dataset::open(c);
   ASSERT_TRUE(dc);
   EXPECT_NE(da->identity(), dc->identity());
+}
+
+/// This process's resident file-backed memory (RssFile in /proc/self/status),
+/// in bytes; 0 where /proc does not say.
+uint64_t residentFileBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("RssFile:", 0) == 0)
+      return std::stoull(line.substr(8)) * 1024;
+  return 0;
+}
+
+// Verify that the full scans (the vocabulary check at open, and a single
+// shard's identity hash) leave the mapping out of the resident set: a
+// 64 MiB token file adds less than 4 MiB to it afterwards.
+TEST(DatasetTest, FullScansDoNotStayResident) {
+  std::string path = tempPath("resident.bin");
+  std::vector<int32_t> ids(size_t(32) << 20);
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = int32_t(i % 50000);
+  ASSERT_TRUE(writeTokenFile(path, ids));
+  ids = {};
+  StatusOr<Dataset> d = Dataset::open(path);
+  ASSERT_TRUE(d);
+  uint64_t before = residentFileBytes();
+  if (before == 0)
+    GTEST_SKIP() << "no RssFile in /proc/self/status";
+  EXPECT_TRUE(d->checkVocabulary(50257));
+  EXPECT_NE(d->identity(), 0u);
+  uint64_t after = residentFileBytes();
+  EXPECT_LT(after, before + (uint64_t(4) << 20)) << before << " -> " << after << " bytes";
+  // The tokens read after a release are the file's.
+  std::vector<int32_t> window(3);
+  ASSERT_TRUE(d->read((uint64_t(32) << 20) - 3, 3, window.data()));
+  EXPECT_EQ(window, (std::vector<int32_t>{int32_t(((32 << 20) - 3) % 50000),
+                                          int32_t(((32 << 20) - 2) % 50000),
+                                          int32_t(((32 << 20) - 1) % 50000)}));
+  fs::remove(path);
 }
 
 } // namespace
