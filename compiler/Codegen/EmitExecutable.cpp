@@ -381,15 +381,16 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     for (const ProgramInfo &p : lowered->programs) {
       os << "program " << p.name << "\n";
       for (auto [i, c] : llvm::enumerate(p.commands)) {
-        static const char *kinds[] = {"launch", "gemm", "zero", "copy", "all_reduce", "record",
-                                      "wait"};
+        static const char *kinds[] = {"launch",         "gemm",       "zero",      "copy",
+                                      "all_reduce",     "record",     "wait",      "reduce_scatter",
+                                      "all_gather",     "rank_slice"};
         os << llvm::format("  %4d ", static_cast<int>(i));
         if (c.stream != kComputeStream)
           os << "[comm] ";
         os << kinds[c.kind] << " ";
         if (c.kind == Command::Record || c.kind == Command::Wait)
           os << "event " << c.event;
-        if (c.kind == Command::AllReduce)
+        if (c.kind == Command::AllReduce || c.kind == Command::ReduceScatter)
           os << (c.reduce == Command::Max ? "max" : c.reduce == Command::Mean ? "mean" : "sum");
         if (c.kind == Command::Launch)
           os << lowered->kernels[c.kernel].name << " threads=" << c.threads;
@@ -444,9 +445,11 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
   std::vector<fb::Offset<s::Tensor>> tensors;
   auto addTensor = [&](const std::string &name, s::TensorRole role, s::DType dt,
                        const std::vector<int64_t> &shape, const std::string &pool,
-                       uint64_t offset, uint64_t bytes, uint32_t first, uint32_t last) {
+                       uint64_t offset, uint64_t bytes, uint32_t first, uint32_t last,
+                       uint32_t shards = 0, const std::vector<int64_t> &fullShape = {}) {
     tensors.push_back(s::CreateTensor(b, b.CreateString(name), role, dt, b.CreateVector(shape),
-                                      poolIndex.at(pool), offset, bytes, first, last));
+                                      poolIndex.at(pool), offset, bytes, first, last, shards,
+                                      shards ? b.CreateVector(fullShape) : 0));
     return static_cast<uint32_t>(tensors.size() - 1);
   };
   // Lifetimes: the first and last command of its program that names the
@@ -465,7 +468,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     if (t.role == "params" || t.role == "state" || first > last)
       first = 0, last = ~0u;
     addTensor(t.name, roleOf(t.role), dtypeOf(t.elementType), t.shape, t.pool, t.offset, t.bytes,
-              first, last);
+              first, last, static_cast<uint32_t>(t.shards), t.fullShape);
   }
 
   auto operandTensor = [&](const Operand &o) -> uint32_t {
@@ -565,6 +568,21 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
                                                      : s::ReduceOp::Sum;
         auto reduce = s::CreateAllReduce(b, b.CreateVector(ts), op);
         cmds.push_back(s::CreateCommand(b, c.stream, s::Op::AllReduce, reduce.Union()));
+        break;
+      }
+      case Command::ReduceScatter:
+      case Command::AllGather:
+      case Command::RankSlice: {
+        std::vector<uint32_t> src, dst;
+        size_t n = c.args.size() / 2;
+        for (size_t i = 0; i < c.args.size(); ++i)
+          (i < n ? src : dst).push_back(operandTensor(c.args[i]));
+        s::ShardKind kind = c.kind == Command::ReduceScatter ? s::ShardKind::ReduceScatter
+                            : c.kind == Command::AllGather   ? s::ShardKind::AllGather
+                                                             : s::ShardKind::RankSlice;
+        auto shard = s::CreateShard(b, kind, b.CreateVector(src), b.CreateVector(dst),
+                                    s::ReduceOp::Avg);
+        cmds.push_back(s::CreateCommand(b, c.stream, s::Op::Shard, shard.Union()));
         break;
       }
       case Command::Record:

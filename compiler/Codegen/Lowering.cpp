@@ -632,6 +632,10 @@ private:
   std::pair<Type, Operand> recordedArg(Operation *op, Value history, Value recorded);
   LogicalResult mapResults(Operation *op);
   LogicalResult lowerAllReduce(AllReduceOp op);
+  /// ZeRO-1's reduce-scatter and all-gather: like an all-reduce, on the
+  /// communication stream between two events.
+  void lowerShardCollective(Operation *op, Command::Kind kind, ValueRange inputs,
+                            ValueRange results);
   void waitForAll();
   void waitFor(ValueRange operands);
 };
@@ -692,6 +696,25 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
     pending[r] = done;
   result.numStreams = 2;
   return success();
+}
+
+void Lowerer::lowerShardCollective(Operation *op, Command::Kind kind, ValueRange inputs,
+                                   ValueRange results) {
+  std::string name = op->getName().getStringRef().str();
+  Command c{kind, 0, 0, 0, {}, name, kCommStream};
+  c.reduce = Command::Mean;
+  for (Value in : inputs)
+    c.args.push_back(t(in));
+  for (Value r : results)
+    c.args.push_back(t(r));
+  unsigned ready = result.numEvents++, done = result.numEvents++;
+  program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kComputeStream, ready});
+  program->commands.push_back({Command::Wait, 0, 0, 0, {}, name, kCommStream, ready});
+  program->commands.push_back(std::move(c));
+  program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kCommStream, done});
+  for (Value r : results)
+    pending[r] = done;
+  result.numStreams = 2;
 }
 
 /// Buckets (id % kEmbedBuckets) of the embedding's token-gradient scatter:
@@ -1174,6 +1197,9 @@ LogicalResult Lowerer::mapResults(Operation *op) {
   if (auto ar = llvm::dyn_cast<AllReduceOp>(op))
     for (auto [in, r] : llvm::zip(ar.getInputs(), ar.getResults()))
       mapInPlace(in, r);
+  if (auto gather = llvm::dyn_cast<AllGatherOp>(op))
+    for (auto [init, r] : llvm::zip(gather.getInits(), gather.getResults()))
+      mapInPlace(init, r);
   if (auto [history, next] = getFp8History(op); history)
     mapInPlace(history, next);
   if (auto scales = llvm::dyn_cast<Fp8DelayedScalesOp>(op))
@@ -1344,6 +1370,13 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
     TensorInfo info{name.str(), role, pool.str(), eltOf(arg),
                     std::vector<int64_t>(shape.begin(), shape.end()), offset.getInt(),
                     bytesOf(arg.getType())};
+    if (auto full = fn.getArgAttrOfType<DenseI64ArrayAttr>(i, "gpt.shard_of")) {
+      info.fullShape.assign(full.asArrayRef().begin(), full.asArrayRef().end());
+      int64_t numel = 1;
+      for (int64_t d : info.fullShape)
+        numel *= d;
+      info.shards = numel / rtt(arg).getNumElements();
+    }
     int64_t index;
     if (role != "inputs") {
       auto [it, inserted] = globals.try_emplace(info.name, result.tensors.size());
@@ -1399,6 +1432,23 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
     if (auto ar = llvm::dyn_cast<AllReduceOp>(op)) {
       if (failed(lowerAllReduce(ar)))
         return failure();
+      continue;
+    }
+    if (auto rs = llvm::dyn_cast<ReduceScatterOp>(op)) {
+      waitFor(rs.getInputs());
+      lowerShardCollective(&op, Command::ReduceScatter, rs.getInputs(), rs.getResults());
+      continue;
+    }
+    if (auto ag = llvm::dyn_cast<AllGatherOp>(op)) {
+      waitFor(ag.getInputs());
+      lowerShardCollective(&op, Command::AllGather, ag.getInputs(), ag.getResults());
+      continue;
+    }
+    if (auto slice = llvm::dyn_cast<RankSliceOp>(op)) {
+      waitFor(op.getOperands());
+      program->commands.push_back({Command::RankSlice, 0, 0, 0,
+                                   {t(slice.getInput()), t(slice.getResult())},
+                                   op.getName().getStringRef().str()});
       continue;
     }
     // A run of random_normal ops of one seed: batched launches at its end.

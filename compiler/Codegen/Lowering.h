@@ -91,13 +91,15 @@ struct GemmDesc {
 };
 
 struct Command {
-  enum Kind { Launch, Gemm, Zero, Copy, AllReduce, Record, Wait } kind = Launch;
+  enum Kind { Launch, Gemm, Zero, Copy, AllReduce, Record, Wait, ReduceScatter, AllGather,
+              RankSlice } kind = Launch;
   unsigned kernel = 0;  // Launch
   int64_t threads = 0;  // Launch
   unsigned gemm = 0;    // Gemm
   std::vector<Operand> args; // Launch args; Gemm: a, b, c[, bias][, aux][, a_scale, b_scale (FP8)]
                              // [, d_scale, amax_d (FP8 D)];
-                             // Zero/Copy/AllReduce: tensors
+                             // Zero/Copy/AllReduce: tensors; ReduceScatter/AllGather/
+                             // RankSlice: the sources, then their destinations
   std::string op;       // the gpt op it comes from, for dumps and errors
   unsigned stream = 0;  // kCompute, or kComm for collectives
   unsigned event = 0;   // Record/Wait
@@ -116,6 +118,8 @@ struct TensorInfo {
   mlir::Type elementType;
   std::vector<int64_t> shape;
   int64_t offset = 0, bytes = 0;
+  int64_t shards = 0;             // ZeRO-1: 1/shards of a tensor of fullShape
+  std::vector<int64_t> fullShape;
 };
 
 struct ProgramInfo {

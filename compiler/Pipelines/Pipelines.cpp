@@ -153,6 +153,9 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     distribute.worldSize = std::max<int64_t>(options.worldSize, 0); // 0: any
     distribute.bucketMb = options.bucketMb;
     pm.addPass(createInsertAllReducePass(distribute));
+    // Before gpt-fuse-adamw, which fuses the sharded updates.
+    if (options.zero >= 1)
+      pm.addPass(createShardOptimizerPass());
   }
   // After the collectives (both steps have them); before remat, which
   // plans each step for the budget.

@@ -132,6 +132,10 @@ struct PipelineOptions : public mlir::PassPipelineOptions<PipelineOptions> {
                             llvm::cl::desc("Data-parallel ranks: 0 one device (no collectives), "
                                            "N exactly N, -1 any number (N at run time)"),
                             llvm::cl::init(0)};
+  Option<int64_t> zero{*this, "zero",
+                       llvm::cl::desc("ZeRO stage: 0 off, 1 each of world-size N >= 2 ranks keeps "
+                                      "1/N of the AdamW state (gpt-shard-optimizer)"),
+                       llvm::cl::init(0)};
   Option<double> bucketMb{*this, "bucket-mb",
                           llvm::cl::desc("Gradient all-reduce bucket size in MiB"),
                           llvm::cl::init(25.0)};

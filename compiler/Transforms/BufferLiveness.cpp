@@ -36,7 +36,7 @@ bool reducesInPlace(AllReduceOp op, unsigned i) {
   Value in = op.getInputs()[i];
   Operation *def = in.getDefiningOp();
   return def && in.hasOneUse() && !viewSource(def) &&
-         !llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def);
+         !llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp, AllGatherOp>(def);
 }
 
 /// `op` may write over `v`'s bytes: `v` is the result of an op of its
@@ -45,7 +45,7 @@ bool reducesInPlace(AllReduceOp op, unsigned i) {
 static bool lastReadBy(Value v, Operation *op) {
   Operation *def = v.getDefiningOp();
   if (!def || viewSource(def) || def->getBlock() != op->getBlock() ||
-      llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp>(def))
+      llvm::isa<AdamWOp, AdamWMultiOp, AllReduceOp, AllGatherOp>(def))
     return false;
   for (Operation *user : v.getUsers())
     if (user != op && (user->getBlock() != op->getBlock() || viewSource(user) ||
@@ -126,6 +126,17 @@ int64_t BufferLiveness::lastUse(Value v) const {
     if (llvm::isa<func::ReturnOp>(user))
       return numPoints;
     last = std::max(last, index.lookup(user));
+    // ZeRO-1's collectives read their inputs on the communication stream
+    // until the compute stream waits for them: at the first read of a
+    // result (codegen's waitFor), at the latest.
+    if (llvm::isa<ReduceScatterOp, AllGatherOp>(user)) {
+      int64_t wait = numPoints;
+      for (Value r : user->getResults())
+        for (Operation *reader : r.getUsers())
+          wait = std::min(wait, llvm::isa<func::ReturnOp>(reader) ? numPoints
+                                                                  : index.lookup(reader));
+      last = std::max(last, wait);
+    }
     for (Value alias : aliasesOf(user, v))
       last = std::max(last, lastUse(alias));
   }
@@ -183,6 +194,19 @@ FailureOr<BufferLiveness> BufferLiveness::compute(func::FuncOp fn, int64_t align
         l.homes[res] = l.homes.lookup(src);
       continue;
     }
+    // ZeRO-1's gather writes each parameter over the old one, read last.
+    if (auto gather = llvm::dyn_cast<AllGatherOp>(op)) {
+      for (auto [res, init] : llvm::zip(gather.getResults(), gather.getInits())) {
+        if (l.adamInPlace({init}, &op)) {
+          l.homes[res] = l.homes.lookup(init);
+          continue;
+        }
+        l.homes[res] = BufferHome{static_cast<int>(l.buffers.size()), BlockArgument(), 0};
+        l.buffers.push_back({res, alignTo(tensorBytes(res.getType()), alignment), l.index[&op],
+                             l.lastUse(res), -1});
+      }
+      continue;
+    }
     // gpt.adamw_multi: each parameter like its own gpt.adamw.
     if (auto multi = llvm::dyn_cast<AdamWMultiOp>(op)) {
       for (size_t i = 0; i < multi.getParams().size(); ++i) {
@@ -190,9 +214,10 @@ FailureOr<BufferLiveness> BufferLiveness::compute(func::FuncOp fn, int64_t align
                                          multi.getVs()[i]};
         SmallVector<Value, 3> results = {multi.getNewParams()[i], multi.getNewMs()[i],
                                          multi.getNewVs()[i]};
-        bool place = l.adamInPlace(sources, &op);
+        // Each array on its own: under ZeRO-1 the parameter is a slice (a
+        // buffer of its own), the moments are still arguments.
         for (auto [res, src] : llvm::zip(results, sources)) {
-          if (place) {
+          if (l.adamInPlace({src}, &op)) {
             l.homes[res] = l.homes.lookup(src);
             continue;
           }

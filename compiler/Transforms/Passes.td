@@ -306,6 +306,58 @@ def InsertAllReducePass : Pass<"gpt-insert-all-reduce", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+def ShardOptimizerPass : Pass<"gpt-shard-optimizer", "::mlir::ModuleOp"> {
+  let summary = "ZeRO-1: each rank keeps and updates 1/N of the AdamW state";
+  let description = [{
+    Shards the optimizer of `function`, a data-parallel step of N >= 2
+    ranks (gpt-insert-all-reduce with world-size N), as ZeRO stage 1: every
+    rank still holds the whole parameters (fp32 masters) and computes the
+    whole gradients, but keeps only its 1/N slice of each AdamW moment and
+    updates only its 1/N slice of each parameter.
+
+      1) An update is sharded when its gradient comes from a gradient
+         `gpt.all_reduce mean` (or that result's widening cast), its
+         parameter and moments are arguments, and N divides the
+         parameter's element count (every GPT-2 tensor, for N a power of
+         two up to 256); the rest stay replicated, as before.
+      2) Each such bucket becomes a `gpt.reduce_scatter mean` of the
+         sharded gradients where the all-reduce was (so it overlaps the
+         rest of the backward as the all-reduce did) and a `gpt.all_reduce`
+         of the others; a widening cast moves to the 1/N shard.
+      3) Each sharded `gpt.adamw` reads `gpt.rank_slice` of its parameter,
+         the shard of its gradient, and its moments, whose arguments and
+         results become 1-D shards marked `gpt.shard_of` (the full shape:
+         the runtime gathers them into checkpoints and slices them back).
+         After the last update, one `gpt.all_gather` per bucket writes the
+         new parameters into the old ones' buffers.
+      4) A `gpt.global_norm` over sharded gradients becomes
+         `sqrt(all_reduce sum(|shards|^2) + |replicated|^2)`: the norm of
+         the whole gradient, as every rank clips with it.
+
+    Per rank, the moments take 8/N bytes per parameter instead of 8; the
+    update reads and writes 1/N of the weights. Records `zero = 1` in the
+    module's `gpt.config`. Run it after gpt-insert-all-reduce and before
+    gpt-fuse-adamw, which then fuses the sharded updates into one launch.
+
+    ```mlir
+    %s = gpt.reduce_scatter mean %dw {bucket = 1 : i64, bytes = 4096 : i64, world_size = 2 : i64}
+        : tensor<64x16xf32>
+    %p = gpt.rank_slice %w {world_size = 2 : i64} : (tensor<64x16xf32>) -> tensor<512xf32>
+    %p1, %m1, %v1 = gpt.adamw %p, %s, %m, %v, %lr, %step, %scale {...} : tensor<512xf32>, ...
+    %w1 = gpt.all_gather %p1 into %w {bucket = 3 : i64, bytes = 2048 : i64, world_size = 2 : i64}
+        : tensor<512xf32> into tensor<64x16xf32>
+    ```
+  }];
+  let options = [
+    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
+           "Train step whose optimizer to shard">,
+  ];
+  let statistics = [
+    Statistic<"numSharded", "sharded", "AdamW updates sharded across the ranks">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
 def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
   let summary = "Splits each gpt.fp8_matmul into FP8 quantizations and a scaled GEMM";
   let description = [{

@@ -125,7 +125,7 @@ bool isRecomputable(Operation *op) {
   if (!op || (op->getNumResults() != 1 && !isFp8Cast(op)) ||
       !llvm::isa<GPTDialect>(op->getDialect()) || !isPure(op))
     return false;
-  return !llvm::isa<RandomNormalOp, AdamWOp, AllReduceOp, GlobalNormOp, LRScheduleOp>(op);
+  return !llvm::isa<RandomNormalOp, AdamWOp, AllReduceOp, GlobalNormOp, LRScheduleOp, RankSliceOp>(op);
 }
 
 /// One way to free a buffer live at the peak: the ops to clone (operands
@@ -195,7 +195,7 @@ struct Rematerializer {
       for (size_t i = 0; i < aliases.size(); ++i)
         for (OpOperand &use : aliases[i].getUses()) {
           Operation *user = use.getOwner();
-          if (llvm::isa<func::ReturnOp, AllReduceOp>(user))
+          if (llvm::isa<func::ReturnOp, AllReduceOp, ReduceScatterOp, AllGatherOp>(user))
             return std::nullopt;
           int64_t at = l.index.lookup(user);
           if (at == p)

@@ -174,9 +174,11 @@ uint64_t identity(const schema::Executable &exe, bool legacy) {
       add(t->name() ? t->name()->str() : "");
       addInt(int64_t(t->role()));
       addInt(int64_t(t->dtype()));
-      addInt(t->shape() ? t->shape()->size() : 0);
-      if (t->shape())
-        for (int64_t d : *t->shape())
+      // A ZeRO-1 shard stands for its whole tensor: checkpoints hold that.
+      const auto *shape = t->shards() ? t->full_shape() : t->shape();
+      addInt(shape ? shape->size() : 0);
+      if (shape)
+        for (int64_t d : *shape)
           addInt(d);
     }
   return h.value();
@@ -453,6 +455,15 @@ StatusOr<Checkpoint> capture(Session &session) {
       t.name = st.name() ? st.name()->str() : "";
       t.role = st.role();
       t.dtype = st.dtype();
+      if (st.shards()) {
+        // ZeRO-1: the ranks' slices, gathered (every rank captures).
+        t.shape.assign(st.full_shape()->begin(), st.full_shape()->end());
+        t.bytes.resize(st.size_bytes() * st.shards());
+        if (Status s = session.gatherTensor(i, t.bytes.data(), t.bytes.size()); !s)
+          return s;
+        c.tensors.push_back(std::move(t));
+        continue;
+      }
       if (st.shape())
         t.shape.assign(st.shape()->begin(), st.shape()->end());
       t.bytes.resize(st.size_bytes());
@@ -487,18 +498,27 @@ Status restore(Session &session, const Checkpoint &ckpt, const std::string &orig
     if (it == byName.end())
       return Status::error(origin + ": no tensor '" + name + "'");
     const Tensor &t = *it->second;
+    // ZeRO-1: the checkpoint holds the whole tensor, the rank its slice.
     std::vector<int64_t> shape;
-    if (st.shape())
-      shape.assign(st.shape()->begin(), st.shape()->end());
-    if (t.dtype != st.dtype() || t.shape != shape || t.bytes.size() != st.size_bytes())
+    const auto *stShape = st.shards() ? st.full_shape() : st.shape();
+    if (stShape)
+      shape.assign(stShape->begin(), stShape->end());
+    uint64_t whole = st.size_bytes() * std::max<uint64_t>(st.shards(), 1);
+    if (t.dtype != st.dtype() || t.shape != shape || t.bytes.size() != whole)
       return Status::error(origin + ": tensor '" + name + "' is " + schema::EnumNameDType(t.dtype) +
                            " " + shapeText(t.shape) + ", the executable's " +
-                           session.describeTensor(i));
+                           session.describeTensor(i) +
+                           (st.shards() ? " (a 1/" + std::to_string(st.shards()) + " shard of " +
+                                              shapeText(shape) + ")"
+                                        : std::string()));
     plan.emplace_back(i, &t);
   }
-  for (auto [index, t] : plan)
-    if (Status s = session.writeTensor(index, t->bytes.data(), t->bytes.size()); !s)
+  for (auto [index, t] : plan) {
+    const schema::Tensor &st = session.tensor(index);
+    size_t offset = st.shards() ? size_t(session.rank()) * st.size_bytes() : 0;
+    if (Status s = session.writeTensor(index, t->bytes.data() + offset, st.size_bytes()); !s)
       return s;
+  }
   return Status::ok();
 }
 

@@ -127,6 +127,46 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
           return s;
     return Status::ok();
   }
+  case schema::Op::Shard: {
+    // ZeRO-1: pairs of one dtype, dst 1/world_size of src (AllGather: the
+    // reverse), for an executable pinned to world_size >= 2 ranks.
+    const auto *shard = cmd.op_as_Shard();
+    if (shard->kind() < schema::ShardKind::MIN || shard->kind() > schema::ShardKind::MAX)
+      return Status::error(where + " has an unknown shard kind (" +
+                           std::to_string(static_cast<int>(shard->kind())) + ")");
+    if (shard->op() < schema::ReduceOp::MIN || shard->op() > schema::ReduceOp::MAX)
+      return Status::error(where + " reduces by an unknown operation (" +
+                           std::to_string(static_cast<int>(shard->op())) + ")");
+    int64_t world = 0;
+    if (exe.model() && exe.model()->config())
+      for (const schema::KeyValue *kv : *exe.model()->config())
+        if (kv->key() && kv->key()->str() == "world_size")
+          world = kv->value();
+    if (world < 2)
+      return Status::error(where + " shards over ranks, but the executable's world_size is " +
+                           std::to_string(world) + " (ZeRO-1 needs gptc --world-size=N, N >= 2)");
+    size_t n = shard->src() ? shard->src()->size() : 0;
+    if (n == 0 || !shard->dst() || shard->dst()->size() != n)
+      return Status::error(where + " needs as many destinations as sources (at least one)");
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t src = shard->src()->Get(i), dst = shard->dst()->Get(i);
+      if (Status s = tensor(src); !s)
+        return s;
+      if (Status s = tensor(dst); !s)
+        return s;
+      const auto *a = exe.tensors()->Get(src), *b = exe.tensors()->Get(dst);
+      uint64_t whole = shard->kind() == schema::ShardKind::AllGather ? b->size_bytes()
+                                                                     : a->size_bytes();
+      uint64_t part = shard->kind() == schema::ShardKind::AllGather ? a->size_bytes()
+                                                                    : b->size_bytes();
+      if (a->dtype() != b->dtype() || part == 0 ||
+          whole != part * static_cast<uint64_t>(world))
+        return Status::error(where + " pair " + std::to_string(i) + ": a shard of " +
+                             std::to_string(part) + " bytes is not 1/" + std::to_string(world) +
+                             " of " + std::to_string(whole) + " bytes of the same type");
+    }
+    return Status::ok();
+  }
   case schema::Op::NONE:
     break;
   }
@@ -212,6 +252,18 @@ Status checkExecutable(const schema::Executable &exe) {
                              std::to_string(poolSize) + " bytes");
       if (t->first_use() > t->last_use())
         return Status::error(name + " has a lifetime that ends before it starts");
+      if (t->shards()) {
+        uint64_t full = 1;
+        bool overflow = !t->full_shape() || t->full_shape()->size() == 0 ||
+                        reinterpret_cast<uintptr_t>(t->full_shape()->Data()) % alignof(int64_t);
+        if (!overflow)
+          for (int64_t d : *t->full_shape())
+            overflow |= d < 0 || __builtin_mul_overflow(full, static_cast<uint64_t>(d), &full);
+        if (overflow || t->shards() < 2 || elements == 0 ||
+            full != elements * static_cast<uint64_t>(t->shards()))
+          return Status::error(name + " is a shard of 1/" + std::to_string(t->shards()) +
+                               " that its full shape does not match");
+      }
     }
   if (exe.programs())
     for (size_t p = 0; p < exe.programs()->size(); ++p) {

@@ -83,6 +83,12 @@ ProgramSummary summarizeProgram(const schema::Executable &exe, const schema::Pro
       case schema::Op::AllReduce:
         ++s.collectives;
         break;
+      case schema::Op::Shard:
+        if (c->op_as_Shard()->kind() == schema::ShardKind::RankSlice)
+          ++s.copies;
+        else
+          ++s.collectives;
+        break;
       case schema::Op::RecordEvent:
       case schema::Op::WaitEvent:
         ++s.events;
@@ -203,6 +209,11 @@ ExecutableSummary summarize(const schema::Executable &exe) {
         continue;
       s.roleBytes[role] += t->size_bytes();
       ++s.roleTensors[role];
+      if (t->shards()) {
+        ++s.shardedTensors;
+        s.shardedBytes += t->size_bytes();
+        s.shards = t->shards();
+      }
     }
   s.parameterBytes = s.roleBytes[static_cast<int>(schema::TensorRole::Parameter)];
   std::map<std::string, uint64_t> types;
@@ -267,6 +278,11 @@ std::string formatReport(const ExecutableSummary &s, const std::string &origin) 
                        : std::string("any number of ranks (gptrun --gpus N; one skips the "
                                      "all-reduces)"))
      << "\n";
+  if (s.shardedTensors)
+    os << "  ZeRO-1: each rank keeps 1/" << s.shards << " of " << s.shardedTensors
+       << " AdamW moment tensors: " << bytesText(s.shardedBytes) << " per rank instead of "
+       << bytesText(s.shardedBytes * s.shards) << ", "
+       << bytesText(s.shardedBytes * (s.shards - 1)) << " saved per rank\n";
   formatOptimizer(os, s.optimizer);
 
   os << "memory (static plan, every pool allocated once):\n";

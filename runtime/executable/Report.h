@@ -29,7 +29,7 @@ struct ProgramSummary {
   uint64_t gemms = 0;       // RunGemm
   /// RunGemms per epilogue (its schema name), by name; None included.
   std::map<std::string, uint64_t> gemmsByEpilogue;
-  uint64_t collectives = 0; // AllReduce
+  uint64_t collectives = 0; // AllReduce, ReduceScatter, AllGather
   uint64_t events = 0;      // RecordEvent + WaitEvent
   uint64_t memsets = 0, copies = 0;
   uint64_t distinctKernels = 0; // distinct Kernel indices launched
@@ -61,6 +61,8 @@ struct ExecutableSummary {
   uint64_t totalPoolBytes = 0;
   /// Tensor bytes per TensorRole (index = role value), and tensor counts.
   std::vector<uint64_t> roleBytes, roleTensors;
+  /// ZeRO-1: the tensors that are 1/shards slices, and their bytes per rank.
+  uint64_t shardedTensors = 0, shardedBytes = 0, shards = 0;
   /// GEMM descriptors per A operand type (DType name -> count).
   std::vector<std::pair<std::string, uint64_t>> gemmOperandTypes;
   uint64_t numKernels = 0, numGemms = 0;

@@ -128,6 +128,16 @@ void accessesOf(const schema::Executable &exe, const schema::Command &cmd,
       for (uint32_t t : *tensors)
         out.push_back({t, Mode::Write}); // reduced in place
     return;
+  case schema::Op::Shard: {
+    const auto *shard = cmd.op_as_Shard();
+    if (shard->src())
+      for (uint32_t t : *shard->src())
+        out.push_back({t, Mode::Read});
+    if (shard->dst())
+      for (uint32_t t : *shard->dst())
+        out.push_back({t, Mode::Write});
+    return;
+  }
   case schema::Op::RecordEvent:
   case schema::Op::WaitEvent:
   case schema::Op::NONE:

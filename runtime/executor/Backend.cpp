@@ -36,7 +36,9 @@ bool hasCollectives(const schema::Executable &exe) {
     for (const schema::Program *program : *exe.programs())
       if (program->commands())
         for (const schema::Command *cmd : *program->commands())
-          if (cmd->op_type() == schema::Op::AllReduce)
+          if (cmd->op_type() == schema::Op::AllReduce ||
+              (cmd->op_type() == schema::Op::Shard &&
+               cmd->op_as_Shard()->kind() != schema::ShardKind::RankSlice))
             return true;
   return false;
 }

@@ -38,6 +38,15 @@ public:
   virtual Status read(uint32_t tensor, void *data) = 0;
   /// Sets every byte of the tensor to `byte`.
   virtual Status fill(uint32_t tensor, uint8_t byte) = 0;
+  /// ZeRO-1: every rank's slice of a sharded tensor (Tensor.shards > 0), in
+  /// rank order, into `data` (size_bytes * shards bytes of host memory). A
+  /// collective: every rank calls it for the same tensors in the same order.
+  /// This session's data-parallel rank (0 without a collective).
+  virtual int rank() const { return 0; }
+  virtual Status gatherShards(uint32_t tensor, void *data) {
+    (void)tensor, (void)data;
+    return Status::error("this backend cannot gather ZeRO-1 shards");
+  }
 
   /// Runs the commands of `program` (one of the executable's) in order,
   /// each on its stream, and returns when all of them have finished.

@@ -47,6 +47,28 @@ public:
     GPT_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
     return Status::ok();
   }
+  int rank() const override { return options_.collective ? options_.collective->rank() : 0; }
+  Status gatherShards(uint32_t tensor, void *data) override {
+    const schema::Tensor *t = exe_->tensors()->Get(tensor);
+    Collective *collective = options_.collective;
+    if (!collective || t->shards() != uint32_t(collective->size()))
+      return Status::error("tensor " + std::to_string(tensor) + " is a shard of " +
+                           std::to_string(t->shards()) + " ranks, and this session has " +
+                           std::to_string(collective ? collective->size() : 1));
+    // NCCL gathers device memory: a temporary of the whole tensor.
+    size_t count = size(tensor) / elementSize(t->dtype()), bytes = size(tensor) * t->shards();
+    void *full = nullptr;
+    GPT_CUDA_CHECK(cudaMalloc(&full, bytes));
+    Status s = collective->allGather({{address(tensor), count, t->dtype()}},
+                                     {{full, count * t->shards(), t->dtype()}}, streams_[0]);
+    if (s)
+      s = GPT_CUDA_STATUS(
+          cudaMemcpyAsync(data, full, bytes, cudaMemcpyDeviceToHost, streams_[0]));
+    if (s)
+      s = GPT_CUDA_STATUS(cudaStreamSynchronize(streams_[0]));
+    Status freed = GPT_CUDA_STATUS(cudaFree(full));
+    return !s ? s : freed;
+  }
   Status fill(uint32_t tensor, uint8_t byte) override {
     GPT_CUDA_CHECK(cudaMemsetAsync(address(tensor), byte, size(tensor), streams_[0]));
     GPT_CUDA_CHECK(cudaStreamSynchronize(streams_[0]));
@@ -377,6 +399,40 @@ Status CudaBackend::enqueueRange(const schema::Program &program, uint32_t index,
           buffers.push_back({address(t), size(t) / elementSize(dtype), dtype});
         }
       s = options_.collective->allReduce(buffers, ar->op(), stream);
+      break;
+    }
+    case schema::Op::Shard: {
+      // ZeRO-1: the loader checked the pairs against world_size >= 2, and
+      // checkWorldSize that as many ranks run.
+      const auto *shard = cmd->op_as_Shard();
+      if (!options_.collective) {
+        s = Status::error("ZeRO-1 shards across ranks, and this session has one");
+        break;
+      }
+      std::vector<Collective::Buffer> src, dst;
+      for (size_t i = 0; i < shard->src()->size(); ++i)
+        for (auto [list, out] : {std::pair{shard->src(), &src}, std::pair{shard->dst(), &dst}}) {
+          uint32_t t = list->Get(i);
+          schema::DType dtype = exe.tensors()->Get(t)->dtype();
+          out->push_back({address(t), size(t) / elementSize(dtype), dtype});
+        }
+      switch (shard->kind()) {
+      case schema::ShardKind::ReduceScatter:
+        s = options_.collective->reduceScatter(src, dst, shard->op(), stream);
+        break;
+      case schema::ShardKind::AllGather:
+        s = options_.collective->allGather(src, dst, stream);
+        break;
+      case schema::ShardKind::RankSlice:
+        for (size_t i = 0; i < src.size() && s; ++i) {
+          size_t bytes = size(shard->dst()->Get(i));
+          const char *from = static_cast<const char *>(src[i].data) +
+                             size_t(options_.collective->rank()) * bytes;
+          s = GPT_CUDA_STATUS(cudaMemcpyAsync(dst[i].data, from, bytes,
+                                              cudaMemcpyDeviceToDevice, stream));
+        }
+        break;
+      }
       break;
     }
     case schema::Op::NONE:

@@ -65,6 +65,19 @@ public:
     std::memcpy(data, address(tensor), size(tensor));
     return Status::ok();
   }
+  int rank() const override { return collective_ ? collective_->rank() : 0; }
+  Status gatherShards(uint32_t tensor, void *data) override {
+    if (Status s = drain(queue_.size()); !s)
+      return s;
+    const schema::Tensor *t = exe_.get().tensors()->Get(tensor);
+    if (!collective_ || t->shards() != uint32_t(collective_->size()))
+      return Status::error("tensor " + std::to_string(tensor) + " is a shard of " +
+                           std::to_string(t->shards()) + " ranks, and this session has " +
+                           std::to_string(collective_ ? collective_->size() : 1));
+    size_t count = size(tensor) / elementSize(t->dtype());
+    return collective_->allGather({{address(tensor), count, t->dtype()}},
+                                  {{data, count * t->shards(), t->dtype()}}, nullptr);
+  }
   Status fill(uint32_t tensor, uint8_t byte) override {
     if (Status s = drain(queue_.size()); !s)
       return s;
@@ -340,6 +353,42 @@ Status HostBackend::execute(const schema::Program &program) {
         buffers.push_back({address(t), size(t) / elementSize(dtype), dtype});
       }
       if (Status s = collective_->allReduce(buffers, ar->op(), nullptr); !s)
+        return Status::error("command " + std::to_string(c) + ": " + s.message());
+      break;
+    }
+    case schema::Op::Shard: {
+      // ZeRO-1: the loader checked the pairs against world_size >= 2, and
+      // checkWorldSize that as many ranks run.
+      const auto *shard = cmd->op_as_Shard();
+      if (!collective_)
+        return Status::error("command " + std::to_string(c) +
+                             ": ZeRO-1 shards across ranks, and this session has one");
+      std::vector<Collective::Buffer> src, dst;
+      for (size_t i = 0; i < shard->src()->size(); ++i) {
+        for (auto [list, out] : {std::pair{shard->src(), &src}, std::pair{shard->dst(), &dst}}) {
+          uint32_t t = list->Get(i);
+          schema::DType dtype = exe.tensors()->Get(t)->dtype();
+          out->push_back({address(t), size(t) / elementSize(dtype), dtype});
+        }
+      }
+      Status s = Status::ok();
+      switch (shard->kind()) {
+      case schema::ShardKind::ReduceScatter:
+        s = collective_->reduceScatter(src, dst, shard->op(), nullptr);
+        break;
+      case schema::ShardKind::AllGather:
+        s = collective_->allGather(src, dst, nullptr);
+        break;
+      case schema::ShardKind::RankSlice:
+        for (size_t i = 0; i < src.size(); ++i) {
+          size_t bytes = size(shard->dst()->Get(i));
+          std::memmove(dst[i].data,
+                       static_cast<const char *>(src[i].data) + size_t(collective_->rank()) * bytes,
+                       bytes);
+        }
+        break;
+      }
+      if (!s)
         return Status::error("command " + std::to_string(c) + ": " + s.message());
       break;
     }

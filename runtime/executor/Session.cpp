@@ -104,6 +104,17 @@ Status Session::readTensor(uint32_t index, void *data, size_t size) {
   return backend_->read(index, data);
 }
 
+Status Session::gatherTensor(uint32_t index, void *data, size_t size) {
+  if (index >= written_.size())
+    return Status::error("no tensor " + std::to_string(index));
+  uint64_t shards = tensor(index).shards();
+  if (shards == 0 || size != tensor(index).size_bytes() * shards)
+    return Status::error("tensor " + describeTensor(index) + " gathered into " +
+                         std::to_string(size) + " bytes" +
+                         (shards ? "" : ": it is not a shard"));
+  return backend_->gatherShards(index, data);
+}
+
 Status Session::setInputAt(uint32_t index, const void *data, size_t size) {
   if (tensor(index).role() != schema::TensorRole::Input)
     return Status::error("tensor " + describeTensor(index) + " is not an input");

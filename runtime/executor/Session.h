@@ -79,6 +79,12 @@ public:
   /// Any tensor by index, whatever its role (checkpoints, tests).
   Status writeTensor(uint32_t index, const void *data, size_t size);
   Status readTensor(uint32_t index, void *data, size_t size);
+  /// ZeRO-1: the whole tensor of which tensor `index` is this rank's slice
+  /// (its Tensor.shards ranks' slices in rank order: `size` must be
+  /// size_bytes * shards). A collective: every rank calls it alike.
+  Status gatherTensor(uint32_t index, void *data, size_t size);
+  /// This session's data-parallel rank (0 on one device).
+  int rank() const { return backend_->rank(); }
   /// Sets every tensor of `role` to zero bytes (e.g. OptimizerState).
   Status zeroTensors(schema::TensorRole role);
 

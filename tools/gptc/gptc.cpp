@@ -295,6 +295,13 @@ cl::opt<std::string> worldSize(
     cl::value_desc("any|N"), cl::init("any"), cl::cat(distributeCat));
 cl::opt<double> bucketMb("bucket-mb", cl::desc("Gradient all-reduce bucket size in MiB"),
                          cl::init(25.0), cl::cat(distributeCat));
+cl::opt<int64_t> zero(
+    "zero",
+    cl::desc("ZeRO stage: 0 (default) every rank keeps the whole AdamW state; 1 each of the "
+             "--world-size=N ranks (N >= 2, fixed at compile time: the shards are 1/N of each "
+             "tensor) keeps and updates 1/N of the moments, with a reduce-scatter of the "
+             "gradients and an all-gather of the new weights (gpt-shard-optimizer)"),
+    cl::value_desc("0|1"), cl::init(0), cl::cat(distributeCat));
 
 cl::OptionCategory referenceCat("gptc run-reference options");
 cl::opt<int64_t> steps("steps",
@@ -446,6 +453,7 @@ void setPipelineOptions(PipelineOptions &options) {
   options.lossScale = lossScale;
   options.worldSize = worldSizeValue().value_or(0);
   options.bucketMb = bucketMb;
+  options.zero = zero;
   options.fuseMatmulEpilogue = fuseMatmulEpilogue;
   options.fuseElementwise = fuseElementwise;
   options.fuseAdamW = fuseAdamW;
@@ -531,6 +539,16 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
     return failure();
   if (!parseWorldSize())
     return failure();
+  if (zero != 0 && zero != 1) {
+    fail("--zero: expected 0 or 1 (ZeRO stage 1 shards the optimizer state), got " +
+         std::to_string(zero));
+    return failure();
+  }
+  if (zero == 1 && worldSizeValue().value_or(0) < 2) {
+    fail("--zero=1: the optimizer state is cut into one shard per rank at compile time: give "
+         "--world-size=N with N >= 2 (got --world-size=" + worldSize + ")");
+    return failure();
+  }
   // 0 stands for "not given" inside; given, it is a mistake.
   for (cl::opt<int64_t> *opt : {&batch, &seq})
     if (opt->getNumOccurrences() && *opt < 1) {
@@ -793,6 +811,9 @@ void printSummary(const std::string &batchHow, Phase phase) {
             : *world == 0 ? llvm::formatv(", one {0} (no collectives)",
                                           ::target == "host" ? "rank" : "GPU").str()
                           : llvm::formatv(", exactly {0} {1}", *world, ranks).str();
+  if (phase >= Phase::MemoryPlan && zero == 1)
+    line += ", ZeRO-1 (each rank keeps 1/" + std::to_string(world.value_or(0)) +
+            " of the AdamW state)";
   llvm::errs() << line << "\n";
 }
 

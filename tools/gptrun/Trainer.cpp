@@ -216,6 +216,9 @@ struct Trainer::Impl {
 
   /// Rank 0 speaks for all ranks.
   bool lead() const { return rank.rank == 0; }
+  /// ZeRO-1: every rank takes part in capturing a checkpoint (the moments'
+  /// shards are gathered), rank 0 writes it.
+  bool gathersState = false;
   /// printf on rank 0 only.
   template <typename... Args> void print(const char *format, Args... args) {
     if (lead())
@@ -290,6 +293,9 @@ Status Trainer::Impl::setUp() {
   if (!s)
     return s.status();
   session = std::move(*s);
+  if (const auto *tensors = session->schema().tensors())
+    for (const schema::Tensor *t : *tensors)
+      gathersState |= t->shards() > 0;
   const schema::Executable &exe = session->schema();
   if (exe.model()->config())
     for (const schema::KeyValue *kv : *exe.model()->config())
@@ -607,6 +613,8 @@ Status Trainer::Impl::writeCheckpoint(const std::string &path) {
   StatusOr<checkpoint::Checkpoint> c = checkpoint::capture(*session);
   if (!c)
     return c.status();
+  if (!lead())
+    return Status::ok(); // it gathered its ZeRO-1 shards for rank 0
   c->step = stepsDone;
   c->dataPosition = dataPosition;
   c->seed = o.seed;
@@ -631,6 +639,8 @@ StatusOr<std::string> Trainer::Impl::checkpointNow() {
   if (Status s = writeCheckpoint(path); !s)
     return s;
   lastCheckpoint = path;
+  if (!lead())
+    return path;
   if (o.keepCheckpoints > 0)
     if (Status s = checkpoint::prune(o.checkpointDir, o.keepCheckpoints, stepsDone); !s)
       return s;
@@ -907,7 +917,7 @@ Status Trainer::Impl::runSteps(float lrScale) {
       // Skipped: the histories are @init's again, for the first program.
       if (step == firstRanAt)
         firstPending = true;
-      if (last && !o.checkpointDir.empty() && lead())
+      if (last && !o.checkpointDir.empty() && (lead() || gathersState))
         if (StatusOr<std::string> path = checkpointNow(); !path)
           return path.status();
       continue;
@@ -962,7 +972,7 @@ Status Trainer::Impl::runSteps(float lrScale) {
       continue;
     }
     // Every N steps, after the last one, and before stopping on request.
-    if (!o.checkpointDir.empty() && lead() && (last || stop || ckptNow))
+    if (!o.checkpointDir.empty() && (lead() || gathersState) && (last || stop || ckptNow))
       if (StatusOr<std::string> path = checkpointNow(); !path)
         return path.status();
     if (stop) {

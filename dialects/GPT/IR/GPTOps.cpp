@@ -949,6 +949,86 @@ LogicalResult AllReduceOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// ZeRO-1: ReduceScatterOp, AllGatherOp, RankSliceOp
+//===----------------------------------------------------------------------===//
+
+/// A world size of at least 2 that divides `t`'s element count.
+static LogicalResult verifyShardable(Operation *op, Type t, int64_t world) {
+  auto shaped = llvm::cast<RankedTensorType>(t);
+  if (!shaped.hasStaticShape())
+    return op->emitOpError("needs static shapes, got ") << t;
+  if (world < 2)
+    return op->emitOpError("world_size must be >= 2 (a shard of one rank is the tensor), got ")
+           << world;
+  if (shaped.getNumElements() % world != 0)
+    return op->emitOpError("world_size ")
+           << world << " does not divide the " << shaped.getNumElements() << " elements of " << t;
+  return success();
+}
+
+/// The 1-D slice type of one rank: numel / world elements of `t`'s type.
+static RankedTensorType shardType(Type t, int64_t world) {
+  auto shaped = llvm::cast<RankedTensorType>(t);
+  return RankedTensorType::get({shaped.getNumElements() / world}, shaped.getElementType());
+}
+
+LogicalResult ReduceScatterOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &results) {
+  int64_t world = adaptor.getWorldSizeAttr() ? adaptor.getWorldSizeAttr().getInt() : 0;
+  for (Type t : adaptor.getInputs().getTypes()) {
+    auto shaped = llvm::dyn_cast<RankedTensorType>(t);
+    if (!shaped || !shaped.hasStaticShape() || world < 2 || shaped.getNumElements() % world)
+      return failure();
+    results.push_back(shardType(t, world));
+  }
+  return success();
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor");
+  for (Value v : getInputs())
+    if (failed(verifyShardable(*this, v.getType(), getWorldSizeAttr().getInt())))
+      return failure();
+  return success();
+}
+
+LogicalResult AllGatherOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+                                            Adaptor adaptor, SmallVectorImpl<Type> &results) {
+  llvm::append_range(results, adaptor.getInits().getTypes());
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor");
+  if (getInputs().size() != getInits().size())
+    return emitOpError("needs one destination per input, got ")
+           << getInputs().size() << " inputs and " << getInits().size() << " destinations";
+  int64_t world = getWorldSizeAttr().getInt();
+  for (auto [in, out] : llvm::zip(getInputs(), getInits())) {
+    if (failed(verifyShardable(*this, out.getType(), world)))
+      return failure();
+    if (in.getType() != shardType(out.getType(), world))
+      return emitOpError("gathers ")
+             << in.getType() << " from each of " << world << " ranks into " << out.getType()
+             << ": expected the shard " << shardType(out.getType(), world);
+  }
+  return success();
+}
+
+LogicalResult RankSliceOp::verify() {
+  if (failed(verifyShardable(*this, getInput().getType(), getWorldSizeAttr().getInt())))
+    return failure();
+  if (getType() != shardType(getInput().getType(), getWorldSizeAttr().getInt()))
+    return emitOpError("result must be ")
+           << shardType(getInput().getType(), getWorldSizeAttr().getInt()) << ", got "
+           << getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // AdamWMultiOp
 //===----------------------------------------------------------------------===//
 

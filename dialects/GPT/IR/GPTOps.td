@@ -1083,6 +1083,77 @@ def GPT_AllReduceOp : GPT_Op<"all_reduce", [InferTypeOpAdaptor]> {
   let hasVerifier = 1;
 }
 
+def GPT_ReduceScatterOp : GPT_Op<"reduce_scatter", [InferTypeOpAdaptor]> {
+  let summary = "ZeRO-1: this rank's slice of the sum, mean or maximum over the ranks";
+  let description = [{
+    Result `i` is a 1-D tensor of `numel(input i) / world_size` elements:
+    elements `[rank * n, (rank + 1) * n)` of the flattened input `i`
+    reduced over the `world_size` ranks (`world_size` >= 2, each input's
+    element count a multiple of it), the rank known only at run time.
+    The sharded half of `gpt.all_reduce` (gpt-shard-optimizer): a rank
+    keeps only the gradients of the parameters it updates. One op is one
+    bucket, issued on the communication stream as soon as its inputs are
+    computed; `bucket` numbers the step's collectives in issue order and
+    `bytes` is the inputs' payload.
+
+    ```mlir
+    %s0, %s1 = gpt.reduce_scatter mean %g0, %g1 {bucket = 0 : i64, bytes = 4160 : i64,
+                                                 world_size = 2 : i64}
+        : tensor<64x16xf32>, tensor<16xf32>
+    // %s0: tensor<512xf32>, %s1: tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins GPT_ReduceKind:$kind, Variadic<GPT_FloatTensor>:$inputs,
+                       I64Attr:$bucket, I64Attr:$bytes, I64Attr:$world_size);
+  let results = (outs Variadic<GPT_FloatTensor>:$results);
+  let assemblyFormat = "$kind $inputs attr-dict `:` type($inputs)";
+  let hasVerifier = 1;
+}
+
+def GPT_AllGatherOp : GPT_Op<"all_gather", [AttrSizedOperandSegments, InferTypeOpAdaptor]> {
+  let summary = "ZeRO-1: every rank's slice, concatenated in rank order";
+  let description = [{
+    The inverse of `gpt.reduce_scatter`'s slicing: result `i`, of `inits`
+    `i`'s type (`world_size` times input `i`'s element count), holds,
+    flattened, the 1-D input `i` of rank 0, then of rank 1, ... Each rank
+    updates its slice of a parameter; the gather gives every rank the whole
+    updated parameter. Result `i` may take the bytes of `inits` `i` (the
+    parameter it replaces; its value is not read), as a destination. Issued
+    on the communication stream like the other collectives; it synchronises
+    ranks, so it has side effects.
+
+    ```mlir
+    %w, %b = gpt.all_gather %s0, %s1 into %w0, %b0 {bucket = 2 : i64, bytes = 2080 : i64,
+                                                    world_size = 2 : i64}
+        : tensor<512xf32>, tensor<8xf32> into tensor<64x16xf32>, tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<GPT_FloatTensor>:$inputs, Variadic<GPT_FloatTensor>:$inits,
+                       I64Attr:$bucket, I64Attr:$bytes, I64Attr:$world_size);
+  let results = (outs Variadic<GPT_FloatTensor>:$results);
+  let assemblyFormat =
+      "$inputs `into` $inits attr-dict `:` type($inputs) `into` type($inits)";
+  let hasVerifier = 1;
+}
+
+def GPT_RankSliceOp : GPT_Op<"rank_slice", [Pure]> {
+  let summary = "ZeRO-1: this rank's slice of a replicated tensor";
+  let description = [{
+    A 1-D copy of elements `[rank * n, (rank + 1) * n)` of the flattened
+    input, `n = numel(input) / world_size`, the rank known at run time: the
+    slice of a parameter whose update this rank owns. The same slicing as
+    `gpt.reduce_scatter`, without the reduction.
+
+    ```mlir
+    %p = gpt.rank_slice %w {world_size = 2 : i64} : (tensor<64x16xf32>) -> tensor<512xf32>
+    ```
+  }];
+  let arguments = (ins GPT_FloatTensor:$input, I64Attr:$world_size);
+  let results = (outs GPT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` functional-type($input, $result)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Row kernels (produced by gpt-fuse-elementwise)
 //===----------------------------------------------------------------------===//
