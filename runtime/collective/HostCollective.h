@@ -6,8 +6,13 @@
 // is summed in rank order 0..N-1 (then divided by N for a mean), whatever
 // the thread timing.
 //
+// reduceScatter gives each rank the slice of allReduce's result that it
+// owns, bit for bit; allGather has each rank copy every rank's source into
+// its own destination (so in place, where a rank's source is its own slice
+// of its destination, nothing another rank reads is overwritten).
+//
 // If a rank fails outside a collective, abort() releases the others: their
-// pending and later allReduce calls return an error instead of waiting.
+// pending and later collective calls return an error instead of waiting.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,7 +47,14 @@ private:
   int arrived_ = 0;
   unsigned long generation_ = 0;
   bool aborted_ = false;
-  std::vector<const std::vector<Collective::Buffer> *> posted_; // by rank
+  /// What each rank passed to its current call (by rank).
+  enum class Call { AllReduce, ReduceScatter, AllGather };
+  struct Posted {
+    Call call = Call::AllReduce;
+    const std::vector<Collective::Buffer> *src = nullptr; // allReduce's buffers
+    const std::vector<Collective::Buffer> *dst = nullptr; // null for allReduce
+  };
+  std::vector<Posted> posted_;
 };
 
 } // namespace gptc

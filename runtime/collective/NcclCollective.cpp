@@ -12,6 +12,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <utility>
 
 namespace gptc {
 
@@ -39,7 +40,8 @@ Status ncclStatus(ncclResult_t r, ncclComm_t comm, const char *call, const char 
       return gptStatus_;                                                                           \
   } while (0)
 
-StatusOr<ncclDataType_t> ncclType(schema::DType t) {
+/// The NCCL type that reduces `t`; `what` ("all-reduce") starts the error.
+StatusOr<ncclDataType_t> ncclType(schema::DType t, const char *what = "all-reduce") {
   switch (t) {
   case schema::DType::F32:
     return ncclFloat32;
@@ -48,9 +50,34 @@ StatusOr<ncclDataType_t> ncclType(schema::DType t) {
   case schema::DType::F16:
     return ncclFloat16;
   default:
-    return Status::error(std::string("all-reduce: NCCL reduces F32, BF16 and F16 buffers here, got ") +
+    return Status::error(std::string(what) + ": NCCL reduces F32, BF16 and F16 buffers here, got " +
                          schema::EnumNameDType(t));
   }
+}
+
+/// The NCCL type that moves `t` (an all-gather only copies), and how many
+/// of it make one element: types NCCL has no name for go as bytes.
+std::pair<ncclDataType_t, size_t> copyType(schema::DType t) {
+  switch (t) {
+  case schema::DType::F32:
+    return {ncclFloat32, 1};
+  case schema::DType::BF16:
+    return {ncclBfloat16, 1};
+  case schema::DType::F16:
+    return {ncclFloat16, 1};
+  case schema::DType::F64:
+    return {ncclFloat64, 1};
+  case schema::DType::I32:
+    return {ncclInt32, 1};
+  default:
+    return {ncclUint8, elementSize(t)};
+  }
+}
+
+ncclRedOp_t redOpOf(schema::ReduceOp op) {
+  return op == schema::ReduceOp::Avg   ? ncclAvg
+         : op == schema::ReduceOp::Max ? ncclMax
+                                       : ncclSum;
 }
 
 } // namespace
@@ -129,9 +156,7 @@ Status NcclCollective::allReduce(const std::vector<Buffer> &buffers, schema::Red
   if (comm_->aborted)
     return Status::error("all-reduce: the NCCL communicator was aborted (another rank failed)");
   ncclComm_t comm = comm_->comm;
-  ncclRedOp_t redOp = op == schema::ReduceOp::Avg   ? ncclAvg
-                      : op == schema::ReduceOp::Max ? ncclMax
-                                                    : ncclSum;
+  ncclRedOp_t redOp = redOpOf(op);
   auto s = static_cast<cudaStream_t>(stream);
   // Types first: a refused buffer must not leave half a bucket enqueued.
   std::vector<ncclDataType_t> types;
@@ -149,6 +174,56 @@ Status NcclCollective::allReduce(const std::vector<Buffer> &buffers, schema::Red
                                                    buffers[i].count, types[i], redOp, comm, s));
   // Close the group on every path, or the next NCCL call of this thread
   // joins a broken one.
+  Status ended = GPT_NCCL_STATUS(comm, ncclGroupEnd());
+  return !enqueued ? enqueued : ended;
+}
+
+Status NcclCollective::reduceScatter(const std::vector<Buffer> &src, const std::vector<Buffer> &dst,
+                                     schema::ReduceOp op, void *stream) {
+  std::lock_guard<std::timed_mutex> lock(comm_->inUse);
+  if (comm_->aborted)
+    return Status::error(
+        "reduce-scatter: the NCCL communicator was aborted (another rank failed)");
+  // Every check before the group: a refused buffer must not leave half a
+  // bucket enqueued.
+  if (Status s = checkScatterGather(false, src, dst, rank_, size_); !s)
+    return s;
+  std::vector<ncclDataType_t> types;
+  for (const Buffer &b : src) {
+    StatusOr<ncclDataType_t> type = ncclType(b.dtype, "reduce-scatter");
+    if (!type)
+      return type.status();
+    types.push_back(*type);
+  }
+  ncclComm_t comm = comm_->comm;
+  ncclRedOp_t redOp = redOpOf(op);
+  auto s = static_cast<cudaStream_t>(stream);
+  GPT_NCCL_CHECK(comm, ncclGroupStart());
+  Status enqueued = Status::ok();
+  for (size_t i = 0; i < src.size() && enqueued; ++i)
+    enqueued = GPT_NCCL_STATUS(comm, ncclReduceScatter(src[i].data, dst[i].data, dst[i].count,
+                                                       types[i], redOp, comm, s));
+  Status ended = GPT_NCCL_STATUS(comm, ncclGroupEnd());
+  return !enqueued ? enqueued : ended;
+}
+
+Status NcclCollective::allGather(const std::vector<Buffer> &src, const std::vector<Buffer> &dst,
+                                 void *stream) {
+  std::lock_guard<std::timed_mutex> lock(comm_->inUse);
+  if (comm_->aborted)
+    return Status::error("all-gather: the NCCL communicator was aborted (another rank failed)");
+  if (Status s = checkScatterGather(true, src, dst, rank_, size_); !s)
+    return s;
+  ncclComm_t comm = comm_->comm;
+  auto s = static_cast<cudaStream_t>(stream);
+  GPT_NCCL_CHECK(comm, ncclGroupStart());
+  Status enqueued = Status::ok();
+  for (size_t i = 0; i < src.size() && enqueued; ++i) {
+    // In place (src == dst + rank * count) NCCL recognizes by the addresses.
+    auto [type, per] = copyType(src[i].dtype);
+    enqueued = GPT_NCCL_STATUS(
+        comm, ncclAllGather(src[i].data, dst[i].data, src[i].count * per, type, comm, s));
+  }
   Status ended = GPT_NCCL_STATUS(comm, ncclGroupEnd());
   return !enqueued ? enqueued : ended;
 }

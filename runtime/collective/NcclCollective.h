@@ -3,7 +3,8 @@
 // One rank's NCCL communicator as a Collective: allReduce enqueues one
 // in-place ncclAllReduce per buffer (grouped, so a bucket is one NCCL
 // launch) on the command's stream and returns without waiting; the
-// executable's events order it against the compute stream.
+// executable's events order it against the compute stream. reduceScatter
+// and allGather do the same with ncclReduceScatter and ncclAllGather.
 //
 // Ranks meet through a 128-byte ncclUniqueId that rank 0 creates
 // (newNcclId) and hands to the others: by memory when the ranks are
@@ -49,6 +50,12 @@ public:
   int size() const override { return size_; }
   /// F32 and BF16 buffers; `stream` is a cudaStream_t of this rank's device.
   Status allReduce(const std::vector<Buffer> &buffers, schema::ReduceOp op, void *stream) override;
+  /// F32, BF16 and F16 buffers, as allReduce.
+  Status reduceScatter(const std::vector<Buffer> &src, const std::vector<Buffer> &dst,
+                       schema::ReduceOp op, void *stream) override;
+  /// Any dtype: FP8 goes as bytes.
+  Status allGather(const std::vector<Buffer> &src, const std::vector<Buffer> &dst,
+                   void *stream) override;
   /// Aborts the communicator: this rank's pending collectives end and its
   /// later ones fail, and the other ranks' fail instead of waiting for it.
   /// Safe from another thread (gptrun aborts every rank when one fails).

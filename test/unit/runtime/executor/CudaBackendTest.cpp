@@ -241,6 +241,13 @@ public:
     }
     return Status::ok();
   }
+  Status reduceScatter(const std::vector<Buffer> &, const std::vector<Buffer> &, s::ReduceOp,
+                       void *) override {
+    return Status::error("RecordingCollective records all-reduces only");
+  }
+  Status allGather(const std::vector<Buffer> &, const std::vector<Buffer> &, void *) override {
+    return Status::error("RecordingCollective records all-reduces only");
+  }
   std::vector<std::vector<Buffer>> calls;
   std::vector<void *> streams;
   std::vector<s::ReduceOp> ops;
