@@ -135,15 +135,20 @@ namespace {
 struct Piece {
   const CorpusFile *file = nullptr;
   std::string text;
-  uint64_t offset = 0;         // of text[0] in the file
-  uint64_t line = 1;           // of text's first line
-  bool startsDocument = false; // text files: a document begins with this piece
+  uint64_t offset = 0; // of text[0] in the file
+  uint64_t line = 1;   // of text's first line
+  // Text files: the offsets in `text` where documents begin (ascending; an
+  // empty document at the end of a file begins at text.size()). Short
+  // documents share a piece; each is encoded on its own.
+  std::vector<size_t> textStarts;
   std::vector<int32_t> ids;
   std::vector<size_t> starts; // indices in ids where documents begin
   Status status = Status::ok();
 };
 
-/// Cuts the files into pieces, reading each in `readBytes` blocks.
+/// Cuts the files into pieces of at least `pieceBytes` (but a file's last),
+/// reading each in `readBytes` blocks. Where pieces end depends on the text
+/// alone, not on the reads.
 class Reader {
 public:
   Reader(const std::vector<CorpusFile> &files, const CorpusOptions &options)
@@ -155,28 +160,43 @@ public:
 
   /// The next piece into `p`: true, or false after the last.
   StatusOr<bool> next(Piece &p) {
+    p = Piece();
     while (true) {
       if (fd < 0) {
-        if (index == files.size())
-          return false;
+        if (p.file || index == files.size()) // a piece holds one file's text
+          return p.file != nullptr;
         if (Status s = open(); !s)
           return s;
       }
-      const CorpusFile &file = files[index];
+      StatusOr<bool> appended = appendSegment(p, opts.pieceBytes - p.text.size());
+      if (!appended)
+        return appended.status();
+      if (*appended && p.text.size() >= opts.pieceBytes)
+        return true;
+    }
+  }
+
+private:
+  /// Appends the next segment of the open file to `p`: text up to a cut at
+  /// least `want` bytes on, or to the end of a document (text files), or to
+  /// the end of the file. False, with the file closed, when it has no more.
+  StatusOr<bool> appendSegment(Piece &p, size_t want) {
+    const CorpusFile &file = files[index];
+    while (true) {
       std::string_view v(buffer);
       size_t end = std::string_view::npos;
       bool endsDocument = false;
       if (file.jsonLines) {
-        // Whole lines: up to the first "\n" at or after pieceBytes.
-        if (opts.pieceBytes < v.size() - pos)
-          if (size_t nl = v.find('\n', pos + opts.pieceBytes); nl != std::string_view::npos)
+        // Whole lines: up to the first "\n" at or after `want`.
+        if (want < v.size() - pos)
+          if (size_t nl = v.find('\n', pos + want); nl != std::string_view::npos)
             end = nl + 1;
       } else {
-        size_t cut = findPieceEnd(v, pos, opts.pieceBytes);
+        size_t cut = findPieceEnd(v, pos, want);
         if (opts.splitOnBlankLines) {
           // The first "\n\n" that ends at or before the cut, if any: the
           // document ends there. (No "\n\n" ends just after a cut, whose
-          // next byte is printable.)
+          // next character is not white space.)
           std::string_view upTo = v.substr(0, cut == std::string_view::npos ? v.size() : cut);
           if (size_t blank = upTo.find("\n\n", pos); blank != std::string_view::npos) {
             cut = blank + 2;
@@ -190,7 +210,7 @@ public:
           ::close(fd);
           fd = -1;
           ++index;
-          continue;
+          return false;
         }
         end = v.size();
       }
@@ -199,14 +219,18 @@ public:
           return s;
         continue;
       }
-      p.file = &file;
-      p.text.assign(v.substr(pos, end - pos));
-      p.offset = bufferOffset + pos;
-      p.line = line;
-      p.startsDocument = startPending && !file.jsonLines;
+      if (!p.file) {
+        p.file = &file;
+        p.offset = bufferOffset + pos;
+        p.line = line;
+      }
+      if (startPending && !file.jsonLines)
+        p.textStarts.push_back(p.text.size());
       startPending = endsDocument;
+      size_t before = p.text.size();
+      p.text.append(v.substr(pos, end - pos));
       if (file.jsonLines)
-        line += uint64_t(std::count(p.text.begin(), p.text.end(), '\n'));
+        line += uint64_t(std::count(p.text.begin() + before, p.text.end(), '\n'));
       pos = end;
       return true;
     }
@@ -252,7 +276,7 @@ private:
 
   const std::vector<CorpusFile> &files;
   const CorpusOptions &opts;
-  size_t index = 0;
+  size_t index = 0; // the file open or to open next
   int fd = -1;
   std::string buffer;
   size_t pos = 0;            // the next piece starts at buffer[pos]
@@ -338,11 +362,19 @@ void encodePiece(Piece &p, Tokenizer &tok, const CorpusOptions &o) {
     return;
   }
   p.ids.reserve(p.text.size() / 3 + 1);
-  if (p.startsDocument) {
-    p.starts.push_back(0);
-    p.ids.push_back(tok.endOfText());
+  // Segments between document starts, each encoded on its own.
+  std::string_view text = p.text;
+  size_t at = 0;
+  for (size_t i = 0; i <= p.textStarts.size(); ++i) {
+    size_t end = i < p.textStarts.size() ? p.textStarts[i] : text.size();
+    if (end > at)
+      tok.encode(text.substr(at, end - at), p.ids, o.allowSpecial);
+    at = end;
+    if (i < p.textStarts.size()) {
+      p.starts.push_back(p.ids.size());
+      p.ids.push_back(tok.endOfText());
+    }
   }
-  tok.encode(p.text, p.ids, o.allowSpecial);
 }
 
 //===----------------------------------------------------------------------===//
