@@ -18,7 +18,12 @@
 # efficiency (per-GPU rate over N = 1's), and the same for torch DDP; the
 # ratio gptc / torch at each N. $OUT: run_scaling.log, scaling.md,
 # scaling.json (every run's numbers), logs.tar.gz.
-# ZeRO-1 (gptc --zero) is not built yet; its rows will join here.
+# ZeRO-1 (gptc --world-size=N --zero=1, one executable per N from
+# scaling-zero.tsv) runs beside gptc's at every N >= 2 the machine has, its
+# tok/s and peak memory in the table; ZeRO-1 has no N = 1 (nothing to
+# shard), so on one GPU its rows say so. The carry adds
+# "bench/artifacts/scaling-zero.tsv" and the scaling-<model>-zero<N>.fb
+# files for the N the machine has.
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 START=$(date +%s)
@@ -78,7 +83,19 @@ while IFS=$'\t' read -r model b file; do
       --time-limit $(($(left) > 200 ? 180 : $(left) - 15)) > "$LOGS/ddp_${model}_$n.log" 2>&1
     echo "torch ddp rc=$?"; tail -n 1 "$LOGS/ddp_${model}_$n.log"
     tms=$([ -f "$json" ] && "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["median_ms"])' "$json")
-    rows+=("$model $b $n ${ms:-nan} ${tms:-nan}")
+    zms=""
+    zfile=$(awk -F'\t' -v m="$model" -v n="$n" '$1 == m && $2 == n { print $3 }' \
+      "$ARTIFACTS/scaling-zero.tsv" 2> /dev/null)
+    if [ "$n" -ge 2 ] && [ -n "$zfile" ] && [ -f "$zfile" ]; then
+      zlog=$LOGS/gptrun_${model}_${n}_zero.log
+      run_limited "gptc-zero-$model-$n" 120 "$GPTRUN" "$zfile" --data "$DATA" --gpus "$n" \
+        --steps "$STEPS" --no-progress > "$zlog" 2>&1
+      echo "gptrun ZeRO-1 rc=$?"; tail -n 3 "$zlog"
+      zms=$(gptc_ms "$zlog")
+    elif [ "$n" -ge 2 ]; then
+      echo "no ZeRO-1 executable for $model at N=$n (bench/device/build_scaling.sh, ZERO_NS)"
+    fi
+    rows+=("$model $b $n ${ms:-nan} ${tms:-nan} ${zms:-nan}")
   done
   # torch.compile in one process at N = 1: the single-GPU peer of the sweep.
   if [ "$(left)" -gt 120 ]; then
@@ -96,19 +113,23 @@ import json, math, os, sys
 work, rows = sys.argv[1], [r.split() for r in sys.argv[2:]]
 T = 1024
 out, base = [], {}
-print("| model | B/GPU | N | gptc tok/s | per GPU | efficiency | torch DDP tok/s | per GPU | efficiency | gptc / torch |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for model, b, n, ms, tms in rows:
-    b, n, ms, tms = int(b), int(n), float(ms), float(tms)
+print("| model | B/GPU | N | gptc tok/s | per GPU | efficiency | gptc ZeRO-1 tok/s | per GPU | efficiency "
+      "| torch DDP tok/s | per GPU | efficiency | gptc / torch |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for model, b, n, ms, tms, zms in rows:
+    b, n, ms, tms, zms = int(b), int(n), float(ms), float(tms), float(zms)
     g = n * b * T / (ms / 1e3) if ms == ms else math.nan
     t = n * b * T / (tms / 1e3) if tms == tms else math.nan
+    z = n * b * T / (zms / 1e3) if zms == zms else math.nan
     if n == 1:
         base[model] = (g, t)
     g1, t1 = base.get(model, (math.nan, math.nan))
-    print(f"| {model} | {b} | {n} | {g:,.0f} | {g / n:,.0f} | {g / n / g1:.3f} | {t:,.0f} | {t / n:,.0f} "
-          f"| {t / n / t1:.3f} | {g / t:.3f} |")
+    zcols = (f"{z:,.0f} | {z / n:,.0f} | {z / n / g1:.3f}" if z == z
+             else ("(N >= 2 only) | | " if n == 1 else "not run | | "))
+    print(f"| {model} | {b} | {n} | {g:,.0f} | {g / n:,.0f} | {g / n / g1:.3f} | {zcols} | {t:,.0f} "
+          f"| {t / n:,.0f} | {t / n / t1:.3f} | {g / t:.3f} |")
     out.append({"model": model, "batch": b, "gpus": n, "gptc_ms": ms, "torch_ddp_ms": tms,
-                "gptc_tok_s": g, "torch_ddp_tok_s": t})
+                "gptc_zero1_ms": zms, "gptc_tok_s": g, "torch_ddp_tok_s": t, "gptc_zero1_tok_s": z})
 for model in base:
     p = os.path.join(work, f"torch_{model}_1.json")
     if os.path.exists(p):

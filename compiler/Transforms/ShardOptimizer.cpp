@@ -7,7 +7,7 @@
 ///     world size divides.
 ///  2) Split each such all-reduce: a gpt.reduce_scatter of those gradients
 ///     where it was, a gpt.all_reduce of the others; a widening cast moves
-///     to the shard.
+///     to the shard, before its first reader.
 ///  3) Each update reads gpt.rank_slice of its parameter and the moments'
 ///     arguments, which become 1-D shards; after the last update one
 ///     gpt.all_gather per bucket writes the new parameters back.
@@ -163,8 +163,7 @@ struct ShardOptimizerPass : public gptc::impl::ShardOptimizerPassBase<ShardOptim
         for (auto [j, i] : llvm::enumerate(restIndex))
           reduce.getResult(i).replaceAllUsesWith(rest.getResult(j));
       }
-      // The shards in the scatter's order; a widening cast follows it.
-      b.setInsertionPointAfter(scatter);
+      // The shards, in the scatter's order.
       unsigned next = 0;
       llvm::DenseMap<unsigned, Value> shardAt;
       for (Update &u : updates) {
@@ -175,11 +174,16 @@ struct ShardOptimizerPass : public gptc::impl::ShardOptimizerPassBase<ShardOptim
         Value full = reduce.getResult(u.index);
         shardOfGrad[full] = s;
         if (u.cast) {
+          // Where the whole gradient was widened's first reader (the norm,
+          // at the backward's end): a read right after the scatter would
+          // make the compute stream wait for it there.
           Value &castShard = shardOfGrad[u.cast.getResult()];
-          if (!castShard)
-            castShard = CastOp::create(
-                b, u.cast.getLoc(),
-                shardOf(u.cast.getType(), world), s);
+          if (!castShard) {
+            Operation *first = *llvm::min_element(
+                u.cast->getUsers(), [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+            OpBuilder at(first);
+            castShard = CastOp::create(at, u.cast.getLoc(), shardOf(u.cast.getType(), world), s);
+          }
           s = castShard;
         }
         u.shard = s;

@@ -972,14 +972,21 @@ static RankedTensorType shardType(Type t, int64_t world) {
   return RankedTensorType::get({shaped.getNumElements() / world}, shaped.getElementType());
 }
 
-LogicalResult ReduceScatterOp::inferReturnTypes(MLIRContext *, std::optional<Location>,
+LogicalResult ReduceScatterOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
                                                 Adaptor adaptor,
                                                 SmallVectorImpl<Type> &results) {
-  int64_t world = adaptor.getWorldSizeAttr() ? adaptor.getWorldSizeAttr().getInt() : 0;
+  // The parser infers before it moves attr-dict's inherent attributes
+  // into the properties: look in the dictionary too.
+  IntegerAttr worldAttr = adaptor.getWorldSizeAttr();
+  if (!worldAttr && adaptor.getAttributes())
+    worldAttr = llvm::dyn_cast_or_null<IntegerAttr>(adaptor.getAttributes().get("world_size"));
+  int64_t world = worldAttr ? worldAttr.getInt() : 0;
   for (Type t : adaptor.getInputs().getTypes()) {
     auto shaped = llvm::dyn_cast<RankedTensorType>(t);
     if (!shaped || !shaped.hasStaticShape() || world < 2 || shaped.getNumElements() % world)
-      return failure();
+      return emitOptionalError(loc, "'gpt.reduce_scatter' needs static shapes whose element "
+                                    "counts world_size (>= 2, got ",
+                               world, ") divides, got ", t);
     results.push_back(shardType(t, world));
   }
   return success();

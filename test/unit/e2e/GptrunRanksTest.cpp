@@ -50,9 +50,10 @@ protected:
 
   /// Compiles `tiny` for the Host target to `name` in the test directory.
   std::string emit(const std::string &name, int64_t batch, int64_t worldSize,
-                   const std::string &precision = "fp32") {
+                   const std::string &precision = "fp32", int64_t zero = 0) {
     std::string path = (dir / name).string();
     EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+      o.zero = zero;
       o.precision = precision;
       o.batch = batch;
       o.seq = kSeq;
@@ -205,6 +206,44 @@ TEST_F(GptrunRanksTest, ResumedRanksContinueExactly) {
 // maximum) for a resumed run to continue the straight one.
 TEST_F(GptrunRanksTest, ResumedFp8RanksContinueExactly) {
   expectResumeContinuesExactly(emit("ws2-fp8.fb", kBatch, 2, "fp8"));
+}
+
+// ZeRO-1: the moments are sharded, so every rank takes part in writing a
+// checkpoint (rank 0 writes the gathered whole) and slices its part back
+// on resume.
+TEST_F(GptrunRanksTest, ResumedZeroOneRanksContinueExactly) {
+  expectResumeContinuesExactly(emit("ws2-zero.fb", kBatch, 2, "bf16", 1));
+}
+
+// A ZeRO-1 checkpoint holds whole tensors, as a plain one does: each
+// resumes the other's run. Measured: the resumed steps log the
+// uninterrupted run's losses exactly and its norms within 1.2e-7
+// (the clipping norm is summed in another order); stated: loss exact,
+// norm 4e-7 relative.
+TEST_F(GptrunRanksTest, ZeroOneAndPlainCheckpointsResumeEachOther) {
+  std::string plain = emit("ws2-bf16.fb", kBatch, 2, "bf16");
+  std::string zero = emit("ws2-zero.fb", kBatch, 2, "bf16", 1);
+  ToolResult straight = gptrun(plain + " --target host --gpus 2 --steps 4 --log-dir " +
+                               (dir / "straight").string());
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  std::vector<Row> a = steps(dir / "straight");
+  ASSERT_EQ(a.size(), 4u);
+  for (auto [from, to] : {std::pair{plain, zero}, std::pair{zero, plain}}) {
+    std::string ckpt = (dir / ("ckpt-" + fs::path(from).stem().string())).string();
+    ToolResult first = gptrun(from + " --target host --gpus 2 --steps 2 --checkpoint-dir " + ckpt);
+    ASSERT_EQ(first.status, 0) << first.output;
+    fs::path log = dir / ("rest-" + fs::path(to).stem().string());
+    ToolResult rest = gptrun(to + " --target host --gpus 2 --steps 4 --resume latest "
+                                  "--checkpoint-dir " + ckpt + " --log-dir " + log.string());
+    ASSERT_EQ(rest.status, 0) << rest.output;
+    std::vector<Row> b = steps(log);
+    ASSERT_EQ(b.size(), 2u) << rest.output;
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(b[i].loss, a[i + 2].loss) << from << " -> " << to << " step " << i + 3;
+      EXPECT_NEAR(b[i].norm, a[i + 2].norm, 4e-7 * a[i + 2].norm)
+          << from << " -> " << to << " step " << i + 3;
+    }
+  }
 }
 
 // A signal reaches the ranks at different moments; they must still agree

@@ -1162,6 +1162,48 @@ func.func @all_reduce_no_ranks(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// Tests that a ZeRO-1 shard is 1/world_size of its tensor: 3 ranks cannot
+// split 16 elements.
+
+func.func @reduce_scatter_indivisible(%x: tensor<16xf32>) {
+  // expected-error @+1 {{world_size 3 does not divide the 16 elements of 'tensor<16xf32>'}}
+  %y = "gpt.reduce_scatter"(%x) {kind = 1 : i32, bucket = 0 : i64, bytes = 64 : i64, world_size = 3 : i64} : (tensor<16xf32>) -> tensor<5xf32>
+  return
+}
+
+// -----
+
+// Tests that sharding needs at least two ranks.
+
+func.func @rank_slice_one_rank(%x: tensor<16xf32>) {
+  // expected-error @+1 {{world_size must be >= 2 (a shard of one rank is the tensor), got 1}}
+  %y = gpt.rank_slice %x {world_size = 1 : i64} : (tensor<16xf32>) -> tensor<16xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.rank_slice's result is the 1-D slice of one rank.
+
+func.func @rank_slice_type(%x: tensor<4x4xf32>) {
+  // expected-error @+1 {{result must be 'tensor<8xf32>', got 'tensor<2x4xf32>'}}
+  %y = gpt.rank_slice %x {world_size = 2 : i64} : (tensor<4x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Tests that gpt.all_gather gathers each rank's shard of its destination.
+
+func.func @all_gather_shard(%s: tensor<4xf32>, %w: tensor<4x4xf32>) {
+  // expected-error @+1 {{gathers 'tensor<4xf32>' from each of 2 ranks into 'tensor<4x4xf32>': expected the shard 'tensor<8xf32>'}}
+  %g = gpt.all_gather %s into %w {bucket = 0 : i64, bytes = 16 : i64, world_size = 2 : i64}
+      : tensor<4xf32> into tensor<4x4xf32>
+  return
+}
+
+// -----
+
 // Tests that gpt.adamw_multi needs one weight decay per parameter.
 
 func.func @adamw_multi_decays(%p: tensor<4xf32>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {

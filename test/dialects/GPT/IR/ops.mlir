@@ -859,6 +859,33 @@ func.func @all_reduce_max(%h: tensor<16xf32>) -> tensor<16xf32> {
 
 // -----
 
+// Tests that ZeRO-1's reduce-scatter round-trips, its results the 1-D
+// shards of its inputs.
+
+// CHECK-LABEL: func.func @reduce_scatter
+func.func @reduce_scatter(%a: tensor<64x16xf32>, %b: tensor<16xbf16>) -> (tensor<512xf32>, tensor<8xbf16>) {
+  // CHECK: %{{.*}}:2 = gpt.reduce_scatter mean %{{.*}}, %{{.*}} {bucket = 1 : i64, bytes = 4128 : i64, world_size = 2 : i64} : tensor<64x16xf32>, tensor<16xbf16>
+  %r:2 = gpt.reduce_scatter mean %a, %b {bucket = 1 : i64, bytes = 4128 : i64, world_size = 2 : i64}
+      : tensor<64x16xf32>, tensor<16xbf16>
+  return %r#0, %r#1 : tensor<512xf32>, tensor<8xbf16>
+}
+
+// -----
+
+// Tests that ZeRO-1's all-gather and rank slice round-trip.
+
+// CHECK-LABEL: func.func @all_gather
+func.func @all_gather(%w: tensor<64x16xf32>) -> tensor<64x16xf32> {
+  // CHECK: %[[S:.*]] = gpt.rank_slice %{{.*}} {world_size = 4 : i64} : (tensor<64x16xf32>) -> tensor<256xf32>
+  // CHECK: gpt.all_gather %[[S]] into %{{.*}} {bucket = 2 : i64, bytes = 1024 : i64, world_size = 4 : i64} : tensor<256xf32> into tensor<64x16xf32>
+  %s = gpt.rank_slice %w {world_size = 4 : i64} : (tensor<64x16xf32>) -> tensor<256xf32>
+  %g = gpt.all_gather %s into %w {bucket = 2 : i64, bytes = 1024 : i64, world_size = 4 : i64}
+      : tensor<256xf32> into tensor<64x16xf32>
+  return %g : tensor<64x16xf32>
+}
+
+// -----
+
 // Tests that gpt.adamw_multi round-trips with one weight decay per parameter.
 
 // CHECK-LABEL: func.func @adamw_multi
