@@ -487,12 +487,23 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
     ptxs.push_back(b.CreateString(part.ptx));
   }
   bool waits = !host && waitsForPriorGrids(options);
-  for (auto [index, k] : llvm::enumerate(lowered->kernels))
+  for (auto [index, k] : llvm::enumerate(lowered->kernels)) {
+    // The extent each pointer argument is compiled for (flat static memrefs).
+    std::vector<uint64_t> argBytes;
+    for (Type t : k.argTypes) {
+      auto mem = llvm::dyn_cast<MemRefType>(t);
+      argBytes.push_back(mem && mem.hasStaticShape()
+                             ? uint64_t(mem.getNumElements()) *
+                                   std::max<uint64_t>(mem.getElementTypeBitWidth() / 8, 1)
+                             : 0);
+    }
     kernelDefs.push_back(s::CreateKernel(b, b.CreateString(k.name),
                                          host ? 0 : cubins[partOf(index)],
                                          host ? 0 : ptxs[partOf(index)],
                                          host ? b.CreateString(k.name) : 0,
-                                         static_cast<uint32_t>(k.argTypes.size()), waits));
+                                         static_cast<uint32_t>(k.argTypes.size()), waits,
+                                         b.CreateVector(argBytes)));
+  }
   auto hostBytes = host ? b.CreateVector(hostObject) : fb::Offset<fb::Vector<uint8_t>>();
   std::vector<fb::Offset<s::Gemm>> gemms;
   for (const GemmDesc &g : lowered->gemms)

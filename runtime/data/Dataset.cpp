@@ -118,6 +118,21 @@ StatusOr<std::vector<std::string>> resolveTokenFiles(const std::string &spec) {
     closedir(dir);
     if (files.empty())
       return Status::error(spec + ": a directory with no token files (*.bin)");
+    // llm.c's (and gpt-data's) shard sets keep the validation shard beside
+    // the training ones: a whole folder would train on it.
+    auto named = [&](const char *part) {
+      for (const std::string &f : files)
+        if (f.find(part, f.find_last_of('/') + 1) != std::string::npos)
+          return f;
+      return std::string();
+    };
+    std::string val = named("_val_"), train = named("_train_");
+    if (!val.empty() && !train.empty()) {
+      std::string prefix = train.substr(0, train.find("_train_"));
+      return Status::error(spec + ": holds training and validation shards (" + val +
+                           "); name them: --data '" + prefix + "_train_*.bin' --val '" +
+                           val.substr(0, val.find("_val_")) + "_val_*.bin'");
+    }
   } else if (spec.find_first_of("*?[") != std::string::npos) {
     glob_t g;
     int rc = glob(spec.c_str(), 0, nullptr, &g);

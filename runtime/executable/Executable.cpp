@@ -66,6 +66,10 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
       return Status::error(where + " passes " + std::to_string(nargs) + " arguments to " +
                            (kernel->name() ? kernel->name()->str() : "a kernel") +
                            ", which takes " + std::to_string(kernel->num_args()));
+    const auto *extents = kernel->arg_bytes();
+    if (extents && extents->size() != nargs)
+      return Status::error(where + ": its kernel records " + std::to_string(extents->size()) +
+                           " argument extents for " + std::to_string(nargs) + " arguments");
     for (size_t i = 0; i < nargs; ++i) {
       schema::Arg type = launch->args_type()->Get(i);
       if ((type != schema::Arg::TensorArg && type != schema::Arg::ScalarArg) ||
@@ -74,6 +78,23 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
       if (type == schema::Arg::TensorArg)
         if (Status s = tensor(launch->args()->GetAs<schema::TensorArg>(i)->tensor()); !s)
           return s;
+      if (!extents)
+        continue;
+      // The kernel addresses what it was compiled for: a pointer to at least
+      // that many bytes, or a number.
+      uint64_t need = extents->Get(i);
+      if ((need > 0) != (type == schema::Arg::TensorArg))
+        return Status::error(where + " passes a " + (need ? "number" : "tensor") +
+                             " as argument " + std::to_string(i) + ", where its kernel takes a " +
+                             (need ? "tensor" : "number"));
+      if (need > 0) {
+        uint32_t t = launch->args()->GetAs<schema::TensorArg>(i)->tensor();
+        uint64_t have = exe.tensors()->Get(t)->size_bytes();
+        if (have < need)
+          return Status::error(where + " passes tensor " + std::to_string(t) + " of " +
+                               std::to_string(have) + " bytes as argument " + std::to_string(i) +
+                               ", where its kernel reads " + std::to_string(need));
+      }
     }
     return Status::ok();
   }

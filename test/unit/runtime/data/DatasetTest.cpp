@@ -104,6 +104,27 @@ TEST(DatasetTest, DirectoryReadsAsTheConcatenation) {
   }
 }
 
+// Verify that a folder of llm.c-style shards holding the validation shard
+// beside the training ones is refused, naming the globs to use, while the
+// training glob reads the training shards alone.
+TEST(DatasetTest, FolderWithTrainAndValShardsIsRefused) {
+  std::string dir = tempPath("trainval");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ASSERT_TRUE(writeTokenFile(dir + "/wiki_val_000000.bin", iota(0, 10)));
+  ASSERT_TRUE(writeTokenFile(dir + "/wiki_train_000001.bin", iota(10, 20)));
+  ASSERT_TRUE(writeTokenFile(dir + "/wiki_train_000002.bin", iota(30, 20)));
+  std::string error = openError(dir);
+  EXPECT_NE(error.find("holds training and validation shards"), std::string::npos) << error;
+  EXPECT_NE(error.find("--data '" + dir + "/wiki_train_*.bin' --val '" + dir +
+                       "/wiki_val_*.bin'"),
+            std::string::npos)
+      << error;
+  StatusOr<Dataset> train = Dataset::open(dir + "/wiki_train_*.bin");
+  ASSERT_TRUE(train) << train.status().message();
+  EXPECT_EQ(train->size(), 40u);
+}
+
 // Verify that a quoted glob is expanded here, in name order, and only what
 // it matches is read.
 TEST(DatasetTest, Glob) {

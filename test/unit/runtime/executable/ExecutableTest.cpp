@@ -33,6 +33,9 @@ struct Spec {
   uint32_t argTensor = 0;
   uint32_t numArgs = 1;
   std::vector<int64_t> shape = {16};
+  /// The kernel's recorded argument extents (Kernel.arg_bytes); empty: none.
+  std::vector<uint64_t> argBytes;
+  bool scalarArg = false; // pass argument 0 as a ScalarArg (a number)
   int reduceOp = -1;   // >= 0: an AllReduce of tensor 0 by this operation too
   bool sealed = false; // with a checksum, as gptc writes them
 };
@@ -45,11 +48,14 @@ std::vector<uint8_t> build(const Spec &spec) {
                                 s::DType::F32, b.CreateVector(shape), 0, spec.tensorOffset,
                                 spec.tensorBytes, 0, 1);
   auto kernel = s::CreateKernel(b, b.CreateString("gelu_forward"), 0,
-                                b.CreateString(".version 8.0"), 0, spec.numArgs);
+                                b.CreateString(".version 8.0"), 0, spec.numArgs, false,
+                                spec.argBytes.empty() ? 0 : b.CreateVector(spec.argBytes));
   auto gemm = s::CreateGemm(b, 4, 4, 4);
   std::vector<uint32_t> grid = {1, 1, 1}, block = {spec.blockX, 1, 1};
-  std::vector<fb::Offset<void>> args = {s::CreateTensorArg(b, spec.argTensor).Union()};
-  std::vector<s::Arg> argTypes = {s::Arg::TensorArg};
+  std::vector<fb::Offset<void>> args = {
+      spec.scalarArg ? s::CreateScalarArg(b, 4096).Union()
+                     : s::CreateTensorArg(b, spec.argTensor).Union()};
+  std::vector<s::Arg> argTypes = {spec.scalarArg ? s::Arg::ScalarArg : s::Arg::TensorArg};
   auto launch = s::CreateLaunchKernel(b, spec.kernelIndex, b.CreateVector(grid),
                                       b.CreateVector(block), 0, b.CreateVector(argTypes),
                                       b.CreateVector(args));
@@ -183,11 +189,40 @@ TEST(ExecutableTest, RejectsSemanticErrors) {
             std::string::npos);
 }
 
+// Verify that a launch must hand its kernel what the kernel was compiled to
+// address (Kernel.arg_bytes): issue 47's re-checksummed byte flips that
+// crashed gptrun passed a smaller tensor or a number for a pointer.
+TEST(ExecutableTest, LaunchesMatchTheirKernelsArguments) {
+  auto with = [](std::function<void(Spec &)> edit) {
+    Spec spec;
+    spec.sealed = true;
+    edit(spec);
+    return loadError(build(spec));
+  };
+  EXPECT_EQ(with([](Spec &s) { s.argBytes = {64}; }), "");
+  EXPECT_EQ(with([](Spec &s) { s.argBytes = {32}; }), ""); // reads less than the tensor holds
+  EXPECT_NE(with([](Spec &s) { s.argBytes = {128}; })
+                .find("passes tensor 0 of 64 bytes as argument 0, where its kernel reads 128"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) {
+              s.argBytes = {64};
+              s.scalarArg = true;
+            }).find("passes a number as argument 0, where its kernel takes a tensor"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.argBytes = {0}; })
+                .find("passes a tensor as argument 0, where its kernel takes a number"),
+            std::string::npos);
+  EXPECT_NE(with([](Spec &s) { s.argBytes = {64, 4}; })
+                .find("its kernel records 2 argument extents for 1 arguments"),
+            std::string::npos);
+}
+
 // Verify the fuzzer's findings stay fixed (test/fuzz/regressions): a
 // shape vector whose int64 elements are misaligned (the FlatBuffers verifier
 // only checks the length field), a LaunchKernel command whose union table is
-// absent, a tensor of an element type past the schema's (size 0), and a
-// shape whose element count wraps around 64 bits to match size_bytes.
+// absent, a tensor of an element type past the schema's (size 0), a launch
+// handing its kernel a smaller tensor than it reads, and a shape whose
+// element count wraps around 64 bits to match size_bytes.
 TEST(ExecutableTest, RejectsFuzzerFindings) {
   auto exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-misaligned-shape.fb");
   ASSERT_FALSE(exe);
@@ -201,6 +236,15 @@ TEST(ExecutableTest, RejectsFuzzerFindings) {
   exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-unknown-dtype.fb");
   ASSERT_FALSE(exe);
   EXPECT_NE(exe.status().message().find("has unknown element type"), std::string::npos)
+      << exe.status().message();
+  // tiny's host executable, one bit of a launch's tensor index flipped and
+  // the checksum recomputed (the byte-flip battery of issue 47): its kernel
+  // would read 4096 bytes from a 4-byte tensor.
+  exe = Executable::loadFile(GPTC_FUZZ_REGRESSIONS "/executable-launch-smaller-tensor.fb");
+  ASSERT_FALSE(exe);
+  EXPECT_NE(exe.status().message().find(
+                "passes tensor 0 of 4 bytes as argument 0, where its kernel reads 4096"),
+            std::string::npos)
       << exe.status().message();
   Spec spec;
   spec.shape = {int64_t(1) << 62, 4, 4}; // 2^66 elements: 0 mod 2^64 without the check
