@@ -39,7 +39,8 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-[ ${#targets[@]} = 0 ] && targets=(ExecutableFuzzer TokenFileFuzzer TokenizerFuzzer SafetensorsFuzzer LogFuzzer)
+[ ${#targets[@]} = 0 ] && targets=(ExecutableFuzzer TokenFileFuzzer TokenizerFuzzer SafetensorsFuzzer LogFuzzer
+                                    CheckpointFuzzer)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
@@ -55,7 +56,7 @@ fi
 [ $run = 1 ] || exit 0
 
 declare -A corpus=([ExecutableFuzzer]=executable [TokenFileFuzzer]=tokenfile [TokenizerFuzzer]=tokenizer
-                   [SafetensorsFuzzer]=safetensors [LogFuzzer]=log)
+                   [SafetensorsFuzzer]=safetensors [LogFuzzer]=log [CheckpointFuzzer]=checkpoint)
 export GPTC_VOCAB_DIR=${GPTC_VOCAB_DIR:-$root/data/gpt2}
 failed=0
 skipped=0

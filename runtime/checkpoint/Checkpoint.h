@@ -109,6 +109,8 @@ Status checkFinite(const Checkpoint &ckpt);
 /// Reads and verifies `path` (magic, version, checksum, lengths). Errors
 /// name the file and what is wrong with it.
 StatusOr<Checkpoint> readCheckpoint(const std::string &path);
+/// readCheckpoint's checks on a file's bytes; errors name `origin`.
+StatusOr<Checkpoint> parseCheckpoint(const std::string &data, const std::string &origin);
 
 /// Copies the session's Parameter and OptimizerState tensors into a
 /// checkpoint (identity and model filled in; the caller sets step, data
