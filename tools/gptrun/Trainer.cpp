@@ -366,8 +366,12 @@ Status Trainer::Impl::setUp() {
         model.c_str(), withCommas(params).c_str(), shapeText(train).c_str(),
         withCommas(train.tokens() * rank.worldSize).c_str());
   if (rank.worldSize > 1 || rank.collective)
-    print("gptrun: %d data-parallel rank%s, each with %s\n", rank.worldSize,
-          rank.worldSize == 1 ? "" : "s", shapeText(train).c_str());
+    print("gptrun: %d data-parallel rank%s, each with %s%s\n", rank.worldSize,
+          rank.worldSize == 1 ? "" : "s", shapeText(train).c_str(),
+          (gathersState ? " and 1/" + std::to_string(rank.worldSize) +
+                              " of the AdamW state (ZeRO-1)"
+                        : std::string())
+              .c_str());
   print("gptrun: target %s on %s%s; pools: %s\n",
         session->backend().kind() == schema::TargetKind::CUDA ? "cuda" : "host",
         session->backend().deviceName().c_str(),
