@@ -659,11 +659,17 @@ void Lowerer::waitFor(ValueRange operands) {
   }
 }
 
-/// The compute stream waits for every collective not yet waited for.
+/// The compute stream waits for every collective not yet waited for, in
+/// the order their events were recorded (not the map's, which follows
+/// pointer values and changed from one compile to the next).
 void Lowerer::waitForAll() {
-  llvm::SmallVector<Value> values;
+  llvm::SmallVector<std::pair<unsigned, Value>> events;
   for (auto &entry : pending)
-    values.push_back(entry.first);
+    events.push_back({entry.second, entry.first});
+  llvm::sort(events, [](const auto &a, const auto &b) { return a.first < b.first; });
+  llvm::SmallVector<Value> values;
+  for (auto &entry : events)
+    values.push_back(entry.second);
   waitFor(values);
 }
 
