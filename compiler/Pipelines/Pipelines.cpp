@@ -42,9 +42,19 @@ static const PhaseInfo kPhases[] = {
      "+ @forward_grad: the loss and the gradient of every parameter"},
     {Phase::TrainStep, "train-step",
      "+ @train_step (accumulation, clipping, LR schedule, AdamW), @init and @logits"},
-    {Phase::MemoryPlan, "memory-plan",
-     "@train_step inlined into one graph, elementwise ops fused; every tensor at a "
-     "static offset in a pool"},
+    {Phase::Lower, "lower",
+     "calls inlined: one graph per program; with --precision=fp8 the FP8 casts, scales "
+     "and amax histories"},
+    {Phase::Distribute, "distribute",
+     "data parallelism: bucketed gradient all-reduces, or ZeRO-1's reduce-scatter, "
+     "sharded update and all-gather (nothing with --world-size=1)"},
+    {Phase::Schedule, "schedule",
+     "what each step computes: FP8's first and steady steps, folded input casts, "
+     "recomputation for --memory-budget"},
+    {Phase::Fuse, "fuse",
+     "kernels chosen: GEMM epilogues, one AdamW launch, elementwise fusions, FP8 "
+     "store fusions"},
+    {Phase::MemoryPlan, "memory-plan", "every tensor of each program at a static offset in a pool"},
     {Phase::Executable, "executable",
      "kernels compiled (CUDA: PTX + cubin), GEMM descriptors, the step.fb file (-o)"},
 };
@@ -121,7 +131,30 @@ void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &option
   pm.addPass(createInsertLogitsPass());
 }
 
-void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+namespace {
+
+/// The FP8 policy keeps a first step apart from the steady ones.
+bool steadyStep(const PipelineOptions &options) {
+  return options.precision == "fp8" && options.fp8History > 0 && options.fp8SteadyStep;
+}
+
+/// The train-step programs (both FP8 steps have their own).
+std::vector<std::string> trainSteps(const PipelineOptions &options) {
+  std::vector<std::string> steps = {"train_step"};
+  if (steadyStep(options))
+    steps.push_back("train_step_first");
+  return steps;
+}
+
+void addGate(OpPassManager &pm, llvm::StringRef phase) {
+  VerifyPhasePassOptions gate;
+  gate.phase = phase.str();
+  pm.addPass(createVerifyPhasePass(gate));
+}
+
+} // namespace
+
+void buildLowerPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // One graph per program: the planner sees every tensor's whole lifetime.
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
@@ -146,6 +179,10 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     if (options.fuseGradAccumulation && options.accumSteps > 1)
       pm.addPass(createFuseGradAccumulationPass());
   }
+  addGate(pm, "lower");
+}
+
+void buildDistributePassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.
   if (options.worldSize != 0) {
@@ -157,20 +194,20 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     if (options.zero >= 1)
       pm.addPass(createShardOptimizerPass());
   }
+  addGate(pm, "distribute");
+}
+
+void buildSchedulePassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // After the collectives (both steps have them); before remat, which
   // plans each step for the budget.
-  bool steady = options.precision == "fp8" && options.fp8History > 0 && options.fp8SteadyStep;
-  std::vector<std::string> steps = {"train_step"};
-  if (steady) {
+  if (steadyStep(options))
     pm.addPass(createFp8SteadyStepPass());
-    steps.push_back("train_step_first");
-  }
   // Before remat, which then plans without the bf16 weight copies.
   if (options.precision == "fp8" && options.foldFp8InputCast)
     pm.addPass(createFoldFp8InputCastPass());
   // After CSE (which would merge the clones back) and the collectives.
   if (options.memoryBudget > 0) {
-    for (const std::string &step : steps) {
+    for (const std::string &step : trainSteps(options)) {
       RematerializePassOptions remat;
       remat.function = step;
       remat.memoryBudget = options.memoryBudget;
@@ -178,6 +215,10 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
       pm.addPass(createRematerializePass(remat));
     }
   }
+  addGate(pm, "schedule");
+}
+
+void buildFusePassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // Before gpt-fuse-elementwise, which would take the GELUs into fusions.
   if (options.fuseMatmulEpilogue) {
     FuseMatmulEpiloguePassOptions epilogue;
@@ -191,7 +232,7 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   // before gpt-fuse-elementwise, which would take the gradient casts that
   // narrow-grads removes into a fusion.
   if (options.fuseAdamW) {
-    for (const std::string &step : steps) {
+    for (const std::string &step : trainSteps(options)) {
       FuseAdamWPassOptions adamw;
       adamw.function = step;
       adamw.narrowGrads = options.narrowGrads;
@@ -203,22 +244,27 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
     pm.addPass(createFuseElementwisePass());
   // After gpt-fuse-elementwise, which makes the residual layernorms; the
   // steady step's scales exist before its layernorms run.
-  if (steady && options.fuseLayerNormFp8)
+  if (steadyStep(options) && options.fuseLayerNormFp8)
     pm.addPass(createFuseLayerNormFp8Pass());
   // Likewise for the MLP's GELU: the steady step's scales exist before the
   // product runs.
-  if (steady && options.fuseFp8GeluMatmul)
+  if (steadyStep(options) && options.fuseFp8GeluMatmul)
     pm.addPass(createFuseFp8GeluMatmulPass());
+  addGate(pm, "fuse");
+}
+
+void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.
-  std::vector<std::string> programs = steps;
+  std::vector<std::string> programs = trainSteps(options);
   programs.insert(programs.end(), {"init", "forward", "logits"});
   for (const std::string &program : programs) {
     PlanMemoryPassOptions plan;
     plan.function = program;
     pm.addPass(createPlanMemoryPass(plan));
   }
+  addGate(pm, "memory-plan");
 }
 
 void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
@@ -231,6 +277,14 @@ void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     buildAutodiffPassPipeline(pm, options);
   if (compileTo >= Phase::TrainStep)
     buildTrainStepPassPipeline(pm, options);
+  if (compileTo >= Phase::Lower)
+    buildLowerPassPipeline(pm, options);
+  if (compileTo >= Phase::Distribute)
+    buildDistributePassPipeline(pm, options);
+  if (compileTo >= Phase::Schedule)
+    buildSchedulePassPipeline(pm, options);
+  if (compileTo >= Phase::Fuse)
+    buildFusePassPipeline(pm, options);
   if (compileTo >= Phase::MemoryPlan)
     buildMemoryPlanPassPipeline(pm, options);
   // Executable adds no passes: the driver serializes the planned module.
@@ -262,7 +316,19 @@ void registerPasses() {
       "gpt-train-step-pipeline", "Train-step phase: add @train_step, @init and @logits",
       buildTrainStepPassPipeline);
   PassPipelineRegistration<PipelineOptions>(
-      "gpt-memory-plan-pipeline", "Memory-plan phase: inline and plan @train_step",
+      "gpt-lower-pipeline", "Lower phase: inline the programs' calls; FP8 casts and scales",
+      buildLowerPassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-distribute-pipeline", "Distribute phase: gradient collectives (and ZeRO-1)",
+      buildDistributePassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-schedule-pipeline", "Schedule phase: FP8 steps, folded casts, recomputation",
+      buildSchedulePassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-fuse-pipeline", "Fuse phase: epilogues, AdamW, elementwise and FP8 fusions",
+      buildFusePassPipeline);
+  PassPipelineRegistration<PipelineOptions>(
+      "gpt-memory-plan-pipeline", "Memory-plan phase: static offsets of every program",
       buildMemoryPlanPassPipeline);
 }
 
@@ -278,6 +344,9 @@ namespace {
 class ModulePassInstrumentation : public PassInstrumentation {
 public:
   void runAfterPass(Pass *pass, Operation *op) final {
+    // A phase's gate changes nothing: no dump, no progress step.
+    if (pass->getArgument() == "gpt-verify-phase")
+      return;
     std::lock_guard<std::mutex> lock(mutex);
     if (!llvm::isa<ModuleOp>(op) || op->getParentOp()) {
       if (!llvm::is_contained(nested, pass->getArgument()))

@@ -28,7 +28,11 @@ enum class Phase {
   Precision, // @forward in the --precision policy (bf16 GEMMs, fp32 masters)
   Autodiff,  // + @forward_grad: loss and parameter gradients
   TrainStep, // + @train_step (accumulation, clipping, schedule, AdamW), @init
-  MemoryPlan, // calls inlined; static offsets of every tensor of each program
+  Lower,      // calls inlined (one graph per program); FP8 casts, scales, histories
+  Distribute, // gradient collectives (all-reduce buckets, or ZeRO-1's shards)
+  Schedule,   // FP8 first/steady steps, folded input casts, recomputation
+  Fuse,       // GEMM epilogues, one AdamW launch, elementwise and FP8 store fusions
+  MemoryPlan, // static offsets of every tensor of each program
   Executable, // kernels and GEMMs: the step.fb file (written by the driver)
 };
 
@@ -185,8 +189,13 @@ void buildAutodiffPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &o
 /// Train step: optimizer around the gradient function, plus @init.
 void buildTrainStepPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
-/// Memory plan: inline the train step's calls, distribute it unless
-/// world-size is 0 (one device), then plan its memory.
+/// The phases after train-step, each closed by gpt-verify-phase: lower
+/// (inline; FP8), distribute (collectives unless world-size is 0),
+/// schedule (FP8 steps, recomputation), fuse, memory-plan (offsets).
+void buildLowerPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+void buildDistributePassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+void buildSchedulePassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
+void buildFusePassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 void buildMemoryPlanPassPipeline(mlir::OpPassManager &pm, const PipelineOptions &options);
 
 /// Every phase after `Input` up to and including `compileTo`.

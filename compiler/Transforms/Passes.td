@@ -358,6 +358,37 @@ def ShardOptimizerPass : Pass<"gpt-shard-optimizer", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
+def VerifyPhasePass : Pass<"gpt-verify-phase", "::mlir::ModuleOp"> {
+  let summary = "The gate at the end of a phase: checks what the next phases rely on";
+  let description = [{
+    Closes each phase after `train-step` (gptc's pipelines add it last in
+    each), so a pass that breaks an invariant is caught where it ran, with
+    the phase named, instead of in a later pass or in codegen. Each gate
+    checks its phase and the ones before it:
+
+      lower        no `func.call` left (one graph per program), single-block
+                   functions, no `gpt.fp8_matmul` (split by gpt-lower-fp8)
+      distribute   collectives only in train steps, each with the module's
+                   `gpt.config` world_size; a `gpt.shard_of` argument is a
+                   1-D 1/N slice of its full shape; `zero = 1` has shards
+      schedule     `@train_step_first`, when there is one, has
+                   `@train_step`'s signature
+      fuse         no program is planned yet (planning must come last)
+      memory-plan  every program has a plan and every op of it an offset
+                   per result
+
+    ```sh
+    gptc compile models/gpt2.mlir --model=tiny --compile-to=distribute   # stops after the gate
+    gpt-opt step.mlir --gpt-verify-phase=phase=distribute
+    ```
+  }];
+  let options = [
+    Option<"phase", "phase", "std::string", /*default=*/"\"memory-plan\"",
+           "The phase just completed: lower, distribute, schedule, fuse or memory-plan">,
+  ];
+  let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
+}
+
 def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
   let summary = "Splits each gpt.fp8_matmul into FP8 quantizations and a scaled GEMM";
   let description = [{

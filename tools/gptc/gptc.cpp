@@ -806,12 +806,12 @@ void printSummary(const std::string &batchHow, Phase phase) {
     line += ::target == "cuda" ? ", CUDA " + cudaArch + dflt(cudaArch) : std::string(", host");
   std::optional<int64_t> world = worldSizeValue();
   const char *ranks = ::target == "host" ? "ranks" : "GPUs";
-  if (phase >= Phase::MemoryPlan && world)
+  if (phase >= Phase::Distribute && world)
     line += *world < 0    ? llvm::formatv(", any number of {0} (gptrun --gpus N)", ranks).str()
             : *world == 0 ? llvm::formatv(", one {0} (no collectives)",
                                           ::target == "host" ? "rank" : "GPU").str()
                           : llvm::formatv(", exactly {0} {1}", *world, ranks).str();
-  if (phase >= Phase::MemoryPlan && zero == 1)
+  if (phase >= Phase::Distribute && zero == 1)
     line += ", ZeRO-1 (each rank keeps 1/" + std::to_string(world.value_or(0)) +
             " of the AdamW state)";
   llvm::errs() << line << "\n";
@@ -930,7 +930,10 @@ int runCompile(MLIRContext &context) {
     mode = CompileProgress::Mode::Lines;
   else if (progressMode != "off")
     return fail("--progress: expected auto, bar, lines or off, got '" + progressMode + "'");
-  unsigned steps = static_cast<unsigned>(llvm::range_size(pm.getPasses())) +
+  // The phases' gates (gpt-verify-phase) change nothing: not steps.
+  unsigned steps = static_cast<unsigned>(llvm::count_if(
+                       pm.getPasses(),
+                       [](Pass &p) { return p.getArgument() != "gpt-verify-phase"; })) +
                    (target == Phase::Executable ? codegen::kEmitStages : 0);
   if (mode != CompileProgress::Mode::Off && !resolvedModel.empty())
     printSummary(batchHow, target);

@@ -187,15 +187,27 @@
 // PHASES: precision
 // PHASES: autodiff
 // PHASES: train-step
+// PHASES: lower
+// PHASES: distribute
+// PHASES: schedule
+// PHASES: fuse
 // PHASES: memory-plan
 // PHASES: executable
+
+// --compile-to stops after any phase: after distribute the step holds its
+// collectives, but no fusion and no plan yet.
+// RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --world-size=2 --compile-to=distribute --progress=off | FileCheck %s --check-prefix=DISTRIBUTE
+// DISTRIBUTE: gpt.config = {batch = 2 : i64, {{.*}} world_size = 2 : i64}
+// DISTRIBUTE: gpt.all_reduce mean
+// DISTRIBUTE-NOT: gpt.fusion
+// DISTRIBUTE-NOT: gpt.offsets
 
 // RUN: gptc --version | FileCheck %s --check-prefix=VERSION
 // VERSION: gptc {{[0-9]+\.[0-9]+\.[0-9]+( \(git [^)]*\))?}} (MLIR/LLVM 22
 
 // An unknown phase is an error naming the flag and the known phases.
 // RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --compile-to=nope 2>&1 | FileCheck %s --check-prefix=BADPHASE
-// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, precision, autodiff, train-step, memory-plan, executable)
+// BADPHASE: gptc: error: --compile-to: unknown phase 'nope' (phases: input, import, precision, autodiff, train-step, lower, distribute, schedule, fuse, memory-plan, executable)
 
 // An unknown preset is reported at the module, with the known ones.
 // RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=2B 2>&1 | FileCheck %s --check-prefix=BADMODEL
