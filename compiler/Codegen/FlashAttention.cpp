@@ -1,5 +1,8 @@
 //===- FlashAttention.cpp - tensor-core causal attention, sm_80+ / sm_90a -===//
 //
+// Over 800 lines: one kernel family's forward and backward at three levels
+// (mma.sync warps, staged blocks, wgmma) sharing their fragment helpers.
+//
 // Fragment layouts are PTX's for mma.sync.m16n8k16 with bf16 operands
 // (lane = 4 * g + t):
 //   A (16 x 16, row): 4 regs of 2 bf16: (g, 2t), (g+8, 2t), (g, 2t+8), (g+8, 2t+8)
