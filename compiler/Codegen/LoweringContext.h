@@ -316,6 +316,11 @@ public:
   void add(const LoweringFn &fn) {
     (add(TypeID::get<Ops>(), fn), ...);
   }
+  /// A family's LoweringContext member as the lowering of `Ops`.
+  template <typename... Ops>
+  void add(LogicalResult (LoweringContext::*member)(Operation *)) {
+    add<Ops...>([member](LoweringContext &cx, Operation *op) { return (cx.*member)(op); });
+  }
   void add(TypeID op, const LoweringFn &fn);
   /// The entry of `op`'s class, or null.
   const LoweringFn *lookup(Operation *op) const;

@@ -1,7 +1,8 @@
-//===- Kernels/AdamW.cpp - gpt.adamw(_multi) and gpt.lr_schedule (kernel bodies: OptimizerLowering.cpp) -===//
+//===- Kernels/AdamW.cpp - the AdamW kernel family --------------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the AdamW kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
+// gpt.adamw(_multi) and gpt.lr_schedule (kernel bodies:
+// OptimizerLowering.cpp). Moved from Lowering.cpp (issue 44): its lowerings
+// are LoweringContext members (LoweringContext.h), registered by
 // registerAdamWLowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -214,12 +215,9 @@ LogicalResult LoweringContext::lowerAdamWOp(Operation *op) {
 }
 
 void registerAdamWLowerings(LoweringRegistry &registry) {
-  registry.add<AdamWMultiOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerAdamWMultiOp(op); });
-  registry.add<LRScheduleOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerLRScheduleOp(op); });
-  registry.add<AdamWOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerAdamWOp(op); });
+  registry.add<AdamWMultiOp>(&LoweringContext::lowerAdamWMultiOp);
+  registry.add<LRScheduleOp>(&LoweringContext::lowerLRScheduleOp);
+  registry.add<AdamWOp>(&LoweringContext::lowerAdamWOp);
 }
 
 } // namespace gptc::codegen

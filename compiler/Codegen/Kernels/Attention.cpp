@@ -1,6 +1,7 @@
-//===- Kernels/Attention.cpp - gpt.causal_attention and its gradients: the scalar kernels (the tensor-core ones: FlashAttention.cpp) -===//
+//===- Kernels/Attention.cpp - the Attention kernel family ------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the Attention kernel family. Its
+// gpt.causal_attention and its gradients: the scalar kernels (the tensor-
+// core ones: FlashAttention.cpp). Moved from Lowering.cpp (issue 44): its
 // lowerings are LoweringContext members (LoweringContext.h), registered by
 // registerAttentionLowerings below.
 //
@@ -259,10 +260,9 @@ LogicalResult LoweringContext::lowerCausalAttentionGradOp(Operation *op) {
 }
 
 void registerAttentionLowerings(LoweringRegistry &registry) {
-  registry.add<CausalAttentionOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerCausalAttentionOp(op); });
+  registry.add<CausalAttentionOp>(&LoweringContext::lowerCausalAttentionOp);
   registry.add<CausalAttentionGradOp, CausalAttentionGradSumOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerCausalAttentionGradOp(op); });
+      &LoweringContext::lowerCausalAttentionGradOp);
 }
 
 } // namespace gptc::codegen

@@ -1,8 +1,9 @@
-//===- Kernels/CrossEntropy.cpp - gpt.cross_entropy and its gradients (kernel bodies: LossLowering.cpp) -===//
+//===- Kernels/CrossEntropy.cpp - the CrossEntropy kernel family ------------===//
 //
-// Moved from Lowering.cpp (issue 44): the CrossEntropy kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
-// registerCrossEntropyLowerings below.
+// gpt.cross_entropy and its gradients (kernel bodies: LossLowering.cpp).
+// Moved from Lowering.cpp (issue 44): its lowerings are LoweringContext
+// members (LoweringContext.h), registered by registerCrossEntropyLowerings
+// below.
 //
 //===----------------------------------------------------------------------===//
 
@@ -213,12 +214,9 @@ LogicalResult LoweringContext::lowerCrossEntropyGradOp(Operation *op) {
 }
 
 void registerCrossEntropyLowerings(LoweringRegistry &registry) {
-  registry.add<CrossEntropyOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerCrossEntropyOp(op); });
-  registry.add<Fp8CrossEntropyGradOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFp8CrossEntropyGradOp(op); });
-  registry.add<CrossEntropyGradOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerCrossEntropyGradOp(op); });
+  registry.add<CrossEntropyOp>(&LoweringContext::lowerCrossEntropyOp);
+  registry.add<Fp8CrossEntropyGradOp>(&LoweringContext::lowerFp8CrossEntropyGradOp);
+  registry.add<CrossEntropyGradOp>(&LoweringContext::lowerCrossEntropyGradOp);
 }
 
 } // namespace gptc::codegen

@@ -1,7 +1,8 @@
-//===- Kernels/Elementwise.cpp - elementwise ops and gpt.fusion (one kernel per fused group), views and strided copies -===//
+//===- Kernels/Elementwise.cpp - the Elementwise kernel family --------------===//
 //
-// Moved from Lowering.cpp (issue 44): the Elementwise kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
+// elementwise ops and gpt.fusion (one kernel per fused group), views and
+// strided copies. Moved from Lowering.cpp (issue 44): its lowerings are
+// LoweringContext members (LoweringContext.h), registered by
 // registerElementwiseLowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -407,12 +408,9 @@ LogicalResult LoweringContext::lowerFusionOp(Operation *op) {
 }
 
 void registerElementwiseLowerings(LoweringRegistry &registry) {
-  registry.add<ReshapeOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerReshapeOp(op); });
-  registry.add<SliceOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerSliceOp(op); });
-  registry.add<FusionOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFusionOp(op); });
+  registry.add<ReshapeOp>(&LoweringContext::lowerReshapeOp);
+  registry.add<SliceOp>(&LoweringContext::lowerSliceOp);
+  registry.add<FusionOp>(&LoweringContext::lowerFusionOp);
 }
 
 } // namespace gptc::codegen

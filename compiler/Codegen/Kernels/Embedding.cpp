@@ -1,7 +1,8 @@
-//===- Kernels/Embedding.cpp - gpt.embed and gpt.embed_grad (the token-gradient scatter by counting sort) -===//
+//===- Kernels/Embedding.cpp - the Embedding kernel family ------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the Embedding kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
+// gpt.embed and gpt.embed_grad (the token-gradient scatter by counting
+// sort). Moved from Lowering.cpp (issue 44): its lowerings are
+// LoweringContext members (LoweringContext.h), registered by
 // registerEmbeddingLowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -255,10 +256,8 @@ LogicalResult LoweringContext::lowerEmbedGradOp(Operation *op) {
 }
 
 void registerEmbeddingLowerings(LoweringRegistry &registry) {
-  registry.add<EmbedOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerEmbedOp(op); });
-  registry.add<EmbedGradOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerEmbedGradOp(op); });
+  registry.add<EmbedOp>(&LoweringContext::lowerEmbedOp);
+  registry.add<EmbedGradOp>(&LoweringContext::lowerEmbedGradOp);
 }
 
 } // namespace gptc::codegen

@@ -1,7 +1,8 @@
-//===- Kernels/Fp8.cpp - FP8 scales (current and delayed), quantize, cast-transpose (+ column sums), byte transpose -===//
+//===- Kernels/Fp8.cpp - the Fp8 kernel family ------------------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the Fp8 kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
+// FP8 scales (current and delayed), quantize, cast-transpose (+ column
+// sums), byte transpose. Moved from Lowering.cpp (issue 44): its lowerings
+// are LoweringContext members (LoweringContext.h), registered by
 // registerFp8Lowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -756,18 +757,12 @@ LogicalResult LoweringContext::lowerFp8TransposeOp(Operation *op) {
 }
 
 void registerFp8Lowerings(LoweringRegistry &registry) {
-  registry.add<Fp8ScaleOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFp8ScaleOp(op); });
-  registry.add<Fp8DelayedScalesOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFp8DelayedScalesOp(op); });
-  registry.add<Fp8QuantizeOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFp8QuantizeOp(op); });
-  registry.add<Fp8CastTransposeOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFp8CastTransposeOp(op); });
-  registry.add<Fp8CastTransposeSumOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFp8CastTransposeSumOp(op); });
-  registry.add<Fp8TransposeOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerFp8TransposeOp(op); });
+  registry.add<Fp8ScaleOp>(&LoweringContext::lowerFp8ScaleOp);
+  registry.add<Fp8DelayedScalesOp>(&LoweringContext::lowerFp8DelayedScalesOp);
+  registry.add<Fp8QuantizeOp>(&LoweringContext::lowerFp8QuantizeOp);
+  registry.add<Fp8CastTransposeOp>(&LoweringContext::lowerFp8CastTransposeOp);
+  registry.add<Fp8CastTransposeSumOp>(&LoweringContext::lowerFp8CastTransposeSumOp);
+  registry.add<Fp8TransposeOp>(&LoweringContext::lowerFp8TransposeOp);
 }
 
 } // namespace gptc::codegen

@@ -1,7 +1,8 @@
-//===- Kernels/Gemm.cpp - gpt.matmul/linear/scaled_matmul and the epilogue folds as cuBLASLt GEMM descriptors -===//
+//===- Kernels/Gemm.cpp - the Gemm kernel family ----------------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the Gemm kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
+// gpt.matmul/linear/scaled_matmul and the epilogue folds as cuBLASLt GEMM
+// descriptors. Moved from Lowering.cpp (issue 44): its lowerings are
+// LoweringContext members (LoweringContext.h), registered by
 // registerGemmLowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -218,22 +219,14 @@ LogicalResult LoweringContext::lowerMatmulBiasGradOp(Operation *op) {
 }
 
 void registerGemmLowerings(LoweringRegistry &registry) {
-  registry.add<LinearOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerLinearOp(op); });
-  registry.add<MatmulOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerMatmulOp(op); });
-  registry.add<ScaledMatmulOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerScaledMatmulOp(op); });
-  registry.add<ScaledMatmulGeluFp8Op>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerScaledMatmulGeluFp8Op(op); });
-  registry.add<LinearGeluOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerLinearGeluOp(op); });
-  registry.add<MatmulGeluGradOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerMatmulGeluGradOp(op); });
-  registry.add<MatmulGeluBiasGradOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerMatmulGeluBiasGradOp(op); });
-  registry.add<MatmulBiasGradOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerMatmulBiasGradOp(op); });
+  registry.add<LinearOp>(&LoweringContext::lowerLinearOp);
+  registry.add<MatmulOp>(&LoweringContext::lowerMatmulOp);
+  registry.add<ScaledMatmulOp>(&LoweringContext::lowerScaledMatmulOp);
+  registry.add<ScaledMatmulGeluFp8Op>(&LoweringContext::lowerScaledMatmulGeluFp8Op);
+  registry.add<LinearGeluOp>(&LoweringContext::lowerLinearGeluOp);
+  registry.add<MatmulGeluGradOp>(&LoweringContext::lowerMatmulGeluGradOp);
+  registry.add<MatmulGeluBiasGradOp>(&LoweringContext::lowerMatmulGeluBiasGradOp);
+  registry.add<MatmulBiasGradOp>(&LoweringContext::lowerMatmulBiasGradOp);
 }
 
 } // namespace gptc::codegen

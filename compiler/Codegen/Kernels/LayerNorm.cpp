@@ -1,7 +1,8 @@
-//===- Kernels/LayerNorm.cpp - gpt.layernorm, gpt.add_layernorm(_fp8) and their gradients (rows kernels, dweight/dbias partials) -===//
+//===- Kernels/LayerNorm.cpp - the LayerNorm kernel family ------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the LayerNorm kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
+// gpt.layernorm, gpt.add_layernorm(_fp8) and their gradients (rows kernels,
+// dweight/dbias partials). Moved from Lowering.cpp (issue 44): its lowerings
+// are LoweringContext members (LoweringContext.h), registered by
 // registerLayerNormLowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -479,16 +480,11 @@ LogicalResult LoweringContext::lowerLayerNormGradAddOp(Operation *op) {
 }
 
 void registerLayerNormLowerings(LoweringRegistry &registry) {
-  registry.add<LayerNormOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerLayerNormOp(op); });
-  registry.add<AddLayerNormOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerAddLayerNormOp(op); });
-  registry.add<AddLayerNormFp8Op>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerAddLayerNormFp8Op(op); });
-  registry.add<LayerNormGradOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerLayerNormGradOp(op); });
-  registry.add<LayerNormGradAddOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerLayerNormGradAddOp(op); });
+  registry.add<LayerNormOp>(&LoweringContext::lowerLayerNormOp);
+  registry.add<AddLayerNormOp>(&LoweringContext::lowerAddLayerNormOp);
+  registry.add<AddLayerNormFp8Op>(&LoweringContext::lowerAddLayerNormFp8Op);
+  registry.add<LayerNormGradOp>(&LoweringContext::lowerLayerNormGradOp);
+  registry.add<LayerNormGradAddOp>(&LoweringContext::lowerLayerNormGradAddOp);
 }
 
 } // namespace gptc::codegen

@@ -1,8 +1,8 @@
-//===- Kernels/Random.cpp - batched gpt.random_normal runs (@init); the driver groups the runs -===//
+//===- Kernels/Random.cpp - the Random kernel family ------------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the Random kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
-// registerRandomLowerings below.
+// batched gpt.random_normal runs (@init); the driver groups the runs. Moved
+// from Lowering.cpp (issue 44): its lowerings are LoweringContext members
+// (LoweringContext.h), registered by registerRandomLowerings below.
 //
 //===----------------------------------------------------------------------===//
 
@@ -135,6 +135,8 @@ void LoweringContext::lowerRandomNormals(ArrayRef<RandomNormalOp> ops) {
 }
 
 void registerRandomLowerings(LoweringRegistry &registry) {
+  // gpt.random_normal has no entry: the driver (Lowering.cpp) gathers a
+  // run of them and calls lowerRandomNormals at its end.
 }
 
 } // namespace gptc::codegen

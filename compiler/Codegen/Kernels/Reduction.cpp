@@ -1,7 +1,8 @@
-//===- Kernels/Reduction.cpp - column reductions (reduceColumns), gpt.reduce, gpt.gelu_grad_sum, gpt.global_norm -===//
+//===- Kernels/Reduction.cpp - the Reduction kernel family ------------------===//
 //
-// Moved from Lowering.cpp (issue 44): the Reduction kernel family. Its
-// lowerings are LoweringContext members (LoweringContext.h), registered by
+// column reductions (reduceColumns), gpt.reduce, gpt.gelu_grad_sum,
+// gpt.global_norm. Moved from Lowering.cpp (issue 44): its lowerings are
+// LoweringContext members (LoweringContext.h), registered by
 // registerReductionLowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -355,12 +356,9 @@ LogicalResult LoweringContext::lowerGlobalNormOp(Operation *op) {
 }
 
 void registerReductionLowerings(LoweringRegistry &registry) {
-  registry.add<ReduceOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerReduceOp(op); });
-  registry.add<GeluGradSumOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerGeluGradSumOp(op); });
-  registry.add<GlobalNormOp>(
-      [](LoweringContext &cx, Operation *op) { return cx.lowerGlobalNormOp(op); });
+  registry.add<ReduceOp>(&LoweringContext::lowerReduceOp);
+  registry.add<GeluGradSumOp>(&LoweringContext::lowerGeluGradSumOp);
+  registry.add<GlobalNormOp>(&LoweringContext::lowerGlobalNormOp);
 }
 
 } // namespace gptc::codegen
