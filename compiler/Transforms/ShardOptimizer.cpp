@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "compiler/Transforms/BufferLiveness.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -32,11 +33,6 @@ using namespace mlir;
 using namespace mlir::gpt;
 
 namespace {
-
-int64_t bytesOf(Type t) {
-  auto shaped = llvm::cast<ShapedType>(t);
-  return shaped.getNumElements() * std::max<int64_t>(shaped.getElementTypeBitWidth() / 8, 1);
-}
 
 RankedTensorType shardOf(Type t, int64_t world) {
   auto shaped = llvm::cast<RankedTensorType>(t);
@@ -143,7 +139,7 @@ struct ShardOptimizerPass : public gptc::impl::ShardOptimizerPassBase<ShardOptim
       for (const Update &u : updates)
         if (sharded.insert(u.index).second) {
           scatterInputs.push_back(reduce.getInputs()[u.index]);
-          scatterBytes += bytesOf(scatterInputs.back().getType());
+          scatterBytes += gptc::tensorBytes(scatterInputs.back().getType());
         }
       OpBuilder b(reduce);
       auto scatter = ReduceScatterOp::create(b, reduce.getLoc(), ReduceKind::Mean, scatterInputs,
@@ -155,7 +151,7 @@ struct ShardOptimizerPass : public gptc::impl::ShardOptimizerPassBase<ShardOptim
         if (!sharded.contains(i)) {
           restInputs.push_back(in);
           restIndex.push_back(i);
-          restBytes += bytesOf(in.getType());
+          restBytes += gptc::tensorBytes(in.getType());
         }
       if (!restInputs.empty()) {
         auto rest = AllReduceOp::create(b, reduce.getLoc(), ReduceKind::Mean, restInputs,
@@ -209,7 +205,7 @@ struct ShardOptimizerPass : public gptc::impl::ShardOptimizerPassBase<ShardOptim
       Value local = GlobalNormOp::create(b, loc, scalar, shards);
       Value squares = MulOp::create(b, loc, local, local);
       Value total = AllReduceOp::create(b, loc, ReduceKind::Sum, ValueRange{squares},
-                                        /*bucket=*/0, bytesOf(scalar), world)
+                                        /*bucket=*/0, gptc::tensorBytes(scalar), world)
                         .getResult(0);
       if (!replicated.empty()) {
         Value rest = GlobalNormOp::create(b, loc, scalar, replicated);
@@ -251,7 +247,7 @@ struct ShardOptimizerPass : public gptc::impl::ShardOptimizerPassBase<ShardOptim
         adam.getNewV().replaceAllUsesWith(sharded.getNewV());
         newShards.push_back(sharded.getNewParam());
         inits.push_back(param);
-        bytes += bytesOf(sharded.getNewParam().getType());
+        bytes += gptc::tensorBytes(sharded.getNewParam().getType());
         old.push_back(adam);
       }
       auto gathered = AllGatherOp::create(gather, op->getLoc(), newShards, inits,
