@@ -158,11 +158,7 @@ Status checkCommand(const schema::Executable &exe, const schema::Command &cmd,
     if (shard->op() < schema::ReduceOp::MIN || shard->op() > schema::ReduceOp::MAX)
       return Status::error(where + " reduces by an unknown operation (" +
                            std::to_string(static_cast<int>(shard->op())) + ")");
-    int64_t world = 0;
-    if (exe.model() && exe.model()->config())
-      for (const schema::KeyValue *kv : *exe.model()->config())
-        if (kv->key() && kv->key()->str() == "world_size")
-          world = kv->value();
+    int64_t world = configValue(exe, "world_size", 0);
     if (world < 2)
       return Status::error(where + " shards over ranks, but the executable's world_size is " +
                            std::to_string(world) + " (ZeRO-1 needs gptc --world-size=N, N >= 2)");
@@ -201,6 +197,14 @@ double optimizerSetting(const schema::Executable &exe, const std::string &key, d
     for (const schema::Hyperparameter *h : *m->optimizer())
       if (h->key() && h->key()->str() == key)
         return h->value();
+  return fallback;
+}
+
+int64_t configValue(const schema::Executable &exe, const std::string &key, int64_t fallback) {
+  if (const schema::Model *m = exe.model(); m && m->config())
+    for (const schema::KeyValue *kv : *m->config())
+      if (kv->key() && kv->key()->str() == key)
+        return kv->value();
   return fallback;
 }
 

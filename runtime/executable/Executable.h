@@ -59,6 +59,9 @@ uint32_t elementSize(schema::DType dtype);
 /// The compiled optimizer setting `key` (Model.optimizer: lr, loss_scale,
 /// ...), or `fallback` when the executable does not record it.
 double optimizerSetting(const schema::Executable &exe, const std::string &key, double fallback);
+/// The model's config value `key` (Model.config: n_layer, world_size, ...),
+/// or `fallback` when it is absent.
+int64_t configValue(const schema::Executable &exe, const std::string &key, int64_t fallback);
 
 } // namespace gptc
 

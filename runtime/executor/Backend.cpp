@@ -43,13 +43,7 @@ bool hasCollectives(const schema::Executable &exe) {
   return false;
 }
 
-int64_t worldSize(const schema::Executable &exe) {
-  if (exe.model() && exe.model()->config())
-    for (const schema::KeyValue *kv : *exe.model()->config())
-      if (kv->key() && kv->key()->str() == "world_size")
-        return kv->value();
-  return 0;
-}
+int64_t worldSize(const schema::Executable &exe) { return configValue(exe, "world_size", 0); }
 
 Status checkWorldSize(const schema::Executable &exe, const Collective *collective) {
   const int ranks = collective ? collective->size() : 1;
