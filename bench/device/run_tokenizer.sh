@@ -39,6 +39,9 @@ W=${W:-/tmp/gptc-tokenizer}
 mkdir -p "$OUT" "$W"
 rm -f "$OUT/tokenizer.md"
 echo "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+# Physical cores against hardware threads: scaling past the physical cores
+# is SMT's, not the program's.
+lscpu 2>/dev/null | grep -E '^(Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\))' || true
 "$PYTHON" -c 'import tiktoken; print("tiktoken", tiktoken.__version__)' 2>/dev/null ||
   echo "tiktoken: not installed (its rows are skipped)"
 "$GPT_DATA" --version || exit 1

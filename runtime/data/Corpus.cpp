@@ -468,17 +468,91 @@ StatusOr<CorpusStats> encodeCorpus(const std::vector<CorpusFile> &files,
   // Text in one batch: a few pieces per thread, so that threads that finish
   // early take pieces of the next batch while the last ones finish.
   const size_t batchBytes =
-      std::clamp<size_t>(size_t(o.threads) * 2 * o.pieceBytes, size_t(4) << 20, size_t(64) << 20);
+      o.batchBytes ? o.batchBytes
+                   : std::clamp<size_t>(size_t(o.threads) * 2 * o.pieceBytes, size_t(4) << 20,
+                                        size_t(64) << 20);
+  // Batches read but not yet written: one being written, one encoding, one
+  // read ahead, so that neither the reader nor the writer (both serial)
+  // leaves the workers idle; it bounds the memory too.
+  constexpr size_t kMaxInFlight = 3;
 
-  // Declared before the workers, which are stopped first.
+  // Shared by the reader thread and this one (the writer), under `mutex`.
+  // Declared before the workers, which are stopped first: they hold
+  // pointers into these batches.
+  std::mutex mutex;
+  std::condition_variable changed;
   std::deque<std::unique_ptr<Batch>> inFlight;
-  Reader reader(files, o);
-  Workers workers(tokenizer, o.threads, o);
+  bool readDone = false, cancelled = false;
+  Status readError = Status::ok();
 
-  auto writeOldest = [&]() -> Status {
-    Batch &b = *inFlight.front();
-    workers.wait(b);
-    for (Piece &p : b.pieces) {
+  Workers workers(tokenizer, o.threads, o);
+  std::thread readerThread([&] {
+    Reader reader(files, o);
+    bool more = true;
+    while (more) {
+      {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return cancelled || inFlight.size() < kMaxInFlight; });
+        if (cancelled)
+          break;
+      }
+      auto batch = std::make_unique<Batch>();
+      size_t bytes = 0;
+      Status error = Status::ok();
+      while (bytes < batchBytes) {
+        Piece p;
+        StatusOr<bool> got = reader.next(p);
+        if (!got || !*got) {
+          if (!got)
+            error = got.status();
+          more = false;
+          break;
+        }
+        bytes += p.text.size();
+        batch->pieces.push_back(std::move(p));
+      }
+      if (!batch->pieces.empty())
+        workers.submit(*batch);
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!batch->pieces.empty())
+          inFlight.push_back(std::move(batch));
+        if (!more) {
+          readDone = true;
+          readError = error;
+        }
+      }
+      changed.notify_all();
+    }
+  });
+  // Stops the reader on any return; it must end before the workers do.
+  struct JoinReader {
+    std::thread &t;
+    std::mutex &m;
+    std::condition_variable &cv;
+    bool &cancelled;
+    ~JoinReader() {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        cancelled = true;
+      }
+      cv.notify_all();
+      t.join();
+    }
+  } joinReader{readerThread, mutex, changed, cancelled};
+
+  // Writes the batches in input order as the workers finish them.
+  while (true) {
+    Batch *b;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      changed.wait(lock, [&] { return !inFlight.empty() || readDone; });
+      if (inFlight.empty())
+        break;
+      b = inFlight.front().get();
+    }
+    workers.wait(*b);
+    for (Piece &p : b->pieces) {
       if (!p.status)
         return p.status;
       if (Status s = sink.write(p.ids, p.starts); !s)
@@ -487,41 +561,15 @@ StatusOr<CorpusStats> encodeCorpus(const std::vector<CorpusFile> &files,
       stats.documents += p.starts.size();
       stats.bytesDone += p.text.size();
     }
-    inFlight.pop_front();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      inFlight.pop_front();
+    }
+    changed.notify_all();
     if (progress)
       progress(stats);
-    return Status::ok();
-  };
-
-  Status readError = Status::ok();
-  bool more = true;
-  while (more) {
-    auto batch = std::make_unique<Batch>();
-    size_t bytes = 0;
-    while (bytes < batchBytes) {
-      Piece p;
-      StatusOr<bool> got = reader.next(p);
-      if (!got) {
-        readError = got.status();
-        more = false;
-        break;
-      }
-      if (!*got) {
-        more = false;
-        break;
-      }
-      bytes += p.text.size();
-      batch->pieces.push_back(std::move(p));
-    }
-    if (!batch->pieces.empty()) {
-      workers.submit(*batch);
-      inFlight.push_back(std::move(batch));
-    }
-    // Keep one batch encoding while the next is read; at the end, drain.
-    while (inFlight.size() > 1 || (!more && !inFlight.empty()))
-      if (Status s = writeOldest(); !s)
-        return s;
   }
+  std::lock_guard<std::mutex> lock(mutex);
   if (!readError)
     return readError;
   return stats;

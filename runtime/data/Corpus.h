@@ -12,7 +12,9 @@
 //
 // The files are read as a stream, never whole: a reader thread cuts them
 // into pieces of about `pieceBytes` and worker threads encode the pieces,
-// each with a copy of the tokenizer, while the reader reads on. Pieces are
+// each with a copy of the tokenizer, while the reader reads on and the
+// calling thread writes out what is encoded, all three at once with a few
+// batches of pieces in flight (a bounded amount of memory). Pieces are
 // written out in input order, so the output is the same bytes whatever the
 // number of threads. A text piece ends just after a "\n" that has a
 // character that is not white space on either side (or at a document's
@@ -79,6 +81,8 @@ struct CorpusOptions {
   unsigned threads = 1;             // encoding threads (the reader is one more)
   size_t pieceBytes = size_t(1) << 20;
   size_t readBytes = size_t(4) << 20; // one read(2)
+  size_t batchBytes = 0; // text handed to the workers at once; 0: two pieces
+                         // per thread, within 4-64 MB
 };
 
 struct CorpusStats {

@@ -2,7 +2,9 @@
 //
 // encodeCorpus with pieces and reads far smaller than gpt-data's (tens of
 // bytes), so that every path of the reader (a cut, a document end, a
-// refill, the end of a file) is taken many times on small inputs; the ids
+// refill, the end of a file) and of the pipeline (reader, workers and
+// writer at once; an error while the reader runs ahead) is taken many times
+// on small inputs; the ids
 // must be those of encoding each document whole, whatever the threads.
 //
 //===----------------------------------------------------------------------===//
@@ -66,6 +68,7 @@ CorpusOptions smallPieces(unsigned threads) {
   o.threads = threads;
   o.pieceBytes = 40;
   o.readBytes = 29;
+  o.batchBytes = 100; // many batches: the reader, workers and writer overlap
   return o;
 }
 
@@ -168,6 +171,7 @@ TEST(CorpusTest, RandomTextPiecesEncodeAsTheWhole) {
     o.threads = 2;
     o.pieceBytes = 1 + next(8);
     o.readBytes = 1 + next(16);
+    o.batchBytes = 1 + next(32);
     o.allowSpecial = i % 2;
     std::vector<int32_t> expected{tok->endOfText()};
     tok->encode(text, expected, o.allowSpecial);
@@ -175,6 +179,32 @@ TEST(CorpusTest, RandomTextPiecesEncodeAsTheWhole) {
     ASSERT_TRUE(encode({textFile(path)}, o, sink));
     ASSERT_TRUE(sink.ids == expected) << "text " << i << ": " << quoteJson(text) << " pieces of "
                                       << o.pieceBytes;
+  }
+}
+
+// Verify that a sink that fails stops the encoding with its error, however
+// far the reader has run ahead: nothing is written after it, nothing hangs.
+TEST(CorpusTest, SinkErrorStopsThePipeline) {
+  if (!gptc::data::testing::gpt2Tokenizer())
+    return;
+  struct FailingSink : MemorySink {
+    size_t failAt;
+    explicit FailingSink(size_t n) : failAt(n) {}
+    Status write(const std::vector<int32_t> &piece, const std::vector<size_t> &s) override {
+      if (writes == failAt)
+        return Status::error("disk full");
+      return MemorySink::write(piece, s);
+    }
+  };
+  std::string dir = freshDir("corpus-sink-error");
+  std::string path = dir + "/a.txt";
+  ASSERT_TRUE(writeFile(path, mixedText(20000, 3)));
+  for (size_t failAt : {size_t(0), size_t(1), size_t(7), size_t(200)}) {
+    FailingSink sink(failAt);
+    StatusOr<CorpusStats> stats = encode({textFile(path)}, smallPieces(4), sink);
+    ASSERT_FALSE(stats) << failAt;
+    EXPECT_EQ(stats.status().message(), "disk full");
+    EXPECT_EQ(sink.writes, failAt);
   }
 }
 
