@@ -38,6 +38,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/UB/IR/UBOps.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/AsmState.h"
 #include "mlir/IR/Threading.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -368,7 +369,25 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       options.onStage(name);
   };
   stage("codegen: lower programs");
+  // commands.txt names values and ops as the last IR dump does, so that a
+  // reader can go from a command to its op: the operands by their SSA
+  // names (parameters, state and inputs by name), and each line ends with
+  // how its op's line starts there ("%12 = gpt.linear"). Names, not
+  // locations: the dumps print no locations by default, and an op's
+  // location (a line of the model file) is shared by every layer's copy
+  // and by the gradient ops built from it. The last dump printed this very
+  // module (codegen changes nothing in it), and an AsmState of the whole
+  // module with the default printing flags numbers its values as that
+  // op->print did: per function, so that a program's names do not depend
+  // on the others.
   dump(options, "commands.txt", [&](llvm::raw_ostream &os) {
+    AsmState state(module);
+    auto ssaName = [&](Value v) {
+      std::string s;
+      llvm::raw_string_ostream vs(s);
+      v.printAsOperand(vs, state);
+      return s;
+    };
     auto name = [&](const Operand &o) -> std::string {
       if (o.kind != Operand::Tensor)
         return "scratch+" + std::to_string(o.scratch);
@@ -376,8 +395,39 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
       std::string shape;
       for (int64_t d : t.shape)
         shape += (shape.empty() ? "" : "x") + std::to_string(d);
-      return t.name + "<" + shape + ">@" + t.pool + "+" + std::to_string(t.offset);
+      std::string label = t.name;
+      if (o.value && llvm::isa<OpResult>(o.value))
+        label = ssaName(o.value);
+      else if (!o.value && llvm::StringRef(t.name).starts_with("%"))
+        label = "tensor#" + std::to_string(o.tensor); // no SSA name to give
+      return label + "<" + shape + ">@" + t.pool + "+" + std::to_string(t.offset);
     };
+    // "%5 = gpt.embed", "%7:3 = gpt.fusion", "%result, %lse =
+    // gpt.causal_attention": result groups as the printer writes them.
+    auto opLine = [&](const Command &c) -> std::string {
+      Operation *op = c.source;
+      if (!op)
+        return c.op;
+      std::string line;
+      for (unsigned i = 0, e = op->getNumResults(); i < e;) {
+        std::string group = ssaName(op->getResult(i));
+        unsigned n = 1;
+        if (size_t hash = group.find('#'); hash != std::string::npos) {
+          group.resize(hash);
+          while (i + n < e &&
+                 llvm::StringRef(ssaName(op->getResult(i + n))).starts_with(group + "#"))
+            ++n;
+          group += ":" + std::to_string(n);
+        }
+        line += (i ? ", " : "") + group;
+        i += n;
+      }
+      return line + (line.empty() ? "" : " = ") + op->getName().getStringRef().str();
+    };
+    os << "// Commands of each program. Values are named as in the last NN-*.mlir dump:\n"
+          "// %12<shape>@pool+offset is @program's %12 there (parameters, state and inputs\n"
+          "// by name; tensor#N: the executable's tensor N), and each line ends with how\n"
+          "// its op's line starts there.\n";
     for (const ProgramInfo &p : lowered->programs) {
       os << "program " << p.name << "\n";
       for (auto [i, c] : llvm::enumerate(p.commands)) {
@@ -410,7 +460,7 @@ FailureOr<std::vector<uint8_t>> emitExecutable(ModuleOp module, const EmitOption
         }
         for (const Operand &o : c.args)
           os << " " << name(o);
-        os << "   // " << c.op << "\n";
+        os << "   // " << opLine(c) << "\n";
       }
     }
   });

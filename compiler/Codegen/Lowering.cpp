@@ -78,10 +78,14 @@ LogicalResult Lowerer::lowerAllReduce(AllReduceOp op) {
     reduce.args.push_back(t(r));
   }
   unsigned ready = result.numEvents++, done = result.numEvents++;
+  size_t first = program->commands.size();
   program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kComputeStream, ready});
   program->commands.push_back({Command::Wait, 0, 0, 0, {}, name, kCommStream, ready});
   program->commands.push_back(std::move(reduce));
   program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kCommStream, done});
+  for (size_t i = first; i < program->commands.size(); ++i)
+    program->commands[i].source = op;
+  eventOps[done] = op;
   for (Value r : op.getResults())
     pending[r] = done;
   result.numStreams = 2;
@@ -98,10 +102,14 @@ void Lowerer::lowerShardCollective(Operation *op, Command::Kind kind, ValueRange
   for (Value r : results)
     c.args.push_back(t(r));
   unsigned ready = result.numEvents++, done = result.numEvents++;
+  size_t first = program->commands.size();
   program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kComputeStream, ready});
   program->commands.push_back({Command::Wait, 0, 0, 0, {}, name, kCommStream, ready});
   program->commands.push_back(std::move(c));
   program->commands.push_back({Command::Record, 0, 0, 0, {}, name, kCommStream, done});
+  for (size_t i = first; i < program->commands.size(); ++i)
+    program->commands[i].source = op;
+  eventOps[done] = op;
   for (Value r : results)
     pending[r] = done;
   result.numStreams = 2;
@@ -280,11 +288,13 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
             result.poolBytes[info.pool] += (info.bytes + 255) / 256 * 256;
             addTensor(info);
           }
-          if (it->second != src)
+          if (it->second != src) {
+            Operand from = t(v);
             program->commands.push_back({Command::Copy, 0, 0, 0,
-                                         {Operand{Operand::Tensor, src},
-                                          Operand{Operand::Tensor, it->second}},
+                                         {from, Operand{Operand::Tensor, it->second}},
                                          "func.return"});
+            program->commands.back().source = ret;
+          }
           program->outputs.push_back(it->second);
         } else {
           if (out)
@@ -317,6 +327,7 @@ LogicalResult Lowerer::lowerProgram(func::FuncOp fn) {
       program->commands.push_back({Command::RankSlice, 0, 0, 0,
                                    {t(slice.getInput()), t(slice.getResult())},
                                    op.getName().getStringRef().str()});
+      program->commands.back().source = &op;
       continue;
     }
     // A run of random_normal ops of one seed: batched launches at its end.

@@ -15,6 +15,7 @@ void LoweringContext::waitFor(ValueRange operands) {
       continue;
     unsigned event = it->second;
     Command wait{Command::Wait, 0, 0, 0, {}, "gpt.all_reduce", kComputeStream, event};
+    wait.source = eventOps.lookup(event);
     program->commands.push_back(wait);
     llvm::SmallVector<Value> done;
     for (auto &[value, e] : pending)

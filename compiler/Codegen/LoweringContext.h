@@ -59,6 +59,7 @@ public:
   llvm::DenseMap<Value, Operand> savedLse;     // cross-entropy logits -> row log-sum-exp
   llvm::DenseSet<Operation *> onePassGrads;    // gradients their forward's launch wrote
   llvm::DenseMap<Value, unsigned> pending;     // all_reduce result -> done event
+  llvm::DenseMap<unsigned, Operation *> eventOps; // done event -> its collective
   int kernelCounter = 0;
 
   int64_t addTensor(TensorInfo info) {
@@ -66,7 +67,11 @@ public:
     return static_cast<int64_t>(result.tensors.size()) - 1;
   }
 
-  Operand t(Value v) { return Operand{Operand::Tensor, tensorOf.lookup(v)}; }
+  Operand t(Value v) {
+    Operand o{Operand::Tensor, tensorOf.lookup(v)};
+    o.value = v;
+    return o;
+  }
   Operand scratch(int64_t bytes) {
     Operand o{Operand::Scratch};
     o.scratch = scratchTop;
@@ -142,6 +147,7 @@ public:
     c.threads = threads;
     c.args = std::move(args);
     c.op = op->getName().getStringRef().str();
+    c.source = op;
     program->commands.push_back(std::move(c));
   }
 

@@ -45,6 +45,9 @@ struct Operand {
   int64_t bytes = 0;     // Scratch: size
   int64_t i64 = 0;
   double f64 = 0;
+  /// Tensor: the SSA value the op reads or writes (null where none does),
+  /// by which commands.txt names it as the last IR dump does.
+  mlir::Value value;
 };
 
 /// What a GEMM does to its accumulator before storing D (the schema's
@@ -94,6 +97,9 @@ struct Command {
   unsigned stream = 0;  // kCompute, or kComm for collectives
   unsigned event = 0;   // Record/Wait
   enum Reduce { Sum, Mean, Max } reduce = Sum; // AllReduce
+  /// The op itself (`op` is its name), by which commands.txt points into
+  /// the last IR dump; null where there is none.
+  mlir::Operation *source = nullptr;
 };
 
 /// Streams: compute, and communication (collectives overlap compute).

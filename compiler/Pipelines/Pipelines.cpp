@@ -13,6 +13,8 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -335,12 +337,33 @@ void registerPasses() {
 //===----------------------------------------------------------------------===//
 // Per-pass IR dumps
 //===----------------------------------------------------------------------===//
+//
+// --dump-ir-after-each-pass=DIR writes DIR/NN-<pass>.mlir after every pass
+// that runs on the module (gptc writes DIR/00-input.mlir, the parsed file,
+// before the first). The numbers do not depend on the flags:
+//
+// - NN is the pass's place, from 1, in the whole pipeline: every phase's
+//   pipeline with every optional pass on (kEveryPass). A flag that leaves
+//   passes out (--precision=fp32, --fuse-adamw=false, --world-size=1,
+//   --compile-to=PHASE, ...) leaves gaps and renumbers nothing, so a pass
+//   has one NN in every compile and dumps of two compiles pair up by name.
+//   A pass takes the first place of its name (and function) after the
+//   previous pass's. One that the whole pipeline lacks is numbered after
+//   the place before it, NN.1, NN.2, ... (sorted after NN-*): a pass added
+//   by a flag that kEveryPass does not turn on shows up so.
+// - A pass that the whole pipeline runs for several functions (each
+//   program's gpt-plan-memory, each train step's gpt-rematerialize and
+//   gpt-fuse-adamw) is named after its function too:
+//   NN-gpt-plan-memory.train_step.mlir, NN-gpt-plan-memory.init.mlir, ...
+//
+// The last dump is the module that codegen reads; commands.txt names the
+// values as it does (EmitExecutable.cpp).
 
 namespace {
 
-/// Calls afterModulePass(name, module) once per pass that finishes on the
-/// top-level module; a nested pipeline is named after its passes ("a+b")
-/// when its adaptor finishes.
+/// Calls afterModulePass(pass, name, module) once per pass that finishes on
+/// the top-level module; a nested pipeline is named after its passes
+/// ("a+b") when its adaptor finishes.
 class ModulePassInstrumentation : public PassInstrumentation {
 public:
   void runAfterPass(Pass *pass, Operation *op) final {
@@ -357,27 +380,109 @@ public:
     if (name.empty()) // a pass adaptor
       name = llvm::join(nested, "+");
     nested.clear();
-    afterModulePass(name, op);
+    afterModulePass(pass, name, op);
   }
 
 protected:
-  virtual void afterModulePass(llvm::StringRef name, Operation *module) = 0;
+  virtual void afterModulePass(Pass *pass, llvm::StringRef name, Operation *module) = 0;
 
 private:
   llvm::SmallVector<std::string> nested;
   std::mutex mutex;
 };
 
+/// gptc's flags, by name, that turn every optional pass on: the whole
+/// pipeline that numbers the dumps. Given as text to the phases' registered
+/// pipelines, so that it goes through the same option parsing as gpt-opt's.
+/// A flag that adds a pass belongs here.
+constexpr llvm::StringLiteral kEveryPass =
+    "precision=fp8 fp8-history=16 fp8-steady-step=true fp8-lm-head=true "
+    "fp8-cross-entropy-grad=true fuse-fp8-cast=true fold-fp8-input-cast=true "
+    "fuse-layernorm-fp8=true fuse-fp8-gelu-matmul=true fuse-grad-accumulation=true "
+    "accum-steps=2 world-size=2 zero=1 memory-budget=1 fuse-matmul-epilogue=true "
+    "fuse-adamw=true fuse-elementwise=true";
+
+/// A place in the pipeline: the pass (its flag; a nested pipeline's text)
+/// and its `function` option ("" where it has none).
+struct Slot {
+  std::string pass, function;
+  bool operator==(const Slot &other) const {
+    return pass == other.pass && function == other.function;
+  }
+};
+
+Slot slotOf(Pass &pass) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  pass.printAsTextualPipeline(os);
+  Slot slot{pass.getArgument().str(), ""};
+  if (slot.pass.empty())
+    return Slot{text, ""};
+  // "gpt-plan-memory{function=train_step}"; options are printed sorted,
+  // space-separated.
+  llvm::StringRef options = llvm::StringRef(text).drop_until([](char c) { return c == '{'; });
+  for (size_t at = options.find("function="); at != llvm::StringRef::npos;
+       at = options.find("function=", at + 1)) {
+    if (at == 0 || (options[at - 1] != '{' && options[at - 1] != ' '))
+      continue;
+    slot.function = options.drop_front(at + llvm::StringRef("function=").size())
+                        .take_until([](char c) { return c == ' ' || c == '}'; })
+                        .str();
+    break;
+  }
+  return slot;
+}
+
+/// The whole pipeline (gates left out, as they are not dumped); empty if
+/// the phases' pipelines are not registered (registerPasses).
+std::vector<Slot> everyPass() {
+  std::string text;
+  for (const PhaseInfo &phase : enumeratePhases()) {
+    std::string pipeline = ("gpt-" + phase.name + "-pipeline").str();
+    if (PassPipelineInfo::lookup(pipeline))
+      text += (text.empty() ? "" : ",") + pipeline + "{" + kEveryPass.str() + "}";
+  }
+  OpPassManager pm(ModuleOp::getOperationName());
+  std::string error;
+  llvm::raw_string_ostream errors(error);
+  std::vector<Slot> slots;
+  if (text.empty() || failed(parsePassPipeline(text, pm, errors)))
+    return slots;
+  for (Pass &pass : pm.getPasses())
+    if (pass.getArgument() != "gpt-verify-phase")
+      slots.push_back(slotOf(pass));
+  return slots;
+}
+
 class DumpAfterEachPass : public ModulePassInstrumentation {
 public:
-  DumpAfterEachPass(llvm::StringRef dir, unsigned firstIndex)
-      : dir(dir.str()), index(firstIndex) {}
+  explicit DumpAfterEachPass(llvm::StringRef dir) : dir(dir.str()), slots(everyPass()) {
+    width = std::max<size_t>(2, std::to_string(slots.size()).size());
+    // Passes that the whole pipeline runs for more than one function.
+    llvm::StringMap<std::string> firstFunction;
+    for (const Slot &slot : slots) {
+      auto [it, inserted] = firstFunction.try_emplace(slot.pass, slot.function);
+      if (!inserted && it->second != slot.function)
+        perFunction.insert(slot.pass);
+    }
+  }
 
 protected:
-  void afterModulePass(llvm::StringRef name, Operation *op) override {
-    std::string path =
-        (llvm::Twine(dir) + "/" + llvm::formatv("{0:d2}", index++) + "-" + name + ".mlir")
-            .str();
+  void afterModulePass(Pass *pass, llvm::StringRef name, Operation *op) override {
+    Slot slot = slotOf(*pass);
+    auto it = std::find(slots.begin() + next, slots.end(), slot);
+    std::string number;
+    if (it != slots.end()) {
+      next = it - slots.begin() + 1;
+      extra = 0;
+      number = padded(next);
+    } else {
+      number = padded(next) + "." + std::to_string(++extra);
+    }
+    std::string file = number + "-" + name.str();
+    if (perFunction.contains(slot.pass) && !slot.function.empty())
+      file += "." + slot.function;
+    std::string path = dir + "/" + file + ".mlir";
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
     if (ec) {
@@ -389,15 +494,23 @@ protected:
   }
 
 private:
+  std::string padded(size_t n) const {
+    std::string s = std::to_string(n);
+    return std::string(width > s.size() ? width - s.size() : 0, '0') + s;
+  }
+
   std::string dir;
-  unsigned index;
+  std::vector<Slot> slots;
+  llvm::StringSet<> perFunction;
+  size_t width = 2;
+  size_t next = 0;  // the place after the last pass's (0: none yet)
+  unsigned extra = 0; // passes since then that have no place
 };
 
 } // namespace
 
-std::unique_ptr<PassInstrumentation>
-createDumpAfterEachPassInstrumentation(llvm::StringRef dir, unsigned firstIndex) {
-  return std::make_unique<DumpAfterEachPass>(dir, firstIndex);
+std::unique_ptr<PassInstrumentation> createDumpAfterEachPassInstrumentation(llvm::StringRef dir) {
+  return std::make_unique<DumpAfterEachPass>(dir);
 }
 
 //===----------------------------------------------------------------------===//
@@ -416,7 +529,9 @@ public:
   explicit ProgressInstrumentation(CompileProgress &progress) : progress(progress) {}
 
 protected:
-  void afterModulePass(llvm::StringRef name, Operation *) override { progress.step(name); }
+  void afterModulePass(Pass *, llvm::StringRef name, Operation *) override {
+    progress.step(name);
+  }
 
 private:
   CompileProgress &progress;

@@ -209,8 +209,13 @@ void registerPasses();
 
 /// Writes `<dir>/NN-<pass-flag>.mlir` after every pass that runs on the
 /// top-level module (nested passes are named after the adaptor finishes).
+/// NN is the pass's place in the whole pipeline (every optional pass on):
+/// flags leave gaps but renumber nothing. A pass that the pipeline runs for
+/// several functions is named after its function too
+/// (`NN-gpt-plan-memory.train_step.mlir`). See "Per-pass IR dumps" in
+/// Pipelines.cpp.
 std::unique_ptr<mlir::PassInstrumentation>
-createDumpAfterEachPassInstrumentation(llvm::StringRef dir, unsigned firstIndex = 1);
+createDumpAfterEachPassInstrumentation(llvm::StringRef dir);
 
 /// A compile's progress on a stream (stderr): a bar redrawn in place on a
 /// terminal, one line per step otherwise. Steps are the passes that run on

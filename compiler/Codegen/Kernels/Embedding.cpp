@@ -81,6 +81,7 @@ LogicalResult LoweringContext::lowerEmbedGradOp(Operation *op) {
     int64_t c = lastDim(e.getGrad()), rows = numel(e.getIds());
     int64_t tlen = rtt(e.getIds()).getDimSize(1);
     program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWteGrad())}, "embed_grad"});
+    program->commands.back().source = e;
     // Token rows: a deterministic scatter-add without atomics. The rows
     // are first grouped by bucket (id % buckets), in order, by a
     // counting sort over chunks of kEmbedChunkRows rows: thread (chunk,
@@ -238,6 +239,7 @@ LogicalResult LoweringContext::lowerEmbedGradOp(Operation *op) {
     // Positions: thread (position, channel) sums over the batch; rows
     // past T stay zero.
     program->commands.push_back({Command::Zero, 0, 0, 0, {t(e.getWpeGrad())}, "embed_grad"});
+    program->commands.back().source = e;
     int64_t batch = rows / tlen;
     launch(op, key + "wpe", "embed_backward_wpe", {flat(e.getGrad()), flat(e.getWpeGrad())},
            {t(e.getGrad()), t(e.getWpeGrad())}, tlen * c,

@@ -445,9 +445,11 @@ void LoweringContext::quantize(Operation *op, Value x, Value scale, Value histor
 }
 
 void LoweringContext::copyUnlessInPlace(Operation *op, Value from, Value to) {
-  if (tensorOf.lookup(from) != tensorOf.lookup(to))
+  if (tensorOf.lookup(from) != tensorOf.lookup(to)) {
     program->commands.push_back({Command::Copy, 0, 0, 0, {t(from), t(to)},
                                  op->getName().getStringRef().str()});
+    program->commands.back().source = op;
+  }
 }
 
 std::pair<Type, Operand> LoweringContext::recordedArg(Operation *op, Value history, Value recorded) {

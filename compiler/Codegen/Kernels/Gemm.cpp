@@ -146,6 +146,7 @@ LogicalResult LoweringContext::lowerMatmul(Operation *op, Value a, Value bm, boo
     c.args.push_back(t(geluFp8.getRecorded()));
   }
   c.op = op->getName().getStringRef().str();
+  c.source = op;
   program->commands.push_back(std::move(c));
   return success();
 }

@@ -18,28 +18,30 @@
 // INPUT: gpt.models
 // INPUT: gpt.repeat @block
 
-// Per-pass dumps: one numbered file per pass, after the parsed input.
+// Per-pass dumps: one file per pass, after the parsed input, numbered by
+// the pass's place in the whole pipeline (fp32 runs no gpt-mixed-precision,
+// 03, nor the FP8 passes; dump-ir.mlir tests the numbering).
 // RUN: rm -rf %t.dump && gptc compile --precision=fp32 %models/gpt2.mlir --model=124M --batch=4 --dump-ir-after-each-pass=%t.dump -o %t.out.mlir
 // RUN: ls %t.dump | FileCheck %s --check-prefix=DUMPS
 // DUMPS: 00-input.mlir
 // DUMPS-NEXT: 01-gpt-instantiate-model.mlir
 // DUMPS-NEXT: 02-cse.mlir
-// DUMPS-NEXT: 03-gpt-autodiff.mlir
-// DUMPS-NEXT: 04-cse.mlir
-// DUMPS-NEXT: 05-gpt-insert-optimizer.mlir
-// DUMPS-NEXT: 06-gpt-insert-init.mlir
-// DUMPS-NEXT: 07-gpt-insert-logits.mlir
-// DUMPS-NEXT: 08-inline.mlir
-// DUMPS-NEXT: 09-cse.mlir
-// DUMPS-NEXT: 10-gpt-insert-all-reduce.mlir
-// DUMPS-NEXT: 11-gpt-fuse-matmul-epilogue.mlir
-// DUMPS-NEXT: 12-gpt-fuse-adamw.mlir
-// DUMPS-NEXT: 13-gpt-fuse-elementwise.mlir
-// DUMPS-NEXT: 14-gpt-plan-memory.mlir
-// DUMPS-NEXT: 15-gpt-plan-memory.mlir
-// DUMPS-NEXT: 16-gpt-plan-memory.mlir
-// DUMPS-NEXT: 17-gpt-plan-memory.mlir
-// RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/03-gpt-autodiff.mlir
+// DUMPS-NEXT: 04-gpt-autodiff.mlir
+// DUMPS-NEXT: 05-cse.mlir
+// DUMPS-NEXT: 06-gpt-insert-optimizer.mlir
+// DUMPS-NEXT: 07-gpt-insert-init.mlir
+// DUMPS-NEXT: 08-gpt-insert-logits.mlir
+// DUMPS-NEXT: 09-inline.mlir
+// DUMPS-NEXT: 10-cse.mlir
+// DUMPS-NEXT: 17-gpt-insert-all-reduce.mlir
+// DUMPS-NEXT: 23-gpt-fuse-matmul-epilogue.mlir
+// DUMPS-NEXT: 24-gpt-fuse-adamw.train_step.mlir
+// DUMPS-NEXT: 26-gpt-fuse-elementwise.mlir
+// DUMPS-NEXT: 29-gpt-plan-memory.train_step.mlir
+// DUMPS-NEXT: 31-gpt-plan-memory.init.mlir
+// DUMPS-NEXT: 32-gpt-plan-memory.forward.mlir
+// DUMPS-NEXT: 33-gpt-plan-memory.logits.mlir
+// RUN: FileCheck %s --check-prefix=DUMP3 < %t.dump/04-gpt-autodiff.mlir
 // DUMP3: func.func @forward_grad
 // DUMP3: gpt.cross_entropy_grad
 // RUN: FileCheck %s --check-prefix=OUT < %t.out.mlir
@@ -95,7 +97,7 @@
 
 // An unknown precision policy is an error naming the flag.
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp4 2>&1 | FileCheck %s --check-prefix=BADPREC
-// BADPREC: gptc: error: --precision: expected fp32, bf16, fp16 or fp8, got 'fp4'
+// BADPREC: gptc compile: for the --precision option: expected fp32, bf16, fp16 or fp8, got 'fp4'
 
 // --precision=fp8: the blocks' linear layers are e4m3 x e4m3 products in the
 // forward, and their gradients e5m2 x e4m3 products (dX, then dW).

@@ -38,8 +38,8 @@
 // layer's attention backward launches.
 // RUN: rm -rf %t.dump && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --bucket-mb=0.001 --dump-ir-after-each-pass=%t.dump --progress=off -o %t.fb
 // RUN: awk '/^program train_step/{p=1;next} /^program/{p=0} p' %t.dump/commands.txt | FileCheck %s --check-prefix=COMMANDS
-// COMMANDS: [comm] all_reduce mean loss
-// COMMANDS: [comm] all_reduce mean %{{[0-9]+}}<16>
+// COMMANDS: [comm] all_reduce mean %{{[0-9]+}}<>@activations+{{[0-9]+}}   // %{{[0-9]+}} = gpt.all_reduce
+// COMMANDS: [comm] all_reduce mean %{{[0-9]+}}#0<16>
 // COMMANDS: launch attention_backward_q
 // COMMANDS: launch attention_backward_q
 // COMMANDS: launch embed_backward

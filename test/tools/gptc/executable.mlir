@@ -32,14 +32,14 @@
 // bfloat conversion left for a libgcc helper).
 // RUN: rm -rf %t.bf16 && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 -o %t.bf16.fb --dump-ir-after-each-pass=%t.bf16
 // RUN: FileCheck %s --check-prefix=BF16CMD < %t.bf16/commands.txt
-// BF16CMD: gemm m=48 n=16 k=16 batch=1 TN bf16xbf16->bf16 {{.*}} // gpt.linear
-// BF16CMD: gemm m=64 n=16 k=16 batch=1 TN bf16xbf16->bf16 epilogue=BiasGeluAux {{.*}} // gpt.linear_gelu
+// BF16CMD: gemm m=48 n=16 k=16 batch=1 TN bf16xbf16->bf16 {{.*}} // {{.*}} = gpt.linear{{$}}
+// BF16CMD: gemm m=64 n=16 k=16 batch=1 TN bf16xbf16->bf16 epilogue=BiasGeluAux {{.*}} // {{.*}} = gpt.linear_gelu{{$}}
 // gelu-bias-grad without bias-grad: the GELU layer's bias gradient comes
 // from its DGELU GEMM and no dW GEMM carries BGradB.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --matmul-epilogues=gelu,gelu-grad,gelu-bias-grad -o %t.gbg.fb --dump-ir-after-each-pass=%t.gbg
 // RUN: FileCheck %s --check-prefix=GBG < %t.gbg/commands.txt
 // GBG-NOT: epilogue=BGradB
-// GBG: NN bf16xbf16->bf16 epilogue=DGeluBGrad {{.*}} // gpt.matmul_gelu_bias_grad
+// GBG: NN bf16xbf16->bf16 epilogue=DGeluBGrad {{.*}} // {{.*}} = gpt.matmul_gelu_bias_grad{{$}}
 // GBG-NOT: epilogue=BGradB
 // The same compile without the epilogue fusion: GELU is its own kernel.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --fuse-matmul-epilogue=false -o %t.noepi.fb --dump-ir-after-each-pass=%t.noepi
@@ -70,4 +70,4 @@
 // RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=executable 2>&1 | FileCheck %s --check-prefix=STDOUT
 // STDOUT: gptc: error: the executable is binary: give -o FILE.fb
 // RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --target=tpu -o %t.x.fb 2>&1 | FileCheck %s --check-prefix=TARGET
-// TARGET: gptc: error: --target: expected cuda or host, got 'tpu'
+// TARGET: gptc compile: for the --target option: expected cuda or host, got 'tpu'
