@@ -80,7 +80,7 @@ Phase getLastPhase() { return std::end(kPhases)[-1].phase; }
 // Pipelines
 //===----------------------------------------------------------------------===//
 
-void buildImportPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildImportPassPipeline(OpPassManager &pm, const CompileOptions &options) {
   gpt::InstantiateModelPassOptions instantiate;
   instantiate.model = options.model;
   instantiate.batch = options.batch;
@@ -91,20 +91,20 @@ void buildImportPassPipeline(OpPassManager &pm, const PipelineOptions &options) 
   pm.addPass(createCSEPass());
 }
 
-void buildPrecisionPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
-  // fp32 is the model as written: no pass, so fp32 dumps keep their numbers.
-  if (options.precision == "fp32" && !options.narrowResidual)
+void buildPrecisionPassPipeline(OpPassManager &pm, const CompileOptions &options) {
+  // fp32 is the model as written: no pass.
+  if (options.precision == PrecisionPolicy::Fp32 && !options.narrowResidual)
     return;
   // NOTE: before gpt-autodiff, so the backward inherits the casts through
   // their gradient rule (bf16 GEMM gradients, fp32 parameter gradients).
   MixedPrecisionPassOptions mp;
-  mp.policy = options.precision;
+  mp.policy = getPrecisionName(options.precision).str();
   mp.narrowResidual = options.narrowResidual;
   mp.fp8LmHead = options.fp8LmHead;
   pm.addPass(createMixedPrecisionPass(mp));
 }
 
-void buildAutodiffPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildAutodiffPassPipeline(OpPassManager &pm, const CompileOptions &options) {
   AutodiffPassOptions ad;
   ad.lossScale = options.lossScale;
   pm.addPass(createAutodiffPass(ad));
@@ -113,7 +113,7 @@ void buildAutodiffPassPipeline(OpPassManager &pm, const PipelineOptions &options
   pm.addPass(createCSEPass());
 }
 
-void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildTrainStepPassPipeline(OpPassManager &pm, const CompileOptions &options) {
   InsertOptimizerPassOptions opt;
   opt.accumSteps = options.accumSteps;
   opt.lr = options.lr;
@@ -135,15 +135,10 @@ void buildTrainStepPassPipeline(OpPassManager &pm, const PipelineOptions &option
 
 namespace {
 
-/// The FP8 policy keeps a first step apart from the steady ones.
-bool steadyStep(const PipelineOptions &options) {
-  return options.precision == "fp8" && options.fp8History > 0 && options.fp8SteadyStep;
-}
-
 /// The train-step programs (both FP8 steps have their own).
-std::vector<std::string> trainSteps(const PipelineOptions &options) {
+std::vector<std::string> trainSteps(const CompileOptions &options) {
   std::vector<std::string> steps = {"train_step"};
-  if (steadyStep(options))
+  if (options.fp8SteadySteps())
     steps.push_back("train_step_first");
   return steps;
 }
@@ -156,13 +151,13 @@ void addGate(OpPassManager &pm, llvm::StringRef phase) {
 
 } // namespace
 
-void buildLowerPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildLowerPassPipeline(OpPassManager &pm, const CompileOptions &options) {
   // One graph per program: the planner sees every tensor's whole lifetime.
   pm.addPass(createInlinerPass());
   pm.addPass(createCSEPass());
   // Every program holds its own products now (@logits is cloned late).
   // CSE then gives both layouts of an operand one scale.
-  if (options.precision == "fp8") {
+  if (options.precision == PrecisionPolicy::Fp8) {
     pm.addPass(createLowerFp8Pass());
     pm.addPass(createCSEPass());
     // Before delayed scaling: the logits' gradient needs no history.
@@ -184,7 +179,7 @@ void buildLowerPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
   addGate(pm, "lower");
 }
 
-void buildDistributePassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildDistributePassPipeline(OpPassManager &pm, const CompileOptions &options) {
   // Data parallelism needs the inlined graph: a gradient's bucket is issued
   // after the op that finalises it.
   if (options.worldSize != 0) {
@@ -199,13 +194,13 @@ void buildDistributePassPipeline(OpPassManager &pm, const PipelineOptions &optio
   addGate(pm, "distribute");
 }
 
-void buildSchedulePassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildSchedulePassPipeline(OpPassManager &pm, const CompileOptions &options) {
   // After the collectives (both steps have them); before remat, which
   // plans each step for the budget.
-  if (steadyStep(options))
+  if (options.fp8SteadySteps())
     pm.addPass(createFp8SteadyStepPass());
   // Before remat, which then plans without the bf16 weight copies.
-  if (options.precision == "fp8" && options.foldFp8InputCast)
+  if (options.precision == PrecisionPolicy::Fp8 && options.foldFp8InputCast)
     pm.addPass(createFoldFp8InputCastPass());
   // After CSE (which would merge the clones back) and the collectives.
   if (options.memoryBudget > 0) {
@@ -220,7 +215,7 @@ void buildSchedulePassPipeline(OpPassManager &pm, const PipelineOptions &options
   addGate(pm, "schedule");
 }
 
-void buildFusePassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildFusePassPipeline(OpPassManager &pm, const CompileOptions &options) {
   // Before gpt-fuse-elementwise, which would take the GELUs into fusions.
   if (options.fuseMatmulEpilogue) {
     FuseMatmulEpiloguePassOptions epilogue;
@@ -246,16 +241,16 @@ void buildFusePassPipeline(OpPassManager &pm, const PipelineOptions &options) {
     pm.addPass(createFuseElementwisePass());
   // After gpt-fuse-elementwise, which makes the residual layernorms; the
   // steady step's scales exist before its layernorms run.
-  if (steadyStep(options) && options.fuseLayerNormFp8)
+  if (options.fp8SteadySteps() && options.fuseLayerNormFp8)
     pm.addPass(createFuseLayerNormFp8Pass());
   // Likewise for the MLP's GELU: the steady step's scales exist before the
   // product runs.
-  if (steadyStep(options) && options.fuseFp8GeluMatmul)
+  if (options.fp8SteadySteps() && options.fuseFp8GeluMatmul)
     pm.addPass(createFuseFp8GeluMatmulPass());
   addGate(pm, "fuse");
 }
 
-void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &options) {
+void buildMemoryPlanPassPipeline(OpPassManager &pm, const CompileOptions &options) {
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.
@@ -269,7 +264,7 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const PipelineOptions &optio
   addGate(pm, "memory-plan");
 }
 
-void buildPipeline(OpPassManager &pm, const PipelineOptions &options,
+void buildPipeline(OpPassManager &pm, const CompileOptions &options,
                    Phase compileTo) {
   if (compileTo >= Phase::Import)
     buildImportPassPipeline(pm, options);
@@ -298,40 +293,109 @@ void registerDialects(DialectRegistry &registry) {
   func::registerInlinerExtension(registry);
 }
 
+//===----------------------------------------------------------------------===//
+// gpt-opt's pipeline options
+//===----------------------------------------------------------------------===//
+
+/// Makes a pipeline option per CompileOptions field, initialised to its
+/// default, and a reader that copies what was parsed back into the field.
+struct PipelineOptions::Binder {
+  PipelineOptions &self;
+
+  template <typename T>
+  void opt(T &field, llvm::StringRef flag, OptionGroup, const char *help) {
+    auto o = std::make_unique<Option<T>>(self, flag.split('=').first, llvm::cl::desc(help),
+                                         llvm::cl::init(field));
+    Option<T> *raw = o.get();
+    self.readers.push_back([raw, &field] { field = raw->getValue(); });
+    self.owned.push_back(std::move(o));
+  }
+  template <typename E>
+  void opt(E &field, llvm::StringRef flag, OptionGroup group, const char *help,
+           std::initializer_list<EnumName<E>> names) {
+    auto o = std::make_unique<Option<E>>(self, flag.split('=').first, llvm::cl::desc(help),
+                                         llvm::cl::init(field));
+    for (const EnumName<E> &n : names)
+      o->getParser().addLiteralOption(n.name, n.value, "");
+    Option<E> *raw = o.get();
+    self.readers.push_back([raw, &field] { field = raw->getValue(); });
+    self.owned.push_back(std::move(o));
+  }
+};
+
+PipelineOptions::PipelineOptions() {
+  Binder binder{*this};
+  values.bind(binder);
+}
+
+PipelineOptions::~PipelineOptions() = default;
+
+llvm::Expected<CompileOptions> PipelineOptions::resolved() const {
+  for (const std::function<void()> &read : readers)
+    read();
+  CompileOptions result = values;
+  if (llvm::Error e = result.resolve())
+    return std::move(e);
+  return result;
+}
+
+namespace {
+
+/// A phase's pipeline for gpt-opt, its options resolved as gptc's are.
+void registerPhasePipeline(llvm::StringRef arg, llvm::StringRef description,
+                           void (*build)(OpPassManager &, const CompileOptions &)) {
+  registerPassPipeline(
+      arg, description,
+      [build](OpPassManager &pm, llvm::StringRef text,
+              llvm::function_ref<LogicalResult(const llvm::Twine &)> errorHandler) {
+        PipelineOptions options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        llvm::Expected<CompileOptions> resolved = options.resolved();
+        if (!resolved)
+          return errorHandler(llvm::toString(resolved.takeError()));
+        build(pm, *resolved);
+        return success();
+      },
+      [](llvm::function_ref<void(const detail::PassOptions &)> print) {
+        print(PipelineOptions());
+      });
+}
+
+} // namespace
+
 void registerPasses() {
   gpt::registerGPTPasses();
   registerGPTCPasses();
   registerCanonicalizerPass();
   registerCSEPass();
   registerSymbolDCEPass();
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-import-pipeline",
-      "Import phase: instantiate a model preset with static shapes",
-      buildImportPassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-precision-pipeline", "Precision phase: @forward in the precision policy",
-      buildPrecisionPassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-autodiff-pipeline", "Autodiff phase: add @forward_grad",
-      buildAutodiffPassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-train-step-pipeline", "Train-step phase: add @train_step, @init and @logits",
-      buildTrainStepPassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-lower-pipeline", "Lower phase: inline the programs' calls; FP8 casts and scales",
-      buildLowerPassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-distribute-pipeline", "Distribute phase: gradient collectives (and ZeRO-1)",
-      buildDistributePassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-schedule-pipeline", "Schedule phase: FP8 steps, folded casts, recomputation",
-      buildSchedulePassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-fuse-pipeline", "Fuse phase: epilogues, AdamW, elementwise and FP8 fusions",
-      buildFusePassPipeline);
-  PassPipelineRegistration<PipelineOptions>(
-      "gpt-memory-plan-pipeline", "Memory-plan phase: static offsets of every program",
-      buildMemoryPlanPassPipeline);
+  registerPhasePipeline("gpt-import-pipeline",
+                        "Import phase: instantiate a model preset with static shapes",
+                        buildImportPassPipeline);
+  registerPhasePipeline("gpt-precision-pipeline",
+                        "Precision phase: @forward in the precision policy",
+                        buildPrecisionPassPipeline);
+  registerPhasePipeline("gpt-autodiff-pipeline", "Autodiff phase: add @forward_grad",
+                        buildAutodiffPassPipeline);
+  registerPhasePipeline("gpt-train-step-pipeline",
+                        "Train-step phase: add @train_step, @init and @logits",
+                        buildTrainStepPassPipeline);
+  registerPhasePipeline("gpt-lower-pipeline",
+                        "Lower phase: inline the programs' calls; FP8 casts and scales",
+                        buildLowerPassPipeline);
+  registerPhasePipeline("gpt-distribute-pipeline",
+                        "Distribute phase: gradient collectives (and ZeRO-1)",
+                        buildDistributePassPipeline);
+  registerPhasePipeline("gpt-schedule-pipeline",
+                        "Schedule phase: FP8 steps, folded casts, recomputation",
+                        buildSchedulePassPipeline);
+  registerPhasePipeline("gpt-fuse-pipeline",
+                        "Fuse phase: epilogues, AdamW, elementwise and FP8 fusions",
+                        buildFusePassPipeline);
+  registerPhasePipeline("gpt-memory-plan-pipeline",
+                        "Memory-plan phase: static offsets of every program",
+                        buildMemoryPlanPassPipeline);
 }
 
 //===----------------------------------------------------------------------===//
@@ -391,16 +455,22 @@ private:
   std::mutex mutex;
 };
 
-/// gptc's flags, by name, that turn every optional pass on: the whole
-/// pipeline that numbers the dumps. Given as text to the phases' registered
-/// pipelines, so that it goes through the same option parsing as gpt-opt's.
-/// A flag that adds a pass belongs here.
-constexpr llvm::StringLiteral kEveryPass =
-    "precision=fp8 fp8-history=16 fp8-steady-step=true fp8-lm-head=true "
-    "fp8-cross-entropy-grad=true fuse-fp8-cast=true fold-fp8-input-cast=true "
-    "fuse-layernorm-fp8=true fuse-fp8-gelu-matmul=true fuse-grad-accumulation=true "
-    "accum-steps=2 world-size=2 zero=1 memory-budget=1 fuse-matmul-epilogue=true "
-    "fuse-adamw=true fuse-elementwise=true";
+/// The options that turn every optional pass on: the whole pipeline that
+/// numbers the dumps. An option that adds a pass belongs here.
+CompileOptions everyPassOptions() {
+  CompileOptions o;
+  o.precision = PrecisionPolicy::Fp8;
+  o.fp8History = 16;
+  o.fp8SteadyStep = o.fp8LmHead = o.fp8CrossEntropyGrad = o.fuseFp8Cast = true;
+  o.foldFp8InputCast = o.fuseLayerNormFp8 = o.fuseFp8GeluMatmul = true;
+  o.fuseGradAccumulation = true;
+  o.accumSteps = 2;
+  o.worldSize = 2;
+  o.zero = 1;
+  o.memoryBudget = 1;
+  o.fuseMatmulEpilogue = o.fuseAdamW = o.fuseElementwise = true;
+  return o;
+}
 
 /// A place in the pipeline: the pass (its flag; a nested pipeline's text)
 /// and its `function` option ("" where it has none).
@@ -433,21 +503,11 @@ Slot slotOf(Pass &pass) {
   return slot;
 }
 
-/// The whole pipeline (gates left out, as they are not dumped); empty if
-/// the phases' pipelines are not registered (registerPasses).
+/// The whole pipeline (gates left out, as they are not dumped).
 std::vector<Slot> everyPass() {
-  std::string text;
-  for (const PhaseInfo &phase : enumeratePhases()) {
-    std::string pipeline = ("gpt-" + phase.name + "-pipeline").str();
-    if (PassPipelineInfo::lookup(pipeline))
-      text += (text.empty() ? "" : ",") + pipeline + "{" + kEveryPass.str() + "}";
-  }
   OpPassManager pm(ModuleOp::getOperationName());
-  std::string error;
-  llvm::raw_string_ostream errors(error);
+  buildPipeline(pm, everyPassOptions(), Phase::MemoryPlan);
   std::vector<Slot> slots;
-  if (text.empty() || failed(parsePassPipeline(text, pm, errors)))
-    return slots;
   for (Pass &pass : pm.getPasses())
     if (pass.getArgument() != "gpt-verify-phase")
       slots.push_back(slotOf(pass));

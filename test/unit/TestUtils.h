@@ -157,9 +157,10 @@ inline bool readFixture(const std::string &path, Fixture &f, std::string &error)
 class GPT2Test : public ReferenceTest {
 public:
   /// Parses models/gpt2.mlir and runs every phase up to `phase`; `extra`
-  /// may add passes after them.
+  /// may add passes after them. The options start as fp32 on one device
+  /// (no collectives), the references the tests compare against.
   bool compile(const std::string &preset, Phase phase,
-               std::function<void(PipelineOptions &)> configure = {},
+               std::function<void(CompileOptions &)> configure = {},
                std::function<void(mlir::PassManager &)> extra = {}) {
     std::string error;
     auto file = mlir::openInputFile(GPTC_SOURCE_DIR "/models/gpt2.mlir", &error);
@@ -170,8 +171,10 @@ public:
     if (!module)
       return false;
     mlir::PassManager pm(&context);
-    PipelineOptions options;
+    CompileOptions options;
     options.model = preset;
+    options.precision = PrecisionPolicy::Fp32;
+    options.worldSize = 0;
     if (configure)
       configure(options);
     buildPipeline(pm, options, phase);

@@ -50,7 +50,11 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::OptionCategory compileCat("gptc compile / run-reference options");
+/// Every option of the compile, bound to gptc's flags in main().
+CompileOptions opts;
+std::unique_ptr<CommandLineOptions> flags;
+
+cl::OptionCategory &compileCat = getOptionCategory(OptionGroup::Compile);
 
 cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir | step.fb>"),
                                cl::cat(compileCat));
@@ -62,246 +66,22 @@ cl::alias outputAlias("output", cl::desc("Alias for -o"), cl::aliasopt(outputFil
 cl::opt<bool> report("report",
                      cl::desc("After writing -o FILE.fb, print what it holds (as gptc explain)"),
                      cl::cat(compileCat));
-cl::opt<std::string> model("model",
-                           cl::desc("Model preset: 124M (default), 350M, 774M, 1558M, or the "
-                                    "test configs tiny and mini"),
-                           cl::cat(compileCat));
-cl::opt<int64_t> batch("batch",
-                       cl::desc("Batch size B per GPU (default: for CUDA, the largest power-of-two "
-                                "multiple of the preset's that fits --gpu-memory, where the preset "
-                                "allows it (GPT-2's sizes); else the preset's)"),
-                       cl::init(0), cl::cat(compileCat));
-cl::opt<double> gpuMemory(
-    "gpu-memory",
-    cl::desc("GiB of GPU memory the step may plan for when gptc chooses --batch (default 76: an "
-             "80 GB H100 less the CUDA context and the libraries' buffers)"),
-    cl::value_desc("GiB"), cl::init(76.0), cl::cat(compileCat));
-cl::opt<int64_t> seq("seq", cl::desc("Sequence length T (default: the preset's)"),
-                     cl::init(0), cl::cat(compileCat));
 cl::opt<std::string> compileTo("compile-to",
                                cl::desc("Stop after this phase (see --list-phases)"),
                                cl::value_desc("phase"), cl::cat(compileCat));
 cl::opt<std::string> dumpDir("dump-ir-after-each-pass",
-                             cl::desc("Write DIR/NN-<pass>.mlir after every pass"),
+                             cl::desc("Write DIR/NN-<pass>.mlir after every pass (NN: its place "
+                                      "in the whole pipeline, the same whatever the flags; "
+                                      "docs/architecture.md), and codegen's kernels and "
+                                      "commands"),
                              cl::value_desc("dir"), cl::cat(compileCat));
-cl::opt<std::string> target("target", cl::desc("Executable target: cuda or host"),
-                           cl::init("cuda"), cl::cat(compileCat));
-cl::opt<std::string> cudaArch("cuda-arch",
-                              cl::desc("CUDA target chip: sm_80, sm_86, sm_87, sm_89, sm_90(a), "
-                                       "sm_100(a), sm_103(a), sm_120(a) or sm_121(a)"),
-                              cl::init("sm_90"), cl::cat(compileCat));
-cl::opt<bool> flashAttention(
-    "flash-attention",
-    cl::desc("CUDA: tensor-core flash attention for bf16 attention whose head dimension "
-             "and sequence length are multiples of 16 (=false: the scalar kernels)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> warpgroupMma(
-    "warpgroup-mma",
-    cl::desc("CUDA sm_90: flash attention multiplies on Hopper's warpgroup MMA (wgmma) and "
-             "the kernels are compiled for sm_90a (=false: mma.sync, as on sm_80)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> fuseAdamW(
-    "fuse-adamw",
-    cl::desc("Update all parameters with one gpt.adamw_multi, one kernel launch "
-             "(gpt-fuse-adamw; =false: a gpt.adamw and a launch per parameter)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> narrowGrads(
-    "narrow-grads",
-    cl::desc("With --fuse-adamw: the update and the gradient norm read bf16/f16 weight "
-             "gradients as they are, widening as they load (=false: through an f32 copy)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> fuseCrossEntropy(
-    "fuse-cross-entropy",
-    cl::desc("Cross-entropy in one row launch forward (saving each row's log-sum-exp) and "
-             "one backward (=false: separate statistics and gradient kernels)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> crossEntropyOnePass(
-    "cross-entropy-one-pass",
-    cl::desc("CUDA, with --fuse-cross-entropy: when the logits' gradient overwrites them, the "
-             "forward's launch writes it too, one block per row staged in shared memory, so "
-             "the logits are read once (=false: a forward and a backward launch)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> layerNormGradOneLaunch(
-    "layernorm-grad-one-launch",
-    cl::desc("CUDA: a layernorm gradient's rows kernel also sums dweight and dbias, a warp "
-             "keeping its columns' sums over --layernorm-grad-chunk-rows rows in shared "
-             "memory, so dy and x are read once (=false: a column kernel reads them again)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<int> layerNormGradChunkRows(
-    "layernorm-grad-chunk-rows",
-    cl::desc("Rows of one partial sum of a layernorm gradient's dweight and dbias, added "
-             "up by a second kernel (1 to 1024; 0: with --layernorm-grad-one-launch 4 to 64, "
-             "about a wave of warps, else 64). The same value gives the same bits with and "
-             "without one launch"),
-    cl::init(0), cl::cat(compileCat));
 cl::opt<std::string> progressMode(
     "progress",
     cl::desc("Compile progress on stderr: auto (a bar on a terminal, a line per pass and "
              "codegen stage otherwise), bar, lines or off"),
     cl::init("auto"), cl::cat(compileCat));
-cl::opt<std::string> cudaToolkit("cuda-toolkit",
-                                 cl::desc("CUDA toolkit for ptxas and libdevice "
-                                          "(default: $CUDA_HOME or /usr/local/cuda)"),
-                                 cl::value_desc("dir"), cl::cat(compileCat));
-cl::opt<std::string> precision("precision",
-                               cl::desc("Precision policy (phase precision): bf16 (default: "
-                                        "bf16 GEMMs, fp32 master weights and statistics, as "
-                                        "llm.c and PyTorch AMP), fp32 (for parity work), or "
-                                        "fp16 (the same in fp16; pair it with --loss-scale), or fp8 "
-                                        "(bf16 with FP8 linear layers: per-tensor amax-scaled e4m3 "
-                                        "forward, e5m2 gradients)"),
-                               cl::init("bf16"), cl::cat(compileCat));
-cl::opt<int64_t> fp8History(
-    "fp8-history",
-    cl::desc("With --precision=fp8: take each FP8 scale from the largest amax of that tensor in "
-             "the last N steps (delayed scaling, recorded as the tensor is cast, no amax pass); "
-             "0: from the tensor itself (current scaling, one more read per tensor)"),
-    cl::value_desc("N"), cl::init(16), cl::cat(compileCat));
-cl::opt<bool> fp8LmHead(
-    "fp8-lm-head",
-    cl::desc("With --precision=fp8: the tied LM head's GEMMs (logits, and their two gradient "
-             "products) in FP8 too, the largest GEMMs of the small models (default: bf16; its "
-             "loss against the blocks-only recipe: docs/precision.md)"),
-    cl::init(false), cl::cat(compileCat));
-cl::opt<bool> fp8CrossEntropyGrad(
-    "fp8-cross-entropy-grad",
-    cl::desc("With --fp8-lm-head: the loss kernel writes the logits' gradient as e5m2 codes "
-             "at the scale of its bound |dloss| / positions, and a byte transpose gives the "
-             "other layout (gpt-fp8-cross-entropy-grad; =false: a bf16 gradient, scaled by its "
-             "amax and cast)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> fuseFp8Cast(
-    "fuse-fp8-cast",
-    cl::desc("With --precision=fp8: the backward's FP8 casts also sum the bias gradients' "
-             "columns, and cast the MLP's GELU gradient from the GEMM output and the "
-             "pre-activation, which is then never stored in bf16 (gpt-fuse-fp8-cast)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> fp8SteadyStep(
-    "fp8-steady-step",
-    cl::desc("With --precision=fp8 and delayed scaling: a program of its own for the first "
-             "step (train_step_first, which measures the tensors whose histories are empty); "
-             "every later step takes all its FP8 scales from the histories in one kernel "
-             "launch instead of two launches per FP8 operand (gpt-fp8-steady-step)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> foldFp8InputCast(
-    "fold-fp8-input-cast",
-    cl::desc("With --precision=fp8: an FP8 cast of a bf16 copy that nothing else reads (the "
-             "steady step's block weights) reads the f32 tensor and rounds each element to "
-             "bf16 as it loads, the same codes without the copy (gpt-fold-fp8-input-cast)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> fuseLayerNormFp8(
-    "fuse-layernorm-fp8",
-    cl::desc("With --fp8-steady-step: the steady step's residual layernorms write both "
-             "layouts of the FP8 codes of their result (the scale is known before they run), "
-             "where a bf16 result and a cast kernel did (gpt-fuse-layernorm-fp8)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<bool> fuseFp8GeluMatmul(
-    "fuse-fp8-gelu-matmul",
-    cl::desc("With --fp8-steady-step: the steady step's MLP GEMM applies the GELU and writes "
-             "its FP8 codes itself (cuBLASLt's GELU_AUX epilogue with an FP8 D; the scale is "
-             "known before it runs) and a byte transpose the other layout, where a cast "
-             "kernel read the bf16 pre-activation back (gpt-fuse-fp8-gelu-matmul; off by "
-             "default: no faster than the cast, and not its bits; docs/precision.md)"),
-    cl::init(false), cl::cat(compileCat));
-cl::opt<bool> fuseGradAccumulation(
-    "fuse-grad-accumulation",
-    cl::desc("With --precision=fp8 and --accum-steps > 1: the first micro-batch's weight-gradient "
-             "GEMMs write f32, and each later one adds its product to that sum in place "
-             "(cuBLASLt beta = 1), where a bf16 result, its f32 copy and an add per micro-batch "
-             "did (gpt-fuse-grad-accumulation; off by default: the f32 sum takes twice the "
-             "bytes of the bf16 gradients it replaces across the micro-batches)"),
-    cl::init(false), cl::cat(compileCat));
-cl::opt<bool> narrowResidual(
-    "narrow-residual",
-    cl::desc("With --precision=bf16 or fp16: the residual stream (the embedding, the residual "
-             "adds, the layernorms' inputs and their gradients) in that type too, as in llm.c "
-             "(default: fp32, as under torch.autocast)"),
-    cl::init(false), cl::cat(compileCat));
-cl::opt<std::string> memoryBudget(
-    "memory-budget",
-    cl::desc("Recompute activations in the backward so the train step needs at most this "
-             "many GiB (parameters, AdamW state, inputs and activations; 0: off)"),
-    cl::value_desc("GiB"), cl::init("0"), cl::cat(compileCat));
-cl::opt<int64_t> rematMaxDepth(
-    "remat-max-depth",
-    cl::desc("With --memory-budget: the most ops (views and FP8 casts aside) on one path of a "
-             "recompute chain; deeper chains free values further from what stays live "
-             "(gpt-rematerialize's max-depth)"),
-    cl::value_desc("N"), cl::init(4), cl::cat(compileCat));
-cl::opt<bool> fuseMatmulEpilogue(
-    "fuse-matmul-epilogue",
-    cl::desc("Fold GELU, GELU's gradient and bias gradients into cuBLASLt GEMM epilogues "
-             "(gpt-fuse-matmul-epilogue; =false: separate kernels)"),
-    cl::init(true), cl::cat(compileCat));
-cl::opt<std::string> matmulEpilogues(
-    "matmul-epilogues",
-    cl::desc("Which folds gpt-fuse-matmul-epilogue makes, comma-separated: gelu, gelu-grad, "
-             "gelu-bias-grad, bias-grad (default: gelu,gelu-grad; the bias-gradient folds are "
-             "slower: docs/precision.md)"),
-    cl::value_desc("list"), cl::init("gelu,gelu-grad"), cl::cat(compileCat));
-cl::opt<bool> fuseElementwise("fuse-elementwise",
-                              cl::desc("Fuse elementwise ops into one kernel per group "
-                                       "(gpt-fuse-elementwise; =false: one kernel per op)"),
-                              cl::init(true), cl::cat(compileCat));
 cl::opt<bool> listPhases("list-phases", cl::desc("Print the phases and exit"),
                          cl::cat(compileCat));
-
-cl::OptionCategory trainCat("gptc train-step options (phase train-step)");
-cl::opt<bool> splitBatch(
-    "split-batch",
-    cl::desc("With --memory-budget and --batch=B: also try each step's B rows as 2, 4, ... "
-             "micro-batches of B/k rows (--accum-steps k times as many), and compile the fewest "
-             "whose rematerialization recomputes under 1% more FLOPs (else the one that "
-             "recomputes least): where the budget would have GEMMs rebuilt, smaller "
-             "micro-batches are usually the cheaper way to fit"),
-    cl::init(false), cl::cat(compileCat));
-cl::opt<int64_t> accumSteps("accum-steps", cl::desc("Micro-batches per step (gradient accumulation)"),
-                            cl::init(1), cl::cat(trainCat));
-cl::opt<double> lr("lr", cl::desc("Peak learning rate"), cl::init(3.0e-4), cl::cat(trainCat));
-cl::opt<double> minLr("min-lr", cl::desc("Final learning rate of the decay"), cl::init(0.0),
-                      cl::cat(trainCat));
-cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("Linear warm-up steps"), cl::init(0),
-                             cl::cat(trainCat));
-cl::opt<int64_t> totalSteps("total-steps", cl::desc("Steps over which the LR decays to --min-lr"),
-                            cl::init(0), cl::cat(trainCat));
-cl::opt<std::string> schedule("schedule", cl::desc("LR schedule: constant, cosine or linear"),
-                              cl::init("constant"), cl::cat(trainCat));
-cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9), cl::cat(trainCat));
-cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.95), cl::cat(trainCat));
-cl::opt<double> adamEps("adam-epsilon", cl::desc("AdamW epsilon"), cl::init(1.0e-8),
-                        cl::cat(trainCat));
-cl::opt<double> weightDecay("weight-decay",
-                            cl::desc("AdamW weight decay (matrices and embeddings only)"),
-                            cl::init(0.1), cl::cat(trainCat));
-cl::opt<double> lossScale(
-    "loss-scale",
-    cl::desc("Static loss scale S (default 1: none): the backward starts from S instead of 1 "
-             "and the optimizer divides the gradients by S, so small fp16 gradients do not "
-             "flush to zero; a step whose gradients overflow stops gptrun with a 'not finite' "
-             "error (lower S)"),
-    cl::init(1.0), cl::cat(trainCat));
-cl::opt<double> gradClip("grad-clip", cl::desc("Clip the global gradient norm (0: off)"),
-                         cl::init(1.0), cl::cat(trainCat));
-
-cl::OptionCategory distributeCat("gptc data-parallel options (phase memory-plan)");
-/// NCCL's communicators are int-ranked; past 2^16 GPUs the per-rank batch
-/// bookkeeping is not what anyone means.
-constexpr int64_t kMaxWorldSize = 1 << 16;
-cl::opt<std::string> worldSize(
-    "world-size",
-    cl::desc("Data-parallel ranks, each with --batch sequences: any (default: the step has its "
-             "gradient all-reduces, gptrun --gpus N or the launcher sets N, one rank skips them), "
-             "1 (one device, no collectives) or N (exactly N)"),
-    cl::value_desc("any|N"), cl::init("any"), cl::cat(distributeCat));
-cl::opt<double> bucketMb("bucket-mb", cl::desc("Gradient all-reduce bucket size in MiB"),
-                         cl::init(25.0), cl::cat(distributeCat));
-cl::opt<int64_t> zero(
-    "zero",
-    cl::desc("ZeRO stage: 0 (default) every rank keeps the whole AdamW state; 1 each of the "
-             "--world-size=N ranks (N >= 2, fixed at compile time: the shards are 1/N of each "
-             "tensor) keeps and updates 1/N of the moments, with a reduce-scatter of the "
-             "gradients and an all-gather of the new weights (gpt-shard-optimizer)"),
-    cl::value_desc("0|1"), cl::init(0), cl::cat(distributeCat));
 
 cl::OptionCategory referenceCat("gptc run-reference options");
 cl::opt<int64_t> steps("steps",
@@ -411,171 +191,26 @@ bool presetFitsBatch = false;
 /// Set while gptc tries batches: plan without the budget's recomputation.
 bool ignoreMemoryBudget = false;
 
-/// --world-size as PipelineOptions::worldSize (-1 any, 0 one device, N);
-/// nullopt when it is none of those.
-std::optional<int64_t> worldSizeValue() {
-  llvm::StringRef text = llvm::StringRef(worldSize).trim();
-  if (text == "any")
-    return -1;
-  int64_t n = 0;
-  if (text.getAsInteger(10, n) || n < 1 || n > kMaxWorldSize)
-    return std::nullopt;
-  return n == 1 ? 0 : n; // one rank: no collectives at all
-}
-
-/// worldSizeValue(), or an error naming the flag.
-std::optional<int64_t> parseWorldSize() {
-  std::optional<int64_t> n = worldSizeValue();
-  if (!n)
-    fail("--world-size: expected any or a number of ranks from 1 to " +
-         std::to_string(kMaxWorldSize) + ", got '" + worldSize + "'");
-  return n;
-}
-
-/// The driver's flags as pipeline options (PassOptions cannot be copied).
-void setPipelineOptions(PipelineOptions &options) {
-  options.model = resolvedModel;
-  options.batch = (batch ? batch : chosenBatch) / batchSplit;
-  options.seq = seq;
-  options.precision = precision;
-  options.fp8History = fp8History;
-  options.accumSteps = accumSteps * batchSplit;
-  options.lr = lr;
-  options.minLr = minLr;
-  options.warmupSteps = warmupSteps;
-  options.totalSteps = totalSteps;
-  options.schedule = schedule;
-  options.beta1 = beta1;
-  options.beta2 = beta2;
-  options.epsilon = adamEps;
-  options.weightDecay = weightDecay;
-  options.gradClip = gradClip;
-  options.lossScale = lossScale;
-  options.worldSize = worldSizeValue().value_or(0);
-  options.bucketMb = bucketMb;
-  options.zero = zero;
-  options.fuseMatmulEpilogue = fuseMatmulEpilogue;
-  options.fuseElementwise = fuseElementwise;
-  options.fuseAdamW = fuseAdamW;
-  options.narrowGrads = narrowGrads;
-  options.narrowResidual = narrowResidual;
-  options.fp8LmHead = fp8LmHead;
-  options.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
-  options.fuseFp8Cast = fuseFp8Cast;
-  options.fp8SteadyStep = fp8SteadyStep;
-  options.foldFp8InputCast = foldFp8InputCast;
-  options.fuseLayerNormFp8 = fuseLayerNormFp8;
-  options.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
-  options.fuseGradAccumulation = fuseGradAccumulation;
-  options.rematMaxDepth = rematMaxDepth;
-}
-
-/// --matmul-epilogues into the pipeline's four switches, or an error naming
-/// the flag and the unknown entry.
-bool parseMatmulEpilogues(PipelineOptions &options) {
-  options.epilogueGelu = options.epilogueGeluGrad = options.epilogueGeluBiasGrad =
-      options.epilogueBiasGrad = false;
-  llvm::SmallVector<llvm::StringRef> names;
-  llvm::StringRef(matmulEpilogues).split(names, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef name : names) {
-    name = name.trim();
-    if (name == "gelu")
-      options.epilogueGelu = true;
-    else if (name == "gelu-grad")
-      options.epilogueGeluGrad = true;
-    else if (name == "gelu-bias-grad")
-      options.epilogueGeluBiasGrad = true;
-    else if (name == "bias-grad")
-      options.epilogueBiasGrad = true;
-    else {
-      fail("--matmul-epilogues: expected gelu, gelu-grad, gelu-bias-grad or bias-grad, got '" +
-           name.str() + "'");
-      return false;
-    }
-  }
-  return true;
-}
-
-/// --memory-budget as GiB >= 0, or an error naming the flag.
-std::optional<double> parseMemoryBudget() {
-  double gib = 0;
-  if (llvm::StringRef(memoryBudget).trim().getAsDouble(gib) || !std::isfinite(gib) || gib < 0) {
-    fail("--memory-budget: expected a number of GiB >= 0 (0: off), got '" + memoryBudget + "'");
-    return std::nullopt;
-  }
-  return gib;
+/// The options the passes get: the flags, with the preset and the batch
+/// gptc resolved, and --split-batch's micro-batches.
+CompileOptions pipelineOptions() {
+  CompileOptions o = opts;
+  o.model = resolvedModel;
+  o.batch = (opts.batch ? opts.batch : chosenBatch) / batchSplit;
+  o.accumSteps = opts.accumSteps * batchSplit;
+  if (ignoreMemoryBudget)
+    o.memoryBudget = 0;
+  return o;
 }
 
 /// MLIR's pass-manager flags plus every phase up to `phase`.
 LogicalResult buildPassManager(PassManager &pm, Phase phase) {
-  if (precision != "fp32" && precision != "bf16" && precision != "fp16" && precision != "fp8") {
-    fail("--precision: expected fp32, bf16, fp16 or fp8, got '" + precision + "'");
-    return failure();
-  }
-  if (fp8History < 0) {
-    fail("--fp8-history: expected a number of steps >= 0, got " + std::to_string(fp8History));
-    return failure();
-  }
-  if (fp8LmHead && precision != "fp8") {
-    fail("--fp8-lm-head: needs --precision=fp8, got " + precision);
-    return failure();
-  }
-  if (narrowResidual && precision == "fp32") {
-    fail("--narrow-residual: needs --precision=bf16, fp16 or fp8 (the stream is fp32 already)");
-    return failure();
-  }
-  if (!(lossScale > 0) || !std::isfinite(lossScale)) {
-    fail("--loss-scale: expected a finite number > 0, got " + std::to_string(lossScale));
-    return failure();
-  }
   if (failed(applyPassManagerCLOptions(pm))) {
     fail("bad pass manager options");
     return failure();
   }
-  PipelineOptions options;
-  setPipelineOptions(options);
-  std::optional<double> budget = parseMemoryBudget();
-  if (!budget || !parseMatmulEpilogues(options))
-    return failure();
-  if (!parseWorldSize())
-    return failure();
-  if (zero != 0 && zero != 1) {
-    fail("--zero: expected 0 or 1 (ZeRO stage 1 shards the optimizer state), got " +
-         std::to_string(zero));
-    return failure();
-  }
-  if (zero == 1 && worldSizeValue().value_or(0) < 2) {
-    fail("--zero=1: the optimizer state is cut into one shard per rank at compile time: give "
-         "--world-size=N with N >= 2 (got --world-size=" + worldSize + ")");
-    return failure();
-  }
-  // 0 stands for "not given" inside; given, it is a mistake.
-  for (cl::opt<int64_t> *opt : {&batch, &seq})
-    if (opt->getNumOccurrences() && *opt < 1) {
-      fail("--" + opt->ArgStr + ": expected a number >= 1, got " + std::to_string(*opt));
-      return failure();
-    }
-  if (!(bucketMb >= 0 && bucketMb <= 0x1p40)) {
-    fail("--bucket-mb: expected a number of MiB from 0 to 2^40, got " + std::to_string(bucketMb));
-    return failure();
-  }
-  options.memoryBudget = ignoreMemoryBudget ? 0.0 : *budget;
-  if (rematMaxDepth < 1) {
-    fail("--remat-max-depth: expected a number of ops >= 1, got " + std::to_string(rematMaxDepth));
-    return failure();
-  }
-  buildPipeline(pm, options, phase);
+  buildPipeline(pm, pipelineOptions(), phase);
   return success();
-}
-
-/// The CUDA toolkit codegen uses: --cuda-toolkit, else $CUDA_HOME (if not
-/// empty), else /usr/local/cuda.
-std::string toolkitDir() {
-  if (!cudaToolkit.empty())
-    return cudaToolkit;
-  if (const char *home = std::getenv("CUDA_HOME"); home && *home)
-    return home;
-  return codegen::EmitOptions().toolkit;
 }
 
 /// Writes -o through `write`, keeps the file only if every byte got there
@@ -637,7 +272,7 @@ int64_t chooseBatchSplit(MLIRContext &context) {
   int64_t best = 0;
   double bestFraction = 0;
   std::string tried;
-  for (int64_t k = 1; k <= batch && batch % k == 0; k *= 2) {
+  for (int64_t k = 1; k <= opts.batch && opts.batch % k == 0; k *= 2) {
     batchSplit = k;
     llvm::SourceMgr sourceMgr;
     SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -657,7 +292,7 @@ int64_t chooseBatchSplit(MLIRContext &context) {
     bool ran = succeeded(pm.run(*module));
     if (!ran && !error.empty() && !llvm::StringRef(error).contains("memory budget")) {
       fail(llvm::formatv("--split-batch: {0} micro-batch{1} of {2} rows: {3}", k,
-                         k > 1 ? "es" : "", batch / k, error)
+                         k > 1 ? "es" : "", opts.batch / k, error)
                .str());
       return -1;
     }
@@ -684,9 +319,9 @@ int64_t chooseBatchSplit(MLIRContext &context) {
   if (best)
     llvm::errs() << llvm::formatv("gptc: --split-batch: {0} micro-batch{1} of {2} rows a step "
                                   "(FLOPs recomputed per split: {3})\n",
-                                  best, best > 1 ? "es" : "", batch / best, tried);
+                                  best, best > 1 ? "es" : "", opts.batch / best, tried);
   else
-    fail("--split-batch: no split of --batch=" + std::to_string(batch) +
+    fail("--split-batch: no split of --batch=" + std::to_string(opts.batch) +
          " fits --memory-budget (tried " + tried + ")");
   return best;
 }
@@ -705,7 +340,7 @@ bool resolveModel(MLIRContext &context) {
   OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
   if (!module)
     return false;
-  resolvedModel = model;
+  resolvedModel = opts.model;
   if (resolvedModel.empty() && presetOf(*module, "124M"))
     resolvedModel = "124M";
   DictionaryAttr preset = presetOf(*module, resolvedModel);
@@ -760,9 +395,9 @@ int64_t plannedBytesAt(MLIRContext &context, int64_t b) {
 bool chooseBatch(MLIRContext &context, int64_t base, int64_t seqLen, std::string &how) {
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   constexpr int64_t kMaxTokens = int64_t(1) << 19;
-  double limit = gpuMemory * kGiB;
-  if (std::optional<double> budget = parseMemoryBudget(); budget && *budget > 0)
-    limit = std::min(limit, *budget * kGiB);
+  double limit = opts.gpuMemory * kGiB;
+  if (opts.memoryBudget > 0)
+    limit = std::min(limit, opts.memoryBudget * kGiB);
   int64_t p1 = plannedBytesAt(context, base), p2 = plannedBytesAt(context, 2 * base);
   if (p1 < 0 || p2 < 0)
     return false;
@@ -779,16 +414,16 @@ bool chooseBatch(MLIRContext &context, int64_t base, int64_t seqLen, std::string
     if (b == 1) {
       fail(llvm::formatv("--gpu-memory={0:f1}: model {1} needs {2:f1} GiB even at --batch=1 "
                          "(give --batch and --memory-budget, which recomputes activations to fit)",
-                         double(gpuMemory), resolvedModel, double(planned[b]) / kGiB)
+                         double(opts.gpuMemory), resolvedModel, double(planned[b]) / kGiB)
                .str());
       return false;
     }
   }
   chosenBatch = b;
   how = llvm::formatv("B={0} (the largest to fit --gpu-memory={1} GiB: plans {2:f1} GiB)", b,
-                      std::string(llvm::formatv(gpuMemory == std::floor(gpuMemory) ? "{0:f0}"
+                      std::string(llvm::formatv(opts.gpuMemory == std::floor(opts.gpuMemory) ? "{0:f0}"
                                                                                   : "{0:f1}",
-                                                double(gpuMemory))),
+                                                double(opts.gpuMemory))),
                       double(planned[b]) / kGiB)
             .str();
   return true;
@@ -796,24 +431,23 @@ bool chooseBatch(MLIRContext &context, int64_t base, int64_t seqLen, std::string
 
 /// One line on stderr saying what is compiled, defaults named as such.
 void printSummary(const std::string &batchHow, Phase phase) {
-  auto dflt = [](const cl::Option &opt) { return opt.getNumOccurrences() ? "" : " (default)"; };
-  int64_t b = batch ? batch : presetBatch;
-  std::string line = "gptc: model " + resolvedModel + dflt(model) + ", " +
+  auto dflt = [](llvm::StringRef flag) { return flags->given(flag) ? "" : " (default)"; };
+  bool host = opts.target == CompileTarget::Host;
+  int64_t b = opts.batch ? opts.batch : presetBatch;
+  std::string line = "gptc: model " + resolvedModel + dflt("model") + ", " +
                      (batchHow.empty() ? "B=" + std::to_string(b) : batchHow) +
-                     ", T=" + std::to_string(seq ? int64_t(seq) : presetSeq) + ", precision " +
-                     precision + dflt(precision);
+                     ", T=" + std::to_string(opts.seq ? opts.seq : presetSeq) + ", precision " +
+                     getPrecisionName(opts.precision).str() + dflt("precision");
   if (phase == Phase::Executable)
-    line += ::target == "cuda" ? ", CUDA " + cudaArch + dflt(cudaArch) : std::string(", host");
-  std::optional<int64_t> world = worldSizeValue();
-  const char *ranks = ::target == "host" ? "ranks" : "GPUs";
-  if (phase >= Phase::Distribute && world)
-    line += *world < 0    ? llvm::formatv(", any number of {0} (gptrun --gpus N)", ranks).str()
-            : *world == 0 ? llvm::formatv(", one {0} (no collectives)",
-                                          ::target == "host" ? "rank" : "GPU").str()
-                          : llvm::formatv(", exactly {0} {1}", *world, ranks).str();
-  if (phase >= Phase::Distribute && zero == 1)
-    line += ", ZeRO-1 (each rank keeps 1/" + std::to_string(world.value_or(0)) +
-            " of the AdamW state)";
+    line += host ? std::string(", host") : ", CUDA " + opts.cudaArch + dflt("cuda-arch");
+  int64_t world = opts.worldSize;
+  const char *ranks = host ? "ranks" : "GPUs";
+  if (phase >= Phase::Distribute)
+    line += world < 0    ? llvm::formatv(", any number of {0} (gptrun --gpus N)", ranks).str()
+            : world == 0 ? llvm::formatv(", one {0} (no collectives)", host ? "rank" : "GPU").str()
+                         : llvm::formatv(", exactly {0} {1}", world, ranks).str();
+  if (phase >= Phase::Distribute && opts.zero == 1)
+    line += ", ZeRO-1 (each rank keeps 1/" + std::to_string(world) + " of the AdamW state)";
   llvm::errs() << line << "\n";
 }
 
@@ -843,53 +477,35 @@ int runCompile(MLIRContext &context) {
       return fail("--compile-to=" + compileTo + " writes MLIR text, but -o " + outputFile +
                   " names an executable (.fb): use --compile-to=executable or another name");
   }
-  // Flags of the executable, checked before the passes run.
-  if (target == Phase::Executable) {
-    if (::target != "cuda" && ::target != "host")
-      return fail("--target: expected cuda or host, got '" + ::target + "'");
-    if (layerNormGradChunkRows < 0 || layerNormGradChunkRows > 1024)
-      return fail("--layernorm-grad-chunk-rows: expected 0 (auto) to 1024 rows, got " +
-                  std::to_string(layerNormGradChunkRows));
-    if (::target == "cuda") {
-      if (llvm::Expected<std::string> feature = codegen::cudaPtxFeature(cudaArch); !feature)
-        return fail("--cuda-arch: " + llvm::toString(feature.takeError()));
-      if (precision == "fp8" && codegen::cudaComputeCapability(cudaArch) < 89)
-        return fail("--precision=fp8: FP8 GEMMs and conversions need sm_89 or newer, but "
-                    "--cuda-arch is " + cudaArch);
-      // What codegen links from the toolkit, and runs from it or $PATH.
-      std::string dir = toolkitDir();
-      const char *from = !cudaToolkit.empty() ? "--cuda-toolkit"
-                         : dir != codegen::EmitOptions().toolkit ? "$CUDA_HOME"
-                                                                 : "the default toolkit";
-      auto missing = [&](const char *file) {
-        return fail(llvm::Twine(from) + ": no " + file + " in '" + dir +
-                    "' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)");
-      };
-      if (!llvm::sys::fs::exists(dir + "/nvvm/libdevice/libdevice.10.bc"))
-        return missing("nvvm/libdevice/libdevice.10.bc");
-      if (!llvm::sys::fs::can_execute(dir + "/bin/ptxas") && !llvm::sys::findProgramByName("ptxas"))
-        return missing("bin/ptxas (nor ptxas on $PATH)");
-    }
+  // The toolkit codegen links from, and runs ptxas from (or $PATH),
+  // checked before the passes run.
+  if (target == Phase::Executable && opts.target == CompileTarget::Cuda) {
+    std::string dir = opts.emitOptions().toolkit;
+    const char *from = !opts.cudaToolkit.empty()                   ? "--cuda-toolkit"
+                       : dir != codegen::EmitOptions().toolkit ? "$CUDA_HOME"
+                                                               : "the default toolkit";
+    auto missing = [&](const char *file) {
+      return fail(llvm::Twine(from) + ": no " + file + " in '" + dir +
+                  "' (--cuda-toolkit=DIR or $CUDA_HOME names the CUDA toolkit)");
+    };
+    if (!llvm::sys::fs::exists(dir + "/nvvm/libdevice/libdevice.10.bc"))
+      return missing("nvvm/libdevice/libdevice.10.bc");
+    if (!llvm::sys::fs::can_execute(dir + "/bin/ptxas") && !llvm::sys::findProgramByName("ptxas"))
+      return missing("bin/ptxas (nor ptxas on $PATH)");
   }
   if (!resolveModel(context))
     return 1;
   std::string batchHow;
-  if (!(gpuMemory > 0) || !std::isfinite(gpuMemory))
-    return fail(llvm::formatv("--gpu-memory: expected a number of GiB > 0, got {0}",
-                              double(gpuMemory)).str());
-  if (batch == 0 && ::target == "cuda" && target >= Phase::MemoryPlan && presetFitsBatch &&
-      presetBatch > 0) {
-    int64_t seqLen = seq > 0 ? seq : presetSeq;
+  if (opts.batch == 0 && opts.target == CompileTarget::Cuda && target >= Phase::MemoryPlan &&
+      presetFitsBatch && presetBatch > 0) {
+    int64_t seqLen = opts.seq > 0 ? opts.seq : presetSeq;
     if (!chooseBatch(context, presetBatch, std::max<int64_t>(seqLen, 1), batchHow))
       return 1;
   }
-  if (splitBatch) {
-    std::optional<double> budget = parseMemoryBudget();
-    if (!budget)
-      return 1;
-    if (*budget <= 0)
+  if (opts.splitBatch) {
+    if (opts.memoryBudget <= 0)
       return fail("--split-batch: needs --memory-budget=GiB (the budget the split must fit)");
-    if (batch <= 0)
+    if (opts.batch <= 0)
       return fail("--split-batch: needs --batch=B (the rows of a step to split)");
     if (target < Phase::MemoryPlan)
       return fail("--split-batch: the memory plan decides the split; --compile-to=" +
@@ -945,28 +561,19 @@ int runCompile(MLIRContext &context) {
     return 1;
   // For the executable's Model.precision (after the passes: the IR dumps
   // show the module as the passes left it).
-  std::string policy = precision;
-  if (precision == "fp8")
-    policy += fp8History > 0 ? ", delayed scaling (" + std::to_string(fp8History) + " steps)"
-                             : ", current scaling";
-  policy += fp8LmHead ? ", FP8 LM head" : "";
-  policy += narrowResidual ? ", narrow residual" : "";
+  std::string policy = getPrecisionName(opts.precision).str();
+  if (opts.precision == PrecisionPolicy::Fp8)
+    policy += opts.fp8History > 0
+                  ? ", delayed scaling (" + std::to_string(opts.fp8History) + " steps)"
+                  : ", current scaling";
+  policy += opts.fp8LmHead ? ", FP8 LM head" : "";
+  policy += opts.narrowResidual ? ", narrow residual" : "";
   (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, policy));
 
   if (target == Phase::Executable) {
     if (outputFile == "-")
       return fail("the executable is binary: give -o FILE.fb");
-    codegen::EmitOptions emit;
-    emit.target = ::target == "host" ? codegen::EmitOptions::Target::Host
-                                     : codegen::EmitOptions::Target::CUDA;
-    emit.chip = cudaArch;
-    emit.flashAttention = flashAttention;
-    emit.warpgroupMma = warpgroupMma;
-    emit.fuseCrossEntropy = fuseCrossEntropy;
-    emit.crossEntropyOnePass = crossEntropyOnePass;
-    emit.layerNormGradOneLaunch = layerNormGradOneLaunch;
-    emit.layerNormGradChunkRows = layerNormGradChunkRows;
-    emit.toolkit = toolkitDir();
+    codegen::EmitOptions emit = opts.emitOptions();
     emit.dumpDir = dumpDir;
     if (mode != CompileProgress::Mode::Off)
       emit.onStage = [&](llvm::StringRef stage) { progress.step(stage); };
@@ -1059,7 +666,7 @@ int runReference(MLIRContext &context) {
     return attr ? attr.getInt() : int64_t{0};
   };
   int64_t b = configInt("batch"), t = configInt("seq"), vocab = configInt("vocab_size");
-  int64_t micro = steps > 0 ? accumSteps : 1;
+  int64_t micro = steps > 0 ? opts.accumSteps : 1;
 
   // Tokens: consecutive windows of B*T+1 from --data, or seeded random ids.
   int64_t window = b * t;
@@ -1169,8 +776,11 @@ int main(int argc, char **argv) {
     args.erase(args.begin() + 1);
     args[0] = program.data();
   }
+  flags = bindCommandLine(opts);
+  cl::OptionCategory *ours[] = {&compileCat, &getOptionCategory(OptionGroup::TrainStep),
+                                &getOptionCategory(OptionGroup::Distribute), &referenceCat};
   // libLLVM registers hundreds of backend flags; --help shows ours only.
-  cl::HideUnrelatedOptions({&compileCat, &trainCat, &distributeCat, &referenceCat});
+  cl::HideUnrelatedOptions(ours);
   cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(), kOverview);
 
   if (listPhases) {
@@ -1189,10 +799,10 @@ int main(int argc, char **argv) {
     // Every flag of ours configures compile or run-reference.
     for (auto &entry : cl::getRegisteredOptions()) {
       cl::Option *opt = entry.second;
-      bool ours = llvm::any_of(opt->Categories, [](cl::OptionCategory *c) {
-        return c == &compileCat || c == &trainCat || c == &distributeCat || c == &referenceCat;
+      bool isOurs = llvm::any_of(opt->Categories, [&](cl::OptionCategory *c) {
+        return llvm::is_contained(ours, c);
       });
-      if (ours && opt != &inputFile && opt->getNumOccurrences())
+      if (isOurs && opt != &inputFile && opt->getNumOccurrences())
         return fail("explain reads only the executable; " +
                     llvm::Twine(opt->ArgStr.size() == 1 ? "-" : "--") + opt->ArgStr +
                     " applies to compile or run-reference");
@@ -1214,12 +824,19 @@ int main(int argc, char **argv) {
   // The interpreter runs the IR, not an executable: codegen's flags would
   // be silently ignored.
   if (command == "run-reference")
-    for (cl::Option *opt : std::initializer_list<cl::Option *>{
-             &target, &cudaArch, &cudaToolkit, &flashAttention, &warpgroupMma, &fuseCrossEntropy,
-             &crossEntropyOnePass, &layerNormGradOneLaunch, &layerNormGradChunkRows})
-      if (opt->getNumOccurrences())
-        return fail("--" + opt->ArgStr + " configures the executable's kernels; run-reference "
-                    "interprets the IR (give it to compile)");
+    for (const char *flag : {"target", "cuda-arch", "cuda-toolkit", "flash-attention",
+                             "warpgroup-mma", "fuse-cross-entropy", "cross-entropy-one-pass",
+                             "layernorm-grad-one-launch", "layernorm-grad-chunk-rows"})
+      if (flags->given(flag))
+        return fail(llvm::Twine("--") + flag + " configures the executable's kernels; "
+                    "run-reference interprets the IR (give it to compile)");
+  // 0 stands for "not given" inside; given, it is a mistake.
+  for (const char *flag : {"batch", "seq"})
+    if (flags->given(flag) && (flag[0] == 'b' ? opts.batch : opts.seq) < 1)
+      return fail(llvm::Twine("--") + flag + ": expected a number >= 1, got " +
+                  llvm::Twine(flag[0] == 'b' ? opts.batch : opts.seq));
+  if (llvm::Error e = opts.resolve())
+    return fail(llvm::toString(std::move(e)));
 
   DialectRegistry registry;
   gptc::registerDialects(registry);

@@ -41,9 +41,9 @@ protected:
   std::vector<uint8_t> build(int64_t batch, int64_t worldSize,
                              const std::string &precision = "fp32", bool fp8LmHead = false,
                              int64_t zero = 0) {
-    EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+    EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](CompileOptions &o) {
       o.zero = zero;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.fp8LmHead = fp8LmHead;
       o.batch = batch;
       o.seq = kSeq;

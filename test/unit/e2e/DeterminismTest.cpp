@@ -49,7 +49,7 @@ std::vector<gptrun::StepRecord> trainRun(const gptrun::Options &o) {
 // latter once a first run shows them long enough) give the same losses,
 // gradient norms and lrs.
 TEST_F(DeterminismTest, SameBitsForEveryHostThreadCount) {
-  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](PipelineOptions &o) {
+  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](CompileOptions &o) {
     o.batch = 2;
     o.seq = 32;
     o.lr = 1e-3;
@@ -86,7 +86,7 @@ TEST_F(DeterminismTest, SameBitsForEveryHostThreadCount) {
 // norms and lrs (with gradient accumulation, so the accumulation order is
 // covered too), and that another seed does not (the check can fail).
 TEST_F(DeterminismTest, SameSeedSameBits) {
-  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](PipelineOptions &o) {
+  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](CompileOptions &o) {
     o.batch = 2;
     o.seq = 32;
     o.accumSteps = 2;

@@ -36,7 +36,7 @@ protected:
 
 // Verify that --eval picks the ending the model prefers, at any label index.
 TEST_F(HellaSwagEvalTest, PicksTheEndingTheModelPrefers) {
-  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](PipelineOptions &o) {
+  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](CompileOptions &o) {
     o.batch = 3; // 4 candidates per example: batches straddle examples
     o.seq = 16;
   })) << diagnostics;

@@ -25,8 +25,8 @@ class Fp8ReferenceTest : public HostTrainingTest {
 protected:
   /// The fp64 interpreter's losses over kSteps steps of `precision`.
   void train(const std::string &precision, std::vector<double> &losses) {
-    ASSERT_TRUE(compile("tiny", Phase::TrainStep, [&](PipelineOptions &o) {
-      o.precision = precision;
+    ASSERT_TRUE(compile("tiny", Phase::TrainStep, [&](CompileOptions &o) {
+      o.precision = *parsePrecision(precision);
       o.lr = 1e-2;
     }));
     std::vector<reference::Tensor> state = referenceState(1337);

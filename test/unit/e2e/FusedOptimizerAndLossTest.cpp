@@ -42,8 +42,8 @@ class FusedOptimizerAndLossTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, bool fuseAdamW, bool fuseCrossEntropy, TrainRun &result,
              int64_t layerNormGradChunkRows = 0) {
-    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
-      o.precision = precision;
+    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](CompileOptions &o) {
+      o.precision = *parsePrecision(precision);
       o.fuseAdamW = fuseAdamW;
       o.lr = 1e-2;
     }));

@@ -34,11 +34,11 @@ struct Trace {
 class FusionTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, bool fuse, Trace &run) {
-    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](CompileOptions &o) {
       o.batch = kBatch;
       o.seq = kSeq;
       o.lr = 1e-2;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.fuseElementwise = fuse;
     }));
     function("train_step").walk([&](mlir::gpt::FusionOp) { ++run.fusions; });

@@ -52,9 +52,9 @@ protected:
   std::string emit(const std::string &name, int64_t batch, int64_t worldSize,
                    const std::string &precision = "fp32", int64_t zero = 0) {
     std::string path = (dir / name).string();
-    EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+    EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](CompileOptions &o) {
       o.zero = zero;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.batch = batch;
       o.seq = kSeq;
       o.lr = 1e-2;

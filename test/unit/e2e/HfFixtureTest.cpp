@@ -64,7 +64,7 @@ TEST_F(HfFixtureTest, TransformersModelGivesTransformersLoss) {
   std::vector<int32_t> tokens = ints(expected->find("tokens")),
                        targets = ints(expected->find("targets"));
 
-  ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [](PipelineOptions &o) { o.precision = "fp32"; }));
+  ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [](CompileOptions &o) { o.precision = PrecisionPolicy::Fp32; }));
   codegen::EmitOptions emit;
   emit.target = codegen::EmitOptions::Target::Host;
   auto bytes = codegen::emitExecutable(*module, emit);

@@ -169,7 +169,7 @@ protected:
   /// `tiny` in fp32 for the Host target.
   std::vector<uint8_t> compileTiny() {
     EXPECT_TRUE(
-        compile("tiny", Phase::MemoryPlan, [](PipelineOptions &o) { o.precision = "fp32"; }));
+        compile("tiny", Phase::MemoryPlan, [](CompileOptions &o) { o.precision = PrecisionPolicy::Fp32; }));
     codegen::EmitOptions emit;
     emit.target = codegen::EmitOptions::Target::Host;
     auto bytes = codegen::emitExecutable(*module, emit);
@@ -192,7 +192,7 @@ protected:
 // Verify that imported Hugging Face weights give transformers' loss and
 // logits, and export back to the same bytes.
 TEST_F(HfImportTest, ImportedWeightsGiveTransformersLossAndExportBack) {
-  ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [](PipelineOptions &o) { o.precision = "fp32"; }));
+  ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [](CompileOptions &o) { o.precision = PrecisionPolicy::Fp32; }));
   codegen::EmitOptions emit;
   emit.target = codegen::EmitOptions::Target::Host;
   auto bytes = codegen::emitExecutable(*module, emit);

@@ -54,11 +54,11 @@ protected:
     auto tokens = data::readTokenFile(GPTC_DATA_DIR "/austen_train.bin", 50257);
     ASSERT_TRUE(tokens) << tokens.status().message()
                         << " (scripts/setup.sh builds data/austen_train.bin)";
-    ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [&](PipelineOptions &o) {
+    ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [&](CompileOptions &o) {
       o.batch = kBatch;
       o.seq = kSeq;
       o.lr = 1e-3;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.narrowResidual = narrowResidual;
       o.fp8History = fp8History;
       o.fp8LmHead = fp8LmHead;
@@ -171,7 +171,7 @@ protected:
 // bit-equal. A wrong stream or scale, or a parameter drawn twice or never,
 // differs everywhere.
 TEST_F(HostTrainTest, HostInitMatchesTheReference) {
-  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [&](PipelineOptions &o) {
+  ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [&](CompileOptions &o) {
     o.batch = kBatch;
     o.seq = kSeq;
   }));

@@ -27,7 +27,7 @@ protected:
   /// Compiles `tiny` under `precision` for the Host target and runs @init.
   void open(const std::string &precision) {
     ASSERT_TRUE(compile("tiny", Phase::MemoryPlan,
-                        [&](PipelineOptions &o) { o.precision = precision; }));
+                        [&](CompileOptions &o) { o.precision = *parsePrecision(precision); }));
     codegen::EmitOptions emit;
     emit.target = codegen::EmitOptions::Target::Host;
     auto bytes = codegen::emitExecutable(*module, emit);

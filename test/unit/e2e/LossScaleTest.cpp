@@ -33,11 +33,11 @@ struct Trained {
 class LossScaleTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, double lossScale, Trained &run) {
-    ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [&](PipelineOptions &o) {
+    ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [&](CompileOptions &o) {
       o.batch = kBatch;
       o.seq = kSeq;
       o.lr = 1e-3;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.lossScale = lossScale;
     }));
     std::vector<int32_t> tokens(kBatch * kSeq + 1);

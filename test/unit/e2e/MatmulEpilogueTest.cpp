@@ -40,11 +40,11 @@ struct StepRun {
 class MatmulEpilogueTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, bool fuse, StepRun &run) {
-    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](CompileOptions &o) {
       o.batch = kBatch;
       o.seq = kSeq;
       o.lr = 1e-3;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.fuseMatmulEpilogue = fuse;
       o.epilogueGeluBiasGrad = true;
       o.epilogueBiasGrad = true;

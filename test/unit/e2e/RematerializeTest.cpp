@@ -33,11 +33,11 @@ class RematerializeTest : public HostTrainingTest {
 protected:
   void train(const std::string &precision, double budgetGiB, TrainRun &run,
              bool geluEpilogue = false, int64_t maxDepth = 4) {
-    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
+    ASSERT_TRUE(compile("tiny", Phase::MemoryPlan, [&](CompileOptions &o) {
       o.batch = kBatch;
       o.seq = kSeq;
       o.lr = 1e-2;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.memoryBudget = budgetGiB;
       o.epilogueGelu = geluEpilogue;
       o.rematMaxDepth = maxDepth;

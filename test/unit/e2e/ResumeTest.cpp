@@ -35,12 +35,12 @@ protected:
   void emit(const std::string &path, const std::string &preset = "mini", int64_t seq = 32,
             const std::string &precision = "fp32", bool fp8SteadyStep = true,
             bool fuseFp8GeluMatmul = true,
-            const std::function<void(PipelineOptions &)> &more = {}) {
-    ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
+            const std::function<void(CompileOptions &)> &more = {}) {
+    ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](CompileOptions &o) {
       o.batch = 2;
       o.seq = seq;
       o.lr = 1e-3;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.fp8SteadyStep = fp8SteadyStep;
       o.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
       if (more)
@@ -279,7 +279,7 @@ TEST_F(ResumeTest, ResumesWithAnotherBatchAndSequenceLength) {
 
   exe = (dir / "b4.fb").string();
   ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 16, "fp32", true, true,
-                               [](PipelineOptions &o) { o.batch = 4; }));
+                               [](CompileOptions &o) { o.batch = 4; }));
   gptrun::Trainer t(options(4, ckpt, "latest"));
   Status s = t.setUp();
   ASSERT_TRUE(s) << s.message();
@@ -295,7 +295,7 @@ TEST_F(ResumeTest, ResumesWithAnotherBatchAndSequenceLength) {
 
   exe = (dir / "b1.fb").string();
   ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true,
-                               [](PipelineOptions &o) { o.batch = 1; }));
+                               [](CompileOptions &o) { o.batch = 1; }));
   auto loaded = Executable::loadFile(exe);
   ASSERT_TRUE(loaded) << loaded.status().message();
   EXPECT_EQ(checkpoint::executableIdentity(loaded->get()), c->identity);
@@ -307,7 +307,7 @@ TEST_F(ResumeTest, ResumesWithAnotherBatchAndSequenceLength) {
 TEST_F(ResumeTest, RefusesAnotherScheduleUnlessAsked) {
   exe = (dir / "cosine100.fb").string();
   auto cosine = [](int64_t total) {
-    return [total](PipelineOptions &o) {
+    return [total](CompileOptions &o) {
       o.schedule = "cosine";
       o.warmupSteps = 1;
       o.totalSteps = total;
@@ -389,7 +389,7 @@ TEST_F(ResumeTest, RefusesAnotherScheduleUnlessAsked) {
 TEST_F(ResumeTest, ScheduleSetAtRunTimeTrainsAsTheCompiledOne) {
   static constexpr int64_t kRun = 6;
   exe = (dir / "cosine.fb").string();
-  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, [](PipelineOptions &o) {
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, [](CompileOptions &o) {
     o.schedule = "cosine";
     o.warmupSteps = 2;
     o.totalSteps = kRun;
@@ -433,7 +433,7 @@ TEST_F(ResumeTest, ScheduleSetAtRunTimeTrainsAsTheCompiledOne) {
 
 TEST_F(ResumeTest, WarnsWhenStepsRunPastTheSchedule) {
   exe = (dir / "linear4.fb").string();
-  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, [](PipelineOptions &o) {
+  ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp32", true, true, [](CompileOptions &o) {
     o.schedule = "linear";
     o.totalSteps = 4;
     o.minLr = 1e-4;

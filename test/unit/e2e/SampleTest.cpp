@@ -39,7 +39,7 @@ protected:
 
   /// step.fb of `mini` (B=2, T=16) and 3 trained steps in dir/ckpt.
   void trainCheckpoint() {
-    ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](PipelineOptions &o) {
+    ASSERT_TRUE(compile("mini", Phase::MemoryPlan, [](CompileOptions &o) {
       o.batch = 2;
       o.seq = kSeq;
       o.lr = 1e-3;

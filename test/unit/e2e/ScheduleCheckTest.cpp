@@ -26,8 +26,8 @@ class ScheduleCheckTest : public GPT2Test,
                           public ::testing::WithParamInterface<std::string> {
 protected:
   std::vector<uint8_t> compileTwoRanks(const std::string &precision) {
-    EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](PipelineOptions &o) {
-      o.precision = precision;
+    EXPECT_TRUE(compile("tiny", Phase::MemoryPlan, [&](CompileOptions &o) {
+      o.precision = *parsePrecision(precision);
       o.batch = 2;
       o.seq = 8;
       o.worldSize = 2;

@@ -46,7 +46,7 @@ protected:
   bool lnOneLaunch = true;  // LoweringOptions::layerNormGradOneLaunch
   int64_t lnChunkRows = 0;  // LoweringOptions::layerNormGradChunkRows
   bool flash = false;   // LoweringOptions::flashAttention
-  bool fp8LmHead = false, fp8CrossEntropyGrad = true, fp8SteadyStep = true; // PipelineOptions
+  bool fp8LmHead = false, fp8CrossEntropyGrad = true, fp8SteadyStep = true; // CompileOptions
   std::vector<codegen::Command> attentionGrad;
 
   std::optional<codegen::Lowered> lowered;
@@ -54,10 +54,10 @@ protected:
   void lower(bool fuseAdamW, bool fuseCrossEntropy, const std::string &precision = "fp32",
              bool narrowGrads = true, const std::string &preset = "tiny", int64_t lanes = 32,
              bool vectorAccess = false) {
-    ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](PipelineOptions &o) {
+    ASSERT_TRUE(compile(preset, Phase::MemoryPlan, [&](CompileOptions &o) {
       o.fuseAdamW = fuseAdamW;
       o.narrowGrads = narrowGrads;
-      o.precision = precision;
+      o.precision = *parsePrecision(precision);
       o.fp8LmHead = fp8LmHead;
       o.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
       o.fp8SteadyStep = fp8SteadyStep;

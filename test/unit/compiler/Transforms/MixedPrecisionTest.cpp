@@ -32,8 +32,8 @@ bool isBf16(mlir::Value v) {
 class MixedPrecisionTest : public GPT2FixtureTest {
 protected:
   bool compileTiny(const std::string &precision, Phase phase) {
-    return compile("tiny", phase, [&](PipelineOptions &o) {
-      o.precision = precision;
+    return compile("tiny", phase, [&](CompileOptions &o) {
+      o.precision = *parsePrecision(precision);
       o.lr = 1e-2;
     });
   }

@@ -83,7 +83,7 @@ TEST_F(GPT2Test, TinyTrainStepPlanIsValid) {
 
 // Verify the 124M plan (B=4, T=64 to keep the test small) the same way.
 TEST_F(GPT2Test, GPT2TrainStepPlanIsValid) {
-  ASSERT_TRUE(compile("124M", Phase::MemoryPlan, [](PipelineOptions &o) {
+  ASSERT_TRUE(compile("124M", Phase::MemoryPlan, [](CompileOptions &o) {
     o.batch = 4;
     o.seq = 64;
   }));

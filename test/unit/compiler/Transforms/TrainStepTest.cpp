@@ -52,7 +52,7 @@ protected:
 // 0.95, eps 1e-8, weight decay 0.1 on matrices, no clipping): the loss
 // before every step agrees to 1e-9 in fp64.
 TEST_F(TrainStepTest, MatchesPyTorchAdamW) {
-  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [&](PipelineOptions &o) {
+  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [&](CompileOptions &o) {
     o.lr = fixture.adamw.at("lr");
     o.beta1 = fixture.adamw.at("beta1");
     o.beta2 = fixture.adamw.at("beta2");
@@ -77,7 +77,7 @@ TEST_F(TrainStepTest, MatchesPyTorchAdamW) {
 // Verify that accumulating two micro-batches gives the mean loss and the norm
 // of the mean gradient of the two batches.
 TEST_F(TrainStepTest, GradientAccumulationAveragesMicroBatches) {
-  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [](PipelineOptions &o) { o.accumSteps = 2; }));
+  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [](CompileOptions &o) { o.accumSteps = 2; }));
   Tensor tok2({2, 2, 8}), tgt2({2, 2, 8});
   for (size_t i = 0; i < 16; ++i) {
     tok2.data[i] = fixture.tokens[i];
@@ -110,7 +110,7 @@ TEST_F(TrainStepTest, GradientAccumulationAveragesMicroBatches) {
 // moment after step 0 is (1 - beta1) * g * clip / norm.
 TEST_F(TrainStepTest, ClippingScalesTheGradient) {
   const double clip = 0.05;
-  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [&](PipelineOptions &o) { o.gradClip = clip; }));
+  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [&](CompileOptions &o) { o.gradClip = clip; }));
   auto out = evaluate("train_step", trainArgs(fixtureParams(), tokens(), targets(), 0));
   ASSERT_FALSE(out.empty());
   double norm = out[output("train_step", "grad_norm")].data[0];
@@ -127,7 +127,7 @@ TEST_F(TrainStepTest, ClippingScalesTheGradient) {
 // Verify that a few steps on a batch of real text lower the loss. The tiny
 // model reads characters mapped into its 60-symbol vocabulary.
 TEST_F(TrainStepTest, LearnsARealTextBatch) {
-  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [](PipelineOptions &o) { o.lr = 1e-2; }));
+  ASSERT_TRUE(compile("tiny", Phase::TrainStep, [](CompileOptions &o) { o.lr = 1e-2; }));
   const std::string text = "It is a truth universally acknowledged, that a single man";
   auto id = [](char c) -> double {
     if (c >= 'a' && c <= 'z')
