@@ -15,7 +15,9 @@
 #   bash scripts/fuzz.sh --build-only | --no-build ...
 # `ctest` runs each target for 20 s the same way (test/fuzz/CMakeLists.txt).
 # Env: FUZZ_BUILD_DIR (default build-fuzz/), FUZZ_CXX (default clang++-22),
-# FUZZ_SECONDS (default 45), FUZZ_SEED (default: libFuzzer's, from the
+# FUZZ_SECONDS (default 45), FUZZ_TIMEOUT (seconds one input may take,
+# default 30; a niced long run on a machine that builds needs more: its
+# wall clock is not its CPU time), FUZZ_SEED (default: libFuzzer's, from the
 # clock; ctest fixes it so that CI explores the same inputs each run and a
 # finding there reproduces). The growing corpus and any crash-* reproducer
 # go to the build dir. Exit status: 1 on a finding, 77 if a target was
@@ -74,7 +76,7 @@ for t in "${targets[@]}"; do
   shopt -s nullglob
   regressions=("$root/test/fuzz/regressions/$name"-*)
   shopt -u nullglob
-  flags=(-max_len=8192 -rss_limit_mb=2048 -timeout=30 -artifact_prefix="$out/$t-")
+  flags=(-max_len=8192 -rss_limit_mb=2048 -timeout="${FUZZ_TIMEOUT:-30}" -artifact_prefix="$out/$t-")
   [ -n "${FUZZ_SEED:-}" ] && flags+=(-seed="$FUZZ_SEED")
   if [ ${#regressions[@]} -gt 0 ]; then
     echo "== $t: ${#regressions[@]} regression input(s)"
