@@ -148,9 +148,41 @@ def main():
             os.remove(out)
     gd_tokens = read_token_file(os.path.join(args.out, f"gpt-data-{workers[0]}.bin"))
 
+    # The control: N processes of one thread each on 1/N of the documents,
+    # sharing nothing but the machine. Their slowest encoding time (as each
+    # reports it, loading aside) against one thread's shows what the host's
+    # cores give this work, whatever the program does.
+    for n in workers:
+        if n == 1:
+            continue
+        step = (len(docs) + n - 1) // n
+        paths = []
+        for k in range(n):
+            path = os.path.join(args.out, f"part-{n}-{k}.txt")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("".join(docs[k * step:(k + 1) * step]))
+            paths.append(path)
+        procs = [subprocess.Popen([args.gpt_data, "encode", "--vocab-dir", args.vocab_dir,
+                                   "--split-on-blank-lines", "--progress", "off", "--threads", "1",
+                                   p, "-o", p + ".bin"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for p in paths]
+        slowest, tokens = 0.0, 0
+        for proc in procs:
+            out_, err = proc.communicate()
+            if proc.returncode != 0:
+                raise SystemExit(out_ + err)
+            m = re.search(r": ([\d,]+) tokens, .* ([\d.]+) s on", err)
+            tokens += int(m.group(1).replace(",", ""))
+            slowest = max(slowest, float(m.group(2)))
+        for p in paths:
+            os.remove(p)
+            os.remove(p + ".bin")
+        rows.append(("gpt-data processes (control)", n, slowest, tokens))
+        print(f"  gpt-data, {n} processes of 1 thread: {slowest:.2f} s (the slowest)", flush=True)
+
     agree = "tiktoken not installed"
     try:
-        enc = local_gpt2_encoding(args.vocab_dir)
+        enc = local_gpt2_encoding(args.vocab_dir) if not os.environ.get("NO_TIKTOKEN") else None
     except ImportError:
         enc = None
     if enc is not None:
@@ -202,7 +234,7 @@ def main():
              " | speed-up vs 1 |", "|---|---|---|---|---|---|---|---|"]
     base = {name: seconds for name, n, seconds, _ in rows if n == 1}
     for name, n, seconds, tokens in rows:
-        b = base.get("gpt-data" if name == "gpt-data" else "tiktoken")
+        b = base.get("gpt-data" if name.startswith("gpt-data") else "tiktoken")
         lines.append(f"| {name} | {n} | {seconds:.2f} | {mb / seconds:.1f} | "
                      f"{tokens / seconds / 1e6:.2f}M | {mb / seconds / n:.1f} | "
                      f"{tokens / seconds / n / 1e6:.2f}M | "
