@@ -1,0 +1,39 @@
+// Tests that gpt-opt's phase pipelines take the compile options by gptc's
+// flag names, with gptc's defaults and gptc's checks (CompileOptions::bind
+// and ::resolve, compiler/Pipelines/CompileOptions.cpp), one behaviour per
+// case. The model is models/gpt2.mlir's tiny preset.
+
+// The precision policy defaults to gptc's, bf16: the forward's GEMM
+// operands are bf16 casts of the fp32 master weights.
+// RUN: gpt-opt %models/gpt2.mlir --gpt-import-pipeline=model=tiny --gpt-precision-pipeline | FileCheck %s --check-prefix=DEFAULT
+// DEFAULT-LABEL: func.func @forward
+// DEFAULT: gpt.cast {{.*}} : tensor<{{.*}}xf32> to tensor<{{.*}}xbf16>
+
+// precision=fp32, as --precision=fp32: the model as written, no cast.
+// RUN: gpt-opt %models/gpt2.mlir --gpt-import-pipeline=model=tiny '--gpt-precision-pipeline=precision=fp32' | FileCheck %s --check-prefix=FP32
+// FP32-LABEL: func.func @forward
+// FP32-NOT: bf16
+
+// A name the policy does not have is refused, listing those it has.
+// RUN: not gpt-opt %models/gpt2.mlir '--gpt-import-pipeline=model=tiny precision=fp4' 2>&1 | FileCheck %s --check-prefix=BADPOLICY
+// BADPOLICY: for the --precision option: Cannot find option named 'fp4'
+
+// The checks across options are gptc's: ZeRO-1 needs a world size.
+// RUN: not gpt-opt %models/gpt2.mlir '--gpt-distribute-pipeline=zero=1' 2>&1 | FileCheck %s --check-prefix=ZERO
+// ZERO: error: --zero=1: the optimizer state is cut into one shard per rank at compile time: give --world-size=N with N >= 2 (got --world-size=any)
+
+// ... and the FP8 LM head needs the FP8 policy, in gpt-opt as in gptc.
+// RUN: not gpt-opt %models/gpt2.mlir '--gpt-import-pipeline=model=tiny fp8-lm-head=true' 2>&1 | FileCheck %s --check-prefix=LMHEAD
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --fp8-lm-head --compile-to=import 2>&1 | FileCheck %s --check-prefix=LMHEAD
+// LMHEAD: --fp8-lm-head: needs --precision=fp8, got bf16
+
+// gptc names an unknown policy with the names it takes.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --target=host --precision=fp4 2>&1 | FileCheck %s --check-prefix=GPTCPOLICY
+// GPTCPOLICY: for the --precision option: expected fp32, bf16, fp16 or fp8, got 'fp4'
+
+// The phase pipelines list the same options as gptc, under the same names.
+// RUN: gpt-opt --help | FileCheck %s --check-prefix=HELP
+// HELP: --gpt-fuse-pipeline
+// HELP: --adam-epsilon=
+// HELP: --world-size=
+// HELP: --zero=
