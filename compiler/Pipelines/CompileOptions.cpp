@@ -8,6 +8,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -144,6 +145,48 @@ codegen::EmitOptions CompileOptions::emitOptions() const {
   else if (const char *home = std::getenv("CUDA_HOME"); home && *home)
     emit.toolkit = home;
   return emit;
+}
+
+namespace {
+
+/// Collects each option's flag and value as text.
+struct FlagPrinter {
+  std::vector<std::pair<std::string, std::string>> values;
+
+  static std::string text(bool v) { return v ? "true" : "false"; }
+  static std::string text(int64_t v) { return std::to_string(v); }
+  static std::string text(double v) {
+    // The shortest text that reads back as the same double.
+    char buffer[32];
+    for (int digits = 6; digits <= 17; ++digits) {
+      std::snprintf(buffer, sizeof(buffer), "%.*g", digits, v);
+      if (std::strtod(buffer, nullptr) == v)
+        break;
+    }
+    return buffer;
+  }
+  static std::string text(const std::string &v) { return v; }
+
+  template <typename T>
+  void opt(T &field, llvm::StringRef flag, OptionGroup, const char *) {
+    values.emplace_back(flag.split('=').first.str(), text(field));
+  }
+  template <typename E>
+  void opt(E &field, llvm::StringRef flag, OptionGroup, const char *,
+           std::initializer_list<EnumName<E>> names) {
+    for (const EnumName<E> &n : names)
+      if (n.value == field)
+        values.emplace_back(flag.split('=').first.str(), n.name);
+  }
+};
+
+} // namespace
+
+std::vector<std::pair<std::string, std::string>> CompileOptions::flagValues() const {
+  CompileOptions copy = *this; // bind() hands out mutable fields
+  FlagPrinter printer;
+  copy.bind(printer);
+  return std::move(printer.values);
 }
 
 //===----------------------------------------------------------------------===//

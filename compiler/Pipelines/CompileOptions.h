@@ -29,6 +29,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace llvm::cl {
 class Option;
@@ -134,6 +135,11 @@ struct CompileOptions {
 
   /// What codegen needs (the toolkit resolved from $CUDA_HOME if unset).
   codegen::EmitOptions emitOptions() const;
+
+  /// Every option as (flag, value), in bind order, the values as the phase
+  /// pipelines' options parse them: what `gptc --compile-to` records in
+  /// the IR for `--compile-from` to go on with.
+  std::vector<std::pair<std::string, std::string>> flagValues() const;
 };
 
 /// gptc's flags for `options`, each bound to its field (llvm::cl external

@@ -266,23 +266,32 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const CompileOptions &option
 
 void buildPipeline(OpPassManager &pm, const CompileOptions &options,
                    Phase compileTo) {
-  if (compileTo >= Phase::Import)
+  buildPipeline(pm, options, Phase::Input, compileTo);
+}
+
+void buildPipeline(OpPassManager &pm, const CompileOptions &options, Phase from,
+                   Phase compileTo) {
+  // IR that a phase with a gate wrote is checked as the gate left it.
+  if (from >= Phase::Lower && from <= Phase::MemoryPlan)
+    addGate(pm, getPhaseName(from));
+  auto runs = [&](Phase phase) { return from < phase && phase <= compileTo; };
+  if (runs(Phase::Import))
     buildImportPassPipeline(pm, options);
-  if (compileTo >= Phase::Precision)
+  if (runs(Phase::Precision))
     buildPrecisionPassPipeline(pm, options);
-  if (compileTo >= Phase::Autodiff)
+  if (runs(Phase::Autodiff))
     buildAutodiffPassPipeline(pm, options);
-  if (compileTo >= Phase::TrainStep)
+  if (runs(Phase::TrainStep))
     buildTrainStepPassPipeline(pm, options);
-  if (compileTo >= Phase::Lower)
+  if (runs(Phase::Lower))
     buildLowerPassPipeline(pm, options);
-  if (compileTo >= Phase::Distribute)
+  if (runs(Phase::Distribute))
     buildDistributePassPipeline(pm, options);
-  if (compileTo >= Phase::Schedule)
+  if (runs(Phase::Schedule))
     buildSchedulePassPipeline(pm, options);
-  if (compileTo >= Phase::Fuse)
+  if (runs(Phase::Fuse))
     buildFusePassPipeline(pm, options);
-  if (compileTo >= Phase::MemoryPlan)
+  if (runs(Phase::MemoryPlan))
     buildMemoryPlanPassPipeline(pm, options);
   // Executable adds no passes: the driver serializes the planned module.
 }

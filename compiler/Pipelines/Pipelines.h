@@ -94,6 +94,10 @@ void buildMemoryPlanPassPipeline(mlir::OpPassManager &pm, const CompileOptions &
 /// Every phase after `Input` up to and including `compileTo`.
 void buildPipeline(mlir::OpPassManager &pm, const CompileOptions &options,
                    Phase compileTo);
+/// The phases after `from` up to and including `compileTo`, for IR that
+/// phase `from` wrote (--compile-from): its gate first, where it has one.
+void buildPipeline(mlir::OpPassManager &pm, const CompileOptions &options, Phase from,
+                   Phase compileTo);
 
 /// Dialects a gpt module may contain.
 void registerDialects(mlir::DialectRegistry &registry);

@@ -69,6 +69,12 @@ cl::opt<bool> report("report",
 cl::opt<std::string> compileTo("compile-to",
                                cl::desc("Stop after this phase (see --list-phases)"),
                                cl::value_desc("phase"), cl::cat(compileCat));
+cl::opt<std::string> compileFrom(
+    "compile-from",
+    cl::desc("Go on from MLIR that --compile-to=PHASE wrote, through --compile-to (default: "
+             "the executable or memory-plan, as -o says), with the options recorded in it "
+             "(gpt.compile_options); only codegen's flags may differ"),
+    cl::value_desc("phase"), cl::cat(compileCat));
 cl::opt<std::string> dumpDir("dump-ir-after-each-pass",
                              cl::desc("Write DIR/NN-<pass>.mlir after every pass (NN: its place "
                                       "in the whole pipeline, the same whatever the flags; "
@@ -191,6 +197,9 @@ bool presetFitsBatch = false;
 /// Set while gptc tries batches: plan without the budget's recomputation.
 bool ignoreMemoryBudget = false;
 
+/// The phase the input is at: Input, or --compile-from's.
+Phase fromPhase = Phase::Input;
+
 /// The options the passes get: the flags, with the preset and the batch
 /// gptc resolved, and --split-batch's micro-batches.
 CompileOptions pipelineOptions() {
@@ -209,8 +218,101 @@ LogicalResult buildPassManager(PassManager &pm, Phase phase) {
     fail("bad pass manager options");
     return failure();
   }
-  buildPipeline(pm, pipelineOptions(), phase);
+  buildPipeline(pm, pipelineOptions(), fromPhase, phase);
   return success();
+}
+
+/// Flags of the kernels only, which act after every phase.
+constexpr const char *kCodegenFlags[] = {
+    "target", "cuda-arch", "cuda-toolkit", "flash-attention", "warpgroup-mma",
+    "fuse-cross-entropy", "cross-entropy-one-pass", "layernorm-grad-one-launch",
+    "layernorm-grad-chunk-rows"};
+
+/// An option value as the phase pipelines' options parse it.
+std::string optionText(llvm::StringRef name, llvm::StringRef value) {
+  return (name + "=" + (value.contains(' ') ? "{" + value + "}" : value)).str();
+}
+
+/// --compile-from: checks that the input is IR that --compile-to=PHASE
+/// wrote and takes the options recorded in it, with codegen's flags as
+/// given; any other flag must agree with the record. False where not (said).
+bool takeRecordedOptions(MLIRContext &context, Phase from) {
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseInput(context, sourceMgr);
+  if (!module)
+    return false;
+  auto phase = (*module)->getAttrOfType<StringAttr>("gpt.phase");
+  auto recorded = (*module)->getAttrOfType<DictionaryAttr>("gpt.compile_options");
+  if (!phase || !recorded) {
+    fail("--compile-from: '" + inputFile + "' records no phase and options (gpt.phase, "
+         "gpt.compile_options): give it what gptc compile --compile-to=" + compileFrom +
+         " wrote");
+    return false;
+  }
+  if (phase.getValue() != compileFrom) {
+    fail("--compile-from=" + compileFrom + ": '" + inputFile + "' is IR after phase " +
+         phase.getValue() + " (its gpt.phase)");
+    return false;
+  }
+  llvm::StringMap<std::string> given;
+  for (auto &[name, value] : opts.flagValues())
+    if (flags->given(name))
+      given[name] = value;
+  std::string text;
+  for (NamedAttribute entry : recorded) {
+    auto value = llvm::dyn_cast<StringAttr>(entry.getValue());
+    if (!value)
+      continue;
+    std::string name = entry.getName().str(), chosen = value.getValue().str();
+    if (auto it = given.find(name); it != given.end() && it->second != chosen) {
+      if (!llvm::is_contained(kCodegenFlags, llvm::StringRef(name))) {
+        fail("--" + name + "=" + it->second + ": '" + inputFile + "' was compiled to " +
+             compileFrom + " with " + name + "=" + chosen + ", and --compile-from goes on "
+             "with the options recorded in it (only codegen's flags may differ)");
+        return false;
+      }
+      chosen = it->second;
+    }
+    text += (text.empty() ? "" : " ") + optionText(name, chosen);
+  }
+  PipelineOptions parsed;
+  std::string error;
+  llvm::raw_string_ostream errors(error);
+  if (failed(parsed.parseFromString(text, errors))) {
+    fail("--compile-from: '" + inputFile + "' records options gptc cannot read: " + error);
+    return false;
+  }
+  llvm::Expected<CompileOptions> resolved = parsed.resolved();
+  if (!resolved) {
+    fail(llvm::toString(resolved.takeError()));
+    return false;
+  }
+  opts = std::move(*resolved);
+  resolvedModel = opts.model;
+  // For the summary line: the shapes the IR has.
+  if (auto config = (*module)->getAttrOfType<DictionaryAttr>("gpt.config")) {
+    auto key = [&](StringRef k) {
+      auto attr = config.getAs<IntegerAttr>(k);
+      return attr ? attr.getInt() : int64_t{0};
+    };
+    presetBatch = key("batch");
+    presetSeq = key("seq");
+  }
+  return true;
+}
+
+/// Records in the IR written at --compile-to what --compile-from needs:
+/// the phase and every option the passes ran with.
+void recordOptions(ModuleOp module, Phase phase) {
+  MLIRContext *context = module.getContext();
+  llvm::SmallVector<NamedAttribute> entries;
+  CompileOptions options = pipelineOptions();
+  options.splitBatch = false; // --batch and --accum-steps hold the split
+  for (auto &[name, value] : options.flagValues())
+    entries.emplace_back(StringAttr::get(context, name), StringAttr::get(context, value));
+  module->setAttr("gpt.phase", StringAttr::get(context, getPhaseName(phase)));
+  module->setAttr("gpt.compile_options", DictionaryAttr::get(context, entries));
 }
 
 /// Writes -o through `write`, keeps the file only if every byte got there
@@ -431,7 +533,10 @@ bool chooseBatch(MLIRContext &context, int64_t base, int64_t seqLen, std::string
 
 /// One line on stderr saying what is compiled, defaults named as such.
 void printSummary(const std::string &batchHow, Phase phase) {
-  auto dflt = [](llvm::StringRef flag) { return flags->given(flag) ? "" : " (default)"; };
+  // Under --compile-from the values come from the input's record.
+  auto dflt = [](llvm::StringRef flag) {
+    return flags->given(flag) || fromPhase != Phase::Input ? "" : " (default)";
+  };
   bool host = opts.target == CompileTarget::Host;
   int64_t b = opts.batch ? opts.batch : presetBatch;
   std::string line = "gptc: model " + resolvedModel + dflt("model") + ", " +
@@ -448,6 +553,8 @@ void printSummary(const std::string &batchHow, Phase phase) {
                          : llvm::formatv(", exactly {0} {1}", world, ranks).str();
   if (phase >= Phase::Distribute && opts.zero == 1)
     line += ", ZeRO-1 (each rank keeps 1/" + std::to_string(world) + " of the AdamW state)";
+  if (fromPhase != Phase::Input)
+    line += ", from phase " + getPhaseName(fromPhase).str() + " (--compile-from)";
   llvm::errs() << line << "\n";
 }
 
@@ -477,6 +584,18 @@ int runCompile(MLIRContext &context) {
       return fail("--compile-to=" + compileTo + " writes MLIR text, but -o " + outputFile +
                   " names an executable (.fb): use --compile-to=executable or another name");
   }
+  if (!compileFrom.empty()) {
+    std::optional<Phase> from = parsePhase(compileFrom);
+    if (!from || *from == Phase::Input || *from == Phase::Executable)
+      return fail("--compile-from: expected a phase from import to memory-plan whose IR "
+                  "--compile-to wrote, got '" + compileFrom + "'");
+    if (*from >= target)
+      return fail("--compile-from=" + compileFrom + ": nothing to do up to phase " +
+                  getPhaseName(target).str() + " (--compile-to, or as -o says)");
+    fromPhase = *from;
+    if (!takeRecordedOptions(context, fromPhase))
+      return 1;
+  }
   // The toolkit codegen links from, and runs ptxas from (or $PATH),
   // checked before the passes run.
   if (target == Phase::Executable && opts.target == CompileTarget::Cuda) {
@@ -493,10 +612,11 @@ int runCompile(MLIRContext &context) {
     if (!llvm::sys::fs::can_execute(dir + "/bin/ptxas") && !llvm::sys::findProgramByName("ptxas"))
       return missing("bin/ptxas (nor ptxas on $PATH)");
   }
-  if (!resolveModel(context))
+  if (fromPhase == Phase::Input && !resolveModel(context))
     return 1;
   std::string batchHow;
-  if (opts.batch == 0 && opts.target == CompileTarget::Cuda && target >= Phase::MemoryPlan &&
+  if (fromPhase == Phase::Input && opts.batch == 0 && opts.target == CompileTarget::Cuda &&
+      target >= Phase::MemoryPlan &&
       presetFitsBatch && presetBatch > 0) {
     int64_t seqLen = opts.seq > 0 ? opts.seq : presetSeq;
     if (!chooseBatch(context, presetBatch, std::max<int64_t>(seqLen, 1), batchHow))
@@ -588,6 +708,7 @@ int runCompile(MLIRContext &context) {
   }
   if (report)
     return fail("--report describes an executable: give -o FILE.fb");
+  recordOptions(*module, target);
   return writeOutput([&](llvm::raw_ostream &os) { module->print(os), os << "\n"; });
 }
 
@@ -818,15 +939,15 @@ int main(int argc, char **argv) {
     return fail("--arithmetic, --seed, --decompose-attention, --data and --steps apply "
                 "to run-reference, not compile");
   if (command == "run-reference" &&
-      (compileTo.getNumOccurrences() || dumpDir.getNumOccurrences() ||
+      (compileTo.getNumOccurrences() || compileFrom.getNumOccurrences() ||
+       dumpDir.getNumOccurrences() ||
        outputFile.getNumOccurrences() || report.getNumOccurrences()))
-    return fail("--compile-to, --dump-ir-after-each-pass, -o and --report apply to compile");
+    return fail("--compile-to, --compile-from, --dump-ir-after-each-pass, -o and --report "
+                "apply to compile");
   // The interpreter runs the IR, not an executable: codegen's flags would
   // be silently ignored.
   if (command == "run-reference")
-    for (const char *flag : {"target", "cuda-arch", "cuda-toolkit", "flash-attention",
-                             "warpgroup-mma", "fuse-cross-entropy", "cross-entropy-one-pass",
-                             "layernorm-grad-one-launch", "layernorm-grad-chunk-rows"})
+    for (const char *flag : kCodegenFlags)
       if (flags->given(flag))
         return fail(llvm::Twine("--") + flag + " configures the executable's kernels; "
                     "run-reference interprets the IR (give it to compile)");

@@ -2,7 +2,7 @@
 
 // The import phase prints static IR with named parameters.
 // RUN: gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --compile-to=import | FileCheck %s --check-prefix=IMPORT
-// IMPORT: module attributes {gpt.config = {{{.*}}name = "tiny"
+// IMPORT: module attributes {{{.*}}gpt.config = {{{.*}}name = "tiny"{{.*}}gpt.phase = "import"
 // IMPORT-LABEL: func.func @forward
 // IMPORT-SAME: tensor<2x8xi32> {gpt.input = "tokens"
 // IMPORT-SAME: gpt.param = "h.1.mlp.c_proj.weight"
