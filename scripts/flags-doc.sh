@@ -39,7 +39,7 @@ its options (it is mlir-opt's, with MLIR's own flags).
 [tools.md](tools.md) shows the tools by example.
 
 EOF
-  section "## gptc" gptc --help
+  section "## gptc" gptc --help-hidden
   section "## gptrun" gptrun --help
   section "## gpt-data" gpt-data --help
   local command

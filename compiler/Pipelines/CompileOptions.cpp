@@ -199,7 +199,10 @@ cl::OptionCategory &categoryOf(OptionGroup group) {
   static cl::OptionCategory compile("gptc compile / run-reference options");
   static cl::OptionCategory trainStep("gptc train-step options (phase train-step)");
   static cl::OptionCategory distribute("gptc data-parallel options (phase distribute)");
+  static cl::OptionCategory switches(
+      "gptc kernel, fusion and FP8 switches (--help-hidden; defaults as measured best)");
   switch (group) {
+  case OptionGroup::Switches: return switches;
   case OptionGroup::Compile: return compile;
   case OptionGroup::TrainStep: return trainStep;
   case OptionGroup::Distribute: return distribute;
@@ -255,6 +258,8 @@ struct CommandLineOptions::Impl {
         name, cl::desc(help), cl::location(field), cl::cat(categoryOf(group)));
     if (!value.empty())
       o->setValueStr(value);
+    if (group == OptionGroup::Switches)
+      o->setHiddenFlag(cl::Hidden);
     add(std::move(o));
   }
   template <typename E>

@@ -45,8 +45,10 @@ std::optional<PrecisionPolicy> parsePrecision(llvm::StringRef name);
 
 enum class CompileTarget { Cuda, Host };
 
-/// Where an option is listed in --help.
-enum class OptionGroup { Compile, TrainStep, Distribute };
+/// Where an option is listed in --help. Switches lists the kernel, fusion
+/// and FP8 rewrite switches, which --help leaves to --help-hidden: each has
+/// the default that measured best, and they are for experiments.
+enum class OptionGroup { Compile, TrainStep, Distribute, Switches };
 
 template <typename E>
 struct EnumName {
@@ -193,24 +195,24 @@ void CompileOptions::bind(Binder &b) {
         "sm_120(a) or sm_121(a)");
   b.opt(cudaToolkit, "cuda-toolkit=<dir>", G::Compile,
         "CUDA toolkit for ptxas and libdevice (default: $CUDA_HOME or /usr/local/cuda)");
-  b.opt(flashAttention, "flash-attention", G::Compile,
+  b.opt(flashAttention, "flash-attention", G::Switches,
         "CUDA: tensor-core flash attention for bf16 attention whose head dimension and "
         "sequence length are multiples of 16 (=false: the scalar kernels)");
-  b.opt(warpgroupMma, "warpgroup-mma", G::Compile,
+  b.opt(warpgroupMma, "warpgroup-mma", G::Switches,
         "CUDA sm_90: flash attention multiplies on Hopper's warpgroup MMA (wgmma) and the "
         "kernels are compiled for sm_90a (=false: mma.sync, as on sm_80)");
-  b.opt(fuseCrossEntropy, "fuse-cross-entropy", G::Compile,
+  b.opt(fuseCrossEntropy, "fuse-cross-entropy", G::Switches,
         "Cross-entropy in one row launch forward (saving each row's log-sum-exp) and one "
         "backward (=false: separate statistics and gradient kernels)");
-  b.opt(crossEntropyOnePass, "cross-entropy-one-pass", G::Compile,
+  b.opt(crossEntropyOnePass, "cross-entropy-one-pass", G::Switches,
         "CUDA, with --fuse-cross-entropy: when the logits' gradient overwrites them, the "
         "forward's launch writes it too, one block per row staged in shared memory, so the "
         "logits are read once (=false: a forward and a backward launch)");
-  b.opt(layerNormGradOneLaunch, "layernorm-grad-one-launch", G::Compile,
+  b.opt(layerNormGradOneLaunch, "layernorm-grad-one-launch", G::Switches,
         "CUDA: a layernorm gradient's rows kernel also sums dweight and dbias, a warp keeping "
         "its columns' sums over --layernorm-grad-chunk-rows rows in shared memory, so dy and x "
         "are read once (=false: a column kernel reads them again)");
-  b.opt(layerNormGradChunkRows, "layernorm-grad-chunk-rows=<rows>", G::Compile,
+  b.opt(layerNormGradChunkRows, "layernorm-grad-chunk-rows=<rows>", G::Switches,
         "Rows of one partial sum of a layernorm gradient's dweight and dbias, added up by a "
         "second kernel (1 to 1024; 0: with --layernorm-grad-one-launch 4 to 64, about a wave of "
         "warps, else 64). The same value gives the same bits with and without one launch");
@@ -232,34 +234,34 @@ void CompileOptions::bind(Binder &b) {
         "With --precision=fp8: the tied LM head's GEMMs (logits, and their two gradient "
         "products) in FP8 too, the largest GEMMs of the small models (default: bf16; its loss "
         "against the blocks-only recipe: docs/precision.md)");
-  b.opt(fp8CrossEntropyGrad, "fp8-cross-entropy-grad", G::Compile,
+  b.opt(fp8CrossEntropyGrad, "fp8-cross-entropy-grad", G::Switches,
         "With --fp8-lm-head: the loss kernel writes the logits' gradient as e5m2 codes at the "
         "scale of its bound |dloss| / positions, and a byte transpose gives the other layout "
         "(gpt-fp8-cross-entropy-grad; =false: a bf16 gradient, scaled by its amax and cast)");
-  b.opt(fuseFp8Cast, "fuse-fp8-cast", G::Compile,
+  b.opt(fuseFp8Cast, "fuse-fp8-cast", G::Switches,
         "With --precision=fp8: the backward's FP8 casts also sum the bias gradients' columns, "
         "and cast the MLP's GELU gradient from the GEMM output and the pre-activation, which is "
         "then never stored in bf16 (gpt-fuse-fp8-cast)");
-  b.opt(fp8SteadyStep, "fp8-steady-step", G::Compile,
+  b.opt(fp8SteadyStep, "fp8-steady-step", G::Switches,
         "With --precision=fp8 and delayed scaling: a program of its own for the first step "
         "(train_step_first, which measures the tensors whose histories are empty); every later "
         "step takes all its FP8 scales from the histories in one kernel launch instead of two "
         "launches per FP8 operand (gpt-fp8-steady-step)");
-  b.opt(foldFp8InputCast, "fold-fp8-input-cast", G::Compile,
+  b.opt(foldFp8InputCast, "fold-fp8-input-cast", G::Switches,
         "With --precision=fp8: an FP8 cast of a bf16 copy that nothing else reads (the steady "
         "step's block weights) reads the f32 tensor and rounds each element to bf16 as it "
         "loads, the same codes without the copy (gpt-fold-fp8-input-cast)");
-  b.opt(fuseLayerNormFp8, "fuse-layernorm-fp8", G::Compile,
+  b.opt(fuseLayerNormFp8, "fuse-layernorm-fp8", G::Switches,
         "With --fp8-steady-step: the steady step's residual layernorms write both layouts of "
         "the FP8 codes of their result (the scale is known before they run), where a bf16 "
         "result and a cast kernel did (gpt-fuse-layernorm-fp8)");
-  b.opt(fuseFp8GeluMatmul, "fuse-fp8-gelu-matmul", G::Compile,
+  b.opt(fuseFp8GeluMatmul, "fuse-fp8-gelu-matmul", G::Switches,
         "With --fp8-steady-step: the steady step's MLP GEMM applies the GELU and writes its FP8 "
         "codes itself (cuBLASLt's GELU_AUX epilogue with an FP8 D; the scale is known before it "
         "runs) and a byte transpose the other layout, where a cast kernel read the bf16 "
         "pre-activation back (gpt-fuse-fp8-gelu-matmul; off by default: no faster than the "
         "cast, and not its bits; docs/precision.md)");
-  b.opt(fuseGradAccumulation, "fuse-grad-accumulation", G::Compile,
+  b.opt(fuseGradAccumulation, "fuse-grad-accumulation", G::Switches,
         "With --precision=fp8 and --accum-steps > 1: the first micro-batch's weight-gradient "
         "GEMMs write f32, and each later one adds its product to that sum in place (cuBLASLt "
         "beta = 1), where a bf16 result, its f32 copy and an add per micro-batch did "
@@ -273,24 +275,24 @@ void CompileOptions::bind(Binder &b) {
   b.opt(memoryBudgetFlag, "memory-budget=<GiB>", G::Compile,
         "Recompute activations in the backward so the train step needs at most this many GiB "
         "(parameters, AdamW state, inputs and activations; 0: off)");
-  b.opt(rematMaxDepth, "remat-max-depth=<N>", G::Compile,
+  b.opt(rematMaxDepth, "remat-max-depth=<N>", G::Switches,
         "With --memory-budget: the most ops (views and FP8 casts aside) on one path of a "
         "recompute chain; deeper chains free values further from what stays live "
         "(gpt-rematerialize's max-depth)");
-  b.opt(fuseMatmulEpilogue, "fuse-matmul-epilogue", G::Compile,
+  b.opt(fuseMatmulEpilogue, "fuse-matmul-epilogue", G::Switches,
         "Fold GELU, GELU's gradient and bias gradients into cuBLASLt GEMM epilogues "
         "(gpt-fuse-matmul-epilogue; =false: separate kernels)");
-  b.opt(matmulEpilogues, "matmul-epilogues=<list>", G::Compile,
+  b.opt(matmulEpilogues, "matmul-epilogues=<list>", G::Switches,
         "Which folds gpt-fuse-matmul-epilogue makes, comma-separated: gelu, gelu-grad, "
         "gelu-bias-grad, bias-grad (default: gelu,gelu-grad; the bias-gradient folds are "
         "slower: docs/precision.md)");
-  b.opt(fuseElementwise, "fuse-elementwise", G::Compile,
+  b.opt(fuseElementwise, "fuse-elementwise", G::Switches,
         "Fuse elementwise ops into one kernel per group (gpt-fuse-elementwise; =false: one "
         "kernel per op)");
-  b.opt(fuseAdamW, "fuse-adamw", G::Compile,
+  b.opt(fuseAdamW, "fuse-adamw", G::Switches,
         "Update all parameters with one gpt.adamw_multi, one kernel launch (gpt-fuse-adamw; "
         "=false: a gpt.adamw and a launch per parameter)");
-  b.opt(narrowGrads, "narrow-grads", G::Compile,
+  b.opt(narrowGrads, "narrow-grads", G::Switches,
         "With --fuse-adamw: the update and the gradient norm read bf16/f16 weight gradients as "
         "they are, widening as they load (=false: through an f32 copy)");
 

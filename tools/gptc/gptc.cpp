@@ -129,7 +129,8 @@ Examples:
   gptc compile models/gpt2.mlir --model=mini --target=host -o mini.fb
   gptc run-reference models/gpt2.mlir --model=tiny --precision=fp32 --steps=10 --lr=1e-2
 
-MLIR's pass-manager flags also work (listed by --help-hidden), e.g.
+--help-hidden also lists the switches of each kernel, fusion and FP8
+rewrite. MLIR's pass-manager flags work too, e.g.
   --mlir-print-ir-after-all, --mlir-print-ir-after=<pass>, --mlir-timing
 )";
 
@@ -899,7 +900,8 @@ int main(int argc, char **argv) {
   }
   flags = bindCommandLine(opts);
   cl::OptionCategory *ours[] = {&compileCat, &getOptionCategory(OptionGroup::TrainStep),
-                                &getOptionCategory(OptionGroup::Distribute), &referenceCat};
+                                &getOptionCategory(OptionGroup::Distribute),
+                                &getOptionCategory(OptionGroup::Switches), &referenceCat};
   // libLLVM registers hundreds of backend flags; --help shows ours only.
   cl::HideUnrelatedOptions(ours);
   cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(), kOverview);
