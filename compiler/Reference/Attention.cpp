@@ -18,7 +18,10 @@ LogicalResult Evaluator<T>::attention(CausalAttentionOp op) {
   const Buffer &qkv = in(op.getQkv());
   auto s = shapeOf(op.getQkv());
   int64_t bsz = s[0], t = s[1], c = s[2] / 3;
-  int64_t h = *getConfigInt(op.getNumHeads()), d = c / h;
+  FailureOr<int64_t> heads = configNumber(op, op.getNumHeads(), "num_heads");
+  if (failed(heads))
+    return failure();
+  int64_t h = *heads, d = c / h;
   T scale = T(1) / std::sqrt(static_cast<T>(d));
   Buffer &y = out(op.getResult());
   Buffer &lse = out(op.getLse()); // (B, H, T)
@@ -60,7 +63,10 @@ LogicalResult Evaluator<T>::attentionGrad(AttentionGradOp op) {
   const Buffer &dy = in(op.getGrad()), &qkv = in(op.getQkv());
   auto s = shapeOf(op.getQkv());
   int64_t bsz = s[0], t = s[1], c = s[2] / 3;
-  int64_t h = *getConfigInt(op.getNumHeads()), d = c / h;
+  FailureOr<int64_t> heads = configNumber(op, op.getNumHeads(), "num_heads");
+  if (failed(heads))
+    return failure();
+  int64_t h = *heads, d = c / h;
   T scale = T(1) / std::sqrt(static_cast<T>(d));
   Buffer &dqkv = out(op.getResult());
   std::vector<T> p(t), dp(t);

@@ -29,7 +29,10 @@ template <typename T>
 LogicalResult Evaluator<T>::crossEntropy(CrossEntropyOp op) {
   const Buffer &logits = in(op.getLogits()), &targets = in(op.getTargets());
   int64_t vp = shapeOf(op.getLogits()).back();
-  int64_t v = *getConfigInt(op.getVocabSize());
+  FailureOr<int64_t> vocab = configNumber(op, op.getVocabSize(), "vocab_size");
+  if (failed(vocab))
+    return failure();
+  int64_t v = *vocab;
   int64_t rows = targets.size();
   T total = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -53,7 +56,10 @@ LogicalResult Evaluator<T>::crossEntropyGradInto(GradOp op, Buffer &dl) {
   const Buffer &dloss = in(op.getGrad()), &logits = in(op.getLogits());
   const Buffer &targets = in(op.getTargets());
   int64_t vp = shapeOf(op.getLogits()).back();
-  int64_t v = *getConfigInt(op.getVocabSize());
+  FailureOr<int64_t> vocab = configNumber(op, op.getVocabSize(), "vocab_size");
+  if (failed(vocab))
+    return failure();
+  int64_t v = *vocab;
   int64_t rows = targets.size();
   T g = dloss[0] / static_cast<T>(rows);
   for (int64_t r = 0; r < rows; ++r) {

@@ -49,6 +49,16 @@ inline std::vector<int64_t> shapeOf(Value v) {
   return {shape.begin(), shape.end()};
 }
 
+/// The number a configuration attribute of `op` holds, or an error naming
+/// it: a #gpt.cfg<"..."> is resolved only by instantiating the model.
+inline FailureOr<int64_t> configNumber(Operation *op, Attribute value, StringRef name) {
+  if (std::optional<int64_t> n = getConfigInt(value))
+    return *n;
+  return op->emitError() << name << " is " << value
+                         << ", not a number: instantiate the model first "
+                            "(gpt-instantiate-model)";
+}
+
 inline int64_t product(ArrayRef<int64_t> dims) {
   return std::accumulate(dims.begin(), dims.end(), int64_t{1},
                          std::multiplies<int64_t>());

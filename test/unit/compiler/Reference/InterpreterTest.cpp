@@ -87,6 +87,26 @@ TEST_F(InterpreterTest, Fp8ScaleOfANanIsOne) {
   }
 }
 
+// Verify that an op whose configuration is still a #gpt.cfg (a model not
+// instantiated) is an error naming the attribute, not a crash.
+TEST_F(InterpreterTest, UninstantiatedConfigIsAnError) {
+  module = parse(R"mlir(
+    func.func @f(%qkv: tensor<1x2x6xf64>) -> tensor<1x2x2xf64> {
+      %y, %lse = gpt.causal_attention %qkv {num_heads = #gpt.cfg<"n_head">}
+          : (tensor<1x2x6xf64>) -> (tensor<1x2x2xf64>, tensor<1x?x2xf32>)
+      return %y : tensor<1x2x2xf64>
+    })mlir");
+  ASSERT_TRUE(module);
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("f");
+  auto out = reference::evaluate(fn, {Tensor({1, 2, 6}, std::vector<double>(12, 0.5))},
+                                 Precision::F64);
+  EXPECT_TRUE(mlir::failed(out));
+  EXPECT_NE(diagnostics.find("num_heads is #gpt.cfg<\"n_head\">, not a number: instantiate "
+                             "the model first"),
+            std::string::npos)
+      << diagnostics;
+}
+
 // Verify gpt.fp8_cross_entropy_grad: the gradient's e5m2 codes at the
 // scale of its bound |dloss| / P, the inverse of that scale, scale 1 for a
 // zero dloss, zero codes in the padding; gpt.fp8_transpose moves them.
