@@ -111,6 +111,8 @@ llvm::Error CompileOptions::resolve() {
                  llvm::Twine(layerNormGradChunkRows));
 
   // Options against each other and the target.
+  if (!fp8Exclude.empty() && precision != PrecisionPolicy::Fp8)
+    return error("--fp8-exclude: needs --precision=fp8, got " + getPrecisionName(precision));
   if (fp8LmHead && precision != PrecisionPolicy::Fp8)
     return error("--fp8-lm-head: needs --precision=fp8, got " + getPrecisionName(precision));
   if (narrowResidual && precision == PrecisionPolicy::Fp32)

@@ -79,6 +79,7 @@ struct CompileOptions {
   PrecisionPolicy precision = PrecisionPolicy::Bf16;
   int64_t fp8History = 16;
   bool fp8LmHead = false;
+  std::string fp8Exclude; // comma-separated parameter-name prefixes kept bf16
   bool fp8CrossEntropyGrad = true;
   bool fuseFp8Cast = true;
   bool fp8SteadyStep = true;
@@ -234,6 +235,10 @@ void CompileOptions::bind(Binder &b) {
         "With --precision=fp8: the tied LM head's GEMMs (logits, and their two gradient "
         "products) in FP8 too, the largest GEMMs of the small models (default: bf16; its loss "
         "against the blocks-only recipe: docs/precision.md)");
+  b.opt(fp8Exclude, "fp8-exclude=<names>", G::Compile,
+        "With --precision=fp8: the linear layers whose weight's parameter name starts with "
+        "one of these comma-separated prefixes stay bf16; first and last name the first and "
+        "the last block (e.g. first,last, or h.0.mlp.,h.11.)");
   b.opt(fp8CrossEntropyGrad, "fp8-cross-entropy-grad", G::Switches,
         "With --fp8-lm-head: the loss kernel writes the logits' gradient as e5m2 codes at the "
         "scale of its bound |dloss| / positions, and a byte transpose gives the other layout "

@@ -101,6 +101,10 @@ void buildPrecisionPassPipeline(OpPassManager &pm, const CompileOptions &options
   mp.policy = getPrecisionName(options.precision).str();
   mp.narrowResidual = options.narrowResidual;
   mp.fp8LmHead = options.fp8LmHead;
+  llvm::SmallVector<llvm::StringRef> excluded;
+  llvm::StringRef(options.fp8Exclude).split(excluded, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef name : excluded)
+    mp.fp8Exclude.push_back(name.trim().str());
   pm.addPass(createMixedPrecisionPass(mp));
 }
 

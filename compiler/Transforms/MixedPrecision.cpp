@@ -71,6 +71,10 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
                        "fp16), got fp32");
       return signalPassFailure();
     }
+    if (!fp8Exclude.empty() && policy != "fp8") {
+      module.emitError("gpt-mixed-precision: fp8-exclude needs policy fp8, got ") << policy;
+      return signalPassFailure();
+    }
     if (fp8LmHead && policy != "fp8") {
       module.emitError("gpt-mixed-precision: fp8-lm-head needs policy fp8, got ") << policy;
       return signalPassFailure();
@@ -99,8 +103,8 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
     f32 = Float32Type::get(&getContext());
     if (failed(rewrite(fn)))
       return signalPassFailure();
-    if (policy == "fp8")
-      fp8Linears(fn);
+    if (policy == "fp8" && failed(fp8Linears(fn)))
+      return signalPassFailure();
     if (fp8LmHead)
       fp8LmHeads(fn);
   }
@@ -203,9 +207,31 @@ private:
 
   /// fp8: every gpt.linear (the blocks' layers; the tied LM head is a
   /// gpt.matmul and stays bf16) becomes an e4m3 x e4m3 gpt.fp8_matmul plus
-  /// its bias, on the bf16 operands the walk gave it.
-  void fp8Linears(func::FuncOp fn) {
+  /// its bias, on the bf16 operands the walk gave it, but those whose
+  /// weight fp8-exclude names.
+  LogicalResult fp8Linears(func::FuncOp fn) {
+    // "first" and "last" are the blocks h.0. and h.<n_layer-1>.
+    std::vector<std::string> prefixes;
+    auto config = fn->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>("gpt.config");
+    auto layers = config ? config.getAs<IntegerAttr>("n_layer") : IntegerAttr();
+    for (const std::string &p : fp8Exclude) {
+      if ((p == "first" || p == "last") && !layers)
+        return fn.emitError("gpt-mixed-precision: fp8-exclude=") << p
+               << " needs the model's n_layer (gpt.config): instantiate it first";
+      prefixes.push_back(p == "first"  ? std::string("h.0.")
+                         : p == "last" ? "h." + std::to_string(layers.getInt() - 1) + "."
+                                       : p);
+    }
+    std::vector<bool> used(prefixes.size(), false);
     for (auto linear : llvm::to_vector(fn.getOps<LinearOp>())) {
+      if (llvm::StringRef name = paramName(linear.getWeight()); !name.empty()) {
+        bool keep = false;
+        for (auto [i, p] : llvm::enumerate(prefixes))
+          if (name.starts_with(p))
+            keep = used[i] = true;
+        if (keep)
+          continue;
+      }
       OpBuilder b(linear);
       Value y = Fp8MatmulOp::create(b, linear.getLoc(), Fp8Format::E4M3, linear.getInput(),
                                     Fp8Format::E4M3, linear.getWeight(), /*transpose_lhs=*/false,
@@ -216,6 +242,23 @@ private:
       linear.erase();
       ++numFp8Products;
     }
+    for (auto [i, p] : llvm::enumerate(fp8Exclude))
+      if (!used[i])
+        return fn.emitError("gpt-mixed-precision: fp8-exclude=")
+               << p << " names no linear layer's weight (parameter names: h.0.attn.c_attn.weight, "
+                  "h.0.mlp.c_fc.weight, ...)";
+    return success();
+  }
+
+  /// The gpt.param name of the argument `v` is (through casts), or "".
+  static llvm::StringRef paramName(Value v) {
+    while (auto cast = v.getDefiningOp<CastOp>())
+      v = cast.getInput();
+    auto arg = llvm::dyn_cast<BlockArgument>(v);
+    auto fn = arg ? llvm::dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+    auto name = fn ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "gpt.param")
+                   : StringAttr();
+    return name ? name.getValue() : llvm::StringRef();
   }
 
   /// fp8-lm-head: a gpt.matmul whose result is a gpt.cross_entropy's

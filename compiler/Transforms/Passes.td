@@ -45,6 +45,12 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
         --precision=fp8`); gpt-lower-fp8 (memory-plan phase) turns each
         product into quantize kernels and an FP8 GEMM.
 
+    Option `fp8-exclude` (with fp8) is the per-layer part of the policy: the
+    linear layers whose weight's parameter name starts with one of its
+    prefixes stay bf16 `gpt.linear`s (say the first and last blocks, which
+    FP8 recipes often keep in bf16). A prefix that names no linear weight
+    is an error, so a typo does not silently leave the model all FP8.
+
     Option `narrow-residual` (with bf16 or fp16): the residual stream is in the
     compute type too, as in llm.c, where by default it stays fp32 as
     under torch.autocast. The embedding's sum is cast to bf16 (the
@@ -89,6 +95,10 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
     Option<"fp8LmHead", "fp8-lm-head", "bool", /*default=*/"false",
            "With fp8: the LM head's product (the gpt.matmul whose result is a "
            "gpt.cross_entropy's logits) in FP8 too">,
+    ListOption<"fp8Exclude", "fp8-exclude", "std::string",
+               "With fp8: linear layers whose weight's gpt.param name starts with one of "
+               "these stay bf16 (first and last name the first and the last block, h.0. "
+               "and h.<n_layer-1>.); each must name a linear weight">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "gpt.cast ops inserted">,

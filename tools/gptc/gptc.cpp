@@ -688,6 +688,7 @@ int runCompile(MLIRContext &context) {
                   ? ", delayed scaling (" + std::to_string(opts.fp8History) + " steps)"
                   : ", current scaling";
   policy += opts.fp8LmHead ? ", FP8 LM head" : "";
+  policy += opts.fp8Exclude.empty() ? "" : ", bf16 layers " + opts.fp8Exclude;
   policy += opts.narrowResidual ? ", narrow residual" : "";
   (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, policy));
 

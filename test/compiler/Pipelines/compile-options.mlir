@@ -37,3 +37,13 @@
 // HELP: --adam-epsilon=
 // HELP: --world-size=
 // HELP: --zero=
+
+// The per-layer FP8 policy reaches gpt-mixed-precision by gptc's flag:
+// tiny's two blocks are first and last, so no linear layer is FP8.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --fp8-exclude=first,last --compile-to=precision | FileCheck %s --check-prefix=EXCLUDE
+// EXCLUDE-LABEL: func.func @forward
+// EXCLUDE-NOT: gpt.fp8_matmul
+// EXCLUDE: gpt.linear {{.*}}bf16
+// EXCLUDE-NOT: gpt.fp8_matmul
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --fp8-exclude=last --compile-to=precision 2>&1 | FileCheck %s --check-prefix=EXCLUDEBF16
+// EXCLUDEBF16: gptc: error: --fp8-exclude: needs --precision=fp8, got bf16
