@@ -171,14 +171,14 @@ struct FlagPrinter {
 
   template <typename T>
   void opt(T &field, llvm::StringRef flag, OptionGroup, const char *) {
-    values.emplace_back(flag.split('=').first.str(), text(field));
+    values.emplace_back(splitFlag(flag).first.str(), text(field));
   }
   template <typename E>
   void opt(E &field, llvm::StringRef flag, OptionGroup, const char *,
            std::initializer_list<EnumName<E>> names) {
     for (const EnumName<E> &n : names)
       if (n.value == field)
-        values.emplace_back(flag.split('=').first.str(), n.name);
+        values.emplace_back(splitFlag(flag).first.str(), n.name);
   }
 };
 
@@ -242,12 +242,6 @@ public:
 };
 
 } // namespace
-
-/// "flag=<what>": the flag and what --help calls its value.
-std::pair<llvm::StringRef, llvm::StringRef> splitFlag(llvm::StringRef flag) {
-  auto [name, value] = flag.split('=');
-  return {name, value.trim("<>")};
-}
 
 struct CommandLineOptions::Impl {
   std::vector<std::unique_ptr<cl::Option>> owned;

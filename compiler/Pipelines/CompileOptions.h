@@ -50,6 +50,13 @@ enum class CompileTarget { Cuda, Host };
 /// the default that measured best, and they are for experiments.
 enum class OptionGroup { Compile, TrainStep, Distribute, Switches };
 
+/// bind()'s flag spelling, "flag" or "flag=<what>": the flag, and what
+/// --help calls its value ("" where not said).
+inline std::pair<llvm::StringRef, llvm::StringRef> splitFlag(llvm::StringRef flag) {
+  auto [name, value] = flag.split('=');
+  return {name, value.trim("<>")};
+}
+
 template <typename E>
 struct EnumName {
   E value;

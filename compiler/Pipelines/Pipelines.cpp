@@ -316,23 +316,20 @@ struct PipelineOptions::Binder {
   PipelineOptions &self;
 
   template <typename T>
-  void opt(T &field, llvm::StringRef flag, OptionGroup, const char *help) {
-    auto o = std::make_unique<Option<T>>(self, flag.split('=').first, llvm::cl::desc(help),
+  Option<T> &opt(T &field, llvm::StringRef flag, OptionGroup, const char *help) {
+    auto o = std::make_unique<Option<T>>(self, splitFlag(flag).first, llvm::cl::desc(help),
                                          llvm::cl::init(field));
     Option<T> *raw = o.get();
     self.readers.push_back([raw, &field] { field = raw->getValue(); });
     self.owned.push_back(std::move(o));
+    return *raw;
   }
   template <typename E>
   void opt(E &field, llvm::StringRef flag, OptionGroup group, const char *help,
            std::initializer_list<EnumName<E>> names) {
-    auto o = std::make_unique<Option<E>>(self, flag.split('=').first, llvm::cl::desc(help),
-                                         llvm::cl::init(field));
+    Option<E> &o = opt(field, flag, group, help);
     for (const EnumName<E> &n : names)
-      o->getParser().addLiteralOption(n.name, n.value, "");
-    Option<E> *raw = o.get();
-    self.readers.push_back([raw, &field] { field = raw->getValue(); });
-    self.owned.push_back(std::move(o));
+      o.getParser().addLiteralOption(n.name, n.value, "");
   }
 };
 
