@@ -61,8 +61,8 @@ CONF_EXES=(
   "mini-bf16-noce      mini bf16 -    --fuse-cross-entropy=false"
   "mini-bf16-ce2       mini bf16 -    --cross-entropy-one-pass=false"
   "mini-fp8-nosteady   mini fp8  -    --fp8-steady-step=false"
-  "mini-fp8-nolnfp8    mini fp8  -    --fuse-layernorm-fp8=false"
-  "mini-fp8-nofold     mini fp8  -    --fold-fp8-input-cast=false"
+  "mini-fp8-nolnfp8    mini fp8  -    --disable-patterns=fp8-layernorm-codes"
+  "mini-fp8-nofold     mini fp8  -    --disable-patterns=fp8-fold-input-cast"
 )
 
 # Pairs of CUDA executables: A B KIND LOSS-TOL NORM-TOL PARAM-TOL LOGIT-TOL WHY.
@@ -92,8 +92,8 @@ CONF_PAIRS=(
   "mini-bf16 mini-bf16-unfused tol 1.1e-5 2.8e-4 2e-2 0 flash qkv bias sums of unrounded tiles (params: not measured yet, the first run compared bits)"
   "mini-bf16-ln16 mini-bf16-ln16-col exact 0 0 0 0 one-launch layernorm grad = column kernel at one chunk"
   "mini-fp8 mini-fp8-nosteady exact 0 0 0 0 gpt-fp8-steady-step: same bits"
-  "mini-fp8 mini-fp8-nolnfp8 exact 0 0 0 0 gpt-fuse-layernorm-fp8: same bits"
-  "mini-fp8 mini-fp8-nofold exact 0 0 0 0 gpt-fold-fp8-input-cast: same bits"
+  "mini-fp8 mini-fp8-nolnfp8 exact 0 0 0 0 fp8-layernorm-codes: same bits"
+  "mini-fp8 mini-fp8-nofold exact 0 0 0 0 fp8-fold-input-cast: same bits"
   "mini-bf16 mini-bf16-scalar tol 4.4e-5 1.9e-3 1.2e-1 6.9e-3 flash vs scalar attention: bf16 P and dS tiles"
   "mini-bf16-t128 mini-bf16-t128-scalar tol 7.1e-5 1.3e-3 2.9e-2 6.9e-3 flash vs scalar attention, 2 key tiles"
   "mini-bf16 mini-bf16-mmasync tol 0 0 0 0 wgmma vs mma.sync flash kernels: measured the same bits"

@@ -7,7 +7,7 @@
 # the median ms/step of steps FROM..STEPS (gptrun's device-clock times).
 #   run(command='PAIRS="bench/artifacts/a.fb:bench/artifacts/b.fb" bash bench/device/ab_device.sh',
 #       carry=["build-deps", "bench/artifacts", "data/austen_train.bin"])
-# Knobs: PAIRS (space-separated a.fb:b.fb; a side may add gptrun flags,
+# Knobs: PAIRS (space-separated a.fb:b.fb, or a.fb alone; a side may add gptrun flags,
 # a.fb@--gemm-autotune or a.fb@--gemm-algos=/tmp/g.txt,--no-pdl), ROUNDS=2,
 # STEPS=24, FROM=11,
 # TESTS (a gtest filter for RuntimeCudaBackendTest, run first; empty: none),
@@ -52,6 +52,6 @@ run() {
 for pair in ${PAIRS:?PAIRS="a.fb:b.fb ..."}; do
   for _ in $(seq "$ROUNDS"); do
     run "${pair%%:*}"
-    run "${pair#*:}"
+    [[ $pair == *:* ]] && run "${pair#*:}" # an entry without ':' runs alone
   done
 done

@@ -8,7 +8,7 @@
 #        bf16      --precision=bf16
 #        fp8       --precision=fp8                  (the default FP8 recipe: the blocks' GEMMs)
 #        fp8best   --precision=fp8 --fp8-lm-head    (124M, 350M), and
-#                  --precision=fp8 --fp8-lm-head --fp8-cross-entropy-grad=false (774M, 1558M):
+#                  --precision=fp8 --fp8-lm-head --disable-patterns=fp8-cross-entropy-grad (774M, 1558M):
 #                  the fastest recipe of bench/results/2026-12.md (2026-12-06 ~20:20)
 #      into $HONEST_DIR/<model>/ (default bench/artifacts/honest), each with
 #      honest.tsv (model, B, tag, file, gptc seconds, command) and commit.txt,
@@ -67,7 +67,7 @@ batch_of() {
 best_fp8_flags() {
   case $1 in
     124M | 350M) echo "--fp8-lm-head" ;;
-    *) echo "--fp8-lm-head --fp8-cross-entropy-grad=false" ;;
+    *) echo "--fp8-lm-head --disable-patterns=fp8-cross-entropy-grad" ;;
   esac
 }
 

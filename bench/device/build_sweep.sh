@@ -12,19 +12,21 @@
 #   current  with fp8: --fp8-history=0, scales from each tensor's own amax
 #            (tag current)
 #   head   with fp8: --fp8-lm-head, the LM head's GEMMs in FP8 (tag head)
-#   ce16   with head: --fp8-cross-entropy-grad=false, the logits' gradient
+#   ce16   with head: --disable-patterns=fp8-cross-entropy-grad, the logits' gradient
 #          in bf16, scaled by its amax and cast (tag ce16)
-#   nofc   with fp8: --fuse-fp8-cast=false, the bias sums and the GELU
+#   nofc   with fp8: --disable-patterns=fp8-cast-gelu-grad,fp8-cast-column-sum, the bias sums and the GELU
 #          gradient in kernels of their own, not in the FP8 casts (tag nofc)
 #   nosteady  with fp8: --fp8-steady-step=false, every step measures empty
 #          histories' tensors (an amax and a scale launch per FP8 operand;
 #          tag nosteady)
-#   nolnf  with fp8: --fuse-layernorm-fp8=false, the steady step's layernorms
+#   nolnf  with fp8: --disable-patterns=fp8-layernorm-codes, the steady step's layernorms
 #          store bf16 for a cast kernel (tag nolnf)
-#   gf     with fp8: --fuse-fp8-gelu-matmul, the steady step's MLP GEMM writes
+#   gf     with fp8: --enable-patterns=fp8-gelu-matmul-codes, the steady step's MLP GEMM writes
 #          its GELU's FP8 codes (tag gf)
-#   nofold with fp8: --fold-fp8-input-cast=false, the steady step's weight
+#   nofold with fp8: --disable-patterns=fp8-fold-input-cast, the steady step's weight
 #          casts read a bf16 copy of each master weight (tag nofold)
+#   xfl    with fp8: --fp8-exclude=first,last, the first and last blocks'
+#          linear layers in bf16 (tag xfl)
 #   dN     with a budget: --remat-max-depth=N (tag dN)
 #   aN     --accum-steps=N: the step takes N micro-batches of B rows each
 #   split  with a budget: --split-batch, gptc picks the micro-batches (tag split)
@@ -48,7 +50,7 @@ tsv=$ARTIFACTS/sweep.tsv
 status=0
 for entry in $SWEEP; do
   IFS=: read -r model b variant <<< "$entry"
-  tag="" extra=() precision=bf16 accum=1
+  tag="" extra=() disabled="" precision=bf16 accum=1
   IFS=, read -ra parts <<< "$variant"
   for part in "${parts[@]}"; do
     case $part in
@@ -56,12 +58,13 @@ for entry in $SWEEP; do
       fp8) tag=${tag:+$tag-}fp8 precision=fp8 ;;
       current) tag=${tag:+$tag-}current extra+=(--fp8-history=0) ;;
       head) tag=${tag:+$tag-}head extra+=(--fp8-lm-head) ;;
-      ce16) tag=${tag:+$tag-}ce16 extra+=(--fp8-cross-entropy-grad=false) ;;
-      nofc) tag=${tag:+$tag-}nofc extra+=(--fuse-fp8-cast=false) ;;
+      ce16) tag=${tag:+$tag-}ce16 disabled+=${disabled:+,}fp8-cross-entropy-grad ;;
+      nofc) tag=${tag:+$tag-}nofc disabled+=${disabled:+,}fp8-cast-gelu-grad,fp8-cast-column-sum ;;
       nosteady) tag=${tag:+$tag-}nosteady extra+=(--fp8-steady-step=false) ;;
-      nolnf) tag=${tag:+$tag-}nolnf extra+=(--fuse-layernorm-fp8=false) ;;
-      gf) tag=${tag:+$tag-}gf extra+=(--fuse-fp8-gelu-matmul) ;;
-      nofold) tag=${tag:+$tag-}nofold extra+=(--fold-fp8-input-cast=false) ;;
+      nolnf) tag=${tag:+$tag-}nolnf disabled+=${disabled:+,}fp8-layernorm-codes ;;
+      gf) tag=${tag:+$tag-}gf extra+=(--enable-patterns=fp8-gelu-matmul-codes) ;;
+      nofold) tag=${tag:+$tag-}nofold disabled+=${disabled:+,}fp8-fold-input-cast ;;
+      xfl) tag=${tag:+$tag-}xfl extra+=(--fp8-exclude=first,last) ;;
       d[0-9]*) tag=${tag:+$tag-}$part extra+=(--remat-max-depth="${part#d}") ;;
       a[0-9]*) tag=${tag:+$tag-}$part accum=${part#a} ;;
       fga) tag=${tag:+$tag-}fga extra+=(--fuse-grad-accumulation) ;;
@@ -69,12 +72,14 @@ for entry in $SWEEP; do
       *) if [[ $part =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
            tag=${tag:+$tag-}remat$part extra+=(--memory-budget="$part")
          else
-           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, nosteady, nolnf, gf, nofold, dN, aN, fga or split)"
+           echo "build_sweep: unknown variant '$part' in '$entry' (a GiB budget, nr, fp8, current, head, ce16, nofc, nosteady, nolnf, gf, nofold, xfl, dN, aN, fga or split)"
            status=1
            continue 2
          fi ;;
     esac
   done
+  # The variants' disabled patterns: one --disable-patterns list.
+  [[ -n $disabled ]] && extra+=(--disable-patterns="$disabled")
   file=$ARTIFACTS/sweep-$model${tag:+-$tag}.fb
   # shellcheck disable=SC2206
   cmd=("$GPTC" compile models/gpt2.mlir --model="$model" --batch="$b" --seq="${SWEEP_SEQ:-1024}" ${TRAIN_OPT/--accum-steps=1/--accum-steps=$accum} --precision="$precision" "${extra[@]}" -o "$file")

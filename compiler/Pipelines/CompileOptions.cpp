@@ -2,6 +2,8 @@
 
 #include "compiler/Pipelines/CompileOptions.h"
 
+#include "compiler/Transforms/Passes.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/CommandLine.h"
@@ -47,7 +49,24 @@ llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
+/// Whether the comma-separated `list` names `label`.
+bool patternListed(llvm::StringRef list, llvm::StringRef label) {
+  llvm::SmallVector<llvm::StringRef> labels;
+  list.split(labels, ',', -1, /*KeepEmpty=*/false);
+  return llvm::any_of(labels, [&](llvm::StringRef l) { return l.trim() == label; });
+}
+
 } // namespace
+
+bool CompileOptions::patternOn(llvm::StringRef label) const {
+  if (patternListed(disablePatterns, label))
+    return false;
+  if (patternListed(enablePatterns, label))
+    return true;
+  const Fp8Pattern *p = llvm::find_if(
+      getFp8Patterns(), [&](const Fp8Pattern &p) { return p.label == label; });
+  return p != getFp8Patterns().end() && p->byDefault;
+}
 
 llvm::Error CompileOptions::resolve() {
   // Options with a syntax of their own.
@@ -110,7 +129,29 @@ llvm::Error CompileOptions::resolve() {
     return error("--layernorm-grad-chunk-rows: expected 0 (auto) to 1024 rows, got " +
                  llvm::Twine(layerNormGradChunkRows));
 
+  for (auto [flag, list] : {std::pair{"enable-patterns", &enablePatterns},
+                            std::pair{"disable-patterns", &disablePatterns}}) {
+    llvm::SmallVector<llvm::StringRef> labels;
+    llvm::StringRef(*list).split(labels, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef label : labels) {
+      label = label.trim();
+      if (!llvm::any_of(getFp8Patterns(), [&](const Fp8Pattern &p) { return p.label == label; }))
+        return error(llvm::Twine("--") + flag + ": no pattern '" + label + "' (the patterns: " +
+                     llvm::join(llvm::map_range(getFp8Patterns(),
+                                                [](const Fp8Pattern &p) { return p.label; }),
+                                ", ") +
+                     ")");
+      if (flag == llvm::StringRef("enable-patterns") && patternListed(disablePatterns, label))
+        return error("--enable-patterns and --disable-patterns both name '" + label + "'");
+    }
+  }
+
   // Options against each other and the target.
+  if ((!enablePatterns.empty() || !disablePatterns.empty()) && precision != PrecisionPolicy::Fp8)
+    return error(llvm::Twine("--") +
+                 (enablePatterns.empty() ? "disable-patterns" : "enable-patterns") +
+                 ": the patterns are FP8 rewrites; they need --precision=fp8, got " +
+                 getPrecisionName(precision));
   if (!fp8Exclude.empty() && precision != PrecisionPolicy::Fp8)
     return error("--fp8-exclude: needs --precision=fp8, got " + getPrecisionName(precision));
   if (fp8LmHead && precision != PrecisionPolicy::Fp8)

@@ -87,12 +87,9 @@ struct CompileOptions {
   int64_t fp8History = 16;
   bool fp8LmHead = false;
   std::string fp8Exclude; // comma-separated parameter-name prefixes kept bf16
-  bool fp8CrossEntropyGrad = true;
-  bool fuseFp8Cast = true;
   bool fp8SteadyStep = true;
-  bool foldFp8InputCast = true;
-  bool fuseLayerNormFp8 = true;
-  bool fuseFp8GeluMatmul = false;
+  std::string enablePatterns;  // comma-separated gpt-fuse-fp8 labels, off by default
+  std::string disablePatterns; // comma-separated gpt-fuse-fp8 labels
   bool fuseGradAccumulation = false;
   bool narrowResidual = false;
 
@@ -137,6 +134,10 @@ struct CompileOptions {
   /// checks the options against each other and the target; the error names
   /// the flag. The pipelines and codegen read only resolved options.
   llvm::Error resolve();
+
+  /// Whether gpt-fuse-fp8's pattern `label` runs: on by default and not in
+  /// --disable-patterns, or in --enable-patterns.
+  bool patternOn(llvm::StringRef label) const;
 
   /// Whether the FP8 policy keeps a first step apart from the steady ones.
   bool fp8SteadySteps() const {
@@ -246,33 +247,20 @@ void CompileOptions::bind(Binder &b) {
         "With --precision=fp8: the linear layers whose weight's parameter name starts with "
         "one of these comma-separated prefixes stay bf16; first and last name the first and "
         "the last block (e.g. first,last, or h.0.mlp.,h.11.)");
-  b.opt(fp8CrossEntropyGrad, "fp8-cross-entropy-grad", G::Switches,
-        "With --fp8-lm-head: the loss kernel writes the logits' gradient as e5m2 codes at the "
-        "scale of its bound |dloss| / positions, and a byte transpose gives the other layout "
-        "(gpt-fp8-cross-entropy-grad; =false: a bf16 gradient, scaled by its amax and cast)");
-  b.opt(fuseFp8Cast, "fuse-fp8-cast", G::Switches,
-        "With --precision=fp8: the backward's FP8 casts also sum the bias gradients' columns, "
-        "and cast the MLP's GELU gradient from the GEMM output and the pre-activation, which is "
-        "then never stored in bf16 (gpt-fuse-fp8-cast)");
   b.opt(fp8SteadyStep, "fp8-steady-step", G::Switches,
         "With --precision=fp8 and delayed scaling: a program of its own for the first step "
         "(train_step_first, which measures the tensors whose histories are empty); every later "
         "step takes all its FP8 scales from the histories in one kernel launch instead of two "
         "launches per FP8 operand (gpt-fp8-steady-step)");
-  b.opt(foldFp8InputCast, "fold-fp8-input-cast", G::Switches,
-        "With --precision=fp8: an FP8 cast of a bf16 copy that nothing else reads (the steady "
-        "step's block weights) reads the f32 tensor and rounds each element to bf16 as it "
-        "loads, the same codes without the copy (gpt-fold-fp8-input-cast)");
-  b.opt(fuseLayerNormFp8, "fuse-layernorm-fp8", G::Switches,
-        "With --fp8-steady-step: the steady step's residual layernorms write both layouts of "
-        "the FP8 codes of their result (the scale is known before they run), where a bf16 "
-        "result and a cast kernel did (gpt-fuse-layernorm-fp8)");
-  b.opt(fuseFp8GeluMatmul, "fuse-fp8-gelu-matmul", G::Switches,
-        "With --fp8-steady-step: the steady step's MLP GEMM applies the GELU and writes its FP8 "
-        "codes itself (cuBLASLt's GELU_AUX epilogue with an FP8 D; the scale is known before it "
-        "runs) and a byte transpose the other layout, where a cast kernel read the bf16 "
-        "pre-activation back (gpt-fuse-fp8-gelu-matmul; off by default: no faster than the "
-        "cast, and not its bits; docs/precision.md)");
+  b.opt(disablePatterns, "disable-patterns=<labels>", G::Switches,
+        "With --precision=fp8: the rewrites of gpt-fuse-fp8 not to run, comma-separated: "
+        "fp8-cross-entropy-grad, fp8-cast-gelu-grad, fp8-cast-column-sum, fp8-fold-input-cast, "
+        "fp8-layernorm-codes (each moves an FP8 cast into a neighbour; docs/precision.md)");
+  b.opt(enablePatterns, "enable-patterns=<labels>", G::Switches,
+        "With --precision=fp8: the rewrites of gpt-fuse-fp8 that are off by default to run: "
+        "fp8-gelu-matmul-codes (the steady step's MLP GEMM writes its GELU's FP8 codes through "
+        "cuBLASLt's GELU_AUX epilogue and a byte transpose the other layout; no faster than the "
+        "cast, and not its bits: docs/precision.md)");
   b.opt(fuseGradAccumulation, "fuse-grad-accumulation", G::Switches,
         "With --precision=fp8 and --accum-steps > 1: the first micro-batch's weight-gradient "
         "GEMMs write f32, and each later one adds its product to that sum in place (cuBLASLt "

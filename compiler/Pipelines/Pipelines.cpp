@@ -147,6 +147,24 @@ std::vector<std::string> trainSteps(const CompileOptions &options) {
   return steps;
 }
 
+/// gpt-fuse-fp8 with the patterns of one place that the options leave on
+/// (none: no pass). The place's list stays the pass's enable-patterns, so
+/// its dumps keep their number whatever is disabled.
+void addFuseFp8(OpPassManager &pm, const CompileOptions &options,
+                std::initializer_list<llvm::StringRef> place) {
+  FuseFp8PassOptions fp8;
+  bool any = false;
+  for (llvm::StringRef label : place) {
+    fp8.enablePatterns.push_back(label.str());
+    if (options.patternOn(label))
+      any = true;
+    else
+      fp8.disablePatterns.push_back(label.str());
+  }
+  if (any)
+    pm.addPass(createFuseFp8Pass(fp8));
+}
+
 void addGate(OpPassManager &pm, llvm::StringRef phase) {
   VerifyPhasePassOptions gate;
   gate.phase = phase.str();
@@ -165,8 +183,7 @@ void buildLowerPassPipeline(OpPassManager &pm, const CompileOptions &options) {
     pm.addPass(createLowerFp8Pass());
     pm.addPass(createCSEPass());
     // Before delayed scaling: the logits' gradient needs no history.
-    if (options.fp8CrossEntropyGrad)
-      pm.addPass(createFp8CrossEntropyGradPass());
+    addFuseFp8(pm, options, {"fp8-cross-entropy-grad"});
     // After CSE: one history per scale that CSE left.
     if (options.fp8History > 0) {
       Fp8DelayedScalingPassOptions delayed;
@@ -174,8 +191,7 @@ void buildLowerPassPipeline(OpPassManager &pm, const CompileOptions &options) {
       pm.addPass(createFp8DelayedScalingPass(delayed));
     }
     // After delayed scaling: the fused casts keep the casts' histories.
-    if (options.fuseFp8Cast)
-      pm.addPass(createFuseFp8CastPass());
+    addFuseFp8(pm, options, {"fp8-cast-gelu-grad", "fp8-cast-column-sum"});
     // Before remat: its plan counts the sums in place.
     if (options.fuseGradAccumulation && options.accumSteps > 1)
       pm.addPass(createFuseGradAccumulationPass());
@@ -204,8 +220,8 @@ void buildSchedulePassPipeline(OpPassManager &pm, const CompileOptions &options)
   if (options.fp8SteadySteps())
     pm.addPass(createFp8SteadyStepPass());
   // Before remat, which then plans without the bf16 weight copies.
-  if (options.precision == PrecisionPolicy::Fp8 && options.foldFp8InputCast)
-    pm.addPass(createFoldFp8InputCastPass());
+  if (options.precision == PrecisionPolicy::Fp8)
+    addFuseFp8(pm, options, {"fp8-fold-input-cast"});
   // After CSE (which would merge the clones back) and the collectives.
   if (options.memoryBudget > 0) {
     for (const std::string &step : trainSteps(options)) {
@@ -244,13 +260,10 @@ void buildFusePassPipeline(OpPassManager &pm, const CompileOptions &options) {
   if (options.fuseElementwise)
     pm.addPass(createFuseElementwisePass());
   // After gpt-fuse-elementwise, which makes the residual layernorms; the
-  // steady step's scales exist before its layernorms run.
-  if (options.fp8SteadySteps() && options.fuseLayerNormFp8)
-    pm.addPass(createFuseLayerNormFp8Pass());
-  // Likewise for the MLP's GELU: the steady step's scales exist before the
-  // product runs.
-  if (options.fp8SteadySteps() && options.fuseFp8GeluMatmul)
-    pm.addPass(createFuseFp8GeluMatmulPass());
+  // steady step's scales exist before its layernorms and the MLP's product
+  // run.
+  if (options.fp8SteadySteps())
+    addFuseFp8(pm, options, {"fp8-layernorm-codes", "fp8-gelu-matmul-codes"});
   addGate(pm, "fuse");
 }
 
@@ -471,8 +484,8 @@ CompileOptions everyPassOptions() {
   CompileOptions o;
   o.precision = PrecisionPolicy::Fp8;
   o.fp8History = 16;
-  o.fp8SteadyStep = o.fp8LmHead = o.fp8CrossEntropyGrad = o.fuseFp8Cast = true;
-  o.foldFp8InputCast = o.fuseLayerNormFp8 = o.fuseFp8GeluMatmul = true;
+  o.fp8SteadyStep = o.fp8LmHead = true;
+  o.enablePatterns = "fp8-gelu-matmul-codes"; // the others are on by default
   o.fuseGradAccumulation = true;
   o.accumSteps = 2;
   o.worldSize = 2;
@@ -482,35 +495,39 @@ CompileOptions everyPassOptions() {
   return o;
 }
 
-/// A place in the pipeline: the pass (its flag; a nested pipeline's text)
-/// and its `function` option ("" where it has none).
+/// A place in the pipeline: the pass (its flag; a nested pipeline's text),
+/// its `function` option and, for gpt-fuse-fp8, which run at several
+/// places, its `enable-patterns` ("" where it has none).
 struct Slot {
-  std::string pass, function;
+  std::string pass, function, patterns;
   bool operator==(const Slot &other) const {
-    return pass == other.pass && function == other.function;
+    return pass == other.pass && function == other.function && patterns == other.patterns;
   }
 };
+
+/// The value of option `name` in a pass's printed options, "{a=1 b=x,y}"
+/// (printed sorted, space-separated); "" where absent.
+std::string optionValue(llvm::StringRef options, llvm::StringRef name) {
+  std::string key = (name + "=").str();
+  for (size_t at = options.find(key); at != llvm::StringRef::npos; at = options.find(key, at + 1)) {
+    if (at == 0 || (options[at - 1] != '{' && options[at - 1] != ' '))
+      continue;
+    return options.drop_front(at + key.size())
+        .take_until([](char c) { return c == ' ' || c == '}'; })
+        .str();
+  }
+  return "";
+}
 
 Slot slotOf(Pass &pass) {
   std::string text;
   llvm::raw_string_ostream os(text);
   pass.printAsTextualPipeline(os);
-  Slot slot{pass.getArgument().str(), ""};
-  if (slot.pass.empty())
-    return Slot{text, ""};
-  // "gpt-plan-memory{function=train_step}"; options are printed sorted,
-  // space-separated.
+  if (pass.getArgument().empty())
+    return Slot{text, "", ""};
   llvm::StringRef options = llvm::StringRef(text).drop_until([](char c) { return c == '{'; });
-  for (size_t at = options.find("function="); at != llvm::StringRef::npos;
-       at = options.find("function=", at + 1)) {
-    if (at == 0 || (options[at - 1] != '{' && options[at - 1] != ' '))
-      continue;
-    slot.function = options.drop_front(at + llvm::StringRef("function=").size())
-                        .take_until([](char c) { return c == ' ' || c == '}'; })
-                        .str();
-    break;
-  }
-  return slot;
+  return Slot{pass.getArgument().str(), optionValue(options, "function"),
+              optionValue(options, "enable-patterns")};
 }
 
 /// The whole pipeline (gates left out, as they are not dumped).

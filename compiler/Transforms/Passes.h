@@ -26,6 +26,15 @@ inline constexpr llvm::StringLiteral kStateAttrName = "gpt.state";
 /// the offending op.
 mlir::LogicalResult verifyMemoryPlan(mlir::func::FuncOp fn);
 
+/// A pattern of gpt-fuse-fp8: its label (what enable-patterns and
+/// disable-patterns name), whether it runs by default, and what it does.
+struct Fp8Pattern {
+  llvm::StringRef label;
+  bool byDefault;
+  llvm::StringRef summary;
+};
+llvm::ArrayRef<Fp8Pattern> getFp8Patterns();
+
 } // namespace gptc
 
 #endif // GPTC_COMPILER_TRANSFORMS_PASSES_H

@@ -476,54 +476,6 @@ def LowerFp8Pass : Pass<"gpt-lower-fp8", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
 
-def Fp8CrossEntropyGradPass : Pass<"gpt-fp8-cross-entropy-grad", "::mlir::ModuleOp"> {
-  let summary = "Writes an FP8 LM head's logit gradient as e5m2 codes from the loss kernel";
-  let description = [{
-    With `--fp8-lm-head`, gpt-lower-fp8 leaves the logits' gradient as a
-    bf16 `gpt.cross_entropy_grad` that a `gpt.fp8_scale` reads for its
-    amax and a `gpt.fp8_cast_transpose` casts into the two e5m2 layouts
-    of the head's backward GEMMs: at GPT-2 124M, B=64, a 6.6 GB write,
-    two reads of it (one with delayed scaling) and two 3.3 GB writes.
-
-    The gradient's scale needs no amax: every element
-    `dloss (p - onehot) / P` is at most `|dloss| / P` in magnitude, so
-    `57344 P / |dloss|` never saturates, and the elements near the bound
-    (a wrong prediction, p_target near 0) occur in every batch. Each such
-    cast becomes a `gpt.fp8_cross_entropy_grad` at the gradient, whose
-    kernel (the loss's, with `--cross-entropy-one-pass` the forward's own
-    launch) writes the codes and the inverse scale, then a
-    `gpt.fp8_transpose` of the codes for the weight gradient's layout.
-    The bf16 gradient, its scale and its cast are erased. That is a 3.3
-    GB write and a 3.3 GB byte transpose in place of the above, and the
-    logits die before the transposed copy exists (peak: the logits and
-    one FP8 layout, not the logits and two).
-
-    It matches only a plain cast (no `gelu`, no history: it runs before
-    gpt-fp8-delayed-scaling, which then gives this gradient no history)
-    of the gradient as it is (FP8 codes have no `gpt.reshape`), whose
-    scale is the gradient's own and where nothing else reads the bf16
-    gradient. Runs after gpt-lower-fp8 and CSE; `gptc
-    --fp8-cross-entropy-grad=false` leaves it out.
-
-    ```mlir
-    // Before:
-    %g = gpt.cross_entropy_grad %dloss, %logits, %t {vocab_size = 60 : i64}
-        : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> tensor<2x8x64xbf16>
-    %s, %inv = gpt.fp8_scale e5m2 %g : (tensor<2x8x64xbf16>) -> (tensor<f32>, tensor<f32>)
-    %q, %qt = gpt.fp8_cast_transpose e5m2 %g, %s
-        : (tensor<2x8x64xbf16>, tensor<f32>) -> (tensor<2x8x64xf8E5M2>, tensor<64x16xf8E5M2>)
-    // After:
-    %q, %inv = gpt.fp8_cross_entropy_grad %dloss, %logits, %t {vocab_size = 60 : i64}
-        : (tensor<f32>, tensor<2x8x64xbf16>, tensor<2x8xi32>) -> (tensor<2x8x64xf8E5M2>, tensor<f32>)
-    %qt = gpt.fp8_transpose %q : (tensor<2x8x64xf8E5M2>) -> tensor<64x16xf8E5M2>
-    ```
-  }];
-  let statistics = [
-    Statistic<"numRewritten", "rewritten", "Logit gradients written as FP8 codes">,
-  ];
-  let dependentDialects = ["::mlir::gpt::GPTDialect"];
-}
-
 def Fp8DelayedScalingPass : Pass<"gpt-fp8-delayed-scaling", "::mlir::ModuleOp"> {
   let summary = "Takes each FP8 scale of the train step from the amaxes of the steps before";
   let description = [{
@@ -661,149 +613,66 @@ def Fp8SteadyStepPass : Pass<"gpt-fp8-steady-step", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::gpt::GPTDialect", "::mlir::func::FuncDialect"];
 }
 
-def FoldFp8InputCastPass : Pass<"gpt-fold-fp8-input-cast", "::mlir::ModuleOp"> {
-  let summary = "FP8 casts of a narrowed tensor read the wide tensor and round as they load";
+def FuseFp8Pass : Pass<"gpt-fuse-fp8", "::mlir::ModuleOp"> {
+  let summary = "Moves FP8 casts into their neighbours: one labelled pattern set";
   let description = [{
-    In the steady FP8 step each block weight is cast from its f32 master
-    to bf16 (4 bytes read, 2 written per element) only for a
-    `gpt.fp8_cast_transpose` to read the bf16 copy back (2 read, 2
-    written): at 1.5B, 1.5 G elements and 3 GB of bf16 copies a step.
+    After gpt-lower-fp8 every FP8 operand is a `gpt.fp8_cast_transpose`
+    kernel that reads a bf16 tensor another kernel wrote and writes the two
+    layouts of its codes. Each pattern removes a round trip through memory
+    in one of two ways: the producer writes the codes itself, or a
+    neighbour's work moves into the cast's kernel. Each has a label that
+    `enable-patterns` (the only ones to run; default: those on by default)
+    and `disable-patterns` name (gptc's --enable-patterns and
+    --disable-patterns); an unknown label is an error.
 
-    Each narrowing `gpt.cast` (f32 to bf16, say) of a function argument
-    (a tensor that is stored anyway) whose every reader is the input of a
-    `gpt.fp8_cast_transpose` without `gelu` is folded into those casts:
-    they read the wide tensor with `rounded_to` set to the narrow type,
-    rounding each element to it before scaling. The codes
-    and recorded amaxes are the same bits (rounding is monotonic, so the
-    amax of the rounded values is the rounded amax), and 4 of the 10 bytes
-    per element, and the bf16 copies, are gone. A cast that anything else
-    reads (the first step's `gpt.fp8_scale`, which measures the bf16
-    weight; the bf16 LM head's GEMM) stays, as does the cast of an
-    activation: its wide value would then be stored, where the later
-    fusions store only the narrow one (a layernorm's bf16 result). `gptc
-    --fold-fp8-input-cast=false` leaves it out.
+      - `fp8-cross-entropy-grad`: a plain e5m2 cast (no history) of a
+        `gpt.cross_entropy_grad`, scaled by the gradient's own
+        `gpt.fp8_scale`, nothing else reading the bf16 gradient (an FP8 LM
+        head's) -> `gpt.fp8_cross_entropy_grad` at the gradient and a
+        `gpt.fp8_transpose`. The scale needs no amax: every element
+        `dloss (p - onehot) / P` is at most `|dloss| / P` in magnitude, so
+        the loss kernel writes the codes at `57344 P / |dloss|`.
+      - `fp8-cast-gelu-grad`: a backward cast of a `gpt.gelu_grad` that only
+        the cast, its plain `gpt.fp8_scale`s and (with
+        `fp8-cast-column-sum`) its column sum read ->
+        `gpt.fp8_cast_transpose_sum ... gelu_grad %pre`: the cast computes
+        the GELU gradient from the GEMM's output and the pre-activation as
+        it loads them, the scales read the same two tensors, and the bf16
+        GELU gradient is never stored.
+      - `fp8-cast-column-sum`: a backward cast whose input's column sum
+        (its bias gradient, a `gpt.reduce sum` over all but the last
+        dimension) is read only after it -> `gpt.fp8_cast_transpose_sum`,
+        which sums each tile's columns as it casts them.
+      - `fp8-fold-input-cast`: a narrowing `gpt.cast` of a function argument
+        (an f32 master weight) read only by plain casts' inputs -> those
+        casts read the f32 tensor with `rounded_to = bf16`: the same codes
+        without the bf16 copy. The cast of an activation stays: its wide
+        value would then be stored.
+      - `fp8-layernorm-codes`: a `gpt.add_layernorm` read only by a cast
+        (no `gelu`) whose scale and history exist before it (the steady
+        step's) -> `gpt.add_layernorm_fp8`, whose kernel writes both
+        layouts of the codes; the result is rounded to its type before it
+        is scaled, so the codes are the cast's.
+      - `fp8-gelu-matmul-codes` (off by default: no faster than the cast,
+        and not its bits; docs/precision.md): a delayed-scaling cast
+        `{gelu}` of a `gpt.scaled_matmul` (no accumulator, rhs transposed)
+        whose scale and shifted history exist before the product ->
+        `gpt.scaled_matmul_gelu_fp8` (cuBLASLt's GELU_AUX epilogue with an
+        FP8 D) and a `gpt.fp8_transpose`. The GELU reads the product before
+        it is rounded to bf16.
+
+    Where each runs is a matter of order, so gptc runs this pass at four
+    places, each enabling its own: `fp8-cross-entropy-grad` after
+    gpt-lower-fp8 and CSE, before gpt-fp8-delayed-scaling (which then gives
+    the gradient no history); the two cast epilogues after it (the fused
+    casts keep the histories); `fp8-fold-input-cast` after
+    gpt-fp8-steady-step (the steady step's weight casts) and before
+    gpt-rematerialize (which then plans without the bf16 copies); the
+    layernorm and GEMM codes after gpt-fuse-elementwise, which makes the
+    residual layernorms. Rewrites only, no folding.
 
     ```mlir
-    // Before:
-    %w16 = gpt.cast %w : tensor<64x16xf32> to tensor<64x16xbf16>
-    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %w16, %s history %h0 : (...)
-    // After:
-    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %w, %s history %h0 {rounded_to = bf16}
-        : (tensor<64x16xf32>, tensor<f32>, tensor<16xf32>)
-          -> (tensor<64x16xf8E4M3FN>, tensor<16x64xf8E4M3FN>, tensor<16xf32>)
-    ```
-  }];
-  let statistics = [
-    Statistic<"numFolded", "folded", "FP8 casts that read a gpt.cast's input">,
-  ];
-  let dependentDialects = ["::mlir::gpt::GPTDialect"];
-}
-
-def FuseLayerNormFp8Pass : Pass<"gpt-fuse-layernorm-fp8", "::mlir::ModuleOp"> {
-  let summary = "Makes residual layernorms write their FP8 codes themselves";
-  let description = [{
-    In an FP8 forward each block's layernorms feed FP8 GEMMs: the
-    layernorm kernel stores its bf16 result, and a cast kernel reads it
-    back to write the two FP8 layouts (6 bytes moved per element after the
-    layernorm's reads). Where the cast's scale is known before the
-    layernorm runs (delayed scaling's steady step, `gpt-fp8-steady-step`:
-    the scales come from the histories at the top of the step), the
-    layernorm kernel can write both layouts of the codes itself (2 bytes):
-    on CUDA a block normalizes 32 rows, keeps their codes in shared memory
-    and writes the transposed layout as 16-byte runs of its columns.
-
-    Each `gpt.add_layernorm` whose result only a `gpt.fp8_cast_transpose`
-    (without `gelu`) reads, with that cast's scale and history computed
-    before the layernorm, becomes a `gpt.add_layernorm_fp8`. The codes,
-    and the amax recorded, are the cast's: the layernorm's result is
-    rounded to its type before it is scaled.
-
-    ```mlir
-    // Before:
-    %sum, %y = gpt.add_layernorm %h, %x, %w, %b : (...) -> (tensor<8x16xf32>, tensor<8x16xbf16>)
-    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %y, %s history %h0 : (...)
-    // After:
-    %sum, %q, %qt, %h1 = gpt.add_layernorm_fp8 e4m3 %h, %x, %w, %b, %s history %h0 {rounded_to = bf16}
-        : (...) -> (tensor<8x16xf32>, tensor<8x16xf8E4M3FN>, tensor<16x8xf8E4M3FN>, tensor<4xf32>)
-    ```
-  }];
-  let statistics = [
-    Statistic<"numFused", "fused", "gpt.add_layernorm ops that write FP8 codes">,
-  ];
-  let dependentDialects = ["::mlir::gpt::GPTDialect"];
-}
-
-def FuseFp8GeluMatmulPass : Pass<"gpt-fuse-fp8-gelu-matmul", "::mlir::ModuleOp"> {
-  let summary = "Makes the MLP's first FP8 GEMM store its GELU as FP8 codes";
-  let description = [{
-    In an FP8 forward the MLP's first product stores its pre-activation
-    (bf16, which the backward's GELU gradient reads), and a cast kernel
-    reads it back to write the GELU's two FP8 layouts: 2 bytes written by
-    the GEMM, then 2 read and 2 written per element. Where the cast's scale
-    is known before the product (delayed scaling's steady step,
-    `gpt-fp8-steady-step`), cuBLASLt's FP8 GEMM can apply the GELU and
-    write its codes itself (GELU_AUX epilogue with an FP8 D, a D scale and
-    amax_D), and a byte transpose writes the second layout: 3 bytes
-    written by the GEMM, then 1 read and 1 written.
-
-    Each `gpt.fp8_cast_transpose {gelu}` with a history whose input is a
-    `gpt.scaled_matmul` (no accumulator, rhs transposed), whose scale and
-    history exist before the product and whose history is a shifted one
-    (its first element 0: the amax is set, not raised), becomes a
-    `gpt.scaled_matmul_gelu_fp8` and a `gpt.fp8_transpose` of its codes.
-    The codes are not the cast's bit for bit: the GELU reads the product
-    before it is rounded to bf16. Under `--memory-budget`, a GELU cast that
-    `gpt-rematerialize` recomputes for the backward stays a cast of the
-    bf16 product (its codes may differ from the GEMM's in the last bit).
-    gptc runs it only with `--fuse-fp8-gelu-matmul`: the GEMM's FP8-D
-    epilogue and the transpose cost about what the cast they replace did
-    (docs/precision.md), and the codes are not the cast path's.
-
-    ```mlir
-    // Before:
-    %pre = gpt.scaled_matmul %qx, %sx, %qw, %sw bias %b {fast_accum, transpose_rhs} : (...)
-    %q, %qt, %h1 = gpt.fp8_cast_transpose e4m3 %pre, %s history %h0 {gelu} : (...)
-    // After:
-    %pre, %q, %h1 = gpt.scaled_matmul_gelu_fp8 e4m3 %qx, %sx, %qw, %sw, %s history %h0
-        bias %b {fast_accum} : (...)
-    %qt = gpt.fp8_transpose %q : (...)
-    ```
-  }];
-  let statistics = [
-    Statistic<"numFused", "fused", "FP8 GELU casts folded into their GEMMs">,
-  ];
-  let dependentDialects = ["::mlir::gpt::GPTDialect"];
-}
-
-def FuseFp8CastPass : Pass<"gpt-fuse-fp8-cast", "::mlir::ModuleOp"> {
-  let summary = "Folds bias-gradient sums and GELU gradients into the backward's FP8 casts";
-  let description = [{
-    In an FP8 backward each gradient a GEMM reads is cast into its two e5m2
-    layouts by a kernel that reads it in 64 x 64 tiles
-    (`gpt.fp8_cast_transpose`). Two other kernels read the same tensors:
-
-      - the bias gradient, a `gpt.reduce sum` over all but the last
-        dimension of the gradient (`column-sums`);
-      - before the MLP's GELU, the `gpt.gelu_grad` that writes the
-        pre-activation's gradient in bf16 only for the cast (and the bias
-        sum) to read it back (`gelu-grad`).
-
-    Both move into one `gpt.fp8_cast_transpose_sum`: its kernel sums each
-    tile's columns as it casts them, and with `gelu_grad %pre` it computes
-    the GELU gradient from the GEMM's output and the pre-activation as it
-    loads them. Every `gpt.fp8_scale` of the folded GELU gradient then
-    reads the same two tensors (`gelu_grad %pre`): its amax, where one is
-    taken, is that of the gradient the unfused graph would have stored.
-    At GPT-2 124M, B=64, per layer that is a 100 MB and a 400 MB read of the
-    sums and a 400 MB write and read of the GELU gradient fewer.
-
-    A sum folds in when every reader of it comes after the cast; a GELU
-    gradient when only the cast, its scales and the sum read it. Runs after
-    gpt-fp8-delayed-scaling (the casts keep their histories); `gptc
-    --fuse-fp8-cast=false` leaves it out.
-
-    ```mlir
-    // Before:
+    // fp8-cast-gelu-grad with fp8-cast-column-sum. Before:
     %dpre = gpt.gelu_grad %dh, %pre : tensor<2x8x64xbf16>
     %db = gpt.reduce sum %dpre dims [0, 1] : (tensor<2x8x64xbf16>) -> tensor<64xbf16>
     %s, %inv = gpt.fp8_scale e5m2 %dpre : (tensor<2x8x64xbf16>) -> (tensor<f32>, tensor<f32>)
@@ -818,14 +687,19 @@ def FuseFp8CastPass : Pass<"gpt-fuse-fp8-cast", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"columnSums", "column-sums", "bool", /*default=*/"true",
-           "Fold a gradient's column sum (its bias gradient) into its cast">,
-    Option<"geluGrad", "gelu-grad", "bool", /*default=*/"true",
-           "Fold a GELU gradient read only by its cast, scales and sum into the cast">,
+    ListOption<"enablePatterns", "enable-patterns", "std::string",
+               "Labels of the only patterns to run (default: every pattern on by default)">,
+    ListOption<"disablePatterns", "disable-patterns", "std::string",
+               "Labels of patterns not to run">,
   ];
   let statistics = [
-    Statistic<"numSums", "column-sums", "Column sums folded into FP8 casts">,
+    Statistic<"numCrossEntropyGrads", "cross-entropy-grads",
+              "Logit gradients written as FP8 by the loss kernel">,
     Statistic<"numGeluGrads", "gelu-grads", "GELU gradients folded into FP8 casts">,
+    Statistic<"numColumnSums", "column-sums", "Column sums folded into FP8 casts">,
+    Statistic<"numFoldedCasts", "folded-casts", "FP8 casts that read a gpt.cast's input">,
+    Statistic<"numLayerNorms", "layernorms", "gpt.add_layernorm ops that write FP8 codes">,
+    Statistic<"numGeluMatmuls", "gelu-matmuls", "FP8 GELU casts folded into their GEMMs">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
 }
@@ -958,7 +832,7 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     add up each 16-row tile of dq, dk and dv as they store it. Both sum the
     unrounded values: with a bf16 gradient they are not the same bits as
     the unfused column reduction of the stored tensor (the flash qkv bias
-    gradient, H100 2026-12-07: the step-1 grad norm 5.4e-7 apart); the
+    gradient's measured difference: docs/reliability.md); the
     scalar attention kernels sum dqkv as stored, the same bits.
 
     A group sits at its last member, which is legal when no outside op reads

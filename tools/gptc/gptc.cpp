@@ -907,6 +907,18 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(ours);
   cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(), kOverview);
 
+  // A flag given twice keeps only its last value: one of the two is a
+  // mistake (a list flag takes one comma-separated list).
+  for (auto &entry : cl::getRegisteredOptions()) {
+    cl::Option *opt = entry.second;
+    if (opt->getNumOccurrences() > 1 && llvm::any_of(opt->Categories, [&](cl::OptionCategory *c) {
+          return llvm::is_contained(ours, c);
+        }))
+      return fail(llvm::Twine(opt->ArgStr.size() == 1 ? "-" : "--") + opt->ArgStr +
+                  " is given " + llvm::Twine(opt->getNumOccurrences()) +
+                  " times: give it once (a list takes its values comma-separated)");
+  }
+
   if (listPhases) {
     for (const gptc::PhaseInfo &info : gptc::enumeratePhases())
       llvm::outs() << llvm::formatv("  {0,-10} {1}\n", info.name, info.description);

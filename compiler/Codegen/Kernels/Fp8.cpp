@@ -93,7 +93,7 @@ Value fp8Source(KB &k, Value v, Type elt, bool gelu) {
 }
 
 /// An FP8 source of a loaded v with its GELU gradient folded in
-/// (gpt-fuse-fp8-cast): with `pre` (loaded, widened) the values are
+/// (gpt-fuse-fp8's cast epilogues): with `pre` (loaded, widened) the values are
 /// v gelu'(pre) (`exact`, the column sums' terms) rounded as a stored
 /// gpt.gelu_grad result; without, v itself (and `exact` v too).
 Value fp8Source(KB &k, Value v, Value pre, Type elt, bool gelu, Value *exact = nullptr) {

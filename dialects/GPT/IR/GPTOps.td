@@ -182,7 +182,7 @@ def GPT_Fp8ScaleOp : GPT_InferredOp<"fp8_scale", [AttrSizedOperandSegments]> {
     `gelu(input)` rounded to the input's type, as a `gpt.gelu` would store
     it (`gpt-lower-fp8` reads a GELU's input where only FP8 ops read its
     output: the GELU is never stored). With `gelu_grad %pre` it is that of
-    `gpt.gelu_grad(input, pre)` rounded likewise (`gpt-fuse-fp8-cast`).
+    `gpt.gelu_grad(input, pre)` rounded likewise (`gpt-fuse-fp8`'s cast epilogues).
 
     With a `history` (delayed scaling, `gpt-fp8-delayed-scaling`): the
     amax is the largest element of the history, the amaxes of the steps
@@ -293,7 +293,7 @@ def GPT_Fp8CastTransposeOp : GPT_InferredOp<"fp8_cast_transpose"> {
     cast, with no pass of its own. With `rounded_to` (bf16 or f16, narrower
     than the input's type, not with `gelu`) each element is first rounded to
     that type: the codes and amax of `gpt.cast`ing the input to it, without
-    storing the cast (`gpt-fold-fp8-input-cast`: an f32 master weight read
+    storing the cast (`gpt-fuse-fp8`'s `fp8-fold-input-cast`: an f32 master weight read
     as it is, not through a bf16 copy).
 
     ```mlir
@@ -328,7 +328,7 @@ def GPT_Fp8CastTransposeSumOp
     `gpt.fp8_cast_transpose`'s codes of `x` (and `recorded` its history),
     and `sum[c]` is the sum of `x[..., c]` over every leading index
     (accumulated in f32, from the GELU gradient before it is rounded, as
-    `gpt.gelu_grad_sum`'s), in the input's type. `gpt-fuse-fp8-cast` makes
+    `gpt.gelu_grad_sum`'s), in the input's type. `gpt-fuse-fp8`'s cast epilogues makes
     it from a backward's FP8 cast of a gradient and the bias gradient's
     column sum: the kernel that reads the gradient's tiles for the codes
     adds up their columns, and with `gelu_grad` the GELU gradient is never
@@ -410,7 +410,7 @@ def GPT_ScaledMatmulGeluFp8Op : GPT_Op<"scaled_matmul_gelu_fp8", [Pure]> {
     from. One cuBLASLt GEMM computes all three: GELU_AUX(_BIAS) with an FP8
     D, a D scale and amax_D.
 
-    `gpt-fuse-fp8-gelu-matmul` makes it from a product and the
+    `gpt-fuse-fp8`'s `fp8-gelu-matmul-codes` makes it from a product and the
     `gpt.fp8_cast_transpose {gelu}` of it whose scale exists before the
     product (delayed scaling's steady step); the cast's `history` is a
     shifted one (first element 0), so setting the first element is the
@@ -875,7 +875,7 @@ def GPT_Fp8CrossEntropyGradOp : GPT_InferredOp<"fp8_cross_entropy_grad"> {
     `gpt.fp8_quantize`), of the logits' shape; `inverse = 1 / s`, the
     dequantization factor a `gpt.scaled_matmul` takes. The loss kernel
     writes the codes directly: the bf16 gradient is never stored, read for
-    an amax or cast. `gpt-fp8-cross-entropy-grad` makes it from an FP8 LM
+    an amax or cast. `gpt-fuse-fp8`'s `fp8-cross-entropy-grad` makes it from an FP8 LM
     head's gradient.
 
     ```mlir
@@ -1196,7 +1196,7 @@ def GPT_AddLayerNormFp8Op : GPT_Op<"add_layernorm_fp8", [Pure]> {
     FP8 cast, without storing `y` and reading it back. `transposed` is
     (C, rows), the leading dimensions of `sum` flattened. With a
     `history`, `recorded` is as `gpt.fp8_quantize`'s: the history with its
-    first element raised to the amax of `y`. `gpt-fuse-layernorm-fp8`
+    first element raised to the amax of `y`. `gpt-fuse-fp8`'s `fp8-layernorm-codes`
     makes it where the scale is known before the layernorm runs (delayed
     scaling's steady step).
 

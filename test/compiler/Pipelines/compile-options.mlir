@@ -47,3 +47,25 @@
 // EXCLUDE-NOT: gpt.fp8_matmul
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --fp8-exclude=last --compile-to=precision 2>&1 | FileCheck %s --check-prefix=EXCLUDEBF16
 // EXCLUDEBF16: gptc: error: --fp8-exclude: needs --precision=fp8, got bf16
+
+// Tests that gptc's --disable-patterns reaches each place of gpt-fuse-fp8
+// in the pipeline: with the layernorm codes disabled, the steady step's
+// residual layernorms stay layernorms read by casts.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --disable-patterns=fp8-layernorm-codes --compile-to=fuse --progress=off | FileCheck %s --check-prefix=NOLNCODES
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --compile-to=fuse --progress=off | FileCheck %s --check-prefix=LNCODES
+// NOLNCODES-LABEL: func.func @train_step(
+// NOLNCODES-NOT: gpt.add_layernorm_fp8
+// NOLNCODES-LABEL: func.func @train_step_first(
+// LNCODES-LABEL: func.func @train_step(
+// LNCODES: gpt.add_layernorm_fp8
+
+// Tests that gptc checks the labels before compiling: an unknown one, one
+// in both lists, the lists without fp8, and a list flag given twice.
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --disable-patterns=fp8-layernorm 2>&1 | FileCheck %s --check-prefix=BADLABEL
+// BADLABEL: gptc: error: --disable-patterns: no pattern 'fp8-layernorm' (the patterns: fp8-cross-entropy-grad, fp8-cast-gelu-grad, fp8-cast-column-sum, fp8-fold-input-cast, fp8-layernorm-codes, fp8-gelu-matmul-codes)
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --enable-patterns=fp8-gelu-matmul-codes --disable-patterns=fp8-gelu-matmul-codes 2>&1 | FileCheck %s --check-prefix=BOTHLISTS
+// BOTHLISTS: gptc: error: --enable-patterns and --disable-patterns both name 'fp8-gelu-matmul-codes'
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --disable-patterns=fp8-layernorm-codes 2>&1 | FileCheck %s --check-prefix=PATTERNSBF16
+// PATTERNSBF16: gptc: error: --disable-patterns: the patterns are FP8 rewrites; they need --precision=fp8, got bf16
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --disable-patterns=fp8-layernorm-codes --disable-patterns=fp8-fold-input-cast 2>&1 | FileCheck %s --check-prefix=TWICE
+// TWICE: gptc: error: --disable-patterns is given 2 times: give it once (a list takes its values comma-separated)

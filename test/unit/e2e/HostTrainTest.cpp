@@ -63,8 +63,10 @@ protected:
       o.fp8History = fp8History;
       o.fp8LmHead = fp8LmHead;
       o.fp8SteadyStep = fp8SteadyStep;
-      o.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
-      o.foldFp8InputCast = foldFp8InputCast;
+      if (fuseFp8GeluMatmul)
+        o.enablePatterns = "fp8-gelu-matmul-codes";
+      if (!foldFp8InputCast)
+        o.disablePatterns = "fp8-fold-input-cast";
     }));
     std::string name = "mini-" + precision + (narrowResidual ? "-narrow-residual" : "") +
                        (precision == "fp8" ? "-history-" + std::to_string(fp8History) : "") +
@@ -87,7 +89,7 @@ protected:
               if (const schema::LaunchKernel *l = c->op_as_LaunchKernel()) {
                 std::string kernel = exe->kernels()->Get(l->kernel())->name()->str();
                 // FP8 casts that read a master weight itself (its first
-                // argument a parameter; gpt-fold-fp8-input-cast).
+                // argument a parameter; fp8-fold-input-cast).
                 if (kernel.rfind("fp8_", 0) == 0 && l->args()->size() > 0 &&
                     l->args_type()->Get(0) == schema::Arg::TensorArg &&
                     exe->tensors()
@@ -342,7 +344,7 @@ TEST_F(HostTrainTest, Fp8DelayedScalingRecordsEachTensorsAmax) {
 // amax and a scale kernel per FP8 operand (24, one layout each); the
 // steady one none of them. In the steady step the 3 residual layernorms
 // that feed FP8 GEMMs (not the final one: the LM head is bf16) write both
-// layouts of their codes (gpt-fuse-layernorm-fp8; no byte transpose): the
+// layouts of their codes (fp8-layernorm-codes; no byte transpose): the
 // same codes as their casts, or the losses would differ.
 TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
   LossCurves steady, unsplit;
@@ -363,9 +365,9 @@ TEST_F(HostTrainTest, Fp8SteadyStepTrainsBitIdentical) {
   EXPECT_EQ(unsplit.scaleLaunches.count("train_step_first"), 0u);
 }
 
-// gpt-fold-fp8-input-cast: in the steady step the 8 block weights' FP8
+// fp8-fold-input-cast: in the steady step the 8 block weights' FP8
 // casts (mini has 2 blocks of 4) read the f32 master weights and round each
-// element to bf16 as they load, where --fold-fp8-input-cast=false casts the
+// element to bf16 as they load, where --disable-patterns=fp8-fold-input-cast casts the
 // weights to bf16 copies for them to read. Rounding to bf16 and then to FP8
 // is what the unfolded casts do, so the 20 steps' losses, the amax
 // histories after the first steady step, and the fp64 interpreter's two
@@ -388,7 +390,7 @@ TEST_F(HostTrainTest, Fp8FoldedWeightCastsTrainBitIdentical) {
   EXPECT_EQ(folded.reference, copies.reference) << "the interpreter's steps differ";
 }
 
-// --fuse-fp8-gelu-matmul: in the steady step the MLP's first GEMM writes its
+// --enable-patterns=fp8-gelu-matmul-codes: in the steady step the MLP's first GEMM writes its
 // GELU's FP8 codes and amax (an FP8 D on the Host GEMM too), and a byte
 // transpose the second layout, where a cast kernel read the bf16
 // pre-activation back. The first step (measured scales) is the cast path's
@@ -428,7 +430,7 @@ TEST_F(HostTrainTest, Fp8GeluMatmulTracksTheCastPath) {
 // same IR: all 72 GEMMs are FP8 (the LM head's 3 in each train step
 // program and 1 in each of @forward and @logits join the blocks' 64), and the losses track
 // the reference as the blocks-only fp8 step does; its gradient's codes
-// come from the loss kernel (gpt-fp8-cross-entropy-grad). Measured (mini,
+// come from the loss kernel (fp8-cross-entropy-grad). Measured (mini,
 // B=2, T=32): step 0 2.25e-7 relative, over 10 steps 1.42e-4 (1.3e-4 with
 // the gradient cast from bf16); the head moves the
 // first loss 3.1e-5 from the blocks-only fp8 step's, over 100x the gap to

@@ -41,10 +41,10 @@ protected:
       o.memoryBudget = budgetGiB;
       o.epilogueGelu = geluEpilogue;
       o.rematMaxDepth = maxDepth;
-      // A GELU cast recomputed in the backward reads the bf16 product, where
-      // gpt-fuse-fp8-gelu-matmul's GEMM read the f32 one: other codes than
-      // the unbudgeted step's, which would break the same-bits check.
-      o.fuseFp8GeluMatmul = false;
+      // fp8-gelu-matmul-codes stays off (its default): a GELU cast
+      // recomputed in the backward reads the bf16 product, where its GEMM
+      // read the f32 one: other codes than the unbudgeted step's, which
+      // would break the same-bits check.
     }));
     function("train_step").walk([&](mlir::Operation *op) {
       run.clones += op->hasAttr("gpt.remat");

@@ -42,7 +42,8 @@ protected:
       o.lr = 1e-3;
       o.precision = *parsePrecision(precision);
       o.fp8SteadyStep = fp8SteadyStep;
-      o.fuseFp8GeluMatmul = fuseFp8GeluMatmul;
+      if (fuseFp8GeluMatmul)
+        o.enablePatterns = "fp8-gelu-matmul-codes";
       if (more)
         more(o);
     })) << diagnostics;
@@ -145,7 +146,7 @@ TEST_F(ResumeTest, Fp8ResumeKeepsTheAmaxHistories) {
 // unsplit executable (--fp8-steady-step=false) at every step. Running
 // @train_step first would scale every FP8 tensor by 1 (empty histories).
 // The GELU's codes come from the casts in both (the GEMM's GELU reads the
-// unrounded product: gpt-fuse-fp8-gelu-matmul changes bits by design).
+// unrounded product: fp8-gelu-matmul-codes changes bits by design).
 TEST_F(ResumeTest, Fp8FirstStepRunsItsOwnProgram) {
   exe = (dir / "mini-fp8-unsplit.fb").string();
   ASSERT_NO_FATAL_FAILURE(emit(exe, "mini", 32, "fp8", /*fp8SteadyStep=*/false));

@@ -59,7 +59,8 @@ protected:
       o.narrowGrads = narrowGrads;
       o.precision = *parsePrecision(precision);
       o.fp8LmHead = fp8LmHead;
-      o.fp8CrossEntropyGrad = fp8CrossEntropyGrad;
+      if (!fp8CrossEntropyGrad)
+        o.disablePatterns = "fp8-cross-entropy-grad";
       o.fp8SteadyStep = fp8SteadyStep;
     }));
     codegen::LoweringOptions options;

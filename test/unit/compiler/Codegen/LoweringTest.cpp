@@ -640,7 +640,7 @@ TEST_F(LoweringTest, Fp8CastTransposeRoundedToMatchesTheReference) {
 }
 
 // gpt.fp8_cast_transpose of an f32 tensor with rounded_to = bf16 (an f32
-// master weight's cast, gpt-fold-fp8-input-cast) on CUDA: whole 64 x 64
+// master weight's cast, fp8-fold-input-cast) on CUDA: whole 64 x 64
 // tiles take the tiled kernel, each thread's 8 elements as two 16-byte
 // f32 vectors (the bf16 kernel loads one), each element rounded to bf16
 // before the e4m3 conversion. The codes are the Host's (checked against
@@ -803,7 +803,7 @@ TEST_F(LoweringTest, Fp8CrossEntropyGradMatchesTheReference) {
   }
 }
 
-// gpt-fuse-fp8-cast on the Host: a GELU gradient with its bias sum, and a
+// gpt-fuse-fp8's cast epilogues on the Host: a GELU gradient with its bias sum, and a
 // plain gradient with its sum, each scaled with a history and cast into
 // both layouts, then folded by the pass into two
 // gpt.fp8_cast_transpose_sum (and a scale reading the GELU gradient's
@@ -893,7 +893,9 @@ TEST_F(LoweringTest, Fp8CastTransposeSumMatchesTheUnfusedGraph) {
   ASSERT_TRUE(mlir::succeeded(unfused)) << diagnostics;
 
   mlir::PassManager pm(&context);
-  pm.addPass(createFuseFp8CastPass());
+  FuseFp8PassOptions castEpilogues;
+  castEpilogues.enablePatterns = {"fp8-cast-gelu-grad", "fp8-cast-column-sum"};
+  pm.addPass(createFuseFp8Pass(castEpilogues));
   ASSERT_TRUE(mlir::succeeded(pm.run(*module))) << diagnostics;
   int sums = 0, folded = 0, others = 0;
   module->walk([&](mlir::Operation *op) {

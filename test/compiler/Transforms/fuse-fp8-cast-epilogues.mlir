@@ -1,6 +1,6 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8-cast | FileCheck %s
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8-cast="gelu-grad=false" | FileCheck %s --check-prefix=SUMS
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8-cast="column-sums=false" | FileCheck %s --check-prefix=GELU
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8="enable-patterns=fp8-cast-gelu-grad,fp8-cast-column-sum" | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8="enable-patterns=fp8-cast-column-sum" | FileCheck %s --check-prefix=SUMS
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8="enable-patterns=fp8-cast-gelu-grad" | FileCheck %s --check-prefix=GELU
 
 // Tests that the MLP's GELU gradient, its bias sum, its delayed scale and
 // its cast become one cast-sum reading the GEMM output and the

@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fp8-cross-entropy-grad | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8="enable-patterns=fp8-cross-entropy-grad" | FileCheck %s
 
 // Tests that the logits' gradient, scaled by its own amax and cast into
 // both layouts, becomes the FP8 gradient op at the gradient and a byte

@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-layernorm-fp8 | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8="enable-patterns=fp8-layernorm-codes" | FileCheck %s
 
 // Tests that a residual layernorm read only by an FP8 cast whose scale
 // and history exist before it writes both layouts of the codes itself,

@@ -1,8 +1,8 @@
-// --fuse-fp8-gelu-matmul: the steady FP8 step's MLP GEMMs write the GELU's
+// --enable-patterns=fp8-gelu-matmul-codes: the steady FP8 step's MLP GEMMs write the GELU's
 // codes (an FP8 D, the pre-activation as aux, the D scale and the amax
 // history after the operands' scales) and a byte transpose reads them; the
 // first step, whose scales are measured from the product, keeps the cast.
-// RUN: rm -rf %t.on && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=fp8 --fuse-fp8-gelu-matmul --progress=off -o %t.on.fb --dump-ir-after-each-pass=%t.on
+// RUN: rm -rf %t.on && gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --precision=fp8 --enable-patterns=fp8-gelu-matmul-codes --progress=off -o %t.on.fb --dump-ir-after-each-pass=%t.on
 // RUN: FileCheck %s --check-prefix=ON < %t.on/commands.txt
 // ON-LABEL: program train_step
 // ON: gemm m=256 n=128 k=64 batch=1 TN f8E4M3FNxf8E4M3FN->bf16 d=f8E4M3FN epilogue=BiasGeluAux fast_accum %{{.*}} %{{.*}} %[[Q:[a-z_0-9]+]]<2x64x256>@{{.*}} %{{.*}}<256>@{{.*}} %{{.*}}<2x64x256>@{{.*}} %{{.*}}<>@{{.*}} %{{.*}}<>@{{.*}} %{{.*}}<>@{{.*}} %[[HISTORY:[a-z_0-9]+]]<16>@state{{.*}} // %{{.*}}, %[[Q]], %[[HISTORY]] = gpt.scaled_matmul_gelu_fp8

@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fold-fp8-input-cast | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8="enable-patterns=fp8-fold-input-cast" | FileCheck %s
 
 // Tests that an f32 master weight's bf16 copy read only by an FP8
 // cast-transpose is folded into it: the cast reads the f32 weight with

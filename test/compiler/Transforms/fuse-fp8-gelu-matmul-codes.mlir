@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8-gelu-matmul | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-fp8="enable-patterns=fp8-gelu-matmul-codes" | FileCheck %s
 
 // Tests that a product whose GELU a delayed-scaling cast reads, with the
 // cast's scale and shifted history made before the product, becomes one
