@@ -145,9 +145,7 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
       return false;
     if (llvm::isa<ScaledMatmulOp, ScaledMatmulGeluFp8Op, Fp8TransposeOp, ReshapeOp>(op))
       return true;
-    return llvm::isa<Fp8QuantizeOp, Fp8CastTransposeOp, Fp8CastTransposeSumOp,
-                     Fp8CrossEntropyGradOp, AddLayerNormFp8Op>(op) &&
-           v.getDefiningOp() == op;
+    return llvm::isa<Fp8ScalingOpInterface>(op) && v.getDefiningOp() == op;
   };
   // The signature first: it names the parameter (folded constants in @init
   // have lost their locations).

@@ -27,8 +27,9 @@ inline double fp8MaxFinite(Fp8Format format) {
 }
 
 /// An FP8 op's amax history (delayed scaling) and the result it returns
-/// it as: a gpt.fp8_scale's `shifted`, a quantization's `recorded`. Nulls
-/// for other ops and for FP8 ops without a history.
+/// it as (Fp8ScalingOpInterface): a gpt.fp8_scale's `shifted`, a
+/// quantization's `recorded`. Nulls for other ops and for FP8 ops without
+/// a history.
 struct Fp8History {
   Value history;
   Value next;
