@@ -154,6 +154,15 @@ llvm::Error CompileOptions::resolve() {
                  getPrecisionName(precision));
   if (!fp8Exclude.empty() && precision != PrecisionPolicy::Fp8)
     return error("--fp8-exclude: needs --precision=fp8, got " + getPrecisionName(precision));
+  if (!fp32Ops.empty() && precision == PrecisionPolicy::Fp32)
+    return error("--fp32-ops: needs --precision=bf16, fp16 or fp8 (every op is fp32 already)");
+  {
+    llvm::SmallVector<llvm::StringRef> kinds;
+    llvm::StringRef(fp32Ops).split(kinds, ',', -1, /*KeepEmpty=*/false);
+    for (llvm::StringRef kind : kinds)
+      if (kind.trim() != "attention")
+        return error("--fp32-ops: no kind '" + kind.trim() + "' (the kinds: attention)");
+  }
   if (fp8LmHead && precision != PrecisionPolicy::Fp8)
     return error("--fp8-lm-head: needs --precision=fp8, got " + getPrecisionName(precision));
   if (narrowResidual && precision == PrecisionPolicy::Fp32)

@@ -87,6 +87,7 @@ struct CompileOptions {
   int64_t fp8History = 16;
   bool fp8LmHead = false;
   std::string fp8Exclude; // comma-separated parameter-name prefixes kept bf16
+  std::string fp32Ops;    // comma-separated kinds of ops computed in fp32
   bool fp8SteadyStep = true;
   std::string enablePatterns;  // comma-separated gpt-fuse-fp8 labels, off by default
   std::string disablePatterns; // comma-separated gpt-fuse-fp8 labels
@@ -247,6 +248,10 @@ void CompileOptions::bind(Binder &b) {
         "With --precision=fp8: the linear layers whose weight's parameter name starts with "
         "one of these comma-separated prefixes stay bf16; first and last name the first and "
         "the last block (e.g. first,last, or h.0.mlp.,h.11.)");
+  b.opt(fp32Ops, "fp32-ops=<kinds>", G::Compile,
+        "With --precision=bf16, fp16 or fp8: these kinds of ops compute in fp32 all the same, "
+        "comma-separated: attention (its scores, softmax and output; on CUDA the scalar "
+        "attention kernels, slower than flash)");
   b.opt(fp8SteadyStep, "fp8-steady-step", G::Switches,
         "With --precision=fp8 and delayed scaling: a program of its own for the first step "
         "(train_step_first, which measures the tensors whose histories are empty); every later "

@@ -105,6 +105,10 @@ void buildPrecisionPassPipeline(OpPassManager &pm, const CompileOptions &options
   llvm::StringRef(options.fp8Exclude).split(excluded, ',', -1, /*KeepEmpty=*/false);
   for (llvm::StringRef name : excluded)
     mp.fp8Exclude.push_back(name.trim().str());
+  llvm::SmallVector<llvm::StringRef> fp32Kinds;
+  llvm::StringRef(options.fp32Ops).split(fp32Kinds, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef kind : fp32Kinds)
+    mp.fp32Ops.push_back(kind.trim().str());
   pm.addPass(createMixedPrecisionPass(mp));
 }
 

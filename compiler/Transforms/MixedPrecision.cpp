@@ -13,6 +13,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace gptc {
 #define GEN_PASS_DEF_MIXEDPRECISIONPASS
@@ -31,9 +32,15 @@ enum class OpClass {
   Reader,     // operands as they are: the op widens on load
 };
 
-OpClass classify(Operation *op, bool narrowResidual) {
+/// The kinds of ops fp32-ops names.
+constexpr llvm::StringLiteral kFp32OpKinds[] = {"attention"};
+
+OpClass classify(Operation *op, bool narrowResidual, bool fp32Attention) {
   if (llvm::isa<LinearOp, MatmulOp, Fp8MatmulOp>(op))
     return OpClass::Gemm;
+  // The user's per-op choice: fp32 operands, so an fp32 result.
+  if (fp32Attention && llvm::isa<CausalAttentionOp>(op))
+    return OpClass::Statistics;
   // A narrow residual stream is normalised as stored: the row kernel widens
   // it as it loads, and the statistics are taken in the fp32 weight's type.
   if (narrowResidual && llvm::isa<LayerNormOp>(op))
@@ -79,6 +86,18 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
       module.emitError("gpt-mixed-precision: fp8-lm-head needs policy fp8, got ") << policy;
       return signalPassFailure();
     }
+    for (const std::string &kind : fp32Ops)
+      if (!llvm::is_contained(kFp32OpKinds, kind)) {
+        module.emitError("gpt-mixed-precision: fp32-ops: no kind '")
+            << kind << "' (the kinds: " << llvm::join(llvm::ArrayRef(kFp32OpKinds), ", ") << ")";
+        return signalPassFailure();
+      }
+    if (!fp32Ops.empty() && policy == "fp32") {
+      module.emitError("gpt-mixed-precision: fp32-ops needs a narrow policy (bf16, fp16 or "
+                       "fp8), got fp32");
+      return signalPassFailure();
+    }
+    fp32Attention = llvm::is_contained(fp32Ops, "attention");
     if (policy == "fp32")
       return; // fp32 everywhere: the model as written
     if (policy != "bf16" && policy != "fp16" && policy != "fp8") {
@@ -111,6 +130,7 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
 
 private:
   FloatType compute, f32;
+  bool fp32Attention = false;
   /// (value, element type) -> its one cast.
   llvm::DenseMap<std::pair<Value, Type>, CastOp> casts;
 
@@ -169,7 +189,7 @@ private:
         }
         continue;
       }
-      OpClass cls = classify(&op, narrowResidual);
+      OpClass cls = classify(&op, narrowResidual, fp32Attention);
       FloatType widest;
       for (Value v : op.getOperands())
         if (FloatType e = floatElementOf(v); e && (!widest || e.getWidth() > widest.getWidth()))

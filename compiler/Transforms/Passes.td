@@ -51,6 +51,14 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
     FP8 recipes often keep in bf16). A prefix that names no linear weight
     is an error, so a typo does not silently leave the model all FP8.
 
+    Option `fp32-ops` (with bf16, fp16 or fp8) is the per-op part: the ops
+    of the kinds it lists compute in fp32 whatever the policy. `attention`:
+    each `gpt.causal_attention` takes fp32 q, k, v (casts of the GEMM's
+    narrow result), so its scores, softmax and output are fp32, and the
+    output projection's GEMM casts its input back; the backward follows
+    through the casts' gradients. On CUDA fp32 attention runs on the scalar
+    kernels (the flash kernels are bf16 only). An unknown kind is an error.
+
     Option `narrow-residual` (with bf16 or fp16): the residual stream is in the
     compute type too, as in llm.c, where by default it stays fp32 as
     under torch.autocast. The embedding's sum is cast to bf16 (the
@@ -99,6 +107,9 @@ def MixedPrecisionPass : Pass<"gpt-mixed-precision", "::mlir::ModuleOp"> {
                "With fp8: linear layers whose weight's gpt.param name starts with one of "
                "these stay bf16 (first and last name the first and the last block, h.0. "
                "and h.<n_layer-1>.); each must name a linear weight">,
+    ListOption<"fp32Ops", "fp32-ops", "std::string",
+               "With bf16, fp16 or fp8: kinds of ops that compute in fp32 all the same "
+               "(attention)">,
   ];
   let statistics = [
     Statistic<"numCasts", "casts", "gpt.cast ops inserted">,

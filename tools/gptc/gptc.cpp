@@ -689,6 +689,7 @@ int runCompile(MLIRContext &context) {
                   : ", current scaling";
   policy += opts.fp8LmHead ? ", FP8 LM head" : "";
   policy += opts.fp8Exclude.empty() ? "" : ", bf16 layers " + opts.fp8Exclude;
+  policy += opts.fp32Ops.empty() ? "" : ", fp32 " + opts.fp32Ops;
   policy += opts.narrowResidual ? ", narrow residual" : "";
   (*module)->setAttr("gpt.precision", mlir::StringAttr::get(&context, policy));
 

@@ -69,3 +69,17 @@
 // PATTERNSBF16: gptc: error: --disable-patterns: the patterns are FP8 rewrites; they need --precision=fp8, got bf16
 // RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp8 --disable-patterns=fp8-layernorm-codes --disable-patterns=fp8-fold-input-cast 2>&1 | FileCheck %s --check-prefix=TWICE
 // TWICE: gptc: error: --disable-patterns is given 2 times: give it once (a list takes its values comma-separated)
+
+// Tests that gptc's --fp32-ops reaches gpt-mixed-precision: tiny's two
+// attentions read fp32 under bf16; the executable's precision line names
+// the choice; fp32 and an unknown kind are refused.
+// RUN: gptc compile %models/gpt2.mlir --model=tiny --fp32-ops=attention --compile-to=precision --progress=off | FileCheck %s --check-prefix=FP32ATTN
+// FP32ATTN-LABEL: func.func @forward
+// FP32ATTN-COUNT-2: gpt.causal_attention {{.*}} : (tensor<2x8x48xf32>) -> (tensor<2x8x16xf32>,
+// RUN: gptc compile %models/gpt2.mlir --model=mini --batch=2 --seq=64 --fp32-ops=attention --progress=off -o %t.fp32attn.fb
+// RUN: gptc explain %t.fp32attn.fb | FileCheck %s --check-prefix=FP32ATTNEXE
+// FP32ATTNEXE: precision: bf16, fp32 attention
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --precision=fp32 --fp32-ops=attention 2>&1 | FileCheck %s --check-prefix=FP32ATTNFP32
+// FP32ATTNFP32: gptc: error: --fp32-ops: needs --precision=bf16, fp16 or fp8 (every op is fp32 already)
+// RUN: not gptc compile %models/gpt2.mlir --model=tiny --fp32-ops=softmax 2>&1 | FileCheck %s --check-prefix=FP32KIND
+// FP32KIND: gptc: error: --fp32-ops: no kind 'softmax' (the kinds: attention)
