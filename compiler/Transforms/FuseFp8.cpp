@@ -48,6 +48,20 @@ llvm::ArrayRef<Fp8Pattern> getFp8Patterns() {
 
 namespace {
 
+/// A pattern of the set: its label is its debug name (what the disabled
+/// and enabled labels of FrozenRewritePatternSet match), and it counts its
+/// rewrites in one of the pass's statistics.
+template <typename OpT>
+struct Fp8Rewrite : OpRewritePattern<OpT> {
+  Fp8Rewrite(MLIRContext *ctx, llvm::StringRef label, llvm::Statistic &count,
+             PatternBenefit benefit = 1)
+      : OpRewritePattern<OpT>(ctx, benefit), count(count) {
+    this->setDebugName(label);
+  }
+
+  llvm::Statistic &count;
+};
+
 //===----------------------------------------------------------------------===//
 // fp8-cross-entropy-grad
 //===----------------------------------------------------------------------===//
@@ -55,11 +69,8 @@ namespace {
 /// gpt.fp8_cast_transpose e5m2 of a gpt.cross_entropy_grad, scaled by the
 /// gradient's own gpt.fp8_scale, where nothing else reads the gradient or
 /// the scale -> gpt.fp8_cross_entropy_grad at the gradient + gpt.fp8_transpose.
-struct WriteCrossEntropyGradAsFp8 : OpRewritePattern<Fp8CastTransposeOp> {
-  WriteCrossEntropyGradAsFp8(MLIRContext *ctx, llvm::Statistic &rewritten)
-      : OpRewritePattern(ctx), rewritten(rewritten) {
-    setDebugName("fp8-cross-entropy-grad");
-  }
+struct WriteCrossEntropyGradAsFp8 : Fp8Rewrite<Fp8CastTransposeOp> {
+  using Fp8Rewrite::Fp8Rewrite;
 
   LogicalResult matchAndRewrite(Fp8CastTransposeOp cast, PatternRewriter &rewriter) const override {
     // No history: the gradient's scale is its bound, so this runs before
@@ -92,11 +103,9 @@ struct WriteCrossEntropyGradAsFp8 : OpRewritePattern<Fp8CastTransposeOp> {
     for (Operation *view : llvm::reverse(views))
       rewriter.eraseOp(view);
     rewriter.eraseOp(grad);
-    ++rewritten;
+    ++count;
     return success();
   }
-
-  llvm::Statistic &rewritten;
 };
 
 //===----------------------------------------------------------------------===//
@@ -151,13 +160,13 @@ void castWithEpilogue(PatternRewriter &rewriter, Fp8CastTransposeOp cast, Reduce
 /// The GELU gradient that a backward cast reads folds into it when only the
 /// cast, its scales and (with fp8-cast-column-sum on) its column sum read
 /// it: then it is never stored. The column sum folds in with it.
-struct CastGeluGrad : OpRewritePattern<Fp8CastTransposeOp> {
-  CastGeluGrad(MLIRContext *ctx, bool columnSums, llvm::Statistic &geluGrads,
+struct CastGeluGrad : Fp8Rewrite<Fp8CastTransposeOp> {
+  /// Tried before fp8-cast-column-sum (benefit 2), which would fold the
+  /// sum alone.
+  CastGeluGrad(MLIRContext *ctx, llvm::Statistic &geluGrads, bool columnSums,
                llvm::Statistic &sums)
-      : OpRewritePattern(ctx, /*benefit=*/2), columnSums(columnSums), geluGrads(geluGrads),
-        sums(sums) {
-    setDebugName("fp8-cast-gelu-grad");
-  }
+      : Fp8Rewrite(ctx, "fp8-cast-gelu-grad", geluGrads, /*benefit=*/2), columnSums(columnSums),
+        sums(sums) {}
 
   LogicalResult matchAndRewrite(Fp8CastTransposeOp cast, PatternRewriter &rewriter) const override {
     if (cast.getGelu())
@@ -176,22 +185,20 @@ struct CastGeluGrad : OpRewritePattern<Fp8CastTransposeOp> {
         return rewriter.notifyMatchFailure(cast, "the GELU gradient has other readers");
     }
     castWithEpilogue(rewriter, cast, sum, grad, scales);
-    ++geluGrads;
+    ++count;
     if (sum)
       ++sums;
     return success();
   }
 
   bool columnSums;
-  llvm::Statistic &geluGrads, &sums;
+  llvm::Statistic &sums;
 };
 
 /// A backward cast whose input's column sum is read only after it sums
 /// the columns too (the bias gradient).
-struct CastColumnSum : OpRewritePattern<Fp8CastTransposeOp> {
-  CastColumnSum(MLIRContext *ctx, llvm::Statistic &sums) : OpRewritePattern(ctx), sums(sums) {
-    setDebugName("fp8-cast-column-sum");
-  }
+struct CastColumnSum : Fp8Rewrite<Fp8CastTransposeOp> {
+  using Fp8Rewrite::Fp8Rewrite;
 
   LogicalResult matchAndRewrite(Fp8CastTransposeOp cast, PatternRewriter &rewriter) const override {
     if (cast.getGelu())
@@ -200,11 +207,9 @@ struct CastColumnSum : OpRewritePattern<Fp8CastTransposeOp> {
     if (!sum)
       return rewriter.notifyMatchFailure(cast, "no column sum read after the cast");
     castWithEpilogue(rewriter, cast, sum, {}, {});
-    ++sums;
+    ++count;
     return success();
   }
-
-  llvm::Statistic &sums;
 };
 
 //===----------------------------------------------------------------------===//
@@ -214,10 +219,8 @@ struct CastColumnSum : OpRewritePattern<Fp8CastTransposeOp> {
 /// gpt.cast wide -> narrow of a block argument whose every reader is a
 /// plain gpt.fp8_cast_transpose's input -> those casts read the wide tensor
 /// with rounded_to = narrow.
-struct FoldInputCast : OpRewritePattern<CastOp> {
-  FoldInputCast(MLIRContext *ctx, llvm::Statistic &folded) : OpRewritePattern(ctx), folded(folded) {
-    setDebugName("fp8-fold-input-cast");
-  }
+struct FoldInputCast : Fp8Rewrite<CastOp> {
+  using Fp8Rewrite::Fp8Rewrite;
 
   LogicalResult matchAndRewrite(CastOp cast, PatternRewriter &rewriter) const override {
     Type wide = getElementTypeOrSelf(cast.getInput().getType());
@@ -244,13 +247,11 @@ struct FoldInputCast : OpRewritePattern<CastOp> {
         fp8.getInputMutable().assign(cast.getInput());
         fp8.setRoundedToAttr(TypeAttr::get(narrow));
       });
-      ++folded;
+      ++count;
     }
     rewriter.eraseOp(cast);
     return success();
   }
-
-  llvm::Statistic &folded;
 };
 
 //===----------------------------------------------------------------------===//
@@ -259,10 +260,8 @@ struct FoldInputCast : OpRewritePattern<CastOp> {
 
 /// A gpt.add_layernorm read only by an FP8 cast whose scale (and history)
 /// exist before it -> a gpt.add_layernorm_fp8 that writes both layouts.
-struct LayerNormCodes : OpRewritePattern<AddLayerNormOp> {
-  LayerNormCodes(MLIRContext *ctx, llvm::Statistic &fused) : OpRewritePattern(ctx), fused(fused) {
-    setDebugName("fp8-layernorm-codes");
-  }
+struct LayerNormCodes : Fp8Rewrite<AddLayerNormOp> {
+  using Fp8Rewrite::Fp8Rewrite;
 
   LogicalResult matchAndRewrite(AddLayerNormOp ln, PatternRewriter &rewriter) const override {
     Value y = ln.getResult();
@@ -289,11 +288,9 @@ struct LayerNormCodes : OpRewritePattern<AddLayerNormOp> {
     rewriter.replaceOp(cast, castResults);
     rewriter.replaceAllUsesWith(ln.getSum(), op.getSum());
     rewriter.eraseOp(ln);
-    ++fused;
+    ++count;
     return success();
   }
-
-  llvm::Statistic &fused;
 };
 
 //===----------------------------------------------------------------------===//
@@ -315,10 +312,8 @@ bool isShiftedHistory(Value h) {
 /// whose scale and history exist before the product -> a
 /// gpt.scaled_matmul_gelu_fp8 (the GEMM writes the codes) and a byte
 /// transpose of them.
-struct GeluMatmulCodes : OpRewritePattern<Fp8CastTransposeOp> {
-  GeluMatmulCodes(MLIRContext *ctx, llvm::Statistic &fused) : OpRewritePattern(ctx), fused(fused) {
-    setDebugName("fp8-gelu-matmul-codes");
-  }
+struct GeluMatmulCodes : Fp8Rewrite<Fp8CastTransposeOp> {
+  using Fp8Rewrite::Fp8Rewrite;
 
   LogicalResult matchAndRewrite(Fp8CastTransposeOp cast, PatternRewriter &rewriter) const override {
     if (!cast.getGelu() || !cast.getHistory())
@@ -345,11 +340,9 @@ struct GeluMatmulCodes : OpRewritePattern<Fp8CastTransposeOp> {
     rewriter.replaceAllUsesWith(cast.getRecorded(), op.getRecorded());
     rewriter.eraseOp(cast);
     rewriter.replaceOp(mm, op.getPre());
-    ++fused;
+    ++count;
     return success();
   }
-
-  llvm::Statistic &fused;
 };
 
 //===----------------------------------------------------------------------===//
@@ -380,12 +373,12 @@ struct FuseFp8Pass : public gptc::impl::FuseFp8PassBase<FuseFp8Pass> {
              })->byDefault;
     };
     RewritePatternSet set(ctx);
-    set.add<WriteCrossEntropyGradAsFp8>(ctx, numCrossEntropyGrads);
-    set.add<CastGeluGrad>(ctx, on("fp8-cast-column-sum"), numGeluGrads, numColumnSums);
-    set.add<CastColumnSum>(ctx, numColumnSums);
-    set.add<FoldInputCast>(ctx, numFoldedCasts);
-    set.add<LayerNormCodes>(ctx, numLayerNorms);
-    set.add<GeluMatmulCodes>(ctx, numGeluMatmuls);
+    set.add<WriteCrossEntropyGradAsFp8>(ctx, "fp8-cross-entropy-grad", numCrossEntropyGrads);
+    set.add<CastGeluGrad>(ctx, numGeluGrads, on("fp8-cast-column-sum"), numColumnSums);
+    set.add<CastColumnSum>(ctx, "fp8-cast-column-sum", numColumnSums);
+    set.add<FoldInputCast>(ctx, "fp8-fold-input-cast", numFoldedCasts);
+    set.add<LayerNormCodes>(ctx, "fp8-layernorm-codes", numLayerNorms);
+    set.add<GeluMatmulCodes>(ctx, "fp8-gelu-matmul-codes", numGeluMatmuls);
     SmallVector<std::string> disabled;
     for (const gptc::Fp8Pattern &p : gptc::getFp8Patterns())
       if (!on(p.label))
