@@ -51,12 +51,20 @@ llvm::Error error(const llvm::Twine &message) {
 
 /// Whether the comma-separated `list` names `label`.
 bool patternListed(llvm::StringRef list, llvm::StringRef label) {
-  llvm::SmallVector<llvm::StringRef> labels;
-  list.split(labels, ',', -1, /*KeepEmpty=*/false);
-  return llvm::any_of(labels, [&](llvm::StringRef l) { return l.trim() == label; });
+  return llvm::is_contained(splitList(list), label);
 }
 
 } // namespace
+
+std::vector<std::string> splitList(llvm::StringRef list) {
+  llvm::SmallVector<llvm::StringRef> items;
+  list.split(items, ',', -1, /*KeepEmpty=*/false);
+  std::vector<std::string> trimmed;
+  for (llvm::StringRef item : items)
+    if (!item.trim().empty())
+      trimmed.push_back(item.trim().str());
+  return trimmed;
+}
 
 bool CompileOptions::patternOn(llvm::StringRef label) const {
   if (patternListed(disablePatterns, label))
@@ -78,10 +86,7 @@ llvm::Error CompileOptions::resolve() {
   memoryBudget = gib;
 
   epilogueGelu = epilogueGeluGrad = epilogueGeluBiasGrad = epilogueBiasGrad = false;
-  llvm::SmallVector<llvm::StringRef> names;
-  llvm::StringRef(matmulEpilogues).split(names, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef name : names) {
-    name = name.trim();
+  for (const std::string &name : splitList(matmulEpilogues)) {
     bool *fold = name == "gelu"             ? &epilogueGelu
                  : name == "gelu-grad"      ? &epilogueGeluGrad
                  : name == "gelu-bias-grad" ? &epilogueGeluBiasGrad
@@ -131,10 +136,7 @@ llvm::Error CompileOptions::resolve() {
 
   for (auto [flag, list] : {std::pair{"enable-patterns", &enablePatterns},
                             std::pair{"disable-patterns", &disablePatterns}}) {
-    llvm::SmallVector<llvm::StringRef> labels;
-    llvm::StringRef(*list).split(labels, ',', -1, /*KeepEmpty=*/false);
-    for (llvm::StringRef label : labels) {
-      label = label.trim();
+    for (const std::string &label : splitList(*list)) {
       if (!llvm::any_of(getFp8Patterns(), [&](const Fp8Pattern &p) { return p.label == label; }))
         return error(llvm::Twine("--") + flag + ": no pattern '" + label + "' (the patterns: " +
                      llvm::join(llvm::map_range(getFp8Patterns(),
@@ -156,13 +158,9 @@ llvm::Error CompileOptions::resolve() {
     return error("--fp8-exclude: needs --precision=fp8, got " + getPrecisionName(precision));
   if (!fp32Ops.empty() && precision == PrecisionPolicy::Fp32)
     return error("--fp32-ops: needs --precision=bf16, fp16 or fp8 (every op is fp32 already)");
-  {
-    llvm::SmallVector<llvm::StringRef> kinds;
-    llvm::StringRef(fp32Ops).split(kinds, ',', -1, /*KeepEmpty=*/false);
-    for (llvm::StringRef kind : kinds)
-      if (kind.trim() != "attention")
-        return error("--fp32-ops: no kind '" + kind.trim() + "' (the kinds: attention)");
-  }
+  for (const std::string &kind : splitList(fp32Ops))
+    if (kind != "attention")
+      return error("--fp32-ops: no kind '" + kind + "' (the kinds: attention)");
   if (fp8LmHead && precision != PrecisionPolicy::Fp8)
     return error("--fp8-lm-head: needs --precision=fp8, got " + getPrecisionName(precision));
   if (narrowResidual && precision == PrecisionPolicy::Fp32)

@@ -57,6 +57,10 @@ inline std::pair<llvm::StringRef, llvm::StringRef> splitFlag(llvm::StringRef fla
   return {name, value.trim("<>")};
 }
 
+/// A comma-separated option value's items, trimmed, empty ones left out
+/// (--matmul-epilogues, --fp8-exclude, --fp32-ops, the pattern lists).
+std::vector<std::string> splitList(llvm::StringRef list);
+
 template <typename E>
 struct EnumName {
   E value;

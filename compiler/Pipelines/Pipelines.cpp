@@ -101,14 +101,10 @@ void buildPrecisionPassPipeline(OpPassManager &pm, const CompileOptions &options
   mp.policy = getPrecisionName(options.precision).str();
   mp.narrowResidual = options.narrowResidual;
   mp.fp8LmHead = options.fp8LmHead;
-  llvm::SmallVector<llvm::StringRef> excluded;
-  llvm::StringRef(options.fp8Exclude).split(excluded, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef name : excluded)
-    mp.fp8Exclude.push_back(name.trim().str());
-  llvm::SmallVector<llvm::StringRef> fp32Kinds;
-  llvm::StringRef(options.fp32Ops).split(fp32Kinds, ',', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef kind : fp32Kinds)
-    mp.fp32Ops.push_back(kind.trim().str());
+  for (std::string &prefix : splitList(options.fp8Exclude))
+    mp.fp8Exclude.push_back(std::move(prefix));
+  for (std::string &kind : splitList(options.fp32Ops))
+    mp.fp32Ops.push_back(std::move(kind));
   pm.addPass(createMixedPrecisionPass(mp));
 }
 
