@@ -71,9 +71,8 @@ bool CompileOptions::patternOn(llvm::StringRef label) const {
     return false;
   if (patternListed(enablePatterns, label))
     return true;
-  const Fp8Pattern *p = llvm::find_if(
-      getFp8Patterns(), [&](const Fp8Pattern &p) { return p.label == label; });
-  return p != getFp8Patterns().end() && p->byDefault;
+  const Fp8Pattern *p = findFp8Pattern(label);
+  return p && p->byDefault;
 }
 
 llvm::Error CompileOptions::resolve() {
@@ -137,12 +136,9 @@ llvm::Error CompileOptions::resolve() {
   for (auto [flag, list] : {std::pair{"enable-patterns", &enablePatterns},
                             std::pair{"disable-patterns", &disablePatterns}}) {
     for (const std::string &label : splitList(*list)) {
-      if (!llvm::any_of(getFp8Patterns(), [&](const Fp8Pattern &p) { return p.label == label; }))
-        return error(llvm::Twine("--") + flag + ": no pattern '" + label + "' (the patterns: " +
-                     llvm::join(llvm::map_range(getFp8Patterns(),
-                                                [](const Fp8Pattern &p) { return p.label; }),
-                                ", ") +
-                     ")");
+      if (!findFp8Pattern(label))
+        return error(llvm::Twine("--") + flag + ": no pattern '" + label +
+                     "' (the patterns: " + getFp8PatternLabels() + ")");
       if (flag == llvm::StringRef("enable-patterns") && patternListed(disablePatterns, label))
         return error("--enable-patterns and --disable-patterns both name '" + label + "'");
     }
@@ -159,8 +155,9 @@ llvm::Error CompileOptions::resolve() {
   if (!fp32Ops.empty() && precision == PrecisionPolicy::Fp32)
     return error("--fp32-ops: needs --precision=bf16, fp16 or fp8 (every op is fp32 already)");
   for (const std::string &kind : splitList(fp32Ops))
-    if (kind != "attention")
-      return error("--fp32-ops: no kind '" + kind + "' (the kinds: attention)");
+    if (!llvm::is_contained(getFp32OpKinds(), kind))
+      return error("--fp32-ops: no kind '" + kind + "' (the kinds: " +
+                   llvm::join(getFp32OpKinds(), ", ") + ")");
   if (fp8LmHead && precision != PrecisionPolicy::Fp8)
     return error("--fp8-lm-head: needs --precision=fp8, got " + getPrecisionName(precision));
   if (narrowResidual && precision == PrecisionPolicy::Fp32)

@@ -44,6 +44,17 @@ llvm::ArrayRef<Fp8Pattern> getFp8Patterns() {
   return patterns;
 }
 
+const Fp8Pattern *findFp8Pattern(llvm::StringRef label) {
+  const Fp8Pattern *p = llvm::find_if(getFp8Patterns(),
+                                      [&](const Fp8Pattern &p) { return p.label == label; });
+  return p == getFp8Patterns().end() ? nullptr : p;
+}
+
+std::string getFp8PatternLabels() {
+  return llvm::join(llvm::map_range(getFp8Patterns(), [](const Fp8Pattern &p) { return p.label; }),
+                    ", ");
+}
+
 } // namespace gptc
 
 namespace {
@@ -353,24 +364,20 @@ struct FuseFp8Pass : public gptc::impl::FuseFp8PassBase<FuseFp8Pass> {
   using Base::Base;
 
   LogicalResult initialize(MLIRContext *ctx) override {
-    auto labels = llvm::map_range(gptc::getFp8Patterns(),
-                                  [](const gptc::Fp8Pattern &p) { return p.label; });
     // Every label named must be one of ours: a typo would change nothing.
     for (ArrayRef<std::string> list : {ArrayRef<std::string>(enablePatterns),
                                        ArrayRef<std::string>(disablePatterns)})
       for (const std::string &label : list)
-        if (!llvm::is_contained(labels, label))
+        if (!gptc::findFp8Pattern(label))
           return emitError(UnknownLoc::get(ctx))
                  << "gpt-fuse-fp8: no pattern '" << label
-                 << "' (the patterns: " << llvm::join(labels, ", ") << ")";
+                 << "' (the patterns: " << gptc::getFp8PatternLabels() << ")";
     auto on = [&](llvm::StringRef label) {
       if (llvm::is_contained(disablePatterns, label))
         return false;
       if (!enablePatterns.empty())
         return llvm::is_contained(enablePatterns, label);
-      return llvm::find_if(gptc::getFp8Patterns(), [&](const gptc::Fp8Pattern &p) {
-               return p.label == label;
-             })->byDefault;
+      return gptc::findFp8Pattern(label)->byDefault;
     };
     RewritePatternSet set(ctx);
     set.add<WriteCrossEntropyGradAsFp8>(ctx, "fp8-cross-entropy-grad", numCrossEntropyGrads);

@@ -20,6 +20,11 @@ namespace gptc {
 #include "compiler/Transforms/Passes.h.inc"
 } // namespace gptc
 
+llvm::ArrayRef<llvm::StringLiteral> gptc::getFp32OpKinds() {
+  static constexpr llvm::StringLiteral kinds[] = {"attention"};
+  return kinds;
+}
+
 using namespace mlir;
 using namespace mlir::gpt;
 
@@ -31,9 +36,6 @@ enum class OpClass {
   Follow,     // operands promoted to the widest among them
   Reader,     // operands as they are: the op widens on load
 };
-
-/// The kinds of ops fp32-ops names.
-constexpr llvm::StringLiteral kFp32OpKinds[] = {"attention"};
 
 OpClass classify(Operation *op, bool narrowResidual, bool fp32Attention) {
   if (llvm::isa<LinearOp, MatmulOp, Fp8MatmulOp>(op))
@@ -87,9 +89,9 @@ struct MixedPrecisionPass : public gptc::impl::MixedPrecisionPassBase<MixedPreci
       return signalPassFailure();
     }
     for (const std::string &kind : fp32Ops)
-      if (!llvm::is_contained(kFp32OpKinds, kind)) {
+      if (!llvm::is_contained(gptc::getFp32OpKinds(), kind)) {
         module.emitError("gpt-mixed-precision: fp32-ops: no kind '")
-            << kind << "' (the kinds: " << llvm::join(llvm::ArrayRef(kFp32OpKinds), ", ") << ")";
+            << kind << "' (the kinds: " << llvm::join(gptc::getFp32OpKinds(), ", ") << ")";
         return signalPassFailure();
       }
     if (!fp32Ops.empty() && policy == "fp32") {

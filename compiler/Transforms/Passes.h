@@ -34,6 +34,13 @@ struct Fp8Pattern {
   llvm::StringRef summary;
 };
 llvm::ArrayRef<Fp8Pattern> getFp8Patterns();
+/// The pattern labelled `label`; null where none is.
+const Fp8Pattern *findFp8Pattern(llvm::StringRef label);
+/// Every label, comma-separated: what an error about a label lists.
+std::string getFp8PatternLabels();
+
+/// The kinds of ops gpt-mixed-precision's fp32-ops takes.
+llvm::ArrayRef<llvm::StringLiteral> getFp32OpKinds();
 
 } // namespace gptc
 

@@ -908,15 +908,19 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(ours);
   cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(), kOverview);
 
+  auto isOurs = [&](const cl::Option *opt) {
+    return llvm::any_of(opt->Categories,
+                        [&](cl::OptionCategory *c) { return llvm::is_contained(ours, c); });
+  };
+  auto spelled = [](const cl::Option *opt) {
+    return (llvm::Twine(opt->ArgStr.size() == 1 ? "-" : "--") + opt->ArgStr).str();
+  };
   // A flag given twice keeps only its last value: one of the two is a
   // mistake (a list flag takes one comma-separated list).
   for (auto &entry : cl::getRegisteredOptions()) {
     cl::Option *opt = entry.second;
-    if (opt->getNumOccurrences() > 1 && llvm::any_of(opt->Categories, [&](cl::OptionCategory *c) {
-          return llvm::is_contained(ours, c);
-        }))
-      return fail(llvm::Twine(opt->ArgStr.size() == 1 ? "-" : "--") + opt->ArgStr +
-                  " is given " + llvm::Twine(opt->getNumOccurrences()) +
+    if (opt->getNumOccurrences() > 1 && isOurs(opt))
+      return fail(spelled(opt) + " is given " + llvm::Twine(opt->getNumOccurrences()) +
                   " times: give it once (a list takes its values comma-separated)");
   }
 
@@ -936,12 +940,8 @@ int main(int argc, char **argv) {
     // Every flag of ours configures compile or run-reference.
     for (auto &entry : cl::getRegisteredOptions()) {
       cl::Option *opt = entry.second;
-      bool isOurs = llvm::any_of(opt->Categories, [&](cl::OptionCategory *c) {
-        return llvm::is_contained(ours, c);
-      });
-      if (isOurs && opt != &inputFile && opt->getNumOccurrences())
-        return fail("explain reads only the executable; " +
-                    llvm::Twine(opt->ArgStr.size() == 1 ? "-" : "--") + opt->ArgStr +
+      if (isOurs(opt) && opt != &inputFile && opt->getNumOccurrences())
+        return fail("explain reads only the executable; " + spelled(opt) +
                     " applies to compile or run-reference");
     }
     return printReport(inputFile);
