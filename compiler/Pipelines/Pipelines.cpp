@@ -13,8 +13,6 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
@@ -139,14 +137,6 @@ void buildTrainStepPassPipeline(OpPassManager &pm, const CompileOptions &options
 
 namespace {
 
-/// The train-step programs (both FP8 steps have their own).
-std::vector<std::string> trainSteps(const CompileOptions &options) {
-  std::vector<std::string> steps = {"train_step"};
-  if (options.fp8SteadySteps())
-    steps.push_back("train_step_first");
-  return steps;
-}
-
 /// gpt-fuse-fp8 with the patterns of one place that the options leave on
 /// (none: no pass). The place's list stays the pass's enable-patterns, so
 /// its dumps keep their number whatever is disabled.
@@ -223,14 +213,12 @@ void buildSchedulePassPipeline(OpPassManager &pm, const CompileOptions &options)
   if (options.precision == PrecisionPolicy::Fp8)
     addFuseFp8(pm, options, {"fp8-fold-input-cast"});
   // After CSE (which would merge the clones back) and the collectives.
+  // Each train step is fitted alone.
   if (options.memoryBudget > 0) {
-    for (const std::string &step : trainSteps(options)) {
-      RematerializePassOptions remat;
-      remat.function = step;
-      remat.memoryBudget = options.memoryBudget;
-      remat.maxDepth = options.rematMaxDepth;
-      pm.addPass(createRematerializePass(remat));
-    }
+    RematerializePassOptions remat;
+    remat.memoryBudget = options.memoryBudget;
+    remat.maxDepth = options.rematMaxDepth;
+    pm.addNestedPass<func::FuncOp>(createRematerializePass(remat));
   }
   addGate(pm, "schedule");
 }
@@ -249,12 +237,9 @@ void buildFusePassPipeline(OpPassManager &pm, const CompileOptions &options) {
   // before gpt-fuse-elementwise, which would take the gradient casts that
   // narrow-grads removes into a fusion.
   if (options.fuseAdamW) {
-    for (const std::string &step : trainSteps(options)) {
-      FuseAdamWPassOptions adamw;
-      adamw.function = step;
-      adamw.narrowGrads = options.narrowGrads;
-      pm.addPass(createFuseAdamWPass(adamw));
-    }
+    FuseAdamWPassOptions adamw;
+    adamw.narrowGrads = options.narrowGrads;
+    pm.addNestedPass<func::FuncOp>(createFuseAdamWPass(adamw));
   }
   // After the collectives: merged siblings never delay a bucket's operand.
   if (options.fuseElementwise)
@@ -271,13 +256,7 @@ void buildMemoryPlanPassPipeline(OpPassManager &pm, const CompileOptions &option
   // NOTE: must stay last before serialization; any pass that moves or
   // rewrites ops afterwards (CSE included) invalidates the offsets. Each
   // program is planned alone: they run one after another.
-  std::vector<std::string> programs = trainSteps(options);
-  programs.insert(programs.end(), {"init", "forward", "logits"});
-  for (const std::string &program : programs) {
-    PlanMemoryPassOptions plan;
-    plan.function = program;
-    pm.addPass(createPlanMemoryPass(plan));
-  }
+  pm.addNestedPass<func::FuncOp>(createPlanMemoryPass());
   addGate(pm, "memory-plan");
 }
 
@@ -434,14 +413,13 @@ void registerPasses() {
 //   passes out (--precision=fp32, --fuse-adamw=false, --world-size=1,
 //   --compile-to=PHASE, ...) leaves gaps and renumbers nothing, so a pass
 //   has one NN in every compile and dumps of two compiles pair up by name.
-//   A pass takes the first place of its name (and function) after the
+//   A pass takes the first place of its name (and patterns) after the
 //   previous pass's. One that the whole pipeline lacks is numbered after
 //   the place before it, NN.1, NN.2, ... (sorted after NN-*): a pass added
 //   by a flag that kEveryPass does not turn on shows up so.
-// - A pass that the whole pipeline runs for several functions (each
-//   program's gpt-plan-memory, each train step's gpt-rematerialize and
-//   gpt-fuse-adamw) is named after its function too:
-//   NN-gpt-plan-memory.train_step.mlir, NN-gpt-plan-memory.init.mlir, ...
+// - The per-program passes (gpt-rematerialize, gpt-fuse-adamw,
+//   gpt-plan-memory) run nested on every function: one dump when all have
+//   run, named after the nested passes (NN-gpt-plan-memory.mlir).
 //
 // The last dump is the module that codegen reads; commands.txt names the
 // values as it does (EmitExecutable.cpp).
@@ -495,13 +473,13 @@ CompileOptions everyPassOptions() {
   return o;
 }
 
-/// A place in the pipeline: the pass (its flag; a nested pipeline's text),
-/// its `function` option and, for gpt-fuse-fp8, which run at several
-/// places, its `enable-patterns` ("" where it has none).
+/// A place in the pipeline: the pass (its flag; a nested pipeline's text
+/// without options) and, for gpt-fuse-fp8, which runs at several places,
+/// its `enable-patterns` ("" where it has none).
 struct Slot {
-  std::string pass, function, patterns;
+  std::string pass, patterns;
   bool operator==(const Slot &other) const {
-    return pass == other.pass && function == other.function && patterns == other.patterns;
+    return pass == other.pass && patterns == other.patterns;
   }
 };
 
@@ -523,11 +501,21 @@ Slot slotOf(Pass &pass) {
   std::string text;
   llvm::raw_string_ostream os(text);
   pass.printAsTextualPipeline(os);
-  if (pass.getArgument().empty())
-    return Slot{text, "", ""};
+  if (pass.getArgument().empty()) {
+    // A pass adaptor: "func.func(gpt-plan-memory{alignment=256})" is
+    // "func.func(gpt-plan-memory)" whatever its options.
+    std::string names;
+    int depth = 0;
+    for (char c : text) {
+      depth += c == '{';
+      if (depth == 0)
+        names += c;
+      depth -= c == '}';
+    }
+    return Slot{names, ""};
+  }
   llvm::StringRef options = llvm::StringRef(text).drop_until([](char c) { return c == '{'; });
-  return Slot{pass.getArgument().str(), optionValue(options, "function"),
-              optionValue(options, "enable-patterns")};
+  return Slot{pass.getArgument().str(), optionValue(options, "enable-patterns")};
 }
 
 /// The whole pipeline (gates left out, as they are not dumped).
@@ -545,13 +533,6 @@ class DumpAfterEachPass : public ModulePassInstrumentation {
 public:
   explicit DumpAfterEachPass(llvm::StringRef dir) : dir(dir.str()), slots(everyPass()) {
     width = std::max<size_t>(2, std::to_string(slots.size()).size());
-    // Passes that the whole pipeline runs for more than one function.
-    llvm::StringMap<std::string> firstFunction;
-    for (const Slot &slot : slots) {
-      auto [it, inserted] = firstFunction.try_emplace(slot.pass, slot.function);
-      if (!inserted && it->second != slot.function)
-        perFunction.insert(slot.pass);
-    }
   }
 
 protected:
@@ -566,10 +547,7 @@ protected:
     } else {
       number = padded(next) + "." + std::to_string(++extra);
     }
-    std::string file = number + "-" + name.str();
-    if (perFunction.contains(slot.pass) && !slot.function.empty())
-      file += "." + slot.function;
-    std::string path = dir + "/" + file + ".mlir";
+    std::string path = dir + "/" + number + "-" + name.str() + ".mlir";
     std::error_code ec;
     llvm::raw_fd_ostream os(path, ec);
     if (ec) {
@@ -588,7 +566,6 @@ private:
 
   std::string dir;
   std::vector<Slot> slots;
-  llvm::StringSet<> perFunction;
   size_t width = 2;
   size_t next = 0;  // the place after the last pass's (0: none yet)
   unsigned extra = 0; // passes since then that have no place

@@ -1,7 +1,7 @@
 //===- FuseAdamW.cpp - one gpt.adamw_multi for all parameter updates -----===//
 //
 /// Algorithm (see Passes.td):
-///  1) Group the gpt.adamw ops of `function` by their shared operands (lr,
+///  1) Group the gpt.adamw ops of a function by their shared operands (lr,
 ///     step, grad_scale) and hyper-parameters (beta1, beta2, epsilon), in
 ///     program order.
 ///  2) Replace each group of two or more by one gpt.adamw_multi placed at
@@ -100,11 +100,7 @@ struct FuseAdamWPass : public gptc::impl::FuseAdamWPassBase<FuseAdamWPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    auto fn = SymbolTable(getOperation()).lookup<func::FuncOp>(function);
-    if (!fn) {
-      getOperation().emitError("gpt-fuse-adamw: no function @") << function;
-      return signalPassFailure();
-    }
+    func::FuncOp fn = getOperation();
     llvm::MapVector<GroupKey, SmallVector<AdamWOp>> groups;
     fn.walk([&](AdamWOp op) { groups[keyOf(op)].push_back(op); });
     for (auto &[key, group] : groups) {

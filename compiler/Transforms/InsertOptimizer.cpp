@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/SymbolTable.h"
@@ -177,6 +178,10 @@ struct InsertOptimizerPass
                                      ob.getFunctionType(argTypes, resultTypes));
     step.setAllArgAttrs(argAttrs);
     step.setAllResultAttrs(resultAttrs);
+    step->setAttr(gptc::kTrainStepAttr, ob.getUnitAttr());
+    // The gradient is the step's callee now, not a program: the inliner
+    // drops it, so every function left is one gptrun runs.
+    grad.setPrivate();
     Block *entry = step.addEntryBlock();
     ob.setInsertionPointToStart(entry);
 

@@ -188,6 +188,9 @@ def InsertOptimizerPass : Pass<"gpt-insert-optimizer", "::mlir::ModuleOp"> {
     Arguments and results carry `gpt.param`, `gpt.state`
     (`<name>.adam_m` / `<name>.adam_v`), `gpt.input` and `gpt.output` names:
     result i of a parameter or state replaces the argument of that name.
+    `@train_step` is marked `gpt.train_step` (the function gpt-rematerialize
+    fits to the budget), and `@<function>_grad` becomes private: the step's
+    callee, which the inliner drops, so the functions left are the programs.
   }];
   let options = [
     Option<"function", "function", "std::string", /*default=*/"\"forward\"",
@@ -898,10 +901,11 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
 // Optimizer fusion
 //===----------------------------------------------------------------------===//
 
-def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
+def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::func::FuncOp"> {
   let summary = "Merges the per-parameter gpt.adamw updates into one gpt.adamw_multi";
   let description = [{
-    In `function` (default `train_step`), the `gpt.adamw` ops that share
+    In each function (a train step; the other programs have no
+    `gpt.adamw`), the `gpt.adamw` ops that share
     their learning rate, step and gradient scale values (the LR schedule and
     the clipping factor) and their betas and epsilon become one
     `gpt.adamw_multi`, with each parameter's weight decay kept in
@@ -934,8 +938,6 @@ def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
-           "Function whose AdamW updates are merged">,
     Option<"narrowGrads", "narrow-grads", "bool", /*default=*/"true",
            "Read gradients before a widening cast (in the update and the gradient norm)">,
   ];
@@ -951,10 +953,11 @@ def FuseAdamWPass : Pass<"gpt-fuse-adamw", "::mlir::ModuleOp"> {
 // Memory planning phase
 //===----------------------------------------------------------------------===//
 
-def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
+def RematerializePass : Pass<"gpt-rematerialize", "::mlir::func::FuncOp"> {
   let summary = "Recomputes activations in the backward pass to fit a memory budget";
   let description = [{
-    Makes `function` (default `train_step`, calls inlined) fit in
+    Makes each train step (a function marked `gpt.train_step`, calls
+    inlined; other functions are left alone) fit in
     `memory-budget` GiB (0: off): its arguments (parameters, AdamW
     moments, inputs) plus the activation pool gpt-plan-memory will place.
 
@@ -1016,8 +1019,6 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
     ```
   }];
   let options = [
-    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
-           "Function to fit in the budget">,
     Option<"memoryBudget", "memory-budget", "double", /*default=*/"0.0",
            "Memory budget in GiB: arguments plus activations (0: off)">,
     Option<"maxDepth", "max-depth", "int64_t", /*default=*/"4",
@@ -1034,11 +1035,11 @@ def RematerializePass : Pass<"gpt-rematerialize", "::mlir::ModuleOp"> {
   ];
 }
 
-def PlanMemoryPass : Pass<"gpt-plan-memory", "::mlir::ModuleOp"> {
+def PlanMemoryPass : Pass<"gpt-plan-memory", "::mlir::func::FuncOp"> {
   let summary = "Static memory plan: liveness-based offsets of every tensor in a few pools";
   let description = [{
-    Plans the memory of `function` (default `train_step`; calls must have
-    been inlined). Arguments go to their own pools by role: `params`,
+    Plans the memory of each function with a body, alone (the programs run
+    one after another; calls must have been inlined). Arguments go to their own pools by role: `params`,
     `state` (AdamW moments) and `inputs`. Every other tensor gets an offset
     in the `activations` pool:
 
@@ -1061,14 +1062,12 @@ def PlanMemoryPass : Pass<"gpt-plan-memory", "::mlir::ModuleOp"> {
     it runs last before serialization.
   }];
   let options = [
-    Option<"function", "function", "std::string", /*default=*/"\"train_step\"",
-           "Function to plan">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256",
            "Alignment of every buffer in bytes">,
   ];
   let statistics = [
     Statistic<"numBuffers", "buffers", "Activation buffers placed">,
-    Statistic<"peakBytes", "peak-bytes", "Activation pool size in bytes">,
+    Statistic<"peakBytes", "peak-bytes", "Activation pool sizes in bytes, summed over the functions">,
   ];
 }
 

@@ -104,21 +104,23 @@ struct PlanMemoryPass : public gptc::impl::PlanMemoryPassBase<PlanMemoryPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    auto fn = SymbolTable(getOperation()).lookup<func::FuncOp>(function);
-    if (!fn || !fn.getBody().hasOneBlock()) {
-      getOperation().emitError("gpt-plan-memory: no single-block function @") << function;
+    func::FuncOp fn = getOperation();
+    if (fn.isExternal())
+      return;
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError("gpt-plan-memory: @") << fn.getName() << " has more than one block";
       return signalPassFailure();
     }
     if (alignment < 1 || (alignment & (alignment - 1))) {
-      getOperation().emitError("gpt-plan-memory: alignment must be a power of two");
+      fn.emitError("gpt-plan-memory: alignment must be a power of two");
       return signalPassFailure();
     }
     Planner planner{fn, alignment, {}};
     if (failed(planner.run()))
       return signalPassFailure();
-    numBuffers = planner.liveness.buffers.size();
+    numBuffers += planner.liveness.buffers.size();
     auto plan = fn->getAttrOfType<DictionaryAttr>(kPlanAttr);
-    peakBytes = plan.getAs<IntegerAttr>("activations").getInt();
+    peakBytes += plan.getAs<IntegerAttr>("activations").getInt();
     // gpt-rematerialize fitted the step to a budget; the passes after it
     // (fusion) must not have lengthened a lifetime past it.
     auto remat = fn->getAttrOfType<DictionaryAttr>("gpt.remat_plan");

@@ -13,6 +13,12 @@
 
 namespace gptc {
 
+/// Marks a train step (@train_step, and the FP8 first step copied from it):
+/// the programs that update the parameters. gpt-insert-optimizer sets it.
+inline constexpr llvm::StringLiteral kTrainStepAttr = "gpt.train_step";
+
+inline bool isTrainStep(mlir::func::FuncOp fn) { return fn->hasAttr(kTrainStepAttr); }
+
 /// @`source` of `module`, for a pass that derives @`created` from it.
 /// Emits "`pass`: no function @source" or "`pass`: @created already exists"
 /// on the module and returns null when either check fails.

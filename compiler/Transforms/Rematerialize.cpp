@@ -378,11 +378,13 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
       getOperation().emitError("gpt-rematerialize: headroom must be a fraction in [0, 1)");
       return signalPassFailure();
     }
-    if (memoryBudget == 0)
-      return; // off
-    auto fn = SymbolTable(getOperation()).lookup<func::FuncOp>(function);
-    if (!fn || !fn.getBody().hasOneBlock()) {
-      getOperation().emitError("gpt-rematerialize: no single-block function @") << function;
+    func::FuncOp fn = getOperation();
+    // The budget is the training step's: only it keeps activations for a
+    // backward.
+    if (memoryBudget == 0 || !gptc::isTrainStep(fn))
+      return;
+    if (!fn.getBody().hasOneBlock()) {
+      fn.emitError("gpt-rematerialize: @") << fn.getName() << " has more than one block";
       return signalPassFailure();
     }
     if (failed(run(fn)))
@@ -463,8 +465,8 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
       extraFlops += opFlops(op);
       extraCost += opCost(op);
     });
-    numValues = values;
-    numOps = ops;
+    numValues += values;
+    numOps += ops;
     Builder b(fn.getContext());
     fn->setAttr(kRematPlanAttr,
                 b.getDictionaryAttr({
@@ -481,13 +483,13 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
       what += llvm::formatv("{0}{1} x{2}", what.empty() ? "" : ", ", name, count).str();
     auto gib = [](int64_t bytes) { return gptc::formatBytes(bytes); };
     if (after > budget)
-      return fn.emitError() << "gpt-rematerialize: @" << function
+      return fn.emitError() << "gpt-rematerialize: @" << fn.getName()
                             << " does not fit the memory budget of " << gib(budget)
                             << ": the best plan found peaks at " << gib(after) << " (from "
                             << gib(before) << "; arguments alone take "
                             << gib(l->argumentBytes()) << ") after recomputing " << values
                             << " values";
-    fn.emitRemark() << "gpt-rematerialize: @" << function << " planned peak " << gib(before)
+    fn.emitRemark() << "gpt-rematerialize: @" << fn.getName() << " planned peak " << gib(before)
                     << " -> " << gib(after) << " (budget " << gib(budget) << ", fitted to "
                     << gib(target) << "): "
                     << (values ? "recomputes " + std::to_string(values) + " values (" +

@@ -6,9 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace gptc {
 #define GEN_PASS_DEF_VERIFYPHASEPASS
@@ -24,7 +26,7 @@ namespace {
 constexpr llvm::StringLiteral kPrograms[] = {"train_step", "train_step_first", "init", "forward",
                                              "logits"};
 
-bool isTrainStep(func::FuncOp fn) { return fn.getName().starts_with("train_step"); }
+using gptc::isTrainStep;
 
 struct VerifyPhasePass : public gptc::impl::VerifyPhasePassBase<VerifyPhasePass> {
   using Base::Base;
@@ -68,9 +70,19 @@ struct VerifyPhasePass : public gptc::impl::VerifyPhasePassBase<VerifyPhasePass>
     });
     if (r.wasInterrupted())
       return failure();
-    for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal() && !fn.getBody().hasOneBlock())
+    // The per-program passes after this phase run on every function.
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      if (!fn.getBody().hasOneBlock())
         return fail(fn) << "@" << fn.getName() << " has more than one block";
+      if (!llvm::is_contained(kPrograms, fn.getName()))
+        return fail(fn) << "@" << fn.getName() << " is not a program gptrun runs ("
+                        << llvm::join(llvm::ArrayRef(kPrograms), ", ") << ")";
+      if (isTrainStep(fn) != fn.getName().starts_with("train_step"))
+        return fail(fn) << "@" << fn.getName() << (isTrainStep(fn) ? " is" : " is not")
+                        << " marked gpt.train_step";
+    }
     return success();
   }
 

@@ -62,17 +62,13 @@ protected:
     return mlir::succeeded(results) ? (*results)[0] : reference::Tensor();
   }
 
-  /// Runs gpt-plan-memory on @train_step, @init and @forward of `module`
-  /// (after `before`'s passes), as codegen needs.
+  /// Runs gpt-plan-memory on every function of `module` (after `before`'s
+  /// passes), as codegen needs.
   bool planPrograms(std::function<void(mlir::PassManager &)> before = {}) {
     mlir::PassManager pm(&context);
     if (before)
       before(pm);
-    for (const char *program : {"train_step", "init", "forward"}) {
-      PlanMemoryPassOptions plan;
-      plan.function = program;
-      pm.addPass(createPlanMemoryPass(plan));
-    }
+    pm.addNestedPass<mlir::func::FuncOp>(createPlanMemoryPass());
     bool planned = mlir::succeeded(pm.run(*module));
     EXPECT_TRUE(planned) << diagnostics;
     return planned;

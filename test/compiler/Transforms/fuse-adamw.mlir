@@ -1,5 +1,5 @@
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-adamw=function=f | FileCheck %s
-// RUN: gpt-opt %s --split-input-file --gpt-fuse-adamw="function=f narrow-grads=false" | FileCheck %s --check-prefix=WIDE
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-adamw | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-fuse-adamw=narrow-grads=false | FileCheck %s --check-prefix=WIDE
 
 // Tests that every gpt.adamw of a step becomes one gpt.adamw_multi that
 // keeps the shared lr, step and clipping scale operands, the betas and

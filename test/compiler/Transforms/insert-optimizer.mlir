@@ -14,6 +14,9 @@
 // step, and returns new parameters and moments under the same names followed
 // by the loss, the gradient norm and the learning rate.
 
+// The gradient function is the step's callee now, private, so the
+// inliner drops it; the step is marked a train step.
+// LS: func.func private @forward_grad(
 // With a loss scale the norm and the update factor divide it out.
 // LS-LABEL: func.func @train_step
 // LS: %[[N:.*]] = gpt.global_norm
@@ -29,6 +32,7 @@
 // CHECK-SAME: tensor<8x4xf32> {gpt.state = "wte.adam_m"}, tensor<3x4xf32> {gpt.state = "wpe.adam_m"}, tensor<8xf32> {gpt.state = "b.adam_m"},
 // CHECK-SAME: tensor<8x4xf32> {gpt.state = "wte.adam_v"}, tensor<3x4xf32> {gpt.state = "wpe.adam_v"}, tensor<8xf32> {gpt.state = "b.adam_v"},
 // CHECK-SAME: tensor<f32> {gpt.output = "loss"}, tensor<f32> {gpt.output = "grad_norm"}, tensor<f32> {gpt.output = "lr"})
+// CHECK-SAME: attributes {gpt.train_step}
 func.func @forward(%wte: tensor<8x4xf32> {gpt.param = "wte"}, %tokens: tensor<2x3xi32> {gpt.input = "tokens"},
                    %wpe: tensor<3x4xf32> {gpt.param = "wpe"}, %b: tensor<8xf32> {gpt.param = "b"},
                    %targets: tensor<2x3xi32> {gpt.input = "targets"}) -> tensor<f32> {

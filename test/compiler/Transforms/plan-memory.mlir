@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --gpt-plan-memory=function=f | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --gpt-plan-memory | FileCheck %s
 
 // Tests that a buffer whose value is dead is reused by a later one of the
 // same size, while buffers live at once get disjoint offsets.
@@ -217,4 +217,27 @@ func.func @f(%x: tensor<64xf32> {gpt.input = "x"}, %y: tensor<128xf16> {gpt.inpu
   %h = gpt.tanh %y : tensor<128xf16>
   %c = gpt.add %a, %b : tensor<64xf32>
   return %c, %h : tensor<64xf32>, tensor<128xf16>
+}
+
+// -----
+
+// Tests that every function with a body is planned, each alone (the
+// programs run one after another: @a's buffer and @b's share offset 0),
+// and that a declaration is left alone.
+
+// CHECK:       func.func private @decl(tensor<64xf32>) -> tensor<64xf32>{{$}}
+// CHECK-LABEL: func.func @a
+// CHECK-SAME:  gpt.memory_plan = {activations = 256 : i64, inputs = 256 : i64}
+// CHECK:       gpt.exp {{.*}} {gpt.offsets = array<i64: 0>}
+// CHECK-LABEL: func.func @b
+// CHECK-SAME:  gpt.memory_plan = {activations = 256 : i64, inputs = 256 : i64}
+// CHECK:       gpt.tanh {{.*}} {gpt.offsets = array<i64: 0>}
+func.func private @decl(tensor<64xf32>) -> tensor<64xf32>
+func.func @a(%x: tensor<64xf32> {gpt.input = "x"}) -> tensor<64xf32> {
+  %y = gpt.exp %x : tensor<64xf32>
+  return %y : tensor<64xf32>
+}
+func.func @b(%x: tensor<64xf32> {gpt.input = "x"}) -> tensor<64xf32> {
+  %y = gpt.tanh %x : tensor<64xf32>
+  return %y : tensor<64xf32>
 }

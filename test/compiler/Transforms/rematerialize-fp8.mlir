@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-rematerialize="function=f memory-budget=0.01806640625" | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-rematerialize="memory-budget=0.01806640625" | FileCheck %s
 
 // Budget 0.01806640625 GiB = 18.5 MiB. The arguments take 6 MiB; at %c the
 // FP8 copies %q and %qt (1 MiB each) and %a, %b, %c (4 MiB each) are live:
@@ -17,7 +17,7 @@
 // CHECK-NOT:  gpt.remat
 // expected-remark @+1 {{recomputes 1 values (1 ops: fp8_cast_transpose x1), 2.00 MiB saved}}
 func.func @f(%x: tensor<1024x1024xbf16> {gpt.input = "x"}, %s: tensor<f32> {gpt.input = "s"},
-             %y: tensor<1024x1024xf32> {gpt.input = "y"}) -> tensor<1024x1024xf32> {
+             %y: tensor<1024x1024xf32> {gpt.input = "y"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s
       : (tensor<1024x1024xbf16>, tensor<f32>) -> (tensor<1024x1024xf8E4M3FN>, tensor<1024x1024xf8E4M3FN>)
   %a = gpt.exp %y : tensor<1024x1024xf32>
@@ -46,7 +46,7 @@ func.func @f(%x: tensor<1024x1024xbf16> {gpt.input = "x"}, %s: tensor<f32> {gpt.
 // CHECK-NOT:  gpt.fp8_scale
 // expected-remark @+1 {{recomputes 1 values (2 ops: scaled_matmul x1)}}
 func.func @f(%x: tensor<1024x1024xbf16> {gpt.input = "x"}, %y: tensor<1024x1024xf32> {gpt.input = "y"})
-    -> tensor<1024x1024xf32> {
+    -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %s, %inv = gpt.fp8_scale e4m3 %x : (tensor<1024x1024xbf16>) -> (tensor<f32>, tensor<f32>)
   %q, %qt = gpt.fp8_cast_transpose e4m3 %x, %s
       : (tensor<1024x1024xbf16>, tensor<f32>) -> (tensor<1024x1024xf8E4M3FN>, tensor<1024x1024xf8E4M3FN>)

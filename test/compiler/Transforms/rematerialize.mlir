@@ -1,4 +1,4 @@
-// RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-rematerialize="function=f memory-budget=0.021484375" | FileCheck %s
+// RUN: gpt-opt %s --split-input-file --verify-diagnostics --gpt-rematerialize="memory-budget=0.021484375" | FileCheck %s
 
 // Budget 0.021484375 GiB = 22 MiB. Every tensor is 4 MiB; the argument
 // takes 4 MiB and the peak (at %s) holds %h, %g, %p, %q and %s: 24 MiB.
@@ -17,7 +17,7 @@
 // CHECK-NEXT: gpt.mul %[[S]], %[[G2]]
 // CHECK-NOT:  gpt.remat
 // expected-remark @+1 {{gpt-rematerialize: @f planned peak 24.00 MiB -> 20.00 MiB (budget 22.00 MiB, fitted to 21.89 MiB): recomputes 1 values (1 ops: gelu x1), 4.00 MiB saved}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %h = gpt.matmul %x, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   %g = gpt.gelu %h : tensor<1024x1024xf32>
   %p = gpt.exp %g : tensor<1024x1024xf32>
@@ -37,11 +37,32 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf3
 // CHECK-NOT:  gpt.remat}
 // CHECK:      return
 // expected-remark @+1 {{planned peak 16.00 MiB -> 16.00 MiB (budget 22.00 MiB, fitted to 21.89 MiB): nothing recomputed}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %h = gpt.tanh %x : tensor<1024x1024xf32>
   %g = gpt.gelu %h : tensor<1024x1024xf32>
   %u = gpt.add %g, %h : tensor<1024x1024xf32>
   return %u : tensor<1024x1024xf32>
+}
+
+// -----
+
+// Tests that a function not marked gpt.train_step (init, forward, logits:
+// no backward keeps activations) is left alone over the budget: no plan,
+// no remark, nothing recomputed.
+
+// CHECK-LABEL: func.func @forward
+// CHECK-NOT:  gpt.remat
+// CHECK:      return
+func.func @forward(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+  %h = gpt.tanh %x : tensor<1024x1024xf32>
+  %g = gpt.gelu %h : tensor<1024x1024xf32>
+  %a = gpt.exp %h : tensor<1024x1024xf32>
+  %c = gpt.neg %h : tensor<1024x1024xf32>
+  // The peak, 24 MiB with %x: %h, %g, %a, %c and %b.
+  %b = gpt.add %a, %g : tensor<1024x1024xf32>
+  %u = gpt.add %b, %c : tensor<1024x1024xf32>
+  %v = gpt.mul %u, %h : tensor<1024x1024xf32>
+  return %v : tensor<1024x1024xf32>
 }
 
 // -----
@@ -57,7 +78,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf3
 // CHECK-NEXT: gpt.mul %{{.*}}, %[[H2]]
 // CHECK:      gpt.add %{{.*}}, %[[R]]
 // expected-remark @+1 {{recomputes 1 values (1 ops: matmul x1)}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %h = gpt.matmul %x, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   %r = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
   %p = gpt.exp %x : tensor<1024x1024xf32>
@@ -79,7 +100,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gp
 // CHECK-NEXT: %[[V2:.*]] = gpt.reshape %[[G2]] {gpt.remat}
 // CHECK-NEXT: gpt.mul %[[S]], %[[V2]]
 // expected-remark @+1 {{recomputes 1 values (2 ops: gelu x1)}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %h = gpt.matmul %x, %x : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
   %g0 = gpt.gelu %h : tensor<1024x1024xf32>
   %g = gpt.reshape %g0 : tensor<1024x1024xf32> to tensor<1024x1024xf32>
@@ -98,7 +119,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf3
 // and %a and %b are read there.
 
 // expected-error @+1 {{gpt-rematerialize: @f does not fit the memory budget of 22.00 MiB: the best plan found peaks at 24.00 MiB (from 24.00 MiB; arguments alone take 4.00 MiB) after recomputing 0 values}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %h = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
   %c = gpt.random_normal %seed {stream = 1 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
   %a = gpt.exp %x : tensor<1024x1024xf32>
@@ -126,7 +147,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gp
 // CHECK-NEXT: gpt.add %[[T]], %[[A2]]
 // CHECK-NOT:  gpt.remat
 // expected-remark @+1 {{recomputes 2 values (3 ops: matmul x1, neg x1)}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %r = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
   %n = gpt.tanh %x : tensor<1024x1024xf32>
   %a = gpt.neg %n : tensor<1024x1024xf32>
@@ -155,7 +176,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gp
 // CHECK-NEXT: %[[A3:.*]] = gpt.neg %[[N3]] {gpt.remat}
 // CHECK-NEXT: gpt.add %{{.*}}, %[[A3]]
 // expected-remark @+1 {{gpt-rematerialize: @f planned peak 28.00 MiB -> 20.00 MiB}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gpt.input = "seed"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %r = gpt.random_normal %seed {stream = 0 : i64, std = 1.0 : f64} : (tensor<i32>) -> tensor<1024x1024xf32>
   %n = gpt.tanh %x : tensor<1024x1024xf32>
   %a = gpt.neg %n : tensor<1024x1024xf32>
@@ -180,7 +201,7 @@ func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}, %seed: tensor<i32> {gp
 func.func @f(%x1: tensor<128x1024xf32> {gpt.input = "x1"}, %x2: tensor<256x1024xf32> {gpt.input = "x2"},
              %x3: tensor<512x1024xf32> {gpt.input = "x3"})
     -> (tensor<512x1024xf32>, tensor<256x1024xf32>, tensor<256x1024xf32>, tensor<128x1024xf32>,
-        tensor<128x1024xf32>, tensor<128x1024xf32>) {
+        tensor<128x1024xf32>, tensor<128x1024xf32>) attributes {gpt.train_step} {
   %a = gpt.exp %x3 : tensor<512x1024xf32>
   %b = gpt.neg %x3 : tensor<512x1024xf32>
   %c = gpt.tanh %x2 : tensor<256x1024xf32>
@@ -204,7 +225,7 @@ func.func @f(%x1: tensor<128x1024xf32> {gpt.input = "x1"}, %x2: tensor<256x1024x
 // CHECK-NEXT: %[[W:.*]] = gpt.cast %[[N]] : tensor<1024x1024xbf16> to tensor<1024x1024xf32>
 // CHECK-NEXT: gpt.add %[[G]], %[[W]]
 // expected-remark @+1 {{nothing recomputed}}
-func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> {
+func.func @f(%x: tensor<1024x1024xf32> {gpt.input = "x"}) -> tensor<1024x1024xf32> attributes {gpt.train_step} {
   %n = gpt.cast %x : tensor<1024x1024xf32> to tensor<1024x1024xbf16>
   %w = gpt.cast %n : tensor<1024x1024xbf16> to tensor<1024x1024xf32>
   %h = gpt.tanh %x : tensor<1024x1024xf32>

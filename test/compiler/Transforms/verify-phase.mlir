@@ -6,7 +6,7 @@
 // before memory-plan: one graph per program, its collectives in the train
 // step over the module's world size.
 module attributes {gpt.config = {world_size = 2 : i64}} {
-func.func @train_step(%g: tensor<16xf32> {gpt.input = "g"}) -> (tensor<16xf32> {gpt.output = "loss"}) {
+func.func @train_step(%g: tensor<16xf32> {gpt.input = "g"}) -> (tensor<16xf32> {gpt.output = "loss"}) attributes {gpt.train_step} {
   %r = gpt.all_reduce mean %g {bucket = 0 : i64, bytes = 64 : i64, world_size = 2 : i64} : tensor<16xf32>
   return %r : tensor<16xf32>
 }

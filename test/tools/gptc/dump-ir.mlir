@@ -1,4 +1,4 @@
-// Tests of --dump-ir-after-each-pass: DIR/NN-<pass>[.<function>].mlir,
+// Tests of --dump-ir-after-each-pass: DIR/NN-<pass>.mlir,
 // where NN is the pass's place in the whole pipeline (every optional pass
 // on), and commands.txt, which names values and ops as the last dump does.
 
@@ -27,22 +27,16 @@
 // ALL-NEXT: 18-gpt-shard-optimizer.mlir
 // ALL-NEXT: 19-gpt-fp8-steady-step.mlir
 // ALL-NEXT: 20-gpt-fuse-fp8.mlir
-// ALL-NEXT: 21-gpt-rematerialize.train_step.mlir
-// ALL-NEXT: 22-gpt-rematerialize.train_step_first.mlir
-// ALL-NEXT: 23-gpt-fuse-matmul-epilogue.mlir
-// ALL-NEXT: 24-gpt-fuse-adamw.train_step.mlir
-// ALL-NEXT: 25-gpt-fuse-adamw.train_step_first.mlir
-// ALL-NEXT: 26-gpt-fuse-elementwise.mlir
-// ALL-NEXT: 27-gpt-fuse-fp8.mlir
-// ALL-NEXT: 28-gpt-plan-memory.train_step.mlir
-// ALL-NEXT: 29-gpt-plan-memory.train_step_first.mlir
-// ALL-NEXT: 30-gpt-plan-memory.init.mlir
-// ALL-NEXT: 31-gpt-plan-memory.forward.mlir
-// ALL-NEXT: 32-gpt-plan-memory.logits.mlir
+// ALL-NEXT: 21-gpt-rematerialize.mlir
+// ALL-NEXT: 22-gpt-fuse-matmul-epilogue.mlir
+// ALL-NEXT: 23-gpt-fuse-adamw.mlir
+// ALL-NEXT: 24-gpt-fuse-elementwise.mlir
+// ALL-NEXT: 25-gpt-fuse-fp8.mlir
+// ALL-NEXT: 26-gpt-plan-memory.mlir
 // ALL-NOT: {{.}}
 
 // A flag that turns passes off leaves gaps: every other dump keeps its
-// name. Here the fusions' (26, 24).
+// name. Here the fusions' (24, 23).
 // RUN: rm -rf %t.on %t.off
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --progress=off --dump-ir-after-each-pass=%t.on -o %t.on.mlir
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --compile-to=memory-plan --progress=off --fuse-elementwise=false --fuse-adamw=false --dump-ir-after-each-pass=%t.off -o %t.off.mlir
@@ -50,8 +44,8 @@
 // RUN: ls %t.off > %t.off.all
 // RUN: diff %t.on.rest %t.off.all
 // RUN: FileCheck %s --check-prefix=OFF < %t.off.all
-// OFF:      23-gpt-fuse-matmul-epilogue.mlir
-// OFF-NEXT: 28-gpt-plan-memory.train_step.mlir
+// OFF:      22-gpt-fuse-matmul-epilogue.mlir
+// OFF-NEXT: 26-gpt-plan-memory.mlir
 
 // gpt-fuse-fp8 runs at four places, each a place of its own: with the
 // first one's pattern disabled the others keep their numbers.
@@ -62,8 +56,8 @@
 // FP8PLACES-NEXT: 15-gpt-fuse-fp8.mlir
 // FP8PLACES:      19-gpt-fp8-steady-step.mlir
 // FP8PLACES-NEXT: 20-gpt-fuse-fp8.mlir
-// FP8PLACES:      26-gpt-fuse-elementwise.mlir
-// FP8PLACES-NEXT: 27-gpt-fuse-fp8.mlir
+// FP8PLACES:      24-gpt-fuse-elementwise.mlir
+// FP8PLACES-NEXT: 25-gpt-fuse-fp8.mlir
 
 // Likewise a pass that a flag adds: bf16's gpt-mixed-precision (03) shifts
 // nothing after it.
@@ -80,21 +74,19 @@
 // RUN: ls %t.on | head -n 11 > %t.on.lower
 // RUN: ls %t.lower | diff %t.on.lower -
 
-// Each program's gpt-plan-memory dump is named after the function it
-// planned: after .train_step, @train_step has its plan and @init none yet.
-// RUN: FileCheck %s --check-prefix=PLANS < %t.on.rest
-// PLANS:      28-gpt-plan-memory.train_step.mlir
-// PLANS-NEXT: 30-gpt-plan-memory.init.mlir
-// PLANS-NEXT: 31-gpt-plan-memory.forward.mlir
-// PLANS-NEXT: 32-gpt-plan-memory.logits.mlir
-// RUN: FileCheck %s --check-prefix=PLANNED < %t.on/28-gpt-plan-memory.train_step.mlir
+// gpt-plan-memory runs nested on every program: one dump, the last, with
+// each program planned.
+// RUN: ls %t.on | tail -n 1 | FileCheck %s --check-prefix=PLANS
+// PLANS: 26-gpt-plan-memory.mlir
+// RUN: FileCheck %s --check-prefix=PLANNED < %t.on/26-gpt-plan-memory.mlir
+// PLANNED-LABEL: func.func @forward(
+// PLANNED-SAME:  gpt.memory_plan
+// PLANNED-LABEL: func.func @logits(
+// PLANNED-SAME:  gpt.memory_plan
 // PLANNED-LABEL: func.func @train_step(
 // PLANNED-SAME:  gpt.memory_plan
 // PLANNED-LABEL: func.func @init(
-// PLANNED-NOT:   gpt.memory_plan
-// RUN: FileCheck %s --check-prefix=INIT < %t.on/30-gpt-plan-memory.init.mlir
-// INIT-LABEL: func.func @init(
-// INIT-SAME:  gpt.memory_plan
+// PLANNED-SAME:  gpt.memory_plan
 
 // commands.txt names values as the last dump does, and each command ends
 // with how its op's line starts there.
@@ -107,7 +99,7 @@
 // CMDS-NEXT: launch attention_forward_{{[0-9]+}} {{.*}}   // %result, %lse = gpt.causal_attention{{$}}
 // The last dump's @train_step: every op line that a command ends with
 // starts a line there, and every value a command names is defined there.
-// RUN: awk '/func.func @train_step\(/{p=1;next} p && /^  }/{exit} p' %t.host/32-gpt-plan-memory.logits.mlir > %t.step
+// RUN: awk '/func.func @train_step\(/{p=1;next} p && /^  }/{exit} p' %t.host/26-gpt-plan-memory.mlir > %t.step
 // RUN: sed -n 's/^    \(%[^=]* = [a-z0-9_.]*\).*/\1/p' %t.step | sort -u > %t.step.ops
 // RUN: sed -n 's|.*   // \(%.* = .*\)$|\1|p' %t.cmds | sort -u > %t.cmds.ops
 // RUN: not grep -F -x -v -f %t.step.ops %t.cmds.ops
