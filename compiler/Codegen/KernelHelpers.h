@@ -19,6 +19,10 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include <functional>
+#include <map>
+#include <string>
+
 namespace gptc::codegen {
 
 // The lowering code is written against MLIR's and the gpt dialect's names
@@ -40,6 +44,22 @@ inline int64_t bytesOf(Type t) {
   auto s = llvm::cast<ShapedType>(t);
   return s.getNumElements() * std::max<int64_t>(s.getElementTypeBitWidth() / 8, 1);
 }
+
+/// The values of a gpt.fusion body at an index, in the compute type, each
+/// rounded as if stored (the body's meaning): the one evaluator of the
+/// elementwise and the row fusion kernels (Kernels/Elementwise.cpp).
+/// `load(arg, at)` reads the operand of block argument `arg` at `at`.
+struct FusionValues {
+  KB &k;
+  std::function<Value(BlockArgument, Value)> load;
+  std::map<std::pair<void *, void *>, Value> memo; // (value, index) -> element
+
+  Value operator()(Value v, Value at);
+};
+
+/// A gpt.fusion's kernel key: its body's ops, wired by value numbers, so
+/// equal bodies share a kernel.
+std::string fusionKey(Operation *fusion);
 
 /// llm.c's tanh-approximate GELU and its derivative, in type `t`.
 inline Value geluOf(KB &k, Value x) {

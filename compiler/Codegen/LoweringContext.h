@@ -223,6 +223,9 @@ public:
     return true;
   }
   LogicalResult lowerFusion(FusionOp op);
+  /// A row fusion: its row op `ln` after the body's elementwise values
+  /// (Kernels/LayerNorm.cpp).
+  LogicalResult lowerRowFusion(FusionOp fusion, LayerNormOp ln);
   LogicalResult lowerLayerNormGrad(Operation *op, Value dy, Value x, Value w, Value dx, Value dw,
                                    Value db, Value residual, Value narrow, double eps);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
@@ -289,7 +292,6 @@ public:
   LogicalResult lowerEmbedGradOp(Operation *op);
   // Kernels/LayerNorm.cpp
   LogicalResult lowerLayerNormOp(Operation *op);
-  LogicalResult lowerAddLayerNormOp(Operation *op);
   LogicalResult lowerAddLayerNormFp8Op(Operation *op);
   LogicalResult lowerLayerNormGradOp(Operation *op);
   LogicalResult lowerLayerNormGradAddOp(Operation *op);

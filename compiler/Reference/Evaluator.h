@@ -187,7 +187,6 @@ private:
 
   // LayerNorm.cpp
   LogicalResult layernorm(LayerNormOp op);
-  LogicalResult addLayernorm(AddLayerNormOp op);
   LogicalResult addLayernormFp8(AddLayerNormFp8Op op);
   LogicalResult layernormGrad(LayerNormGradOp op);
   LogicalResult layernormGradAdd(LayerNormGradAddOp op);

@@ -182,7 +182,6 @@ LogicalResult Evaluator<T>::execute(Operation *op) {
       .template Case<EmbedGradOp>([&](auto o) { return embedGrad(o); })
       // LayerNorm.cpp
       .template Case<LayerNormOp>([&](auto o) { return layernorm(o); })
-      .template Case<AddLayerNormOp>([&](auto o) { return addLayernorm(o); })
       .template Case<AddLayerNormFp8Op>([&](auto o) { return addLayernormFp8(o); })
       .template Case<LayerNormGradOp>([&](auto o) { return layernormGrad(o); })
       .template Case<LayerNormGradAddOp>([&](auto o) { return layernormGradAdd(o); })

@@ -85,16 +85,8 @@ std::vector<T> &Evaluator<T>::residualSum(Value lhs, Value rhs, Value result) {
   return sum;
 }
 
-template <typename T>
-LogicalResult Evaluator<T>::addLayernorm(AddLayerNormOp op) {
-  const Buffer &sum = residualSum(op.getLhs(), op.getRhs(), op.getSum());
-  layernormInto(sum, in(op.getWeight()), in(op.getBias()), shapeOf(op.getSum()).back(),
-                static_cast<T>(op.getEpsilon().convertToDouble()), out(op.getResult()));
-  return success();
-}
-
-/// gpt.add_layernorm's sum, and the FP8 codes of its result rounded to
-/// rounded_to, as its fp8_cast_transpose quantized it.
+/// The residual sum and the FP8 codes of its layernorm, rounded to
+/// rounded_to, as its fp8_cast_transpose quantized them.
 template <typename T>
 LogicalResult Evaluator<T>::addLayernormFp8(AddLayerNormFp8Op op) {
   const Buffer &sum = residualSum(op.getLhs(), op.getRhs(), op.getSum());
@@ -137,7 +129,6 @@ LogicalResult Evaluator<T>::layernormGradAdd(LayerNormGradAddOp op) {
 
 #define INSTANTIATE(T)                                                       \
   template LogicalResult Evaluator<T>::layernorm(LayerNormOp);               \
-  template LogicalResult Evaluator<T>::addLayernorm(AddLayerNormOp);         \
   template LogicalResult Evaluator<T>::addLayernormFp8(AddLayerNormFp8Op);   \
   template LogicalResult Evaluator<T>::layernormGrad(LayerNormGradOp);       \
   template LogicalResult Evaluator<T>::layernormGradAdd(LayerNormGradAddOp);

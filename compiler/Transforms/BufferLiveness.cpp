@@ -302,7 +302,7 @@ std::string describePeak(const BufferLiveness &l, size_t top) {
     const LiveBuffer &buf = l.buffers[b];
     std::string name;
     llvm::raw_string_ostream os(name);
-    os << buf.value.getDefiningOp()->getName().stripDialect() << " "
+    os << opKindName(buf.value.getDefiningOp()) << " "
        << llvm::cast<ShapedType>(buf.value.getType()).getElementType();
     Group &g = groups[name];
     g.name = name;

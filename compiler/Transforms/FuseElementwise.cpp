@@ -139,11 +139,11 @@ int64_t fuseColumnSum(Block &block) {
   return n;
 }
 
-/// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one
-/// gpt.add_layernorm at the add: its kernel stores the sum and normalises
-/// it without reading it back. A widening cast read only by the add is
-/// skipped (the kernel widens as it loads). Bit-identical: the same f32 sum,
-/// the same row statistics.
+/// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one row
+/// gpt.fusion at the add, yielding both: its kernel stores the sum and
+/// normalises it without reading it back. A widening cast read only by the
+/// add moves into the body (the kernel widens as it loads). Bit-identical:
+/// the body is the ops it replaces.
 int64_t fuseAddLayerNorm(Block &block) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {
@@ -153,20 +153,32 @@ int64_t fuseAddLayerNorm(Block &block) {
         !gptc::availableBefore(ln.getBias(), add))
       continue;
     SmallVector<CastOp> casts;
-    auto narrowest = [&](Value v) -> Value {
+    auto narrowest = [&](Value v) -> CastOp {
       auto cast = v.getDefiningOp<CastOp>();
       if (!cast || !cast->hasOneUse() || !widens(cast))
-        return v;
+        return {};
       casts.push_back(cast);
-      return cast.getInput();
+      return cast;
     };
-    Value lhs = narrowest(add.getLhs()), rhs = narrowest(add.getRhs());
+    CastOp lhsCast = narrowest(add.getLhs()), rhsCast = narrowest(add.getRhs());
+    Value lhs = lhsCast ? lhsCast.getInput() : add.getLhs();
+    Value rhs = rhsCast ? rhsCast.getInput() : add.getRhs();
     OpBuilder b(add);
-    auto fused = AddLayerNormOp::create(b, add.getLoc(), TypeRange{add.getType(), ln.getType()},
-                                        lhs, rhs, ln.getWeight(), ln.getBias(),
-                                        ln.getEpsilonAttr());
-    ln.getResult().replaceAllUsesWith(fused.getResult());
-    add.getResult().replaceAllUsesWith(fused.getSum());
+    SmallVector<Value> inputs = {lhs, rhs, ln.getWeight(), ln.getBias()};
+    auto fused = FusionOp::create(b, add.getLoc(), TypeRange{add.getType(), ln.getType()}, inputs);
+    Block *body = b.createBlock(&fused.getBody());
+    for (Value v : inputs)
+      body->addArgument(v.getType(), v.getLoc());
+    b.setInsertionPointToStart(body);
+    IRMapping map;
+    map.map(inputs, body->getArguments());
+    for (CastOp cast : casts)
+      b.clone(*cast, map);
+    Operation *sum = b.clone(*add, map);
+    Operation *norm = b.clone(*ln, map);
+    YieldOp::create(b, add.getLoc(), ValueRange{sum->getResult(0), norm->getResult(0)});
+    ln.getResult().replaceAllUsesWith(fused.getResult(1));
+    add.getResult().replaceAllUsesWith(fused.getResult(0));
     ln.erase();
     add.erase();
     for (CastOp cast : casts)

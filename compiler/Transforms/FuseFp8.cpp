@@ -269,36 +269,40 @@ struct FoldInputCast : Fp8Rewrite<CastOp> {
 // fp8-layernorm-codes
 //===----------------------------------------------------------------------===//
 
-/// A gpt.add_layernorm read only by an FP8 cast whose scale (and history)
-/// exist before it -> a gpt.add_layernorm_fp8 that writes both layouts.
-struct LayerNormCodes : Fp8Rewrite<AddLayerNormOp> {
+/// A residual add and layernorm row fusion (gpt-fuse-elementwise's) whose
+/// normalised result only an FP8 cast reads, the cast's scale (and history)
+/// existing before it -> a gpt.add_layernorm_fp8 that writes both layouts.
+struct LayerNormCodes : Fp8Rewrite<FusionOp> {
   using Fp8Rewrite::Fp8Rewrite;
 
-  LogicalResult matchAndRewrite(AddLayerNormOp ln, PatternRewriter &rewriter) const override {
-    Value y = ln.getResult();
+  LogicalResult matchAndRewrite(FusionOp fusion, PatternRewriter &rewriter) const override {
+    std::optional<AddLayerNormFusion> ln = matchAddLayerNorm(fusion);
+    if (!ln)
+      return rewriter.notifyMatchFailure(fusion, "not a residual add and its layernorm");
+    Value y = ln->result;
     if (!y.hasOneUse())
-      return rewriter.notifyMatchFailure(ln, "not read by one op");
+      return rewriter.notifyMatchFailure(fusion, "not read by one op");
     auto cast = llvm::dyn_cast<Fp8CastTransposeOp>(*y.getUsers().begin());
     // The scale (and the history it records in) must exist before the
     // layernorm runs: delayed scaling's steady step, not a scale of y.
-    if (!cast || cast.getGelu() || !gptc::availableBefore(cast.getScale(), ln) ||
-        (cast.getHistory() && !gptc::availableBefore(cast.getHistory(), ln)))
-      return rewriter.notifyMatchFailure(ln, "not read by a cast whose scale comes first");
-    rewriter.setInsertionPoint(ln);
-    SmallVector<Type> types = {ln.getSum().getType(), cast.getResult().getType(),
+    if (!cast || cast.getGelu() || !gptc::availableBefore(cast.getScale(), fusion) ||
+        (cast.getHistory() && !gptc::availableBefore(cast.getHistory(), fusion)))
+      return rewriter.notifyMatchFailure(fusion, "not read by a cast whose scale comes first");
+    rewriter.setInsertionPoint(fusion);
+    SmallVector<Type> types = {ln->sum.getType(), cast.getResult().getType(),
                                cast.getTransposed().getType()};
     if (cast.getRecorded())
       types.push_back(cast.getRecorded().getType());
     auto op = AddLayerNormFp8Op::create(
-        rewriter, ln.getLoc(), types, cast.getFormat(), ln.getLhs(), ln.getRhs(), ln.getWeight(),
-        ln.getBias(), cast.getScale(), cast.getHistory(), getElementTypeOrSelf(y.getType()),
-        ln.getEpsilon());
+        rewriter, fusion.getLoc(), types, cast.getFormat(), ln->lhs, ln->rhs, ln->weight,
+        ln->bias, cast.getScale(), cast.getHistory(), getElementTypeOrSelf(y.getType()),
+        ln->rowOp.getEpsilon());
     SmallVector<Value> castResults = {op.getResult(), op.getTransposed()};
     if (cast.getRecorded())
       castResults.push_back(op.getRecorded());
     rewriter.replaceOp(cast, castResults);
-    rewriter.replaceAllUsesWith(ln.getSum(), op.getSum());
-    rewriter.eraseOp(ln);
+    rewriter.replaceAllUsesWith(ln->sum, op.getSum());
+    rewriter.eraseOp(fusion);
     ++count;
     return success();
   }

@@ -662,8 +662,9 @@ def FuseFp8Pass : Pass<"gpt-fuse-fp8", "::mlir::ModuleOp"> {
         casts read the f32 tensor with `rounded_to = bf16`: the same codes
         without the bf16 copy. The cast of an activation stays: its wide
         value would then be stored.
-      - `fp8-layernorm-codes`: a `gpt.add_layernorm` read only by a cast
-        (no `gelu`) whose scale and history exist before it (the steady
+      - `fp8-layernorm-codes`: a residual add and layernorm row
+        `gpt.fusion` (gpt-fuse-elementwise's) whose normalised result only
+        a cast (no `gelu`) reads, its scale and history existing before it (the steady
         step's) -> `gpt.add_layernorm_fp8`, whose kernel writes both
         layouts of the codes; the result is rounded to its type before it
         is scaled, so the codes are the cast's.
@@ -712,7 +713,7 @@ def FuseFp8Pass : Pass<"gpt-fuse-fp8", "::mlir::ModuleOp"> {
     Statistic<"numGeluGrads", "gelu-grads", "GELU gradients folded into FP8 casts">,
     Statistic<"numColumnSums", "column-sums", "Column sums folded into FP8 casts">,
     Statistic<"numFoldedCasts", "folded-casts", "FP8 casts that read a gpt.cast's input">,
-    Statistic<"numLayerNorms", "layernorms", "gpt.add_layernorm ops that write FP8 codes">,
+    Statistic<"numLayerNorms", "layernorms", "Residual layernorm fusions that write FP8 codes">,
     Statistic<"numGeluMatmuls", "gelu-matmuls", "FP8 GELU casts folded into their GEMMs">,
   ];
   let dependentDialects = ["::mlir::gpt::GPTDialect"];
@@ -827,9 +828,10 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     (exact), and the f32 copy is never written.
 
     Then (`add-layernorm`) a `gpt.layernorm` of a `gpt.add` (the residual
-    stream: x + a block's output) becomes one `gpt.add_layernorm`, whose
-    row kernel stores the sum and normalises it without reading it back;
-    a widening cast read only by the add is folded in. In the backward, a
+    stream: x + a block's output) becomes one row `gpt.fusion` of the add
+    and the layernorm, whose row kernel stores the sum and normalises it
+    without reading it back; a widening cast read only by the add moves
+    into its body. In the backward, a
     `gpt.layernorm_grad` whose input gradient is added to the residual
     gradient becomes one `gpt.layernorm_grad_add`, whose row kernel stores
     the sum and, when a narrowing cast of it feeds the GEMMs, its narrow
@@ -887,7 +889,7 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numAddLayerNorms", "add-layernorms",
-              "gpt.add_layernorm and gpt.layernorm_grad_add ops created">,
+              "Residual add and layernorm row fusions and gpt.layernorm_grad_add ops created">,
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
     Statistic<"numGeluGradSums", "gelu-grad-sums", "gpt.gelu_grad_sum ops created">,
     Statistic<"numAttentionGradSums", "attention-grad-sums",

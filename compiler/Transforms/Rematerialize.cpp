@@ -433,7 +433,7 @@ struct RematerializePass : public gptc::impl::RematerializePassBase<Rematerializ
         if (!best)
           break;
         ++values;
-        kinds[l->buffers[best->buffer].value.getDefiningOp()->getName().stripDialect().str()]++;
+        kinds[opKindName(l->buffers[best->buffer].value.getDefiningOp())]++;
         r.apply(*best);
         l = BufferLiveness::compute(fn, alignment, "gpt-rematerialize");
         if (failed(l))

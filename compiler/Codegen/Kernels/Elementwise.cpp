@@ -155,6 +155,46 @@ const char *elementwiseName(Operation *op) {
 
 } // namespace
 
+Value FusionValues::operator()(Value v, Value at) {
+  auto memoKey = std::make_pair(v.getAsOpaquePointer(), at.getAsOpaquePointer());
+  if (auto it = memo.find(memoKey); it != memo.end())
+    return it->second;
+  Value y;
+  if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
+    y = load(arg, at);
+  } else {
+    Operation *op = v.getDefiningOp();
+    y = elementAt(k, op, at, [&](unsigned j, Value idx) { return (*this)(op->getOperand(j), idx); });
+    Type elt = eltOf(v);
+    y = elt.isBF16() || elt.isF16() ? k.ext(k.convert(y, elt), computeOf(elt))
+                                    : k.convert(y, elt);
+  }
+  memo[memoKey] = y;
+  return y;
+}
+
+std::string fusionKey(Operation *fusion) {
+  Block &body = fusion->getRegion(0).front();
+  std::string key = "gpt.fusion";
+  llvm::raw_string_ostream os(key);
+  llvm::DenseMap<Value, unsigned> number;
+  for (BlockArgument arg : body.getArguments())
+    number[arg] = number.size();
+  for (Operation &op : body) {
+    os << "{" << op.getName();
+    for (Value v : op.getOperands())
+      os << " %" << number.lookup(v);
+    for (Type ty : op.getResultTypes())
+      os << " " << ty;
+    if (op.getPropertiesStorage())
+      os << op.getPropertiesAsAttribute();
+    os << "}";
+    for (Value r : op.getResults())
+      number[r] = number.size();
+  }
+  return key;
+}
+
 LogicalResult LoweringContext::lowerElementwise(Operation *op) {
   std::string key = keyOf(op);
   int64_t lanes = options.rowLanes;
@@ -254,6 +294,8 @@ LogicalResult LoweringContext::lowerElementwise(Operation *op) {
 /// Results are grouped by size, largest first, under nested guards: the
 /// sibling casts of many weights cost one launch of the largest.
 LogicalResult LoweringContext::lowerFusion(FusionOp fusion) {
+  if (LayerNormOp ln = fusion.getRowOp())
+    return lowerRowFusion(fusion, ln);
   Block &body = fusion.getBody().front();
   auto yield = llvm::cast<YieldOp>(body.getTerminator());
   std::vector<Type> types;
@@ -271,23 +313,7 @@ LogicalResult LoweringContext::lowerFusion(FusionOp fusion) {
   llvm::sort(sizes, std::greater<int64_t>());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
 
-  std::string key = "gpt.fusion";
-  llvm::raw_string_ostream os(key);
-  llvm::DenseMap<Value, unsigned> number;
-  for (BlockArgument arg : body.getArguments())
-    number[arg] = number.size();
-  for (Operation &op : body) {
-    os << "{" << op.getName();
-    for (Value v : op.getOperands())
-      os << " %" << number.lookup(v);
-    for (Type ty : op.getResultTypes())
-      os << " " << ty;
-    if (op.getPropertiesStorage())
-      os << op.getPropertiesAsAttribute();
-    os << "}";
-    for (Value r : op.getResults())
-      number[r] = number.size();
-  }
+  std::string key = fusionKey(fusion);
 
   size_t numIn = fusion.getInputs().size();
   Operation *yieldOp = yield.getOperation();
@@ -309,28 +335,10 @@ LogicalResult LoweringContext::lowerFusion(FusionOp fusion) {
            std::optional<ElementChunk> c;
            if (chunk)
              c.emplace(k, i, u);
-           // (value, index) -> its element, rounded as if stored.
-           std::map<std::pair<void *, void *>, Value> memo;
-           std::function<Value(Value, Value)> eval = [&](Value v, Value at) -> Value {
-             auto memoKey = std::make_pair(v.getAsOpaquePointer(), at.getAsOpaquePointer());
-             if (auto it = memo.find(memoKey); it != memo.end())
-               return it->second;
-             Value y;
-             if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
-               Value mem = a[arg.getArgNumber()];
-               y = c ? c->load(mem, at) : k.ld(mem, at);
-             } else {
-               Operation *op = v.getDefiningOp();
-               y = elementAt(k, op, at, [&](unsigned j, Value idx) {
-                 return eval(op->getOperand(j), idx);
-               });
-               Type elt = eltOf(v);
-               y = elt.isBF16() || elt.isF16() ? k.ext(k.convert(y, elt), computeOf(elt))
-                                               : k.convert(y, elt);
-             }
-             memo[memoKey] = y;
-             return y;
-           };
+           FusionValues eval{k, [&](BlockArgument arg, Value at) {
+                               Value mem = a[arg.getArgNumber()];
+                               return c ? c->load(mem, at) : k.ld(mem, at);
+                             }};
            auto storesAt = [&](Value at, int64_t size) {
              SmallVector<KB::Store> stores;
              for (auto [j, v] : llvm::enumerate(yieldOp->getOperands()))

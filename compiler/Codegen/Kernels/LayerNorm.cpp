@@ -341,28 +341,61 @@ LogicalResult LoweringContext::lowerLayerNormOp(Operation *op) {
   return lower(llvm::cast<LayerNormOp>(op));
 }
 
-LogicalResult LoweringContext::lowerAddLayerNormOp(Operation *op) {
-  std::string key = keyOf(op);
+LogicalResult LoweringContext::lowerRowFusion(FusionOp fusion, LayerNormOp ln) {
   int64_t lanes = options.rowLanes;
-  auto lower = [&](AddLayerNormOp ln) {
-    int64_t c = lastDim(ln.getSum()), rows = numel(ln.getSum()) / c;
-    double eps = ln.getEpsilon().convertToDouble();
-    launch(op, key, "add_layernorm_forward",
-           {flat(ln.getLhs()), flat(ln.getRhs()), flat(ln.getWeight()), flat(ln.getBias()),
-            flat(ln.getSum()), flat(ln.getResult())},
-           {t(ln.getLhs()), t(ln.getRhs()), t(ln.getWeight()), t(ln.getBias()), t(ln.getSum()),
-            t(ln.getResult())},
-           rows * lanes, [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-             KB k{b, loc};
-             RowLanes rl(k, idx, lanes);
-             rl.keepResident(c);
-             Value base = k.mul(rl.row, k.idx(c));
-             RowVals sum = storeRowSum(rl, a[0], a[1], a[4], base, c);
-             layernormRow(rl, sum, a[2], a[3], a[5], base, c, eps, b.getF32Type());
-           });
-    return success();
+  Block &body = fusion.getBody().front();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  int64_t c = lastDim(ln.getInput()), rows = numel(ln.getInput()) / c;
+  double eps = ln.getEpsilon().convertToDouble();
+  std::vector<Type> types;
+  std::vector<Operand> args;
+  for (Value v : fusion.getInputs()) {
+    types.push_back(flat(v));
+    args.push_back(t(v));
+  }
+  for (Value r : fusion.getResults()) {
+    types.push_back(flat(r));
+    args.push_back(t(r));
+  }
+  // Where the kernel finds the row op's input (stored), weight, bias and
+  // result among its arguments.
+  size_t numIn = fusion.getInputs().size();
+  auto resultOf = [&](Value v) {
+    return numIn + (llvm::find(yield.getValues(), v) - yield.getValues().begin());
   };
-  return lower(llvm::cast<AddLayerNormOp>(op));
+  size_t xArg = resultOf(ln.getInput()), yArg = resultOf(ln.getResult());
+  size_t wArg = llvm::cast<BlockArgument>(ln.getWeight()).getArgNumber();
+  size_t bArg = llvm::cast<BlockArgument>(ln.getBias()).getArgNumber();
+  Value rowInput = ln.getInput();
+  SmallVector<std::pair<Value, size_t>> stored; // the body's results, each at its argument
+  for (auto [j, v] : llvm::enumerate(yield.getValues()))
+    if (v != ln.getResult())
+      stored.push_back({v, numIn + j});
+  // The kernel's name says what it fuses: add_layernorm_forward, ...
+  launch(fusion, fusionKey(fusion), opKindName(fusion) + "_forward", types, args, rows * lanes,
+         [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+           KB k{b, loc};
+           RowLanes rl(k, idx, lanes);
+           rl.keepResident(c);
+           Value base = k.mul(rl.row, k.idx(c));
+           // Each column's values, stored; the layernorm reads back only the
+           // columns its lane stored, so no barrier (a resident row keeps
+           // them instead).
+           RowVals x(rl, a[xArg], base, /*preload=*/false);
+           rl.each(c, [&](Value i) -> SmallVector<KB::Store> {
+             Value at = k.add(base, i);
+             FusionValues eval{k, [&](BlockArgument arg, Value index) {
+                                 return k.ld(a[arg.getArgNumber()], index);
+                               }};
+             SmallVector<KB::Store> stores;
+             for (auto [v, arg] : stored)
+               stores.push_back({eval(v, at), a[arg], at});
+             x.stored(rl, i, eval(rowInput, at));
+             return stores;
+           });
+           layernormRow(rl, x, a[wArg], a[bArg], a[yArg], base, c, eps, b.getF32Type());
+         });
+  return success();
 }
 
 LogicalResult LoweringContext::lowerAddLayerNormFp8Op(Operation *op) {
@@ -481,7 +514,6 @@ LogicalResult LoweringContext::lowerLayerNormGradAddOp(Operation *op) {
 
 void registerLayerNormLowerings(LoweringRegistry &registry) {
   registry.add<LayerNormOp>(&LoweringContext::lowerLayerNormOp);
-  registry.add<AddLayerNormOp>(&LoweringContext::lowerAddLayerNormOp);
   registry.add<AddLayerNormFp8Op>(&LoweringContext::lowerAddLayerNormFp8Op);
   registry.add<LayerNormGradOp>(&LoweringContext::lowerLayerNormGradOp);
   registry.add<LayerNormGradAddOp>(&LoweringContext::lowerLayerNormGradAddOp);

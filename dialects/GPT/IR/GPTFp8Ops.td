@@ -332,12 +332,13 @@ def GPT_Fp8CrossEntropyGradOp : GPT_InferredOp<"fp8_cross_entropy_grad", [
 
 def GPT_AddLayerNormFp8Op : GPT_Op<"add_layernorm_fp8", [
     Pure, DeclareOpInterfaceMethods<GPT_Fp8ScalingOpInterface, ["getRoundedType"]>]> {
-  let summary = "gpt.add_layernorm whose normalized result is stored as FP8 codes, both layouts";
+  let summary = "A residual add and its layernorm, the normalized result stored as FP8 codes, both layouts";
   let description = [{
-    `sum` as `gpt.add_layernorm`'s, and `result` and `transposed` the codes
+    `sum = lhs + rhs` (in sum's type; narrower operands widened exactly),
+    and `result` and `transposed` the codes
     `gpt.fp8_cast_transpose(y, scale)` gives, where `y` is
-    `gpt.add_layernorm`'s result rounded to `rounded_to` (the type the
-    unfused op stored): the same codes as the layernorm followed by its
+    `gpt.layernorm(sum, weight, bias)` rounded to `rounded_to` (the type
+    the unfused layernorm stored): the same codes as the layernorm followed by its
     FP8 cast, without storing `y` and reading it back. `transposed` is
     (C, rows), the leading dimensions of `sum` flattened. With a
     `history`, `recorded` is as `gpt.fp8_quantize`'s: the history with its

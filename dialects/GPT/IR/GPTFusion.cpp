@@ -12,6 +12,33 @@ bool mlir::gpt::isFusibleElementwise(Operation *op) {
                    RsqrtOp, GeluOp, GeluGradOp, ScaleOp, CastOp, BiasAddOp, ConstantOp>(op);
 }
 
+LayerNormOp FusionOp::getRowOp() {
+  for (Operation &op : getBody().front())
+    if (auto ln = llvm::dyn_cast<LayerNormOp>(op))
+      return ln;
+  return {};
+}
+
+/// A row fusion's row op: its input computed in the body and yielded (the
+/// kernel stores it and normalises what it stored), its weight and bias
+/// operands, its result yielded only, every result of its shape.
+static LogicalResult verifyRowOp(FusionOp fusion, LayerNormOp ln, YieldOp yield) {
+  auto isYielded = [&](Value v) { return llvm::is_contained(yield.getValues(), v); };
+  if (llvm::isa<BlockArgument>(ln.getInput()) || !isYielded(ln.getInput()))
+    return ln.emitOpError("in gpt.fusion must normalise a value the body computes and yields");
+  if (!llvm::isa<BlockArgument>(ln.getWeight()) || !llvm::isa<BlockArgument>(ln.getBias()))
+    return ln.emitOpError("in gpt.fusion must take its weight and bias from the operands");
+  for (Operation *user : ln->getUsers())
+    if (user != yield)
+      return ln.emitOpError("in gpt.fusion must be read only by gpt.yield");
+  auto row = llvm::cast<RankedTensorType>(ln.getInput().getType()).getShape();
+  for (auto [i, t] : llvm::enumerate(fusion.getResultTypes()))
+    if (llvm::cast<RankedTensorType>(t).getShape() != row)
+      return fusion.emitOpError("result ") << i << " of a row fusion has type " << t
+                                           << ", not the shape of its gpt.layernorm's input";
+  return success();
+}
+
 LogicalResult FusionOp::verify() {
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
@@ -22,14 +49,22 @@ LogicalResult FusionOp::verify() {
       return emitOpError("body argument ") << i << " has type " << arg.getType()
                                            << ", its operand " << in.getType();
   // Codegen sizes every value statically.
+  LayerNormOp rowOp;
   for (Operation &op : body) {
     for (Type t : op.getResultTypes())
       if (!llvm::cast<RankedTensorType>(t).hasStaticShape())
         return op.emitOpError("in gpt.fusion must have a static shape, got ") << t;
     if (llvm::isa<YieldOp>(op))
       continue;
+    if (auto ln = llvm::dyn_cast<LayerNormOp>(op)) {
+      if (rowOp)
+        return op.emitOpError("is a second row op: a row fusion holds one gpt.layernorm");
+      rowOp = ln;
+      continue;
+    }
     if (!isFusibleElementwise(&op))
-      return op.emitOpError("cannot be fused: gpt.fusion holds only elementwise ops");
+      return op.emitOpError(
+          "cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm");
   }
   for (auto [i, t] : llvm::enumerate(getInputs().getTypes()))
     if (!llvm::cast<RankedTensorType>(t).hasStaticShape())
@@ -44,5 +79,59 @@ LogicalResult FusionOp::verify() {
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (llvm::isa<BlockArgument>(v))
       return emitOpError("result ") << i << " yields a body argument; use the operand";
+  if (rowOp)
+    return verifyRowOp(*this, rowOp, yield);
   return success();
+}
+
+std::string mlir::gpt::opKindName(Operation *op) {
+  auto fusion = llvm::dyn_cast<FusionOp>(op);
+  if (!fusion || !fusion.getRowOp())
+    return op->getName().stripDialect().str();
+  std::string name;
+  for (Operation &o : fusion.getBody().front())
+    if (!llvm::isa<CastOp, YieldOp>(o))
+      name += (name.empty() ? "" : "_") + o.getName().stripDialect().str();
+  return name;
+}
+
+std::optional<AddLayerNormFusion> mlir::gpt::matchAddLayerNorm(FusionOp fusion) {
+  LayerNormOp ln = fusion.getRowOp();
+  if (!ln)
+    return std::nullopt;
+  auto add = ln.getInput().getDefiningOp<AddOp>();
+  if (!add)
+    return std::nullopt;
+  Block &body = fusion.getBody().front();
+  // An add operand: an operand of the fusion, or one widened in the body.
+  auto operandOf = [&](Value v) -> Value {
+    if (auto cast = v.getDefiningOp<CastOp>())
+      v = cast.getInput();
+    auto arg = llvm::dyn_cast<BlockArgument>(v);
+    return arg ? fusion.getInputs()[arg.getArgNumber()] : Value();
+  };
+  Value lhs = operandOf(add.getLhs()), rhs = operandOf(add.getRhs());
+  // add, layernorm, yield and the casts: nothing else.
+  size_t ops = 3 + !llvm::isa<BlockArgument>(add.getLhs()) + !llvm::isa<BlockArgument>(add.getRhs());
+  if (!lhs || !rhs || body.getOperations().size() != ops)
+    return std::nullopt;
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().size() != 2)
+    return std::nullopt;
+  AddLayerNormFusion parts{lhs,
+                           rhs,
+                           fusion.getInputs()[llvm::cast<BlockArgument>(ln.getWeight()).getArgNumber()],
+                           fusion.getInputs()[llvm::cast<BlockArgument>(ln.getBias()).getArgNumber()],
+                           {},
+                           {},
+                           ln};
+  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues())) {
+    if (v == add.getResult())
+      parts.sum = r;
+    else if (v == ln.getResult())
+      parts.result = r;
+  }
+  if (!parts.sum || !parts.result)
+    return std::nullopt;
+  return parts;
 }

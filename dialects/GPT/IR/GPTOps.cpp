@@ -1182,29 +1182,6 @@ LogicalResult MatmulBiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Lo
 }
 
 //===----------------------------------------------------------------------===//
-// AddLayerNormOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult AddLayerNormOp::verify() {
-  auto a = rtt(getLhs()), b = rtt(getRhs()), sum = rtt(getSum()), y = rtt(getResult());
-  auto w = rtt(getWeight()), bias = rtt(getBias());
-  auto width = [](RankedTensorType t) { return t.getElementType().getIntOrFloatBitWidth(); };
-  if (a.getShape() != sum.getShape() || b.getShape() != sum.getShape() ||
-      y.getShape() != sum.getShape() || sum.getRank() < 1)
-    return emitOpError("lhs, rhs, sum and result must have one shape (..., C)");
-  if (width(a) > width(sum) || width(b) > width(sum) || width(y) > width(sum))
-    return emitOpError("sum must have the widest element type, got ")
-           << a << " + " << b << " -> " << sum << ", " << y;
-  int64_t c = sum.getShape().back();
-  // As gpt.layernorm: the sum in the parameters' type or a narrower one.
-  if (w.getRank() != 1 || bias.getRank() != 1 || !compatible(w.getDimSize(0), c) ||
-      !compatible(bias.getDimSize(0), c) || w.getElementType() != bias.getElementType() ||
-      !sameOrNarrowerFloat(sum.getElementType(), w.getElementType()))
-    return emitOpError("weight and bias must be (C) in the sum's type or a wider one");
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
 // AddLayerNormFp8Op
 //===----------------------------------------------------------------------===//
 

@@ -11,6 +11,9 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+#include <string>
+
 #include "dialects/GPT/IR/GPTInterfaces.h.inc"
 
 #define GET_OP_CLASSES
@@ -20,6 +23,23 @@ namespace mlir::gpt {
 /// An op that gpt.fusion may hold: elementwise over its result's indices
 /// (bias_add's bias broadcast along the last dimension), pure, one result.
 bool isFusibleElementwise(Operation *op);
+
+/// What `op` computes, for kernel names and messages: its name without the
+/// dialect, and for a row fusion its body's ops without the casts
+/// ("add_layernorm").
+std::string opKindName(Operation *op);
+
+/// A row fusion that is a residual add and the layernorm of its sum
+/// (gpt-fuse-elementwise's): sum = lhs + rhs, each operand maybe widened by
+/// a cast in the body, and result = layernorm(sum, weight, bias). The
+/// values are the fusion's operands and results.
+struct AddLayerNormFusion {
+  Value lhs, rhs, weight, bias;
+  Value sum, result;
+  LayerNormOp rowOp;
+};
+/// `fusion`'s parts when it is exactly that; nullopt otherwise.
+std::optional<AddLayerNormFusion> matchAddLayerNorm(FusionOp fusion);
 
 /// The largest finite value of an FP8 format: e4m3 448, e5m2 57344.
 inline double fp8MaxFinite(Fp8Format format) {

@@ -800,34 +800,6 @@ def GPT_RankSliceOp : GPT_Op<"rank_slice", [Pure]> {
 // Row kernels (produced by gpt-fuse-elementwise)
 //===----------------------------------------------------------------------===//
 
-def GPT_AddLayerNormOp : GPT_Op<"add_layernorm", [Pure]> {
-  let summary = "A residual add and the layernorm of its sum, in one row kernel";
-  let description = [{
-    `sum = lhs + rhs` in sum's element type (the operands are widened to it,
-    exactly), and `result = gpt.layernorm(sum, weight, bias)` rounded once to
-    its element type, which may be narrower. Both are stored: the residual
-    stream continues with `sum`, the next GEMM reads `result`. One kernel
-    instead of an elementwise add and a layernorm, which would read the sum
-    back from memory. The layernorm reads the sum as stored (rounded, when
-    narrow), so the fusion changes no bits; `weight` and `bias` share the
-    sum's float type or a wider one.
-
-    ```mlir
-    %sum, %y = gpt.add_layernorm %h, %x, %w, %b {epsilon = 1.0e-05 : f64}
-        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
-        -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs,
-                       GPT_FloatTensor:$weight, GPT_FloatTensor:$bias,
-                       DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
-  let results = (outs GPT_FloatTensor:$sum, GPT_FloatTensor:$result);
-  let assemblyFormat = [{
-    $lhs `,` $rhs `,` $weight `,` $bias attr-dict `:` functional-type(operands, results)
-  }];
-  let hasVerifier = 1;
-}
-
 def GPT_GeluGradSumOp : GPT_Op<"gelu_grad_sum", [Pure]> {
   let summary = "gpt.gelu_grad and the sums of its result over all but the last dimension";
   let description = [{
@@ -988,7 +960,7 @@ def GPT_MatmulBiasGradOp : GPT_InferredOp<"matmul_bias_grad"> {
 //===----------------------------------------------------------------------===//
 
 def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
-  let summary = "Elementwise ops computed together: one kernel, intermediates in registers";
+  let summary = "Ops computed together: one kernel, intermediates in registers";
   let description = [{
     The body is a block of elementwise gpt ops (cast, add, sub, mul, div,
     max, neg, exp, log, tanh, sqrt, rsqrt, gelu, gelu_grad, scale,
@@ -1000,6 +972,14 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
     at `i` modulo its length), so independent results of different sizes
     (the weight casts of mixed precision) share one launch too.
 
+    A row fusion adds one `gpt.layernorm` (its row op) to the body: the
+    elementwise ops compute its input, which the fusion yields (stores),
+    its weight and bias are operands, and its result is yielded and read by
+    no body op. Every result has the row op's shape. Codegen makes one row
+    kernel: each row's elementwise values are computed and stored, then
+    normalised without reading them back (a residual add and the
+    layernorm of the sum, say, where two kernels would read the sum again).
+
     ```mlir
     %y, %yh = gpt.fusion (%x, %b) : (tensor<8x48xf32>, tensor<48xf32>)
         -> (tensor<8x48xf32>, tensor<8x48xbf16>) {
@@ -1009,6 +989,17 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
       %2 = gpt.cast %1 : tensor<8x48xf32> to tensor<8x48xbf16>
       gpt.yield %1, %2 : tensor<8x48xf32>, tensor<8x48xbf16>
     }
+    // A row fusion: the residual sum and its layernorm.
+    %sum, %ln = gpt.fusion (%h, %x, %w, %c)
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>) {
+    ^bb0(%ha: tensor<2x8x16xbf16>, %xa: tensor<2x8x16xf32>, %wa: tensor<16xf32>, %ca: tensor<16xf32>):
+      %0 = gpt.cast %ha : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+      %1 = gpt.add %0, %xa : tensor<2x8x16xf32>
+      %2 = gpt.layernorm %1, %wa, %ca {epsilon = 1.0e-05 : f64}
+          : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
+      gpt.yield %1, %2 : tensor<2x8x16xf32>, tensor<2x8x16xbf16>
+    }
     ```
   }];
   let arguments = (ins Variadic<GPT_FloatTensor>:$inputs);
@@ -1016,6 +1007,10 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{
     `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
+  }];
+  let extraClassDeclaration = [{
+    /// The row op of a row fusion; null for an elementwise one.
+    LayerNormOp getRowOp();
   }];
   let hasVerifier = 1;
 }

@@ -271,13 +271,19 @@ func.func @layernorm_output_widened(%x: tensor<4x8xbf16>, %w: tensor<8xbf16>, %b
 // -----
 
 // Tests that the residual add of a bf16 block output (through its widening
-// cast) and an f32 stream, normalised to bf16, becomes one
-// gpt.add_layernorm whose sum continues the stream; without add-layernorm
-// the add and the layernorm stay.
+// cast) and an f32 stream, normalised to bf16, becomes one row
+// gpt.fusion of the cast, the add and the layernorm, whose sum continues
+// the stream; without add-layernorm the add and the layernorm stay.
 // CHECK-LABEL: func.func @residual_layernorm
 // CHECK-SAME: (%[[H:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
-// CHECK-NEXT: %[[SUM:.*]], %[[Y:.*]] = gpt.add_layernorm %[[X]], %[[H]], %[[W]], %[[B]] : (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
-// CHECK-NEXT: return %[[SUM]], %[[Y]]
+// CHECK-NEXT: %[[F:.*]]:2 = gpt.fusion(%[[X]], %[[H]], %[[W]], %[[B]]) : (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+// CHECK-NEXT: ^bb0(%[[XA:[^:]*]]: tensor<4x8xf32>, %[[HA:[^:]*]]: tensor<4x8xbf16>, %[[WA:[^:]*]]: tensor<8xf32>, %[[BA:[^:]*]]: tensor<8xf32>):
+// CHECK-NEXT: %[[C:.*]] = gpt.cast %[[HA]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK-NEXT: %[[S:.*]] = gpt.add %[[XA]], %[[C]] : tensor<4x8xf32>
+// CHECK-NEXT: %[[N:.*]] = gpt.layernorm %[[S]], %[[WA]], %[[BA]] : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xbf16>
+// CHECK-NEXT: gpt.yield %[[S]], %[[N]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[F]]#0, %[[F]]#1
 // NOADDLN-LABEL: func.func @residual_layernorm
 // NOADDLN: gpt.fusion
 // NOADDLN: gpt.layernorm
@@ -292,11 +298,14 @@ func.func @residual_layernorm(%h: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: ten
 
 // -----
 
-// Tests that a widening cast with another reader stays, and the fused op
-// reads its wide result.
+// Tests that a widening cast with another reader stays, and the row
+// fusion reads its wide result.
 // CHECK-LABEL: func.func @residual_layernorm_cast_shared
 // CHECK: %[[C:.*]] = gpt.cast
-// CHECK: gpt.add_layernorm %{{.*}}, %[[C]]
+// CHECK: gpt.fusion(%{{.*}}, %[[C]], %{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4x8xf32>,
+// CHECK-NOT: gpt.cast
+// CHECK: gpt.add
+// CHECK-NEXT: gpt.layernorm
 func.func @residual_layernorm_cast_shared(%h: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
     -> (tensor<4x8xf32>, tensor<4x8xf32>) {
   %0 = gpt.cast %h : tensor<4x8xbf16> to tensor<4x8xf32>
@@ -310,7 +319,7 @@ func.func @residual_layernorm_cast_shared(%h: tensor<4x8xbf16>, %x: tensor<4x8xf
 // Tests that a layernorm whose weight is computed after the add (so not
 // available where the add is) keeps its add.
 // CHECK-LABEL: func.func @residual_layernorm_late_weight
-// CHECK-NOT: gpt.add_layernorm
+// CHECK-NOT: gpt.fusion
 // CHECK: gpt.layernorm
 func.func @residual_layernorm_late_weight(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>)
     -> tensor<4x8xf32> {
@@ -382,12 +391,17 @@ func.func @layernorm_grad_residual_narrow_stream(%dy: tensor<4x8xbf16>, %x: tens
 // -----
 
 // Tests that in a bf16 residual stream the add of two bf16 values and the
-// layernorm of the bf16 sum with f32 parameters become one
-// gpt.add_layernorm with a bf16 sum.
+// layernorm of the bf16 sum with f32 parameters become one row
+// gpt.fusion with a bf16 sum.
 // CHECK-LABEL: func.func @residual_layernorm_narrow_stream
 // CHECK-SAME: (%[[H:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xbf16>, %[[W:[^:]*]]: tensor<8xf32>, %[[B:[^:]*]]: tensor<8xf32>)
-// CHECK-NEXT: %[[SUM:.*]], %[[Y:.*]] = gpt.add_layernorm %[[X]], %[[H]], %[[W]], %[[B]] : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>)
-// CHECK-NEXT: return %[[SUM]], %[[Y]]
+// CHECK-NEXT: %[[F:.*]]:2 = gpt.fusion(%[[X]], %[[H]], %[[W]], %[[B]]) : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>)
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: %[[S:.*]] = gpt.add %{{.*}}, %{{.*}} : tensor<4x8xbf16>
+// CHECK-NEXT: %[[N:.*]] = gpt.layernorm %[[S]], %{{.*}}, %{{.*}} : (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xbf16>
+// CHECK-NEXT: gpt.yield %[[S]], %[[N]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[F]]#0, %[[F]]#1
 func.func @residual_layernorm_narrow_stream(%h: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>, %b: tensor<8xf32>)
     -> (tensor<4x8xbf16>, tensor<4x8xbf16>) {
   %0 = gpt.add %x, %h : tensor<4x8xbf16>

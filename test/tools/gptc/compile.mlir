@@ -81,13 +81,17 @@
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --narrow-residual --compile-to=memory-plan | FileCheck %s --check-prefix=NARROW
 // NARROW-LABEL: func.func @train_step
 // NARROW: gpt.embed {{.*}} : (tensor<64x16xf32>, tensor<16x16xf32>, tensor<2x8xi32>) -> tensor<2x8x16xbf16>
-// NARROW: gpt.add_layernorm {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+// NARROW: gpt.fusion{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+// NARROW: gpt.add {{.*}} : tensor<2x8x16xbf16>
+// NARROW-NEXT: gpt.layernorm {{.*}} -> tensor<2x8x16xbf16>
 // NARROW: gpt.layernorm_grad_add {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
 // NARROW: gpt.embed_grad {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8xi32>) -> (tensor<64x16xf32>, tensor<16x16xf32>)
 // The same stream in fp16 (with its loss scale).
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp16 --loss-scale=1024 --narrow-residual --compile-to=memory-plan | FileCheck %s --check-prefix=NARROW16
 // NARROW16-LABEL: func.func @train_step
-// NARROW16: gpt.add_layernorm {{.*}} : (tensor<2x8x16xf16>, tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf16>, tensor<2x8x16xf16>)
+// NARROW16: gpt.fusion{{.*}} : (tensor<2x8x16xf16>, tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf16>, tensor<2x8x16xf16>)
+// NARROW16: gpt.add {{.*}} : tensor<2x8x16xf16>
+// NARROW16-NEXT: gpt.layernorm {{.*}} -> tensor<2x8x16xf16>
 // NARROW16: gpt.layernorm_grad_add {{.*}} -> (tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
 // RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --narrow-residual 2>&1 | FileCheck %s --check-prefix=NARROWFP32
 // NARROWFP32: gptc: error: --narrow-residual: needs --precision=bf16, fp16 or fp8 (the stream is fp32 already)

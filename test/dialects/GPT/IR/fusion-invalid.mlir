@@ -4,7 +4,7 @@
 func.func @not_elementwise(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = gpt.fusion (%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>):
-    // expected-error @+1 {{cannot be fused: gpt.fusion holds only elementwise ops}}
+    // expected-error @+1 {{cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm}}
     %1 = gpt.softmax %a : tensor<4x8xf32>
     gpt.yield %1 : tensor<4x8xf32>
   }
@@ -82,4 +82,95 @@ func.func @bias_shape(%x: tensor<4x8xf32>, %b: tensor<4xf32>) -> tensor<4x8xf32>
     gpt.yield %1 : tensor<4x8xf32>
   }
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that a row fusion's layernorm is verified as a layernorm: its
+// weight may not be narrower than the sum.
+func.func @row_fusion_narrow_weight(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
+  %0:2 = gpt.fusion (%h, %x, %w, %b) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  ^bb0(%ha: tensor<4x8xf32>, %xa: tensor<4x8xf32>, %wa: tensor<8xbf16>, %ba: tensor<8xbf16>):
+    %1 = gpt.add %ha, %xa : tensor<4x8xf32>
+    // expected-error @+1 {{'gpt.layernorm' op}}
+    %2 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
+    gpt.yield %1, %2 : tensor<4x8xf32>, tensor<4x8xbf16>
+  }
+  return
+}
+
+// -----
+
+// Tests that a row fusion holds one layernorm.
+func.func @row_fusion_two_rows(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  %0:3 = gpt.fusion (%x, %w, %b) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>, %wa: tensor<8xf32>, %ba: tensor<8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    %2 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    // expected-error @+1 {{is a second row op: a row fusion holds one gpt.layernorm}}
+    %3 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a row fusion's layernorm normalises a value the body stores
+// (the kernel reads back what it stored).
+func.func @row_fusion_input_not_yielded(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  %0 = gpt.fusion (%x, %w, %b) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%xa: tensor<4x8xf32>, %wa: tensor<8xf32>, %ba: tensor<8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    // expected-error @+1 {{in gpt.fusion must normalise a value the body computes and yields}}
+    %2 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    gpt.yield %2 : tensor<4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a row fusion's layernorm takes its weight and bias from the
+// operands.
+func.func @row_fusion_computed_weight(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  %0:2 = gpt.fusion (%x, %w, %b) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>, %wa: tensor<8xf32>, %ba: tensor<8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    %w2 = gpt.neg %wa : tensor<8xf32>
+    // expected-error @+1 {{in gpt.fusion must take its weight and bias from the operands}}
+    %2 = gpt.layernorm %1, %w2, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    gpt.yield %1, %2 : tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a row fusion's layernorm result is read only by gpt.yield.
+func.func @row_fusion_epilogue(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  %0:3 = gpt.fusion (%x, %w, %b) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>, %wa: tensor<8xf32>, %ba: tensor<8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    // expected-error @+1 {{in gpt.fusion must be read only by gpt.yield}}
+    %2 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %3 = gpt.neg %2 : tensor<4x8xf32>
+    gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that every result of a row fusion has the row op's shape.
+func.func @row_fusion_other_shape(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-error @+1 {{result 2 of a row fusion has type 'tensor<8xf32>', not the shape of its gpt.layernorm's input}}
+  %0:3 = gpt.fusion (%x, %w, %b) : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>, %wa: tensor<8xf32>, %ba: tensor<8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    %2 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %3 = gpt.neg %wa : tensor<8xf32>
+    gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  }
+  return
 }

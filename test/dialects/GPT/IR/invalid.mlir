@@ -1294,37 +1294,10 @@ func.func @layernorm_grad_wide_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xbf16>, 
 
 // -----
 
-// Tests that gpt.add_layernorm rejects a sum narrower than an operand.
-func.func @add_layernorm_narrow_sum(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
-  // expected-error @+1 {{sum must have the widest element type}}
-  %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>)
-  return
-}
-
-// -----
-
-// Tests that gpt.add_layernorm rejects a weight narrower than the sum.
-func.func @add_layernorm_narrow_weight(%h: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xbf16>, %b: tensor<8xbf16>) {
-  // expected-error @+1 {{weight and bias must be (C) in the sum's type or a wider one}}
-  %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<4x8xf32>, tensor<4x8xbf16>)
-  return
-}
-
-// -----
-
 // Tests that gpt.layernorm_grad_add rejects a "narrow" copy as wide as the input.
 func.func @layernorm_grad_add_same_width(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>, %acc: tensor<4x8xbf16>) {
   // expected-error @+1 {{input_grad_narrow must be narrower than the input}}
   %0:4 = gpt.layernorm_grad_add %dy, %x, %w, %acc : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xf16>, tensor<8xf32>, tensor<8xf32>)
-  return
-}
-
-// -----
-
-// Tests that gpt.add_layernorm rejects operands of different shapes.
-func.func @add_layernorm_shapes(%h: tensor<4x8xf32>, %x: tensor<2x8xf32>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
-  // expected-error @+1 {{lhs, rhs, sum and result must have one shape (..., C)}}
-  %0:2 = gpt.add_layernorm %h, %x, %w, %b : (tensor<4x8xf32>, tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
   return
 }
 

@@ -959,14 +959,24 @@ func.func @gelu_grad_with_sums(%dh: tensor<16x16xbf16>, %w: tensor<16x64xbf16>,
 
 // -----
 
-// Tests that gpt.add_layernorm round-trips.
-// CHECK-LABEL: func.func @add_layernorm
-func.func @add_layernorm(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,
-                         %b: tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>) {
-  // CHECK: gpt.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
-  %s, %y = gpt.add_layernorm %h, %x, %w, %b {epsilon = 1.0e-05 : f64}
+// Tests that a row fusion (a residual add and the layernorm of its sum)
+// round-trips.
+// CHECK-LABEL: func.func @row_fusion
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
+// CHECK: gpt.layernorm
+// CHECK: gpt.yield
+func.func @row_fusion(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,
+                      %b: tensor<16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>) {
+  %s, %y = gpt.fusion (%h, %x, %w, %b)
       : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
-      -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>)
+      -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>) {
+  ^bb0(%ha: tensor<2x8x16xbf16>, %xa: tensor<2x8x16xf32>, %wa: tensor<16xf32>, %ba: tensor<16xf32>):
+    %0 = gpt.cast %ha : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+    %1 = gpt.add %0, %xa : tensor<2x8x16xf32>
+    %2 = gpt.layernorm %1, %wa, %ba {epsilon = 1.0e-05 : f64}
+        : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
+    gpt.yield %1, %2 : tensor<2x8x16xf32>, tensor<2x8x16xbf16>
+  }
   return %s, %y : tensor<2x8x16xf32>, tensor<2x8x16xbf16>
 }
 
@@ -1036,15 +1046,20 @@ func.func @layernorm_narrow_input(%x: tensor<2x8x16xbf16>, %w: tensor<16xf32>,
 
 // -----
 
-// Tests that gpt.add_layernorm round-trips with a narrow sum and f32 parameters.
-// CHECK-LABEL: func.func @add_layernorm_narrow_sum
-func.func @add_layernorm_narrow_sum(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xbf16>,
-                                    %w: tensor<16xf32>, %b: tensor<16xf32>)
+// Tests that a row fusion round-trips with a narrow sum and f32 parameters.
+// CHECK-LABEL: func.func @row_fusion_narrow_sum
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+func.func @row_fusion_narrow_sum(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xbf16>,
+                                 %w: tensor<16xf32>, %b: tensor<16xf32>)
     -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) {
-  // CHECK: gpt.add_layernorm %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
-  %s, %y = gpt.add_layernorm %h, %x, %w, %b
+  %s, %y = gpt.fusion (%h, %x, %w, %b)
       : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
-      -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
+      -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>) {
+  ^bb0(%ha: tensor<2x8x16xbf16>, %xa: tensor<2x8x16xbf16>, %wa: tensor<16xf32>, %ba: tensor<16xf32>):
+    %0 = gpt.add %ha, %xa : tensor<2x8x16xbf16>
+    %1 = gpt.layernorm %0, %wa, %ba : (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
+    gpt.yield %0, %1 : tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
+  }
   return %s, %y : tensor<2x8x16xbf16>, tensor<2x8x16xbf16>
 }
 

@@ -334,7 +334,7 @@ TEST_F(LoweringTest, BatchedRandomNormalsMatchTheReference) {
 }
 
 // The row kernels of a bf16 residual stream (--narrow-residual) on the Host
-// target: gpt.add_layernorm over bf16 operands with a bf16 sum and f32
+// target: a residual add and layernorm row fusion over bf16 operands with a bf16 sum and f32
 // weight and bias, gpt.layernorm of that bf16 sum, gpt.layernorm_grad_add
 // without a narrow copy (bf16 gradient, input and residual), gpt.embed of
 // f32 tables stored as bf16, and gpt.embed_grad reading a bf16 gradient
@@ -371,8 +371,13 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
       "  %rh = gpt.cast %r : " + x + " to " + xh + "\n"
       "  %dyh = gpt.cast %dy : " + x + " to " + xh + "\n"
       "  %acch = gpt.cast %acc : " + x + " to " + xh + "\n"
-      "  %s, %y = gpt.add_layernorm %rh, %hh, %w, %bias : (" + xh + ", " + xh + ", " + v + ", " + v +
-      ") -> (" + xh + ", " + xh + ")\n"
+      "  %s, %y = gpt.fusion (%rh, %hh, %w, %bias) : (" + xh + ", " + xh + ", " + v + ", " + v +
+      ") -> (" + xh + ", " + xh + ") {\n"
+      "  ^bb0(%ra: " + xh + ", %ha: " + xh + ", %wa: " + v + ", %ba: " + v + "):\n"
+      "    %sa = gpt.add %ra, %ha : " + xh + "\n"
+      "    %ya = gpt.layernorm %sa, %wa, %ba : (" + xh + ", " + v + ", " + v + ") -> " + xh + "\n"
+      "    gpt.yield %sa, %ya : " + xh + ", " + xh + "\n"
+      "  }\n"
       "  %z = gpt.layernorm %s, %w, %bias : (" + xh + ", " + v + ", " + v + ") -> " + xh + "\n"
       "  %dx, %dw, %db = gpt.layernorm_grad_add %dyh, %s, %w, %acch : (" + xh + ", " + xh + ", " +
       v + ", " + xh + ") -> (" + xh + ", " + v + ", " + v + ")\n"
@@ -450,6 +455,67 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
     }
     EXPECT_EQ(far, 0) << names[o] << ": elements off; the first: " << first;
   }
+}
+
+// A row fusion whose layernorm reads a prologue other than a residual add:
+// m = x * g, s = bias_add(m, v), y = layernorm(s), all yielded, on the
+// Host target (one lane per row: the passes loop over the row) against the
+// fp64 interpreter running the body. f32 outputs within 1e-4 relative
+// (the kernel computes in f32). 3 x 40 rows of 24 channels.
+TEST_F(LoweringTest, RowFusionPrologueMatchesTheReference) {
+  constexpr int64_t b = 3, t = 40, c = 24, n = b * t * c;
+  std::string x = "tensor<3x40x24xf32>", v = "tensor<24xf32>";
+  auto in = [](const std::string &name, const std::string &type) {
+    return "%" + name + ": " + type + " {gpt.input = \"" + name + "\"}";
+  };
+  auto out = [](const std::string &name) {
+    return std::string("tensor<3x40x24xf32> {gpt.output = \"") + name + "\"}";
+  };
+  module = parse(
+      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      "func.func @train_step(" + in("x", x) + ", " + in("g", x) + ", " + in("v", v) + ", " +
+      in("w", v) + ", " + in("bias", v) + ") -> (" + out("m") + ", " + out("s") + ", " + out("y") +
+      ") {\n"
+      "  %m, %s, %y = gpt.fusion (%x, %g, %v, %w, %bias) : (" + x + ", " + x + ", " + v + ", " + v +
+      ", " + v + ") -> (" + x + ", " + x + ", " + x + ") {\n"
+      "  ^bb0(%xa: " + x + ", %ga: " + x + ", %va: " + v + ", %wa: " + v + ", %ba: " + v + "):\n"
+      "    %ma = gpt.mul %xa, %ga : " + x + "\n"
+      "    %sa = gpt.bias_add %ma, %va : (" + x + ", " + v + ") -> " + x + "\n"
+      "    %ya = gpt.layernorm %sa, %wa, %ba : (" + x + ", " + v + ", " + v + ") -> " + x + "\n"
+      "    gpt.yield %ma, %sa, %ya : " + x + ", " + x + ", " + x + "\n"
+      "  }\n"
+      "  return %m, %s, %y : " + x + ", " + x + ", " + x + "\n}\n");
+  ASSERT_TRUE(module);
+
+  std::vector<float> xs(n), gs(n), vs(c), w(c), bias(c);
+  for (int64_t i = 0; i < n; ++i) {
+    xs[i] = static_cast<float>(std::sin(0.37 * i) + 0.01 * (i % 97));
+    gs[i] = static_cast<float>(1.5 + std::cos(0.05 * i));
+  }
+  for (int64_t i = 0; i < c; ++i) {
+    vs[i] = 0.3f * static_cast<float>(i % 4) - 0.4f;
+    w[i] = 0.5f + 0.25f * static_cast<float>(i % 7);
+    bias[i] = 0.1f * static_cast<float>(i % 5) - 0.2f;
+  }
+  auto fn = module->lookupSymbol<mlir::func::FuncOp>("train_step");
+  ASSERT_TRUE(fn);
+  auto ref = reference::evaluate(fn,
+                                 {asTensor({b, t, c}, xs), asTensor({b, t, c}, gs),
+                                  asTensor({c}, vs), asTensor({c}, w), asTensor({c}, bias)},
+                                 reference::Precision::F64);
+  ASSERT_TRUE(mlir::succeeded(ref)) << diagnostics;
+
+  auto session = hostSession("row-fusion-host.fb");
+  ASSERT_TRUE(session);
+  for (auto [name, data] : {std::pair<const char *, const std::vector<float> *>{"x", &xs},
+                            {"g", &gs}, {"v", &vs}, {"w", &w}, {"bias", &bias}})
+    ASSERT_TRUE(session->setInput("train_step", name, *data)) << name;
+  Status ran = session->run("train_step");
+  ASSERT_TRUE(ran) << ran.message();
+  expectOutputsMatch(*session, *ref, {"m", "s", "y"});
 }
 
 // gpt.fp8_scale's kernels (amax stages, scale), gpt.fp8_quantize's (cast to
