@@ -226,6 +226,9 @@ public:
   /// A row fusion: its row op `ln` after the body's elementwise values
   /// (Kernels/LayerNorm.cpp).
   LogicalResult lowerRowFusion(FusionOp fusion, LayerNormOp ln);
+  /// A column-sum fusion: the body's elementwise values, stored, and the
+  /// column sums of one (Kernels/Reduction.cpp).
+  LogicalResult lowerColumnSumFusion(FusionOp fusion, ReduceOp sum);
   LogicalResult lowerLayerNormGrad(Operation *op, Value dy, Value x, Value w, Value dx, Value dw,
                                    Value db, Value residual, Value narrow, double eps);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
@@ -308,7 +311,6 @@ public:
   LogicalResult lowerAdamWOp(Operation *op);
   // Kernels/Reduction.cpp
   LogicalResult lowerReduceOp(Operation *op);
-  LogicalResult lowerGeluGradSumOp(Operation *op);
   LogicalResult lowerGlobalNormOp(Operation *op);
 };
 

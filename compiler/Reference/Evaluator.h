@@ -205,7 +205,6 @@ private:
 
   // Reduction.cpp
   LogicalResult reduce(ReduceOp op);
-  LogicalResult geluGradSum(GeluGradSumOp op);
   LogicalResult globalNorm(GlobalNormOp op);
 
   // Fp8.cpp

@@ -195,7 +195,6 @@ LogicalResult Evaluator<T>::execute(Operation *op) {
       .template Case<Fp8CrossEntropyGradOp>([&](auto o) { return fp8CrossEntropyGrad(o); })
       // Reduction.cpp
       .template Case<ReduceOp>([&](auto o) { return reduce(o); })
-      .template Case<GeluGradSumOp>([&](auto o) { return geluGradSum(o); })
       .template Case<GlobalNormOp>([&](auto o) { return globalNorm(o); })
       // Fp8.cpp
       .template Case<Fp8ScaleOp>([&](auto o) { return fp8ScaleOf(o); })

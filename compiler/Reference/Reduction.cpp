@@ -44,14 +44,6 @@ LogicalResult Evaluator<T>::reduce(ReduceOp op) {
 }
 
 template <typename T>
-LogicalResult Evaluator<T>::geluGradSum(GeluGradSumOp op) {
-  Buffer &y = out(op.getResult());
-  y = in(op.getGrad());
-  scaleByGeluGrad(y, in(op.getInput()), &out(op.getSum()));
-  return success();
-}
-
-template <typename T>
 LogicalResult Evaluator<T>::globalNorm(GlobalNormOp op) {
   T sum = 0;
   for (Value v : op.getInputs())
@@ -63,7 +55,6 @@ LogicalResult Evaluator<T>::globalNorm(GlobalNormOp op) {
 
 #define INSTANTIATE(T)                                             \
   template LogicalResult Evaluator<T>::reduce(ReduceOp);           \
-  template LogicalResult Evaluator<T>::geluGradSum(GeluGradSumOp); \
   template LogicalResult Evaluator<T>::globalNorm(GlobalNormOp);
 GPTC_REFERENCE_ELEMENT_TYPES(INSTANTIATE)
 #undef INSTANTIATE

@@ -5,11 +5,11 @@
 ///      layernorm or an embedding becomes the op's own result type, and a widening
 ///      cast feeding a layernorm_grad's or an embed_grad's gradient is read
 ///      narrow instead;
-///      a layernorm of an add becomes one gpt.add_layernorm, and a
+///      a layernorm of an add becomes one row gpt.fusion, and a
 ///      layernorm_grad whose dx joins the residual gradient (an add, and
 ///      its narrowing cast if any) one gpt.layernorm_grad_add; a sum over all but the last
 ///      dimension of a gelu_grad (the bias gradient before the MLP's GELU)
-///      becomes one gpt.gelu_grad_sum.
+///      becomes one column-sum gpt.fusion with it.
 ///   1) Chains: in block order, each fusible elementwise op joins the groups
 ///      of the producers of its operands that have its element count.
 ///   2) Siblings: groups of one structure (the same op names and types, e.g.
@@ -107,6 +107,53 @@ int64_t narrowGradInputs(Block &block) {
     grad->set(cast.getInput());
     if (cast->use_empty())
       cast.erase();
+    ++n;
+  }
+  return n;
+}
+
+/// `%d = gpt.gelu_grad %g, %x; %s = gpt.reduce sum %d dims [all but last]`
+/// in the gradient's element type -> one column-sum gpt.fusion at the
+/// gradient, yielding both. Its body computes in f32 and sums the gradient
+/// before it is rounded (one rounding of the sum, as a column reduction of
+/// the f32 values would have it): widening casts of narrow operands, the
+/// f32 gelu_grad, a narrowing cast of it and of the sum.
+int64_t fuseGeluGradSum(Block &block) {
+  int64_t n = 0;
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto reduce = llvm::dyn_cast<ReduceOp>(op);
+    auto grad = reduce ? reduce.getInput().getDefiningOp<GeluGradOp>() : GeluGradOp();
+    if (!grad || grad->getBlock() != &block)
+      continue;
+    auto type = llvm::cast<RankedTensorType>(grad.getType());
+    if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
+      continue;
+    OpBuilder b(grad);
+    Location loc = grad.getLoc();
+    SmallVector<Value> inputs = {grad.getGrad(), grad.getInput()};
+    auto fused = FusionOp::create(b, loc, TypeRange{type, reduce.getType()}, inputs);
+    Block *body = b.createBlock(&fused.getBody());
+    for (Value v : inputs)
+      body->addArgument(v.getType(), v.getLoc());
+    b.setInsertionPointToStart(body);
+    Type f32 = b.getF32Type();
+    auto wide = [&](Value v) -> Value {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      return t.getElementType() == f32 ? v : Value(CastOp::create(b, loc, t.clone(f32), v));
+    };
+    auto narrow = [&](Value v, Type elt) -> Value {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      return elt == f32 ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
+    };
+    Value g = wide(body->getArgument(0)), x = wide(body->getArgument(1));
+    Value d = GeluGradOp::create(b, loc, g, x);
+    Value sum = ReduceOp::create(b, loc, ReduceKind::Sum, d, reduce.getDims());
+    Type elt = type.getElementType();
+    YieldOp::create(b, loc, ValueRange{narrow(d, elt), narrow(sum, elt)});
+    grad.getResult().replaceAllUsesWith(fused.getResult(0));
+    reduce.getResult().replaceAllUsesWith(fused.getResult(1));
+    reduce.erase();
+    grad.erase();
     ++n;
   }
   return n;
@@ -460,7 +507,7 @@ struct FuseElementwisePass
         numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
       // The GELU layer's bias gradient; the qkv projection's.
       if (geluGradSum)
-        numGeluGradSums += fuseColumnSum<GeluGradOp, GeluGradSumOp>(block);
+        numGeluGradSums += fuseGeluGradSum(block);
       if (attentionGradSum)
         numAttentionGradSums +=
             fuseColumnSum<CausalAttentionGradOp, CausalAttentionGradSumOp>(block);

@@ -840,9 +840,10 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     And (`gelu-grad-sum`) a `gpt.reduce sum` over all but the last
     dimension of a `gpt.gelu_grad` (the bias gradient of the linear layer
     before the MLP's GELU, when gpt-fuse-matmul-epilogue left the GELU
-    gradient out of the GEMM) becomes one `gpt.gelu_grad_sum`: the kernel
-    that writes the GELU gradient sums its columns as it goes, instead of
-    a column reduction reading it back. Likewise (`attention-grad-sum`) the
+    gradient out of the GEMM) becomes one column-sum `gpt.fusion` with it
+    (the gradient in f32, its narrowing cast, the sum of the f32 values):
+    the kernel that writes the GELU gradient sums its columns as it goes,
+    instead of a column reduction reading it back. Likewise (`attention-grad-sum`) the
     column sum of a `gpt.causal_attention_grad` (the qkv bias gradient)
     becomes one `gpt.causal_attention_grad_sum`: the flash backward kernels
     add up each 16-row tile of dq, dk and dv as they store it. Both sum the
@@ -891,7 +892,7 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     Statistic<"numAddLayerNorms", "add-layernorms",
               "Residual add and layernorm row fusions and gpt.layernorm_grad_add ops created">,
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
-    Statistic<"numGeluGradSums", "gelu-grad-sums", "gpt.gelu_grad_sum ops created">,
+    Statistic<"numGeluGradSums", "gelu-grad-sums", "GELU gradient column-sum fusions created">,
     Statistic<"numAttentionGradSums", "attention-grad-sums",
               "gpt.causal_attention_grad_sum ops created">,
     Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,

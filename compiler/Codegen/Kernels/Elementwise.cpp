@@ -296,6 +296,8 @@ LogicalResult LoweringContext::lowerElementwise(Operation *op) {
 LogicalResult LoweringContext::lowerFusion(FusionOp fusion) {
   if (LayerNormOp ln = fusion.getRowOp())
     return lowerRowFusion(fusion, ln);
+  if (ReduceOp sum = fusion.getColumnSum())
+    return lowerColumnSumFusion(fusion, sum);
   Block &body = fusion.getBody().front();
   auto yield = llvm::cast<YieldOp>(body.getTerminator());
   std::vector<Type> types;

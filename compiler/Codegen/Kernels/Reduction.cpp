@@ -318,33 +318,70 @@ LogicalResult LoweringContext::lowerReduceOp(Operation *op) {
   return lower(llvm::cast<ReduceOp>(op));
 }
 
-LogicalResult LoweringContext::lowerGeluGradSumOp(Operation *op) {
-  std::string key = keyOf(op);
-  auto lower = [&](GeluGradSumOp gs) -> LogicalResult {
-    // The column reduction's first stage computes and stores the GELU
-    // gradient as it reads each element: one pass over (rows, cols).
-    int64_t cols = numel(gs.getSum()), rows = numel(gs.getGrad()) / cols;
-    Type ft = computeOf(eltOf(gs.getGrad()));
-    reduceColumns(
-        op, key, "gelu_backward_sum",
-        {flat(gs.getGrad()), flat(gs.getInput()), flat(gs.getResult())},
-        {t(gs.getGrad()), t(gs.getInput()), t(gs.getResult())}, {flat(gs.getSum())},
-        {t(gs.getSum())}, rows, cols, ft, ReduceKind::Sum,
-        [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
-            SmallVector<KB::Store> &stores) {
-          Value at = k.add(k.mul(r, k.idx(cols)), col);
-          SmallVector<Value> dy = k.ldConsecutive(a[0], at, width),
-                             x = k.ldConsecutive(a[1], at, width), ds;
-          for (int64_t c = 0; c < width; ++c) {
-            ds.push_back(k.mul(dy[c], geluGradOf(k, x[c])));
-            stores.push_back({ds[c], a[2], c ? k.add(at, k.idx(c)) : at});
+LogicalResult LoweringContext::lowerColumnSumFusion(FusionOp fusion, ReduceOp sum) {
+  Block &body = fusion.getBody().front();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  Value summed = sum.getInput();
+  int64_t cols = lastDim(summed), rows = numel(summed) / cols;
+  // The column reduction's first stage computes and stores the elementwise
+  // results as it reads each element: one pass over (rows, cols). Its
+  // inputs are the fusion's operands, then those results; its output the
+  // sums (the yield of the reduce, through its casts).
+  size_t numIn = fusion.getInputs().size();
+  std::vector<Type> inTypes, outTypes;
+  std::vector<Operand> ins, outs;
+  for (Value v : fusion.getInputs()) {
+    inTypes.push_back(flat(v));
+    ins.push_back(t(v));
+  }
+  SmallVector<Value> stored; // yielded elementwise values, in order
+  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues())) {
+    Value from = v;
+    while (auto cast = from.getDefiningOp<CastOp>())
+      from = cast.getInput();
+    if (from == sum.getResult()) {
+      outTypes.push_back(flat(r));
+      outs.push_back(t(r));
+      continue;
+    }
+    inTypes.push_back(flat(r));
+    ins.push_back(t(r));
+    stored.push_back(v);
+  }
+  if (outs.size() != 1)
+    return fusion.emitOpError("codegen: a column-sum fusion yields its sum once");
+  Type ft = computeOf(eltOf(fusion.getInputs().front()));
+  reduceColumns(
+      fusion, fusionKey(fusion), opKindName(fusion),
+      inTypes, ins, outTypes, outs, rows, cols, ft, ReduceKind::Sum,
+      [=](KB &k, ValueRange a, Value r, Value col, int64_t width,
+          SmallVector<KB::Store> &stores) {
+        Value at = k.add(k.mul(r, k.idx(cols)), col);
+        // Every operand's columns of this trip, loaded together first.
+        SmallVector<SmallVector<Value>> loaded;
+        for (size_t j = 0; j < numIn; ++j)
+          loaded.push_back(k.ldConsecutive(a[j], at, width));
+        SmallVector<Value> sums;
+        for (int64_t c = 0; c < width; ++c) {
+          FusionValues eval{k, [&](BlockArgument arg, Value) {
+                              return loaded[arg.getArgNumber()][c];
+                            }};
+          sums.push_back(eval(summed, at));
+          // A narrowing cast of a yielded value is the store's own rounding.
+          SmallVector<Value> values;
+          for (Value v : stored) {
+            auto cast = v.getDefiningOp<CastOp>();
+            values.push_back(cast && eltOf(v) != computeOf(eltOf(v)) ? eval(cast.getInput(), at)
+                                                                     : eval(v, at));
           }
-          return ds;
-        },
-        /*pairs=*/true);
-    return success();
-  };
-  return lower(llvm::cast<GeluGradSumOp>(op));
+          Value index = c ? k.add(at, k.idx(c)) : at;
+          for (auto [j, value] : llvm::enumerate(values))
+            stores.push_back({value, a[numIn + j], index});
+        }
+        return sums;
+      },
+      /*pairs=*/true);
+  return success();
 }
 
 LogicalResult LoweringContext::lowerGlobalNormOp(Operation *op) {
@@ -357,7 +394,6 @@ LogicalResult LoweringContext::lowerGlobalNormOp(Operation *op) {
 
 void registerReductionLowerings(LoweringRegistry &registry) {
   registry.add<ReduceOp>(&LoweringContext::lowerReduceOp);
-  registry.add<GeluGradSumOp>(&LoweringContext::lowerGeluGradSumOp);
   registry.add<GlobalNormOp>(&LoweringContext::lowerGlobalNormOp);
 }
 

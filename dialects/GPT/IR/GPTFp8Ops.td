@@ -273,7 +273,7 @@ def GPT_Fp8CastTransposeSumOp
     `gpt.fp8_cast_transpose`'s codes of `x` (and `recorded` its history),
     and `sum[c]` is the sum of `x[..., c]` over every leading index
     (accumulated in f32, from the GELU gradient before it is rounded, as
-    `gpt.gelu_grad_sum`'s), in the input's type. `gpt-fuse-fp8`'s cast epilogues makes
+    the GELU gradient's column-sum `gpt.fusion` sums it), in the input's type. `gpt-fuse-fp8`'s cast epilogues makes
     it from a backward's FP8 cast of a gradient and the bias gradient's
     column sum: the kernel that reads the gradient's tiles for the codes
     adds up their columns, and with `gelu_grad` the GELU gradient is never

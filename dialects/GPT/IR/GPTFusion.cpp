@@ -2,6 +2,8 @@
 
 #include "dialects/GPT/IR/GPTOps.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::gpt;
 
@@ -17,6 +19,42 @@ LayerNormOp FusionOp::getRowOp() {
     if (auto ln = llvm::dyn_cast<LayerNormOp>(op))
       return ln;
   return {};
+}
+
+ReduceOp FusionOp::getColumnSum() {
+  for (Operation &op : getBody().front())
+    if (auto sum = llvm::dyn_cast<ReduceOp>(op))
+      return sum;
+  return {};
+}
+
+/// A column-sum fusion's sum: of all but the last dimension of a value the
+/// body computes, read only by gpt.yield and casts that only it reads;
+/// every other result of that value's shape.
+static LogicalResult verifyColumnSum(FusionOp fusion, ReduceOp sum, YieldOp yield) {
+  auto in = llvm::cast<RankedTensorType>(sum.getInput().getType());
+  if (sum.getKind() != ReduceKind::Sum || sum.getKeepDims() || in.getRank() < 2 ||
+      !llvm::equal(sum.getDims(), llvm::seq<int64_t>(0, in.getRank() - 1)))
+    return sum.emitOpError("in gpt.fusion must sum all but the last dimension");
+  if (llvm::isa<BlockArgument>(sum.getInput()))
+    return sum.emitOpError("in gpt.fusion must sum a value the body computes");
+  std::function<bool(Value)> onlyYielded = [&](Value v) {
+    return llvm::all_of(v.getUsers(), [&](Operation *user) {
+      return user == yield || (llvm::isa<CastOp>(user) && onlyYielded(user->getResult(0)));
+    });
+  };
+  if (!onlyYielded(sum.getResult()))
+    return sum.emitOpError("in gpt.fusion must be read only by gpt.yield (through casts)");
+  for (auto [i, v] : llvm::enumerate(yield.getValues())) {
+    Value from = v;
+    while (auto cast = from.getDefiningOp<CastOp>())
+      from = cast.getInput();
+    auto shape = llvm::cast<RankedTensorType>(v.getType()).getShape();
+    if (from != sum.getResult() && shape != in.getShape())
+      return fusion.emitOpError("result ") << i << " of a column-sum fusion has type "
+                                           << v.getType() << ", not the shape of the summed value";
+  }
+  return success();
 }
 
 /// A row fusion's row op: its input computed in the body and yielded (the
@@ -50,6 +88,7 @@ LogicalResult FusionOp::verify() {
                                            << ", its operand " << in.getType();
   // Codegen sizes every value statically.
   LayerNormOp rowOp;
+  ReduceOp columnSum;
   for (Operation &op : body) {
     for (Type t : op.getResultTypes())
       if (!llvm::cast<RankedTensorType>(t).hasStaticShape())
@@ -57,14 +96,21 @@ LogicalResult FusionOp::verify() {
     if (llvm::isa<YieldOp>(op))
       continue;
     if (auto ln = llvm::dyn_cast<LayerNormOp>(op)) {
-      if (rowOp)
+      if (rowOp || columnSum)
         return op.emitOpError("is a second row op: a row fusion holds one gpt.layernorm");
       rowOp = ln;
       continue;
     }
+    if (auto sum = llvm::dyn_cast<ReduceOp>(op)) {
+      if (columnSum || rowOp)
+        return op.emitOpError("is a second epilogue: a fusion holds one gpt.reduce and no "
+                              "gpt.layernorm with it");
+      columnSum = sum;
+      continue;
+    }
     if (!isFusibleElementwise(&op))
-      return op.emitOpError(
-          "cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm");
+      return op.emitOpError("cannot be fused: gpt.fusion holds elementwise ops and at most one "
+                            "gpt.layernorm or column sum");
   }
   for (auto [i, t] : llvm::enumerate(getInputs().getTypes()))
     if (!llvm::cast<RankedTensorType>(t).hasStaticShape())
@@ -81,17 +127,20 @@ LogicalResult FusionOp::verify() {
       return emitOpError("result ") << i << " yields a body argument; use the operand";
   if (rowOp)
     return verifyRowOp(*this, rowOp, yield);
+  if (columnSum)
+    return verifyColumnSum(*this, columnSum, yield);
   return success();
 }
 
 std::string mlir::gpt::opKindName(Operation *op) {
   auto fusion = llvm::dyn_cast<FusionOp>(op);
-  if (!fusion || !fusion.getRowOp())
+  if (!fusion || (!fusion.getRowOp() && !fusion.getColumnSum()))
     return op->getName().stripDialect().str();
   std::string name;
   for (Operation &o : fusion.getBody().front())
     if (!llvm::isa<CastOp, YieldOp>(o))
-      name += (name.empty() ? "" : "_") + o.getName().stripDialect().str();
+      name += (name.empty() ? "" : "_") +
+              (llvm::isa<ReduceOp>(o) ? std::string("sum") : o.getName().stripDialect().str());
   return name;
 }
 

@@ -1234,21 +1234,6 @@ LogicalResult CausalAttentionGradSumOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
-// GeluGradSumOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult GeluGradSumOp::verify() {
-  auto dy = rtt(getGrad()), x = rtt(getInput()), y = rtt(getResult()), sum = rtt(getSum());
-  if (dy != x || y != x || x.getRank() < 2)
-    return emitOpError("grad, input and result must have one type (..., C), got ")
-           << dy << ", " << x << " -> " << y;
-  if (sum.getRank() != 1 || sum.getDimSize(0) != x.getShape().back() ||
-      sum.getElementType() != x.getElementType())
-    return emitOpError("sum must be (C) in the result's element type, got ") << sum;
-  return success();
-}
-
-//===----------------------------------------------------------------------===//
 // LayerNormGradAddOp
 //===----------------------------------------------------------------------===//
 

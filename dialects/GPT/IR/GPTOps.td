@@ -800,29 +800,6 @@ def GPT_RankSliceOp : GPT_Op<"rank_slice", [Pure]> {
 // Row kernels (produced by gpt-fuse-elementwise)
 //===----------------------------------------------------------------------===//
 
-def GPT_GeluGradSumOp : GPT_Op<"gelu_grad_sum", [Pure]> {
-  let summary = "gpt.gelu_grad and the sums of its result over all but the last dimension";
-  let description = [{
-    `result = gpt.gelu_grad(grad, input)`, and `sum[c]` the sum of
-    `result[..., c]` over every leading index, taken before `result` is
-    rounded to its element type. With `result` the gradient of an MLP's
-    pre-activation, `sum` is the bias gradient of the linear layer before
-    the GELU. One pass over the (..., C) tensors where an elementwise
-    kernel and a column reduction would read the gradient back.
-
-    ```mlir
-    %dpre, %db = gpt.gelu_grad_sum %dh, %pre
-        : (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>) -> (tensor<2x8x64xbf16>, tensor<64xbf16>)
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input);
-  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$sum);
-  let assemblyFormat = [{
-    $grad `,` $input attr-dict `:` functional-type(operands, results)
-  }];
-  let hasVerifier = 1;
-}
-
 def GPT_LayerNormGradAddOp : GPT_Op<"layernorm_grad_add", [Pure]> {
   let summary = "gpt.layernorm_grad whose input gradient joins the residual gradient";
   let description = [{
@@ -980,6 +957,14 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
     normalised without reading them back (a residual add and the
     layernorm of the sum, say, where two kernels would read the sum again).
 
+    A column-sum fusion adds one `gpt.reduce sum` over all but the last
+    dimension of a value the body computes (its epilogue), yielded
+    directly or through casts; every other result has that value's shape.
+    The sum reads the value as computed, before any cast rounds it. Codegen
+    makes one column reduction whose first stage computes and stores the
+    elementwise results as it reads each element (the GELU gradient and
+    the bias gradient of the layer before it, say).
+
     ```mlir
     %y, %yh = gpt.fusion (%x, %b) : (tensor<8x48xf32>, tensor<48xf32>)
         -> (tensor<8x48xf32>, tensor<8x48xbf16>) {
@@ -1009,8 +994,10 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
     `(` $inputs `)` attr-dict `:` functional-type($inputs, $results) $body
   }];
   let extraClassDeclaration = [{
-    /// The row op of a row fusion; null for an elementwise one.
+    /// The row op of a row fusion; null for another kind.
     LayerNormOp getRowOp();
+    /// The column sum of a column-sum fusion; null for another kind.
+    ReduceOp getColumnSum();
   }];
   let hasVerifier = 1;
 }

@@ -448,13 +448,23 @@ func.func @embed_grad_input_cast(%dy: tensor<2x4x8xbf16>, %ids: tensor<2x4xi32>)
 // -----
 
 // Tests that the bias gradient's sum over (B, T) of a GELU gradient becomes
-// one gpt.gelu_grad_sum with it; the other readers of the gradient read
+// one column-sum gpt.fusion with it, computing in f32 and summing the
+// gradient before it is rounded; the other readers of the gradient read
 // its first result.
 // CHECK-LABEL: func.func @gelu_grad_sum
 // CHECK-SAME: (%[[DH:[^:]*]]: tensor<2x4x64xbf16>, %[[PRE:[^:]*]]: tensor<2x4x64xbf16>)
-// CHECK-NEXT: %[[D:.*]], %[[DB:.*]] = gpt.gelu_grad_sum %[[DH]], %[[PRE]] : (tensor<2x4x64xbf16>, tensor<2x4x64xbf16>) -> (tensor<2x4x64xbf16>, tensor<64xbf16>)
-// CHECK-NEXT: %[[D2:.*]] = gpt.reshape %[[D]]
-// CHECK-NEXT: return %[[D2]], %[[DB]]
+// CHECK-NEXT: %[[F:.*]]:2 = gpt.fusion(%[[DH]], %[[PRE]]) : (tensor<2x4x64xbf16>, tensor<2x4x64xbf16>) -> (tensor<2x4x64xbf16>, tensor<64xbf16>) {
+// CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<2x4x64xbf16>, %[[B:[^:]*]]: tensor<2x4x64xbf16>):
+// CHECK-NEXT: %[[G:.*]] = gpt.cast %[[A]] : tensor<2x4x64xbf16> to tensor<2x4x64xf32>
+// CHECK-NEXT: %[[X:.*]] = gpt.cast %[[B]] : tensor<2x4x64xbf16> to tensor<2x4x64xf32>
+// CHECK-NEXT: %[[GG:.*]] = gpt.gelu_grad %[[G]], %[[X]] : tensor<2x4x64xf32>
+// CHECK-NEXT: %[[S:.*]] = gpt.reduce sum %[[GG]] dims [0, 1] : (tensor<2x4x64xf32>) -> tensor<64xf32>
+// CHECK-NEXT: %[[GN:.*]] = gpt.cast %[[GG]] : tensor<2x4x64xf32> to tensor<2x4x64xbf16>
+// CHECK-NEXT: %[[SN:.*]] = gpt.cast %[[S]] : tensor<64xf32> to tensor<64xbf16>
+// CHECK-NEXT: gpt.yield %[[GN]], %[[SN]]
+// CHECK-NEXT: }
+// CHECK-NEXT: %[[D2:.*]] = gpt.reshape %[[F]]#0
+// CHECK-NEXT: return %[[D2]], %[[F]]#1
 // NOGGS-LABEL: func.func @gelu_grad_sum
 // NOGGS: gpt.gelu_grad
 // NOGGS: gpt.reduce
@@ -471,7 +481,7 @@ func.func @gelu_grad_sum(%dh: tensor<2x4x64xbf16>, %pre: tensor<2x4x64xbf16>)
 // Tests that a sum over only the batch is not a bias gradient: the
 // gelu_grad and the reduce stay apart.
 // CHECK-LABEL: func.func @gelu_grad_partial_sum
-// CHECK-NOT: gpt.gelu_grad_sum
+// CHECK-NOT: gpt.fusion
 // CHECK: gpt.reduce
 func.func @gelu_grad_partial_sum(%dh: tensor<2x4x64xf32>, %pre: tensor<2x4x64xf32>) -> tensor<4x64xf32> {
   %d = gpt.gelu_grad %dh, %pre : tensor<2x4x64xf32>

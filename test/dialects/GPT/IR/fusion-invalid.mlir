@@ -4,7 +4,7 @@
 func.func @not_elementwise(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = gpt.fusion (%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>):
-    // expected-error @+1 {{cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm}}
+    // expected-error @+1 {{cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm or column sum}}
     %1 = gpt.softmax %a : tensor<4x8xf32>
     gpt.yield %1 : tensor<4x8xf32>
   }
@@ -171,6 +171,79 @@ func.func @row_fusion_other_shape(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: te
     %2 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
     %3 = gpt.neg %wa : tensor<8xf32>
     gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a column sum sums all but the last dimension.
+func.func @column_sum_dims(%x: tensor<4x8xf32>) {
+  %0:2 = gpt.fusion (%x) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    // expected-error @+1 {{in gpt.fusion must sum all but the last dimension}}
+    %2 = gpt.reduce sum %1 dims [1] : (tensor<4x8xf32>) -> tensor<4xf32>
+    gpt.yield %1, %2 : tensor<4x8xf32>, tensor<4xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a column sum's result is only yielded (through casts).
+func.func @column_sum_read(%x: tensor<4x8xf32>) {
+  %0:2 = gpt.fusion (%x) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    // expected-error @+1 {{in gpt.fusion must be read only by gpt.yield (through casts)}}
+    %2 = gpt.reduce sum %1 dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+    %3 = gpt.neg %2 : tensor<8xf32>
+    gpt.yield %1, %3 : tensor<4x8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a column sum sums a value the body computes.
+func.func @column_sum_of_operand(%x: tensor<4x8xf32>) {
+  %0 = gpt.fusion (%x) : (tensor<4x8xf32>) -> tensor<8xf32> {
+  ^bb0(%xa: tensor<4x8xf32>):
+    // expected-error @+1 {{in gpt.fusion must sum a value the body computes}}
+    %1 = gpt.reduce sum %xa dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+    gpt.yield %1 : tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a fusion holds one column sum and no row op with it.
+func.func @column_sum_twice(%x: tensor<4x8xf32>) {
+  %0:3 = gpt.fusion (%x) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    %2 = gpt.reduce sum %1 dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+    // expected-error @+1 {{is a second epilogue: a fusion holds one gpt.reduce and no gpt.layernorm with it}}
+    %3 = gpt.reduce sum %1 dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+    gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that every other result of a column-sum fusion has the summed
+// value's shape.
+func.func @column_sum_other_shape(%x: tensor<4x8xf32>, %v: tensor<8xf32>) {
+  // expected-error @+1 {{result 1 of a column-sum fusion has type 'tensor<8xf32>', not the shape of the summed value}}
+  %0:3 = gpt.fusion (%x, %v) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  ^bb0(%xa: tensor<4x8xf32>, %va: tensor<8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    %2 = gpt.neg %va : tensor<8xf32>
+    %3 = gpt.reduce sum %1 dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
+    gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
   }
   return
 }

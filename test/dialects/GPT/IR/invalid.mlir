@@ -1312,24 +1312,6 @@ func.func @layernorm_grad_add_type(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w
 
 // -----
 
-// Tests that gpt.gelu_grad_sum rejects a sum that is not (C).
-func.func @gelu_grad_sum_wrong_sum(%dh: tensor<4x8xbf16>, %x: tensor<4x8xbf16>) {
-  // expected-error @+1 {{sum must be (C) in the result's element type}}
-  %0:2 = gpt.gelu_grad_sum %dh, %x : (tensor<4x8xbf16>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4xbf16>)
-  return
-}
-
-// -----
-
-// Tests that gpt.gelu_grad_sum rejects a gradient of another type than its input.
-func.func @gelu_grad_sum_types(%dh: tensor<4x8xf32>, %x: tensor<4x8xbf16>) {
-  // expected-error @+1 {{grad, input and result must have one type (..., C)}}
-  %0:2 = gpt.gelu_grad_sum %dh, %x : (tensor<4x8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xbf16>)
-  return
-}
-
-// -----
-
 // Tests that gpt.adamw_multi rejects a moment of another type than its parameter.
 
 func.func @adamw_multi_moment(%p: tensor<4xf32>, %m: tensor<4xbf16>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {

@@ -942,7 +942,8 @@ func.func @fused_gemms(%x: tensor<2x8x16xbf16>, %w: tensor<64x16xbf16>, %b: tens
 
 // -----
 
-// Tests that gpt.matmul_gelu_bias_grad and gpt.gelu_grad_sum round-trip.
+// Tests that gpt.matmul_gelu_bias_grad and a column-sum fusion (a GELU
+// gradient and its column sums) round-trip.
 // CHECK-LABEL: func.func @gelu_grad_with_sums
 func.func @gelu_grad_with_sums(%dh: tensor<16x16xbf16>, %w: tensor<16x64xbf16>,
                                %pre: tensor<16x64xbf16>)
@@ -951,9 +952,18 @@ func.func @gelu_grad_with_sums(%dh: tensor<16x16xbf16>, %w: tensor<16x64xbf16>,
   %d, %db = gpt.matmul_gelu_bias_grad %dh, %w, %pre
       : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>)
       -> (tensor<16x64xbf16>, tensor<64xbf16>)
-  // CHECK: gpt.gelu_grad_sum %{{.*}}, %{{.*}} : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
-  %e, %eb = gpt.gelu_grad_sum %d, %pre
-      : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
+  // CHECK: gpt.fusion(%{{.*}}, %{{.*}}) : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
+  // CHECK: gpt.reduce sum
+  %e, %eb = gpt.fusion (%d, %pre) : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>) {
+  ^bb0(%da: tensor<16x64xbf16>, %pa: tensor<16x64xbf16>):
+    %0 = gpt.cast %da : tensor<16x64xbf16> to tensor<16x64xf32>
+    %1 = gpt.cast %pa : tensor<16x64xbf16> to tensor<16x64xf32>
+    %2 = gpt.gelu_grad %0, %1 : tensor<16x64xf32>
+    %3 = gpt.cast %2 : tensor<16x64xf32> to tensor<16x64xbf16>
+    %4 = gpt.reduce sum %2 dims [0] : (tensor<16x64xf32>) -> tensor<64xf32>
+    %5 = gpt.cast %4 : tensor<64xf32> to tensor<64xbf16>
+    gpt.yield %3, %5 : tensor<16x64xbf16>, tensor<64xbf16>
+  }
   return %d, %db, %e, %eb : tensor<16x64xbf16>, tensor<64xbf16>, tensor<16x64xbf16>, tensor<64xbf16>
 }
 

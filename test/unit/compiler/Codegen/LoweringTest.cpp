@@ -1,7 +1,7 @@
 //===- LoweringTest.cpp - codegen's reductions against the reference -----===//
 //
 // The column reductions (gpt.reduce over leading dimensions, the dweight and
-// dbias of gpt.layernorm_grad, gpt.gelu_grad_sum's sums) and
+// dbias of gpt.layernorm_grad, a GELU gradient's column-sum fusion) and
 // gpt.global_norm are split into several kernels (partials in the
 // workspace, then folds), and gpt.random_normal ops are batched into
 // shared launches; the row kernels of a bf16 residual stream mix bf16 and
@@ -68,7 +68,12 @@ std::string source() {
          "  %a = gpt.reduce mean %x dims [0, 1] : (" + x + ") -> " + v + "\n"
          "  %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w {epsilon = 1.0e-05 : f64} : (" + x +
          ", " + x + ", " + v + ") -> (" + x + ", " + v + ", " + v + ")\n" + norm +
-         "  %gd, %gs = gpt.gelu_grad_sum %dy, %x : (" + x + ", " + x + ") -> (" + x + ", " + v + ")\n"
+         "  %gd, %gs = gpt.fusion (%dy, %x) : (" + x + ", " + x + ") -> (" + x + ", " + v + ") {\n"
+         "  ^bb0(%ga: " + x + ", %xa: " + x + "):\n"
+         "    %d0 = gpt.gelu_grad %ga, %xa : " + x + "\n"
+         "    %s0 = gpt.reduce sum %d0 dims [0, 1] : (" + x + ") -> " + v + "\n"
+         "    gpt.yield %d0, %s0 : " + x + ", " + v + "\n"
+         "  }\n"
          "  return %s, %m, %a, %dx, %dw, %db, %n, %gd, %gs : " + v + ", " + v + ", " + v + ", " + x +
          ", " + v + ", " + v + ", tensor<f32>, " + x + ", " + v + "\n}\n";
 }
@@ -877,7 +882,7 @@ TEST_F(LoweringTest, Fp8CrossEntropyGradMatchesTheReference) {
 // graph, and that reference against the unfused graph's: codes (read back
 // through FP8 GEMMs with identities), inverse scales and recorded amaxes
 // alike, the sums to bf16 rounding (the fused one sums the GELU gradient
-// before it is rounded, as gpt.gelu_grad_sum). 144 rows: two 64-row chunks
+// before it is rounded, as the column-sum fusion does). 144 rows: two 64-row chunks
 // and a ragged one. The first history is all zeros (the amax kernels read
 // dh and pre), the second usable (they do not).
 TEST_F(LoweringTest, Fp8CastTransposeSumMatchesTheUnfusedGraph) {
