@@ -112,59 +112,23 @@ int64_t narrowGradInputs(Block &block) {
   return n;
 }
 
-/// `%d = gpt.gelu_grad %g, %x; %s = gpt.reduce sum %d dims [all but last]`
-/// in the gradient's element type -> one column-sum gpt.fusion at the
-/// gradient, yielding both. Its body computes in f32 and sums the gradient
-/// before it is rounded (one rounding of the sum, as a column reduction of
-/// the f32 values would have it): widening casts of narrow operands, the
-/// f32 gelu_grad, a narrowing cast of it and of the sum.
-int64_t fuseGeluGradSum(Block &block) {
-  int64_t n = 0;
-  for (Operation &op : llvm::make_early_inc_range(block)) {
-    auto reduce = llvm::dyn_cast<ReduceOp>(op);
-    auto grad = reduce ? reduce.getInput().getDefiningOp<GeluGradOp>() : GeluGradOp();
-    if (!grad || grad->getBlock() != &block)
-      continue;
-    auto type = llvm::cast<RankedTensorType>(grad.getType());
-    if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
-      continue;
-    OpBuilder b(grad);
-    Location loc = grad.getLoc();
-    SmallVector<Value> inputs = {grad.getGrad(), grad.getInput()};
-    auto fused = FusionOp::create(b, loc, TypeRange{type, reduce.getType()}, inputs);
-    Block *body = b.createBlock(&fused.getBody());
-    for (Value v : inputs)
-      body->addArgument(v.getType(), v.getLoc());
-    b.setInsertionPointToStart(body);
-    Type f32 = b.getF32Type();
-    auto wide = [&](Value v) -> Value {
-      auto t = llvm::cast<RankedTensorType>(v.getType());
-      return t.getElementType() == f32 ? v : Value(CastOp::create(b, loc, t.clone(f32), v));
-    };
-    auto narrow = [&](Value v, Type elt) -> Value {
-      auto t = llvm::cast<RankedTensorType>(v.getType());
-      return elt == f32 ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
-    };
-    Value g = wide(body->getArgument(0)), x = wide(body->getArgument(1));
-    Value d = GeluGradOp::create(b, loc, g, x);
-    Value sum = ReduceOp::create(b, loc, ReduceKind::Sum, d, reduce.getDims());
-    Type elt = type.getElementType();
-    YieldOp::create(b, loc, ValueRange{narrow(d, elt), narrow(sum, elt)});
-    grad.getResult().replaceAllUsesWith(fused.getResult(0));
-    reduce.getResult().replaceAllUsesWith(fused.getResult(1));
-    reduce.erase();
-    grad.erase();
-    ++n;
-  }
-  return n;
+/// A gpt.fusion at `b` of `inputs`, its body's block made with one
+/// argument per input; `b` is left at the start of the body.
+FusionOp createFusion(OpBuilder &b, Location loc, TypeRange results, ValueRange inputs) {
+  auto fusion = FusionOp::create(b, loc, results, inputs);
+  Block *body = b.createBlock(&fusion.getBody());
+  for (Value v : inputs)
+    body->addArgument(v.getType(), v.getLoc());
+  return fusion;
 }
 
 /// reduce sum (GradOp ...) dims [all but last], in the gradient's element
-/// type -> SumOp (GradOp's operands and attributes; results: the gradient,
-/// the sums), at the gradient (the reduce follows it, so its readers do
-/// too).
-template <typename GradOp, typename SumOp>
-int64_t fuseColumnSum(Block &block) {
+/// type -> the op `build` makes at the gradient (the reduce follows it, so
+/// its readers do too), whose results 0 and 1 are the gradient and the
+/// sums.
+template <typename GradOp>
+int64_t fuseColumnSum(Block &block,
+                      llvm::function_ref<Operation *(OpBuilder &, GradOp, ReduceOp)> build) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto reduce = llvm::dyn_cast<ReduceOp>(op);
@@ -175,15 +139,43 @@ int64_t fuseColumnSum(Block &block) {
     if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
       continue;
     OpBuilder b(grad);
-    auto fused = SumOp::create(b, grad.getLoc(), TypeRange{type, reduce.getType()},
-                               grad->getOperands(), grad->getAttrs());
-    grad.getResult().replaceAllUsesWith(fused.getResult());
-    reduce.getResult().replaceAllUsesWith(fused.getSum());
+    Operation *fused = build(b, grad, reduce);
+    grad.getResult().replaceAllUsesWith(fused->getResult(0));
+    reduce.getResult().replaceAllUsesWith(fused->getResult(1));
     reduce.erase();
     grad.erase();
     ++n;
   }
   return n;
+}
+
+/// `%d = gpt.gelu_grad %g, %x; %s = gpt.reduce sum %d dims [all but last]`
+/// -> one column-sum gpt.fusion yielding both. Its body computes in f32 and
+/// sums the gradient before it is rounded (one rounding of the sum, as a
+/// column reduction of the f32 values would have it): widening casts of
+/// narrow operands, the f32 gelu_grad, a narrowing cast of it and of the
+/// sum.
+Operation *buildGeluGradSum(OpBuilder &b, GeluGradOp grad, ReduceOp reduce) {
+  Location loc = grad.getLoc();
+  auto type = llvm::cast<RankedTensorType>(grad.getType());
+  SmallVector<Value> inputs = {grad.getGrad(), grad.getInput()};
+  auto fused = createFusion(b, loc, TypeRange{type, reduce.getType()}, inputs);
+  Block &body = fused.getBody().front();
+  Type f32 = b.getF32Type();
+  auto wide = [&](Value v) -> Value {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    return t.getElementType() == f32 ? v : Value(CastOp::create(b, loc, t.clone(f32), v));
+  };
+  auto narrow = [&](Value v, Type elt) -> Value {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    return elt == f32 ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
+  };
+  Value g = wide(body.getArgument(0)), x = wide(body.getArgument(1));
+  Value d = GeluGradOp::create(b, loc, g, x);
+  Value sum = ReduceOp::create(b, loc, ReduceKind::Sum, d, reduce.getDims());
+  Type elt = type.getElementType();
+  YieldOp::create(b, loc, ValueRange{narrow(d, elt), narrow(sum, elt)});
+  return fused;
 }
 
 /// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one row
@@ -212,13 +204,9 @@ int64_t fuseAddLayerNorm(Block &block) {
     Value rhs = rhsCast ? rhsCast.getInput() : add.getRhs();
     OpBuilder b(add);
     SmallVector<Value> inputs = {lhs, rhs, ln.getWeight(), ln.getBias()};
-    auto fused = FusionOp::create(b, add.getLoc(), TypeRange{add.getType(), ln.getType()}, inputs);
-    Block *body = b.createBlock(&fused.getBody());
-    for (Value v : inputs)
-      body->addArgument(v.getType(), v.getLoc());
-    b.setInsertionPointToStart(body);
+    auto fused = createFusion(b, add.getLoc(), TypeRange{add.getType(), ln.getType()}, inputs);
     IRMapping map;
-    map.map(inputs, body->getArguments());
+    map.map(inputs, fused.getBody().getArguments());
     for (CastOp cast : casts)
       b.clone(*cast, map);
     Operation *sum = b.clone(*add, map);
@@ -456,11 +444,9 @@ struct Fuser {
     Operation *at = argumentsOnly(g) ? g.front() : g.back();
     OpBuilder b(at);
     Location loc = b.getFusedLoc(llvm::map_to_vector(g, [](Operation *m) { return m->getLoc(); }));
-    auto fusion = FusionOp::create(b, loc, TypeRange(ValueRange(outs)), inputs.getArrayRef());
-    Block *body = b.createBlock(&fusion.getBody());
+    auto fusion = createFusion(b, loc, TypeRange(ValueRange(outs)), inputs.getArrayRef());
     IRMapping map;
-    for (Value v : inputs)
-      map.map(v, body->addArgument(v.getType(), v.getLoc()));
+    map.map(inputs.getArrayRef(), fusion.getBody().getArguments());
     for (Operation *m : g)
       for (Value v : m->getOperands())
         if (auto c = v.getDefiningOp<ConstantOp>(); c && !map.contains(v))
@@ -507,10 +493,15 @@ struct FuseElementwisePass
         numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
       // The GELU layer's bias gradient; the qkv projection's.
       if (geluGradSum)
-        numGeluGradSums += fuseGeluGradSum(block);
+        numGeluGradSums += fuseColumnSum<GeluGradOp>(block, buildGeluGradSum);
       if (attentionGradSum)
         numAttentionGradSums +=
-            fuseColumnSum<CausalAttentionGradOp, CausalAttentionGradSumOp>(block);
+            fuseColumnSum<CausalAttentionGradOp>(
+                block, [](OpBuilder &b, CausalAttentionGradOp grad, ReduceOp reduce) -> Operation * {
+                  return CausalAttentionGradSumOp::create(
+                      b, grad.getLoc(), TypeRange{grad.getType(), reduce.getType()},
+                      grad->getOperands(), grad->getAttrs());
+                });
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);

@@ -33,6 +33,23 @@ using reference::Tensor;
 
 namespace {
 
+/// The @init and @forward an executable needs beside the @train_step a
+/// test compiles.
+constexpr const char *kStubPrograms =
+    "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+    "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+    "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+    "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n";
+
+/// A @train_step argument `%name` of `type`, the input `name`.
+std::string in(const std::string &name, const std::string &type) {
+  return "%" + name + ": " + type + " {gpt.input = \"" + name + "\"}";
+}
+/// A @train_step result of `type`, the output `name`.
+std::string out(const std::string &type, const std::string &name) {
+  return type + " {gpt.output = \"" + name + "\"}";
+}
+
 // 3 x 190 = 570 rows: 9 chunks of 64 rows, the last one ragged (58 rows:
 // 7 unrolled trips of 8 and 2 rows alone), so the second stage folds one
 // unrolled trip of 8 partials and one alone; 2850 elements: 3 pieces per
@@ -53,10 +70,7 @@ std::string source() {
     types += std::string(i ? ", " : "") + (i % 3 == 2 ? v : x);
   }
   norm += " : (" + types + ") -> tensor<f32>\n";
-  return "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-         "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-         "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-         "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+  return std::string(kStubPrograms) +
          "func.func @train_step(%x: " + x + " {gpt.input = \"x\"}, %dy: " + x +
          " {gpt.input = \"dy\"}, %w: " + v + " {gpt.input = \"w\"}) -> (" + v +
          " {gpt.output = \"sum\"}, " + v + " {gpt.output = \"max\"}, " + v +
@@ -207,10 +221,7 @@ void LoweringTest::checkEmbedGrad(int64_t b, int64_t t, int64_t c, int64_t vocab
   std::string dy = type({b, t, c}, "f32"), idsT = type({b, t}, "i32");
   std::string wte = type({vocab, c}, "f32"), wpe = type({t, c}, "f32");
   module = parse(
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(%dy: " + dy + " {gpt.input = \"dy\"}, %ids: " + idsT +
       " {gpt.input = \"ids\"}) -> (" + wte + " {gpt.output = \"wte\"}, " + wpe +
       " {gpt.output = \"wpe\"}) {\n"
@@ -287,10 +298,7 @@ TEST_F(LoweringTest, BatchedRandomNormalsMatchTheReference) {
     types += sep + typeOf(i);
   }
   module = parse(
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(%seed: tensor<i32> {gpt.input = \"seed\"}) -> (" + results + ") {\n" +
       body + "  return " + values + " : " + types + "\n}\n");
   ASSERT_TRUE(module);
@@ -356,17 +364,8 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
   };
   std::string x = ty({b, t, c}, "f32"), xh = ty({b, t, c}, "bf16"), v = ty({c}, "f32");
   std::string wte = ty({vocab, c}, "f32"), wpe = ty({t, c}, "f32"), ids = ty({b, t}, "i32");
-  auto in = [](const std::string &name, const std::string &type) {
-    return "%" + name + ": " + type + " {gpt.input = \"" + name + "\"}";
-  };
-  auto out = [](const std::string &type, const std::string &name) {
-    return type + " {gpt.output = \"" + name + "\"}";
-  };
   module = parse(
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(" + in("h", x) + ", " + in("r", x) + ", " + in("w", v) + ", " +
       in("bias", v) + ", " + in("dy", x) + ", " + in("acc", x) + ", " + in("wte", wte) + ", " +
       in("wpe", wpe) + ", " + in("ids", ids) + ") -> (" + out(xh, "sum") + ", " + out(xh, "y") +
@@ -470,19 +469,10 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
 TEST_F(LoweringTest, RowFusionPrologueMatchesTheReference) {
   constexpr int64_t b = 3, t = 40, c = 24, n = b * t * c;
   std::string x = "tensor<3x40x24xf32>", v = "tensor<24xf32>";
-  auto in = [](const std::string &name, const std::string &type) {
-    return "%" + name + ": " + type + " {gpt.input = \"" + name + "\"}";
-  };
-  auto out = [](const std::string &name) {
-    return std::string("tensor<3x40x24xf32> {gpt.output = \"") + name + "\"}";
-  };
   module = parse(
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(" + in("x", x) + ", " + in("g", x) + ", " + in("v", v) + ", " +
-      in("w", v) + ", " + in("bias", v) + ") -> (" + out("m") + ", " + out("s") + ", " + out("y") +
+      in("w", v) + ", " + in("bias", v) + ") -> (" + out(x, "m") + ", " + out(x, "s") + ", " + out(x, "y") +
       ") {\n"
       "  %m, %s, %y = gpt.fusion (%x, %g, %v, %w, %bias) : (" + x + ", " + x + ", " + v + ", " + v +
       ", " + v + ") -> (" + x + ", " + x + ", " + x + ") {\n"
@@ -544,10 +534,7 @@ TEST_F(LoweringTest, Fp8QuantizeMatchesTheReference) {
   std::string eye16 = "tensor<16x16xf32>", qi16 = "tensor<16x16xf8E4M3FN>",
               qzr = "tensor<256x16xf8E5M2>", yr = "tensor<256x16xf32>";
   module = parse(
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(%x: " + x + " {gpt.input = \"x\"}, %z: " + z +
       " {gpt.input = \"z\"}, %eye: " + eye + " {gpt.input = \"eye\"}, %eye16: " + eye16 +
       " {gpt.input = \"eye16\"}) -> (" + y + " {gpt.output = \"x8\"}, " + y +
@@ -644,10 +631,7 @@ TEST_F(LoweringTest, Fp8CastTransposeRoundedToMatchesTheReference) {
   constexpr int64_t n = 64;
   std::string w = "tensor<64x64xf32>", q = "tensor<64x64xf8E4M3FN>";
   module = parse(
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(%w: " + w + " {gpt.input = \"w\"}, %eye: " + w +
       " {gpt.input = \"eye\"}, %one: tensor<f32> {gpt.input = \"one\"}) -> (" + w +
       " {gpt.output = \"both\"}, " + w + " {gpt.output = \"both_t\"}, " + w +
@@ -721,10 +705,7 @@ TEST_F(LoweringTest, Fp8CastTransposeOfF32OnCudaRoundsToBf16) {
   std::string w = "tensor<128x64xf32>", q = "tensor<128x64xf8E4M3FN>", qt = "tensor<64x128xf8E4M3FN>";
   auto ptxOf = [&](bool rounded) {
     module = parse(
-        "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-        "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-        "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-        "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+        std::string(kStubPrograms) +
         "func.func @train_step(%w: " + w + " {gpt.input = \"w\"}, %s: tensor<f32> {gpt.input = \"s\"}) -> (" +
         "tensor<128x128xf32> {gpt.output = \"qq\"}, tensor<64x64xf32> {gpt.output = \"tt\"}) {\n"
         "  %q, %qt = gpt.fp8_cast_transpose e4m3 %w, %s" + (rounded ? " {rounded_to = bf16}" : "") +
@@ -787,10 +768,7 @@ TEST_F(LoweringTest, Fp8CrossEntropyGradMatchesTheReference) {
            qt + ", tensor<f32>, " + qe16 + ", tensor<f32>) -> " + yt + "\n";
   };
   module = parse(
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(%x: " + l + " {gpt.input = \"x\"}, %x2: " + l +
       " {gpt.input = \"x2\"}, %t: tensor<16xi32> {gpt.input = \"t\"}, %d: tensor<f32> {gpt.input = \"d\"}, %e: " +
       e + " {gpt.input = \"e\"}, %e16: " + e16 + " {gpt.input = \"e16\"}) -> (tensor<f32> {gpt.output = \"loss\"}, " +
@@ -911,10 +889,7 @@ TEST_F(LoweringTest, Fp8CastTransposeSumMatchesTheUnfusedGraph) {
            n + "\"}, " + h + " {gpt.output = \"recorded" + n + "\"}";
   };
   std::string text =
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(%dh: " + x + " {gpt.input = \"dh\"}, %pre: " + x +
       " {gpt.input = \"pre\"}, %dy: " + x + " {gpt.input = \"dy\"}, %h0: " + h +
       " {gpt.input = \"h0\"}, %hd: " + h + " {gpt.input = \"hd\"}, %e: " + e +
@@ -1032,10 +1007,7 @@ TEST_F(LoweringTest, Fp8CastTransposeSumMatchesTheUnfusedGraph) {
 std::string accumulationModule(const std::string &extraArgs, const std::string &outputs,
                                const std::string &body) {
   std::string text =
-      "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-      "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-      "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+      std::string(kStubPrograms) +
       "func.func @train_step(%a0: tensor<48x32xf32> {gpt.input = \"a0\"}, %a1: tensor<48x32xf32> "
       "{gpt.input = \"a1\"}, %b: tensor<16x32xf32> {gpt.input = \"b\"}" + extraArgs + ") -> (" +
       outputs + ") {\n";
