@@ -55,6 +55,10 @@ struct FusionValues {
   std::map<std::pair<void *, void *>, Value> memo; // (value, index) -> element
 
   Value operator()(Value v, Value at);
+  /// `v` at `at` is `element`, computed by the kernel (a row op's result).
+  void bind(Value v, Value at, Value element) {
+    memo[{v.getAsOpaquePointer(), at.getAsOpaquePointer()}] = element;
+  }
 };
 
 /// A gpt.fusion's kernel key: its body's ops, wired by value numbers, so

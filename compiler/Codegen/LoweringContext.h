@@ -229,8 +229,21 @@ public:
   /// A column-sum fusion: the body's elementwise values, stored, and the
   /// column sums of one (Kernels/Reduction.cpp).
   LogicalResult lowerColumnSumFusion(FusionOp fusion, ReduceOp sum);
-  LogicalResult lowerLayerNormGrad(Operation *op, Value dy, Value x, Value w, Value dx, Value dw,
-                                   Value db, Value residual, Value narrow, double eps);
+  /// A row-gradient fusion: its row op `ln`, each row's dx passed through
+  /// the body's elementwise epilogue (Kernels/LayerNorm.cpp).
+  LogicalResult lowerRowGradFusion(FusionOp fusion, LayerNormGradOp ln);
+  /// What layernorm_grad's rows kernel stores of each dx element: `stores`
+  /// gets dx at index `at` and the kernel's arguments, `tensors` from
+  /// a[kRowGradEpilogueArg] on; `suffix` ends the kernel's name.
+  struct RowGradEpilogue {
+    std::string suffix;
+    std::vector<Value> tensors;
+    std::function<SmallVector<KB::Store>(KB &, ValueRange a, Value dx, Value at)> stores;
+  };
+  static constexpr size_t kRowGradEpilogueArg = 4;
+  LogicalResult lowerLayerNormGrad(Operation *op, const std::string &key, Value dy, Value x,
+                                   Value w, Value dw, Value db, double eps,
+                                   const RowGradEpilogue &epilogue);
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
                             GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value());
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
@@ -297,7 +310,6 @@ public:
   LogicalResult lowerLayerNormOp(Operation *op);
   LogicalResult lowerAddLayerNormFp8Op(Operation *op);
   LogicalResult lowerLayerNormGradOp(Operation *op);
-  LogicalResult lowerLayerNormGradAddOp(Operation *op);
   // Kernels/Attention.cpp
   LogicalResult lowerCausalAttentionOp(Operation *op);
   LogicalResult lowerCausalAttentionGradOp(Operation *op); // CausalAttentionGradOp, CausalAttentionGradSumOp

@@ -189,7 +189,6 @@ private:
   LogicalResult layernorm(LayerNormOp op);
   LogicalResult addLayernormFp8(AddLayerNormFp8Op op);
   LogicalResult layernormGrad(LayerNormGradOp op);
-  LogicalResult layernormGradAdd(LayerNormGradAddOp op);
   Buffer &residualSum(Value lhs, Value rhs, Value result);
 
   // Attention.cpp

@@ -184,7 +184,6 @@ LogicalResult Evaluator<T>::execute(Operation *op) {
       .template Case<LayerNormOp>([&](auto o) { return layernorm(o); })
       .template Case<AddLayerNormFp8Op>([&](auto o) { return addLayernormFp8(o); })
       .template Case<LayerNormGradOp>([&](auto o) { return layernormGrad(o); })
-      .template Case<LayerNormGradAddOp>([&](auto o) { return layernormGradAdd(o); })
       // Attention.cpp
       .template Case<CausalAttentionOp>([&](auto o) { return attention(o); })
       .template Case<CausalAttentionGradOp>([&](auto o) { return attentionGrad(o); })

@@ -111,27 +111,10 @@ LogicalResult Evaluator<T>::layernormGrad(LayerNormGradOp op) {
   return success();
 }
 
-/// dx = residual + the layernorm's dx, and its copy rounded narrower.
-template <typename T>
-LogicalResult Evaluator<T>::layernormGradAdd(LayerNormGradAddOp op) {
-  Buffer &dx = out(op.getInputGrad());
-  layernormGradInto(in(op.getGrad()), in(op.getInput()), in(op.getWeight()),
-                    shapeOf(op.getInput()).back(),
-                    static_cast<T>(op.getEpsilon().convertToDouble()), dx,
-                    out(op.getWeightGrad()), out(op.getBiasGrad()));
-  const Buffer &acc = in(op.getResidual());
-  for (size_t i = 0; i < dx.size(); ++i)
-    dx[i] += acc[i];
-  if (op.getInputGradNarrow())
-    out(op.getInputGradNarrow()) = dx; // roundResults rounds it
-  return success();
-}
-
 #define INSTANTIATE(T)                                                       \
   template LogicalResult Evaluator<T>::layernorm(LayerNormOp);               \
   template LogicalResult Evaluator<T>::addLayernormFp8(AddLayerNormFp8Op);   \
-  template LogicalResult Evaluator<T>::layernormGrad(LayerNormGradOp);       \
-  template LogicalResult Evaluator<T>::layernormGradAdd(LayerNormGradAddOp);
+  template LogicalResult Evaluator<T>::layernormGrad(LayerNormGradOp);
 GPTC_REFERENCE_ELEMENT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -7,7 +7,7 @@
 ///      narrow instead;
 ///      a layernorm of an add becomes one row gpt.fusion, and a
 ///      layernorm_grad whose dx joins the residual gradient (an add, and
-///      its narrowing cast if any) one gpt.layernorm_grad_add; a sum over all but the last
+///      its narrowing cast if any) one row-gradient gpt.fusion; a sum over all but the last
 ///      dimension of a gelu_grad (the bias gradient before the MLP's GELU)
 ///      becomes one column-sum gpt.fusion with it.
 ///   1) Chains: in block order, each fusible elementwise op joins the groups
@@ -224,11 +224,13 @@ int64_t fuseAddLayerNorm(Block &block) {
 }
 
 /// `%g, %dw, %db = gpt.layernorm_grad %dy, %x, %w; %s = gpt.add %acc, %g;
-/// %h = gpt.cast %s` (narrowing) becomes one gpt.layernorm_grad_add at the
+/// %h = gpt.cast %s` (narrowing) becomes one row-gradient gpt.fusion at the
 /// layernorm_grad, whose row kernel stores %s and %h: dx never goes to
 /// memory. Bit-identical for an f32 %x (the same f32 sum, rounded once).
 /// Without a narrowing reader of %s (a narrow residual stream, or fp32)
-/// only %s is stored; for a narrow %x, dx joins unrounded.
+/// only %s is stored; for a narrow %x the body widens %x and %acc, so dx
+/// joins in f32 and the sum is rounded once where the unfused step rounds
+/// dx and then the sum.
 int64_t fuseLayerNormGradAdd(Block &block) {
   int64_t n = 0;
   // Collected first: the rewrite erases ops after the layernorm_grad.
@@ -247,19 +249,44 @@ int64_t fuseLayerNormGradAdd(Block &block) {
       if (auto cast = llvm::dyn_cast<CastOp>(user); cast && narrows(cast))
         narrow = cast;
     OpBuilder b(ln);
+    Location loc = ln.getLoc();
     SmallVector<Type> types = {add.getType()};
     if (narrow)
       types.push_back(narrow.getType());
     types.append({ln.getWeightGrad().getType(), ln.getBiasGrad().getType()});
-    auto fused = LayerNormGradAddOp::create(b, ln.getLoc(), types, ln.getGrad(), ln.getInput(),
-                                            ln.getWeight(), acc, ln.getEpsilonAttr());
-    add.getResult().replaceAllUsesWith(fused.getInputGrad());
-    ln.getWeightGrad().replaceAllUsesWith(fused.getWeightGrad());
-    ln.getBiasGrad().replaceAllUsesWith(fused.getBiasGrad());
+    SmallVector<Value> inputs = {ln.getGrad(), ln.getInput(), ln.getWeight(), acc};
+    auto fused = createFusion(b, loc, types, inputs);
+    Block &body = fused.getBody().front();
+    // dx and the sum in f32 (the input's type when it is wider).
+    auto xType = llvm::cast<RankedTensorType>(ln.getInput().getType());
+    Type wide = xType.getElementType().getIntOrFloatBitWidth() < 32 ? b.getF32Type()
+                                                                    : xType.getElementType();
+    auto widen = [&](Value v) -> Value {
+      auto t = llvm::cast<RankedTensorType>(v.getType());
+      return t.getElementType() == wide ? v : Value(CastOp::create(b, loc, t.clone(wide), v));
+    };
+    Value x = widen(body.getArgument(1));
+    auto grad = LayerNormGradOp::create(b, loc, TypeRange{x.getType(), ln.getWeightGrad().getType(),
+                                                          ln.getBiasGrad().getType()},
+                                        body.getArgument(0), x, body.getArgument(2),
+                                        ln.getEpsilonAttr());
+    Value sum = AddOp::create(b, loc, widen(body.getArgument(3)), grad.getInputGrad());
+    auto cast = [&](Value v, Type t) -> Value {
+      return t == v.getType() ? v : Value(CastOp::create(b, loc, t, v));
+    };
+    // The sum as the add stored it, and the narrow copy of that.
+    SmallVector<Value> yielded = {cast(sum, add.getType())};
+    if (narrow)
+      yielded.push_back(cast(yielded[0], narrow.getType()));
+    yielded.append({grad.getWeightGrad(), grad.getBiasGrad()});
+    YieldOp::create(b, loc, yielded);
+    add.getResult().replaceAllUsesWith(fused.getResult(0));
     if (narrow) {
-      narrow.getResult().replaceAllUsesWith(fused.getInputGradNarrow());
+      narrow.getResult().replaceAllUsesWith(fused.getResult(1));
       narrow.erase();
     }
+    ln.getWeightGrad().replaceAllUsesWith(fused.getResults()[types.size() - 2]);
+    ln.getBiasGrad().replaceAllUsesWith(fused.getResults()[types.size() - 1]);
     add.erase();
     ln.erase();
     ++n;

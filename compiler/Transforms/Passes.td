@@ -833,9 +833,10 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     without reading it back; a widening cast read only by the add moves
     into its body. In the backward, a
     `gpt.layernorm_grad` whose input gradient is added to the residual
-    gradient becomes one `gpt.layernorm_grad_add`, whose row kernel stores
-    the sum and, when a narrowing cast of it feeds the GEMMs, its narrow
-    copy.
+    gradient becomes one row-gradient `gpt.fusion` of the layernorm_grad,
+    the add and the cast, whose row kernel stores the sum and, when a
+    narrowing cast of it feeds the GEMMs, its narrow copy: dx stays in
+    registers.
 
     And (`gelu-grad-sum`) a `gpt.reduce sum` over all but the last
     dimension of a `gpt.gelu_grad` (the bias gradient of the linear layer
@@ -890,7 +891,7 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numAddLayerNorms", "add-layernorms",
-              "Residual add and layernorm row fusions and gpt.layernorm_grad_add ops created">,
+              "Residual add and layernorm (gradient) row fusions created">,
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
     Statistic<"numGeluGradSums", "gelu-grad-sums", "GELU gradient column-sum fusions created">,
     Statistic<"numAttentionGradSums", "attention-grad-sums",

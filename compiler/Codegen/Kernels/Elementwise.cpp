@@ -298,6 +298,8 @@ LogicalResult LoweringContext::lowerFusion(FusionOp fusion) {
     return lowerRowFusion(fusion, ln);
   if (ReduceOp sum = fusion.getColumnSum())
     return lowerColumnSumFusion(fusion, sum);
+  if (LayerNormGradOp ln = fusion.getRowGradOp())
+    return lowerRowGradFusion(fusion, ln);
   Block &body = fusion.getBody().front();
   auto yield = llvm::cast<YieldOp>(body.getTerminator());
   std::vector<Type> types;

@@ -170,9 +170,8 @@ void layernormRowFp8(RowLanes &rl, RowVals &x, Value w, Value b, Value q, Value 
 
 } // namespace
 
-/// gpt.layernorm_grad: dx row by row (statistics, then dx), dweight and
-/// dbias over all rows; with `residual`, dx joins it and the rows kernel
-/// also stores the sum's `narrow` copy (gpt.layernorm_grad_add).
+/// gpt.layernorm_grad: dx row by row (statistics, then dx, which the
+/// epilogue stores or passes on), dweight and dbias over all rows.
 ///
 /// The column sums fold chunks of rows into partials, then
 /// foldColumnPartials adds each column's partials. With
@@ -182,10 +181,9 @@ void layernormRowFp8(RowLanes &rl, RowVals &x, Value w, Value b, Value q, Value 
 /// are read once; otherwise the rows kernel stores the statistics and a
 /// column kernel reads dy and x again. For the same chunk each partial
 /// adds the same products in row order either way: the same bits.
-LogicalResult LoweringContext::lowerLayerNormGrad(Operation *op, Value dyV, Value xV, Value wV, Value dxV,
-                                          Value dwV, Value dbV, Value residual, Value narrow,
-                                          double eps) {
-  std::string key = keyOf(op);
+LogicalResult LoweringContext::lowerLayerNormGrad(Operation *op, const std::string &key, Value dyV,
+                                                 Value xV, Value wV, Value dwV, Value dbV,
+                                                 double eps, const RowGradEpilogue &epilogue) {
   int64_t lanes = options.rowLanes;
   int64_t c = lastDim(xV), rows = numel(xV) / c;
   // One launch: a warp's sums live in shared memory (in registers they
@@ -199,20 +197,16 @@ LogicalResult LoweringContext::lowerLayerNormGrad(Operation *op, Value dyV, Valu
                       : oneLaunch ? autoLayerNormGradChunkRows(rows, c)
                                   : kColumnChunkRows;
   int64_t parts = (rows + chunkRows - 1) / chunkRows;
-  bool joins = static_cast<bool>(residual);
   Type ft = Float32Type::get(ctx);
   // a[3]: each row's mean and rstd for the column kernel, or (one launch)
   // the partials, dweight's parts x c then dbias'; set below.
-  std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), Type(), flat(dxV)};
-  std::vector<Operand> args = {t(dyV), t(xV), t(wV), {}, t(dxV)};
-  if (joins) { // a[5] residual, a[6] the narrow copy (if any)
-    types.push_back(flat(residual));
-    args.push_back(t(residual));
+  std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), Type()};
+  std::vector<Operand> args = {t(dyV), t(xV), t(wV), {}};
+  for (Value v : epilogue.tensors) {
+    types.push_back(flat(v));
+    args.push_back(t(v));
   }
-  if (narrow) {
-    types.push_back(flat(narrow));
-    args.push_back(t(narrow));
-  }
+  auto stores = epilogue.stores;
   // Row rl.row's dx; with `sums` (shared memory: this warp's dweight sums,
   // then its dbias sums, from `sumsAt`) adds the row to its lane's
   // resident columns' sums, else stores the row's statistics.
@@ -237,14 +231,7 @@ LogicalResult LoweringContext::lowerLayerNormGrad(Operation *op, Value dyV, Valu
       Value xh = k.mul(k.sub(x(i), mean), rstd);
       Value dn = k.mul(dy(i), k.ld(a[2], i));
       Value dx = k.mul(k.sub(k.sub(dn, m1), k.mul(xh, m2)), rstd);
-      Value at = k.add(base, i);
-      if (!joins)
-        return {{dx, a[4], at}};
-      // The residual joins in the input's type, as the add did.
-      Value sum = k.asStored(k.add(k.ld(a[5], at), dx), getElementTypeOrSelf(dxV.getType()));
-      if (!narrow)
-        return {{sum, a[4], at}};
-      return {{sum, a[4], at}, {sum, a[6], at}};
+      return stores(k, a, dx, k.add(base, i));
     });
     if (!sums)
       return;
@@ -255,7 +242,7 @@ LogicalResult LoweringContext::lowerLayerNormGrad(Operation *op, Value dyV, Valu
       k.st(k.add(k.ld(sums, dbAt), g), sums, dbAt);
     }
   };
-  std::string name = joins ? "layernorm_backward_rows_add" : "layernorm_backward_rows";
+  std::string name = "layernorm_backward_rows" + epilogue.suffix;
   if (oneLaunch) {
     Operand partials = scratch(2 * parts * c * 4);
     auto partialsType = flatOf(2 * parts * c, ft);
@@ -495,28 +482,76 @@ LogicalResult LoweringContext::lowerAddLayerNormFp8Op(Operation *op) {
 
 LogicalResult LoweringContext::lowerLayerNormGradOp(Operation *op) {
   auto lower = [&](LayerNormGradOp ln) {
-    return lowerLayerNormGrad(op, ln.getGrad(), ln.getInput(), ln.getWeight(),
-                              ln.getInputGrad(), ln.getWeightGrad(), ln.getBiasGrad(), Value(),
-                              Value(), ln.getEpsilon().convertToDouble());
+    RowGradEpilogue storeDx{"", {ln.getInputGrad()}, [](KB &k, ValueRange a, Value dx, Value at) {
+                              return SmallVector<KB::Store>{{dx, a[kRowGradEpilogueArg], at}};
+                            }};
+    return lowerLayerNormGrad(op, keyOf(op), ln.getGrad(), ln.getInput(), ln.getWeight(),
+                              ln.getWeightGrad(), ln.getBiasGrad(),
+                              ln.getEpsilon().convertToDouble(), storeDx);
   };
   return lower(llvm::cast<LayerNormGradOp>(op));
 }
 
-LogicalResult LoweringContext::lowerLayerNormGradAddOp(Operation *op) {
-  auto lower = [&](LayerNormGradAddOp ln) {
-    return lowerLayerNormGrad(op, ln.getGrad(), ln.getInput(), ln.getWeight(),
-                              ln.getInputGrad(), ln.getWeightGrad(), ln.getBiasGrad(),
-                              ln.getResidual(), ln.getInputGradNarrow(),
-                              ln.getEpsilon().convertToDouble());
+LogicalResult LoweringContext::lowerRowGradFusion(FusionOp fusion, LayerNormGradOp ln) {
+  Block &body = fusion.getBody().front();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  // The block argument a row op operand is (widened in the body or not).
+  auto argOf = [](Value v) {
+    if (auto cast = v.getDefiningOp<CastOp>())
+      v = cast.getInput();
+    return llvm::cast<BlockArgument>(v);
   };
-  return lower(llvm::cast<LayerNormGradAddOp>(op));
+  BlockArgument dyArg = argOf(ln.getGrad()), xArg = argOf(ln.getInput()),
+                wArg = argOf(ln.getWeight());
+  // The kernel's arguments: the row op's operands at a[0..2]; from a[4] the
+  // fusion's other operands, then the body's stored values.
+  RowGradEpilogue epilogue;
+  std::vector<size_t> argAt(body.getNumArguments());
+  argAt[dyArg.getArgNumber()] = 0;
+  argAt[xArg.getArgNumber()] = 1;
+  argAt[wArg.getArgNumber()] = 2;
+  for (BlockArgument arg : body.getArguments())
+    if (arg != dyArg && arg != xArg && arg != wArg) {
+      argAt[arg.getArgNumber()] = kRowGradEpilogueArg + epilogue.tensors.size();
+      epilogue.tensors.push_back(fusion.getInputs()[arg.getArgNumber()]);
+    }
+  SmallVector<std::pair<Value, size_t>> stored; // each body value, at its argument
+  Value dw, db;
+  for (auto [v, r] : llvm::zip(yield.getValues(), fusion.getResults())) {
+    if (v == ln.getWeightGrad()) {
+      dw = r;
+    } else if (v == ln.getBiasGrad()) {
+      db = r;
+    } else {
+      stored.push_back({v, kRowGradEpilogueArg + epilogue.tensors.size()});
+      epilogue.tensors.push_back(r);
+    }
+  }
+  // The kernel's name says what follows dx: layernorm_backward_rows_add.
+  for (Operation *o = ln->getNextNode(); o != yield; o = o->getNextNode())
+    if (!llvm::isa<CastOp>(o))
+      epilogue.suffix += "_" + o->getName().stripDialect().str();
+  Value dxV = ln.getInputGrad();
+  epilogue.stores = [=](KB &k, ValueRange a, Value dx, Value at) {
+    FusionValues eval{k, [&](BlockArgument arg, Value index) {
+                        return k.ld(a[argAt[arg.getArgNumber()]], index);
+                      }};
+    eval.bind(dxV, at, dx);
+    SmallVector<KB::Store> stores;
+    for (auto [v, arg] : stored)
+      stores.push_back({eval(v, at), a[arg], at});
+    return stores;
+  };
+  return lowerLayerNormGrad(fusion, fusionKey(fusion), fusion.getInputs()[dyArg.getArgNumber()],
+                            fusion.getInputs()[xArg.getArgNumber()],
+                            fusion.getInputs()[wArg.getArgNumber()], dw, db,
+                            ln.getEpsilon().convertToDouble(), epilogue);
 }
 
 void registerLayerNormLowerings(LoweringRegistry &registry) {
   registry.add<LayerNormOp>(&LoweringContext::lowerLayerNormOp);
   registry.add<AddLayerNormFp8Op>(&LoweringContext::lowerAddLayerNormFp8Op);
   registry.add<LayerNormGradOp>(&LoweringContext::lowerLayerNormGradOp);
-  registry.add<LayerNormGradAddOp>(&LoweringContext::lowerLayerNormGradAddOp);
 }
 
 } // namespace gptc::codegen

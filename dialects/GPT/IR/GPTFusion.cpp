@@ -2,6 +2,8 @@
 
 #include "dialects/GPT/IR/GPTOps.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 #include <functional>
 
 using namespace mlir;
@@ -25,6 +27,13 @@ ReduceOp FusionOp::getColumnSum() {
   for (Operation &op : getBody().front())
     if (auto sum = llvm::dyn_cast<ReduceOp>(op))
       return sum;
+  return {};
+}
+
+LayerNormGradOp FusionOp::getRowGradOp() {
+  for (Operation &op : getBody().front())
+    if (auto ln = llvm::dyn_cast<LayerNormGradOp>(op))
+      return ln;
   return {};
 }
 
@@ -77,6 +86,33 @@ static LogicalResult verifyRowOp(FusionOp fusion, LayerNormOp ln, YieldOp yield)
   return success();
 }
 
+/// A row-gradient fusion's row op: its operands the fusion's (widened or
+/// not: the kernel loads them), its weight and bias gradients yielded only,
+/// every other result of its input's shape.
+static LogicalResult verifyRowGradOp(FusionOp fusion, LayerNormGradOp ln, YieldOp yield) {
+  for (Value v : ln->getOperands()) {
+    auto cast = v.getDefiningOp<CastOp>();
+    Value from = cast ? cast.getInput() : v;
+    if (!llvm::isa<BlockArgument>(from) ||
+        (cast && getElementTypeOrSelf(from).getIntOrFloatBitWidth() >=
+                     getElementTypeOrSelf(v).getIntOrFloatBitWidth()))
+      return ln.emitOpError("in gpt.fusion must take its operands from the fusion's, "
+                            "widened or not");
+  }
+  for (Value v : {ln.getWeightGrad(), ln.getBiasGrad()})
+    if (!v.hasOneUse() || *v.getUsers().begin() != yield.getOperation())
+      return ln.emitOpError("in gpt.fusion must have its weight and bias gradients yielded "
+                            "once and read by no body op");
+  auto row = llvm::cast<RankedTensorType>(ln.getInput().getType()).getShape();
+  for (auto [i, v] : llvm::enumerate(yield.getValues()))
+    if (v != ln.getWeightGrad() && v != ln.getBiasGrad() &&
+        llvm::cast<RankedTensorType>(v.getType()).getShape() != row)
+      return fusion.emitOpError("result ")
+             << i << " of a row-gradient fusion has type " << v.getType()
+             << ", not the shape of its gpt.layernorm_grad's input";
+  return success();
+}
+
 LogicalResult FusionOp::verify() {
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
@@ -87,30 +123,30 @@ LogicalResult FusionOp::verify() {
       return emitOpError("body argument ") << i << " has type " << arg.getType()
                                            << ", its operand " << in.getType();
   // Codegen sizes every value statically.
+  // At most one of: a row op, a row-gradient op, a column sum.
   LayerNormOp rowOp;
+  LayerNormGradOp rowGradOp;
   ReduceOp columnSum;
+  Operation *kindOp = nullptr;
   for (Operation &op : body) {
     for (Type t : op.getResultTypes())
       if (!llvm::cast<RankedTensorType>(t).hasStaticShape())
         return op.emitOpError("in gpt.fusion must have a static shape, got ") << t;
     if (llvm::isa<YieldOp>(op))
       continue;
-    if (auto ln = llvm::dyn_cast<LayerNormOp>(op)) {
-      if (rowOp || columnSum)
-        return op.emitOpError("is a second row op: a row fusion holds one gpt.layernorm");
-      rowOp = ln;
-      continue;
-    }
-    if (auto sum = llvm::dyn_cast<ReduceOp>(op)) {
-      if (columnSum || rowOp)
-        return op.emitOpError("is a second epilogue: a fusion holds one gpt.reduce and no "
-                              "gpt.layernorm with it");
-      columnSum = sum;
+    if (llvm::isa<LayerNormOp, LayerNormGradOp, ReduceOp>(op)) {
+      if (kindOp)
+        return op.emitOpError("is a second row op or column sum: a fusion holds one "
+                              "gpt.layernorm, gpt.layernorm_grad or gpt.reduce");
+      kindOp = &op;
+      rowOp = llvm::dyn_cast<LayerNormOp>(op);
+      rowGradOp = llvm::dyn_cast<LayerNormGradOp>(op);
+      columnSum = llvm::dyn_cast<ReduceOp>(op);
       continue;
     }
     if (!isFusibleElementwise(&op))
       return op.emitOpError("cannot be fused: gpt.fusion holds elementwise ops and at most one "
-                            "gpt.layernorm or column sum");
+                            "gpt.layernorm, gpt.layernorm_grad or column sum");
   }
   for (auto [i, t] : llvm::enumerate(getInputs().getTypes()))
     if (!llvm::cast<RankedTensorType>(t).hasStaticShape())
@@ -129,12 +165,14 @@ LogicalResult FusionOp::verify() {
     return verifyRowOp(*this, rowOp, yield);
   if (columnSum)
     return verifyColumnSum(*this, columnSum, yield);
+  if (rowGradOp)
+    return verifyRowGradOp(*this, rowGradOp, yield);
   return success();
 }
 
 std::string mlir::gpt::opKindName(Operation *op) {
   auto fusion = llvm::dyn_cast<FusionOp>(op);
-  if (!fusion || (!fusion.getRowOp() && !fusion.getColumnSum()))
+  if (!fusion || (!fusion.getRowOp() && !fusion.getColumnSum() && !fusion.getRowGradOp()))
     return op->getName().stripDialect().str();
   std::string name;
   for (Operation &o : fusion.getBody().front())

@@ -1233,27 +1233,3 @@ LogicalResult CausalAttentionGradSumOp::verify() {
   return success();
 }
 
-//===----------------------------------------------------------------------===//
-// LayerNormGradAddOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult LayerNormGradAddOp::verify() {
-  auto dy = rtt(getGrad()), x = rtt(getInput()), w = rtt(getWeight()), acc = rtt(getResidual());
-  auto dx = rtt(getInputGrad());
-  // Without a narrow copy, check the input's type in its place.
-  auto dxn = getInputGradNarrow() ? rtt(getInputGradNarrow()) : x;
-  auto width = [](RankedTensorType t) { return t.getElementType().getIntOrFloatBitWidth(); };
-  if (dy.getShape() != x.getShape() || acc.getShape() != x.getShape() || dx != x ||
-      dxn.getShape() != x.getShape() || x.getRank() < 1)
-    return emitOpError("grad, residual and input_grad_narrow must have the input's shape, "
-                       "input_grad its type");
-  if (width(dy) > width(x) || width(acc) > width(x) || width(dxn) > width(x))
-    return emitOpError("grad, residual and input_grad_narrow must be no wider than the input");
-  if (getInputGradNarrow() && width(dxn) == width(x))
-    return emitOpError("input_grad_narrow must be narrower than the input (leave it out "
-                       "when the input is narrow)");
-  if (w.getRank() != 1 || !compatible(w.getDimSize(0), x.getShape().back()) ||
-      getWeightGrad().getType() != w || getBiasGrad().getType() != w)
-    return emitOpError("weight must be (C); weight_grad and bias_grad have its type");
-  return success();
-}

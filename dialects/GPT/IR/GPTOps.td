@@ -797,45 +797,6 @@ def GPT_RankSliceOp : GPT_Op<"rank_slice", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
-// Row kernels (produced by gpt-fuse-elementwise)
-//===----------------------------------------------------------------------===//
-
-def GPT_LayerNormGradAddOp : GPT_Op<"layernorm_grad_add", [Pure]> {
-  let summary = "gpt.layernorm_grad whose input gradient joins the residual gradient";
-  let description = [{
-    The gradients of `gpt.layernorm_grad %grad, %input, %weight`, with
-    `input_grad = residual + dx` (the residual stream's gradient reaching
-    the same tensor) in the input's type and `input_grad_narrow`, the same
-    values rounded to a narrower float type for the next GEMMs. One row
-    kernel stores both, where the unfused step stores dx and reads it back
-    in an elementwise add and cast.
-
-    `input_grad_narrow` is absent when the input is itself narrow (a bf16
-    residual stream): the GEMMs read `input_grad`. dx joins the residual
-    unrounded, so a narrow `input_grad` is rounded once where the unfused
-    step rounds dx and then the sum.
-
-    ```mlir
-    %dx, %dxh, %dw, %db = gpt.layernorm_grad_add %dy, %x, %w, %acc {epsilon = 1.0e-05 : f64}
-        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
-        -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
-    %gx, %gw, %gb = gpt.layernorm_grad_add %dy, %h, %w, %gacc {epsilon = 1.0e-05 : f64}
-        : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>)
-        -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$input,
-                       GPT_FloatTensor:$weight, GPT_FloatTensor:$residual,
-                       DefaultValuedAttr<GPT_EpsilonAttr, "1.0e-5">:$epsilon);
-  let results = (outs GPT_FloatTensor:$input_grad, Optional<GPT_FloatTensor>:$input_grad_narrow,
-                      GPT_FloatTensor:$weight_grad, GPT_FloatTensor:$bias_grad);
-  let assemblyFormat = [{
-    $grad `,` $input `,` $weight `,` $residual attr-dict `:` functional-type(operands, results)
-  }];
-  let hasVerifier = 1;
-}
-
-//===----------------------------------------------------------------------===//
 // GEMMs with a fused epilogue (produced by gpt-fuse-matmul-epilogue)
 //===----------------------------------------------------------------------===//
 
@@ -965,6 +926,15 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
     elementwise results as it reads each element (the GELU gradient and
     the bias gradient of the layer before it, say).
 
+    A row-gradient fusion adds one `gpt.layernorm_grad` (its row op), whose
+    gradient, input and weight are operands (or widening casts of them) and
+    whose weight and bias gradients are yielded and read by no body op; the
+    elementwise ops after it read its input gradient (its epilogue), and
+    every other result has the input's shape. Codegen makes layernorm_grad's
+    row kernels, each row's input gradient passed through the epilogue in
+    registers and only the epilogue's results stored (the residual
+    gradient joining dx, and its bf16 copy for the next GEMMs, say).
+
     ```mlir
     %y, %yh = gpt.fusion (%x, %b) : (tensor<8x48xf32>, tensor<48xf32>)
         -> (tensor<8x48xf32>, tensor<8x48xbf16>) {
@@ -985,6 +955,19 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
           : (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> tensor<2x8x16xbf16>
       gpt.yield %1, %2 : tensor<2x8x16xf32>, tensor<2x8x16xbf16>
     }
+    // A row-gradient fusion: dx joins the residual gradient, stored in f32
+    // and bf16; dx itself is never stored.
+    %g, %gh, %dw, %db = gpt.fusion (%dy, %x, %w, %acc)
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) {
+    ^bb0(%dya: tensor<2x8x16xbf16>, %xa: tensor<2x8x16xf32>, %wa: tensor<16xf32>, %acca: tensor<2x8x16xf32>):
+      %dx, %dwa, %dba = gpt.layernorm_grad %dya, %xa, %wa
+          : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>)
+          -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+      %0 = gpt.add %acca, %dx : tensor<2x8x16xf32>
+      %1 = gpt.cast %0 : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+      gpt.yield %0, %1, %dwa, %dba : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+    }
     ```
   }];
   let arguments = (ins Variadic<GPT_FloatTensor>:$inputs);
@@ -998,6 +981,8 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
     LayerNormOp getRowOp();
     /// The column sum of a column-sum fusion; null for another kind.
     ReduceOp getColumnSum();
+    /// The row op of a row-gradient fusion; null for another kind.
+    LayerNormGradOp getRowGradOp();
   }];
   let hasVerifier = 1;
 }

@@ -332,13 +332,19 @@ func.func @residual_layernorm_late_weight(%x: tensor<4x8xf32>, %y: tensor<4x8xf3
 // -----
 
 // Tests that a layernorm_grad whose dx joins the residual gradient, with a
-// bf16 copy of the sum for the next GEMMs, becomes one
-// gpt.layernorm_grad_add at the layernorm_grad; without add-layernorm
-// the add and cast stay (as a fusion).
+// bf16 copy of the sum for the next GEMMs, becomes one row-gradient
+// gpt.fusion at the layernorm_grad: the ops it replaces, yielding the sum,
+// its copy and the weight and bias gradients; without add-layernorm the
+// add and cast stay (as a fusion).
 // CHECK-LABEL: func.func @layernorm_grad_residual
 // CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8xf32>, %[[ACC:[^:]*]]: tensor<4x8xf32>)
-// CHECK-NEXT: %[[DX:.*]], %[[DXN:.*]], %[[DW:.*]], %[[DB:.*]] = gpt.layernorm_grad_add %[[DY]], %[[X]], %[[W]], %[[ACC]] : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
-// CHECK-NEXT: return %[[DX]], %[[DXN]], %[[DW]], %[[DB]]
+// CHECK-NEXT: %[[F:.*]]:4 = gpt.fusion(%[[DY]], %[[X]], %[[W]], %[[ACC]]) : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: ^bb0(%[[DYA:[^:]*]]: tensor<4x8xbf16>, %[[XA:[^:]*]]: tensor<4x8xf32>, %[[WA:[^:]*]]: tensor<8xf32>, %[[ACCA:[^:]*]]: tensor<4x8xf32>):
+// CHECK-NEXT: %[[DX:[^,]*]], %[[DW:[^,]*]], %[[DB:[^ ]*]] = gpt.layernorm_grad %[[DYA]], %[[XA]], %[[WA]] : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: %[[S:.*]] = gpt.add %[[ACCA]], %[[DX]] : tensor<4x8xf32>
+// CHECK-NEXT: %[[SH:.*]] = gpt.cast %[[S]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK-NEXT: gpt.yield %[[S]], %[[SH]], %[[DW]], %[[DB]]
+// CHECK: return %[[F]]#0, %[[F]]#1, %[[F]]#2, %[[F]]#3
 // NOADDLN-LABEL: func.func @layernorm_grad_residual
 // NOADDLN: gpt.layernorm_grad
 // NOADDLN: gpt.fusion
@@ -354,12 +360,15 @@ func.func @layernorm_grad_residual(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %
 // -----
 
 // Tests that without a narrowing copy of the sum (fp32) the layernorm_grad
-// and its add still become one gpt.layernorm_grad_add, with no narrow
+// and its add still become one row-gradient gpt.fusion, with no narrow
 // result.
 // CHECK-LABEL: func.func @layernorm_grad_residual_no_copy
 // CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xf32>, %[[X:[^:]*]]: tensor<4x8xf32>, %[[W:[^:]*]]: tensor<8xf32>, %[[ACC:[^:]*]]: tensor<4x8xf32>)
-// CHECK-NEXT: %[[DX:.*]], %{{.*}}, %{{.*}} = gpt.layernorm_grad_add %[[DY]], %[[X]], %[[W]], %[[ACC]] : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
-// CHECK-NEXT: return %[[DX]]
+// CHECK-NEXT: %[[F:.*]]:3 = gpt.fusion(%[[DY]], %[[X]], %[[W]], %[[ACC]]) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK: %[[DX:[^,]*]], %[[DW:[^,]*]], %[[DB:[^ ]*]] = gpt.layernorm_grad
+// CHECK-NEXT: %[[S:.*]] = gpt.add %{{.*}}, %[[DX]] : tensor<4x8xf32>
+// CHECK-NEXT: gpt.yield %[[S]], %[[DW]], %[[DB]]
+// CHECK: return %[[F]]#0
 // NOADDLN-LABEL: func.func @layernorm_grad_residual_no_copy
 // NOADDLN: gpt.layernorm_grad
 // NOADDLN: gpt.add
@@ -374,12 +383,21 @@ func.func @layernorm_grad_residual_no_copy(%dy: tensor<4x8xf32>, %x: tensor<4x8x
 // -----
 
 // Tests that in a bf16 residual stream (bf16 input, f32 weight) the
-// layernorm_grad and the bf16 add of its dx become one
-// gpt.layernorm_grad_add whose bf16 sum the GEMMs read directly.
+// layernorm_grad and the bf16 add of its dx become one row-gradient
+// gpt.fusion whose bf16 sum the GEMMs read directly: its body widens the
+// input and the residual gradient, so dx joins in f32 and the sum is
+// rounded once.
 // CHECK-LABEL: func.func @layernorm_grad_residual_narrow_stream
 // CHECK-SAME: (%[[DY:[^:]*]]: tensor<4x8xbf16>, %[[X:[^:]*]]: tensor<4x8xbf16>, %[[W:[^:]*]]: tensor<8xf32>, %[[ACC:[^:]*]]: tensor<4x8xbf16>)
-// CHECK-NEXT: %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = gpt.layernorm_grad_add %[[DY]], %[[X]], %[[W]], %[[ACC]] : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
-// CHECK-NEXT: return %[[DX]], %[[DW]], %[[DB]]
+// CHECK-NEXT: %[[F:.*]]:3 = gpt.fusion(%[[DY]], %[[X]], %[[W]], %[[ACC]]) : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: ^bb0(%[[DYA:[^:]*]]: tensor<4x8xbf16>, %[[XA:[^:]*]]: tensor<4x8xbf16>, %[[WA:[^:]*]]: tensor<8xf32>, %[[ACCA:[^:]*]]: tensor<4x8xbf16>):
+// CHECK-NEXT: %[[XW:.*]] = gpt.cast %[[XA]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK-NEXT: %[[DX:[^,]*]], %[[DW:[^,]*]], %[[DB:[^ ]*]] = gpt.layernorm_grad %[[DYA]], %[[XW]], %[[WA]] : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+// CHECK-NEXT: %[[ACCW:.*]] = gpt.cast %[[ACCA]] : tensor<4x8xbf16> to tensor<4x8xf32>
+// CHECK-NEXT: %[[S:.*]] = gpt.add %[[ACCW]], %[[DX]] : tensor<4x8xf32>
+// CHECK-NEXT: %[[SH:.*]] = gpt.cast %[[S]] : tensor<4x8xf32> to tensor<4x8xbf16>
+// CHECK-NEXT: gpt.yield %[[SH]], %[[DW]], %[[DB]]
+// CHECK: return %[[F]]#0, %[[F]]#1, %[[F]]#2
 func.func @layernorm_grad_residual_narrow_stream(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>, %acc: tensor<4x8xbf16>)
     -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) {
   %dx, %dw, %db = gpt.layernorm_grad %dy, %x, %w

@@ -84,7 +84,10 @@
 // NARROW: gpt.fusion{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>)
 // NARROW: gpt.add {{.*}} : tensor<2x8x16xbf16>
 // NARROW-NEXT: gpt.layernorm {{.*}} -> tensor<2x8x16xbf16>
-// NARROW: gpt.layernorm_grad_add {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+// NARROW: gpt.fusion{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+// NARROW-NEXT: ^bb0
+// NARROW-NEXT: gpt.cast {{.*}} : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+// NARROW-NEXT: gpt.layernorm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
 // NARROW: gpt.embed_grad {{.*}} : (tensor<2x8x16xbf16>, tensor<2x8xi32>) -> (tensor<64x16xf32>, tensor<16x16xf32>)
 // The same stream in fp16 (with its loss scale).
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=fp16 --loss-scale=1024 --narrow-residual --compile-to=memory-plan | FileCheck %s --check-prefix=NARROW16
@@ -92,7 +95,10 @@
 // NARROW16: gpt.fusion{{.*}} : (tensor<2x8x16xf16>, tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>) -> (tensor<2x8x16xf16>, tensor<2x8x16xf16>)
 // NARROW16: gpt.add {{.*}} : tensor<2x8x16xf16>
 // NARROW16-NEXT: gpt.layernorm {{.*}} -> tensor<2x8x16xf16>
-// NARROW16: gpt.layernorm_grad_add {{.*}} -> (tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
+// NARROW16: gpt.fusion{{.*}} -> (tensor<2x8x16xf16>, tensor<16xf32>, tensor<16xf32>)
+// NARROW16-NEXT: ^bb0
+// NARROW16-NEXT: gpt.cast {{.*}} : tensor<2x8x16xf16> to tensor<2x8x16xf32>
+// NARROW16-NEXT: gpt.layernorm_grad {{.*}} -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
 // RUN: not gptc compile --precision=fp32 %models/gpt2.mlir --model=tiny --narrow-residual 2>&1 | FileCheck %s --check-prefix=NARROWFP32
 // NARROWFP32: gptc: error: --narrow-residual: needs --precision=bf16, fp16 or fp8 (the stream is fp32 already)
 

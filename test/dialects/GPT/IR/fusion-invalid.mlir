@@ -4,7 +4,7 @@
 func.func @not_elementwise(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = gpt.fusion (%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>):
-    // expected-error @+1 {{cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm or column sum}}
+    // expected-error @+1 {{cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm, gpt.layernorm_grad or column sum}}
     %1 = gpt.softmax %a : tensor<4x8xf32>
     gpt.yield %1 : tensor<4x8xf32>
   }
@@ -107,7 +107,7 @@ func.func @row_fusion_two_rows(%x: tensor<4x8xf32>, %w: tensor<8xf32>, %b: tenso
   ^bb0(%xa: tensor<4x8xf32>, %wa: tensor<8xf32>, %ba: tensor<8xf32>):
     %1 = gpt.neg %xa : tensor<4x8xf32>
     %2 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-    // expected-error @+1 {{is a second row op: a row fusion holds one gpt.layernorm}}
+    // expected-error @+1 {{is a second row op or column sum: a fusion holds one gpt.layernorm, gpt.layernorm_grad or gpt.reduce}}
     %3 = gpt.layernorm %1, %wa, %ba : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
     gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
   }
@@ -225,7 +225,7 @@ func.func @column_sum_twice(%x: tensor<4x8xf32>) {
   ^bb0(%xa: tensor<4x8xf32>):
     %1 = gpt.neg %xa : tensor<4x8xf32>
     %2 = gpt.reduce sum %1 dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
-    // expected-error @+1 {{is a second epilogue: a fusion holds one gpt.reduce and no gpt.layernorm with it}}
+    // expected-error @+1 {{is a second row op or column sum: a fusion holds one gpt.layernorm, gpt.layernorm_grad or gpt.reduce}}
     %3 = gpt.reduce sum %1 dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
     gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
   }
@@ -244,6 +244,71 @@ func.func @column_sum_other_shape(%x: tensor<4x8xf32>, %v: tensor<8xf32>) {
     %2 = gpt.neg %va : tensor<8xf32>
     %3 = gpt.reduce sum %1 dims [0] : (tensor<4x8xf32>) -> tensor<8xf32>
     gpt.yield %1, %2, %3 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a row-gradient fusion's layernorm_grad takes its operands from
+// the fusion's: the kernel loads them, so no body op may compute them.
+func.func @row_grad_computed_operand(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  %0:3 = gpt.fusion (%dy, %x, %w) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  ^bb0(%dya: tensor<4x8xf32>, %xa: tensor<4x8xf32>, %wa: tensor<8xf32>):
+    %1 = gpt.neg %xa : tensor<4x8xf32>
+    // expected-error @+1 {{in gpt.fusion must take its operands from the fusion's, widened or not}}
+    %dx, %dw, %db = gpt.layernorm_grad %dya, %1, %wa : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %2 = gpt.neg %dx : tensor<4x8xf32>
+    gpt.yield %2, %dw, %db : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a row-gradient fusion's layernorm_grad operand may be widened
+// in the body but not narrowed (a narrowing cast rounds: a computed value).
+func.func @row_grad_narrowed_operand(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  %0:3 = gpt.fusion (%dy, %x, %w) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  ^bb0(%dya: tensor<4x8xf32>, %xa: tensor<4x8xf32>, %wa: tensor<8xf32>):
+    %1 = gpt.cast %dya : tensor<4x8xf32> to tensor<4x8xbf16>
+    %2 = gpt.cast %xa : tensor<4x8xf32> to tensor<4x8xbf16>
+    // expected-error @+1 {{in gpt.fusion must take its operands from the fusion's, widened or not}}
+    %dx, %dw, %db = gpt.layernorm_grad %1, %2, %wa : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
+    %3 = gpt.neg %dx : tensor<4x8xbf16>
+    gpt.yield %3, %dw, %db : tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that a row-gradient fusion yields its weight and bias gradients and
+// no body op reads them (the kernel sums them in a second stage).
+func.func @row_grad_weight_grad_read(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  %0:3 = gpt.fusion (%dy, %x, %w) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  ^bb0(%dya: tensor<4x8xf32>, %xa: tensor<4x8xf32>, %wa: tensor<8xf32>):
+    // expected-error @+1 {{in gpt.fusion must have its weight and bias gradients yielded once and read by no body op}}
+    %dx, %dw, %db = gpt.layernorm_grad %dya, %xa, %wa : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %1 = gpt.neg %dx : tensor<4x8xf32>
+    %2 = gpt.neg %db : tensor<8xf32>
+    gpt.yield %1, %dw, %2 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that every other result of a row-gradient fusion has the input's
+// shape.
+func.func @row_grad_other_shape(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{result 3 of a row-gradient fusion has type 'tensor<8xf32>', not the shape of its gpt.layernorm_grad's input}}
+  %0:4 = gpt.fusion (%dy, %x, %w) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  ^bb0(%dya: tensor<4x8xf32>, %xa: tensor<4x8xf32>, %wa: tensor<8xf32>):
+    %dx, %dw, %db = gpt.layernorm_grad %dya, %xa, %wa : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %1 = gpt.neg %dx : tensor<4x8xf32>
+    %2 = gpt.neg %wa : tensor<8xf32>
+    gpt.yield %1, %dw, %db, %2 : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
   }
   return
 }

@@ -1294,24 +1294,6 @@ func.func @layernorm_grad_wide_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xbf16>, 
 
 // -----
 
-// Tests that gpt.layernorm_grad_add rejects a "narrow" copy as wide as the input.
-func.func @layernorm_grad_add_same_width(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>, %acc: tensor<4x8xbf16>) {
-  // expected-error @+1 {{input_grad_narrow must be narrower than the input}}
-  %0:4 = gpt.layernorm_grad_add %dy, %x, %w, %acc : (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<4x8xf16>, tensor<8xf32>, tensor<8xf32>)
-  return
-}
-
-// -----
-
-// Tests that gpt.layernorm_grad_add rejects an input gradient not of the input's type.
-func.func @layernorm_grad_add_type(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %acc: tensor<4x8xf32>) {
-  // expected-error @+1 {{grad, residual and input_grad_narrow must have the input's shape, input_grad its type}}
-  %0:4 = gpt.layernorm_grad_add %dy, %x, %w, %acc : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32>) -> (tensor<4x8xbf16>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>)
-  return
-}
-
-// -----
-
 // Tests that gpt.adamw_multi rejects a moment of another type than its parameter.
 
 func.func @adamw_multi_moment(%p: tensor<4xf32>, %m: tensor<4xbf16>, %lr: tensor<f32>, %step: tensor<i32>, %s: tensor<f32>) {

@@ -992,16 +992,27 @@ func.func @row_fusion(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tenso
 
 // -----
 
-// Tests that gpt.layernorm_grad_add round-trips.
-// CHECK-LABEL: func.func @layernorm_grad_add
-func.func @layernorm_grad_add(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,
-                              %acc: tensor<2x8x16xf32>)
+// Tests that a row-gradient fusion (dx joining the residual gradient, and
+// its bf16 copy) round-trips.
+// CHECK-LABEL: func.func @row_grad_fusion
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+// CHECK: gpt.layernorm_grad
+// CHECK: gpt.yield
+func.func @row_grad_fusion(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w: tensor<16xf32>,
+                           %acc: tensor<2x8x16xf32>)
     -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) {
-  // CHECK: gpt.layernorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
-  %dx, %dxh, %dw, %db = gpt.layernorm_grad_add %dy, %x, %w, %acc
+  %g, %gh, %dw, %db = gpt.fusion (%dy, %x, %w, %acc)
       : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>, tensor<2x8x16xf32>)
-      -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
-  return %dx, %dxh, %dw, %db : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+      -> (tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) {
+  ^bb0(%dya: tensor<2x8x16xbf16>, %xa: tensor<2x8x16xf32>, %wa: tensor<16xf32>, %acca: tensor<2x8x16xf32>):
+    %dx, %dwa, %dba = gpt.layernorm_grad %dya, %xa, %wa
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    %0 = gpt.add %acca, %dx : tensor<2x8x16xf32>
+    %1 = gpt.cast %0 : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+    gpt.yield %0, %1, %dwa, %dba : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+  }
+  return %g, %gh, %dw, %db : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
 }
 
 // -----
@@ -1075,16 +1086,27 @@ func.func @row_fusion_narrow_sum(%h: tensor<2x8x16xbf16>, %x: tensor<2x8x16xbf16
 
 // -----
 
-// Tests that gpt.layernorm_grad_add round-trips without a narrow copy.
-// CHECK-LABEL: func.func @layernorm_grad_add_no_narrow
-func.func @layernorm_grad_add_no_narrow(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xbf16>,
-                                        %w: tensor<16xf32>, %acc: tensor<2x8x16xbf16>)
+// Tests that a row-gradient fusion round-trips with a bf16 input widened in
+// the body (dx joins the bf16 residual gradient unrounded).
+// CHECK-LABEL: func.func @row_grad_fusion_narrow_stream
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
+func.func @row_grad_fusion_narrow_stream(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xbf16>,
+                                         %w: tensor<16xf32>, %acc: tensor<2x8x16xbf16>)
     -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) {
-  // CHECK: gpt.layernorm_grad_add %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>) -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
-  %dx, %dw, %db = gpt.layernorm_grad_add %dy, %x, %w, %acc
+  %g, %dw, %db = gpt.fusion (%dy, %x, %w, %acc)
       : (tensor<2x8x16xbf16>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<2x8x16xbf16>)
-      -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>)
-  return %dx, %dw, %db : tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+      -> (tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>) {
+  ^bb0(%dya: tensor<2x8x16xbf16>, %xa: tensor<2x8x16xbf16>, %wa: tensor<16xf32>, %acca: tensor<2x8x16xbf16>):
+    %0 = gpt.cast %xa : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+    %dx, %dwa, %dba = gpt.layernorm_grad %dya, %0, %wa
+        : (tensor<2x8x16xbf16>, tensor<2x8x16xf32>, tensor<16xf32>)
+        -> (tensor<2x8x16xf32>, tensor<16xf32>, tensor<16xf32>)
+    %1 = gpt.cast %acca : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+    %2 = gpt.add %1, %dx : tensor<2x8x16xf32>
+    %3 = gpt.cast %2 : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
+    gpt.yield %3, %dwa, %dba : tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+  }
+  return %g, %dw, %db : tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
 }
 
 // -----

@@ -355,18 +355,19 @@ TEST_F(FusionLoweringTest, WarpRowKernelsReadEachRowOnce) {
   EXPECT_GT(loads, 1);
 }
 
-/// The kernel names and threads of the layernorm gradients' launches.
+bool startsWith(const std::string &s, const std::string &prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+/// The kernel names and threads of the layernorm gradients' launches
+/// (gpt.layernorm_grad, or a row-gradient gpt.fusion).
 std::vector<std::pair<std::string, int64_t>> layerNormGradLaunches(const codegen::Lowered &l) {
   std::vector<std::pair<std::string, int64_t>> out;
   for (const codegen::Command &c : l.programs.front().commands)
     if (c.kind == codegen::Command::Launch &&
-        (c.op == "gpt.layernorm_grad" || c.op == "gpt.layernorm_grad_add"))
+        startsWith(l.kernels[c.kernel].name, "layernorm_backward"))
       out.push_back({l.kernels[c.kernel].name, c.threads});
   return out;
-}
-
-bool startsWith(const std::string &s, const std::string &prefix) {
-  return s.rfind(prefix, 0) == 0;
 }
 
 // mini (C = 64, 256 rows): with a warp per row, each layernorm gradient is

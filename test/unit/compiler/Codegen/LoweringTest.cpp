@@ -348,8 +348,9 @@ TEST_F(LoweringTest, BatchedRandomNormalsMatchTheReference) {
 
 // The row kernels of a bf16 residual stream (--narrow-residual) on the Host
 // target: a residual add and layernorm row fusion over bf16 operands with a bf16 sum and f32
-// weight and bias, gpt.layernorm of that bf16 sum, gpt.layernorm_grad_add
-// without a narrow copy (bf16 gradient, input and residual), gpt.embed of
+// weight and bias, gpt.layernorm of that bf16 sum, a row-gradient fusion
+// of the residual gradient without a narrow copy (bf16 gradient, input and
+// residual, widened in its body), gpt.embed of
 // f32 tables stored as bf16, and gpt.embed_grad reading a bf16 gradient
 // into f32 tables. Every output against the fp64 reference rounded to its
 // type: bf16 outputs within one bf16 ulp (the kernels compute in f32), f32
@@ -383,8 +384,17 @@ TEST_F(LoweringTest, NarrowResidualRowKernelsMatchTheReference) {
       "    gpt.yield %sa, %ya : " + xh + ", " + xh + "\n"
       "  }\n"
       "  %z = gpt.layernorm %s, %w, %bias : (" + xh + ", " + v + ", " + v + ") -> " + xh + "\n"
-      "  %dx, %dw, %db = gpt.layernorm_grad_add %dyh, %s, %w, %acch : (" + xh + ", " + xh + ", " +
-      v + ", " + xh + ") -> (" + xh + ", " + v + ", " + v + ")\n"
+      "  %dx, %dw, %db = gpt.fusion (%dyh, %s, %w, %acch) : (" + xh + ", " + xh + ", " + v + ", " +
+      xh + ") -> (" + xh + ", " + v + ", " + v + ") {\n"
+      "  ^bb0(%dya: " + xh + ", %xa: " + xh + ", %wga: " + v + ", %acca: " + xh + "):\n"
+      "    %xw = gpt.cast %xa : " + xh + " to " + x + "\n"
+      "    %g, %gw, %gb = gpt.layernorm_grad %dya, %xw, %wga : (" + xh + ", " + x + ", " + v +
+      ") -> (" + x + ", " + v + ", " + v + ")\n"
+      "    %accw = gpt.cast %acca : " + xh + " to " + x + "\n"
+      "    %gs = gpt.add %accw, %g : " + x + "\n"
+      "    %gh = gpt.cast %gs : " + x + " to " + xh + "\n"
+      "    gpt.yield %gh, %gw, %gb : " + xh + ", " + v + ", " + v + "\n"
+      "  }\n"
       "  %e = gpt.embed %wte, %wpe, %ids : (" + wte + ", " + wpe + ", " + ids + ") -> " + xh + "\n"
       "  %dwte, %dwpe = gpt.embed_grad %dyh, %ids {vocab_rows = " + std::to_string(vocab) +
       " : i64, position_rows = " + std::to_string(t) + " : i64} : (" + xh + ", " + ids + ") -> (" +
