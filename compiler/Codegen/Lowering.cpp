@@ -176,8 +176,6 @@ static LogicalResult checkCodegenSupports(func::FuncOp fn) {
       qkv = a.getQkv(), heads = a.getNumHeads();
     else if (auto a = llvm::dyn_cast<CausalAttentionGradOp>(op))
       qkv = a.getQkv(), heads = a.getNumHeads();
-    else if (auto a = llvm::dyn_cast<CausalAttentionGradSumOp>(op))
-      qkv = a.getQkv(), heads = a.getNumHeads();
     if (qkv) {
       std::optional<int64_t> h = getConfigInt(heads);
       int64_t d = h && *h > 0 ? rtt(qkv).getShape().back() / 3 / *h : 0;

@@ -72,6 +72,13 @@ public:
     o.value = v;
     return o;
   }
+  /// A kernel's tensor arguments: each value's flat type and its operand.
+  void appendArgs(ValueRange values, std::vector<Type> &types, std::vector<Operand> &args) {
+    for (Value v : values) {
+      types.push_back(flat(v));
+      args.push_back(t(v));
+    }
+  }
   Operand scratch(int64_t bytes) {
     Operand o{Operand::Scratch};
     o.scratch = scratchTop;
@@ -229,6 +236,17 @@ public:
   /// A column-sum fusion: the body's elementwise values, stored, and the
   /// column sums of one (Kernels/Reduction.cpp).
   LogicalResult lowerColumnSumFusion(FusionOp fusion, ReduceOp sum);
+  /// An attention-gradient column-sum fusion: gpt.causal_attention_grad
+  /// and the column sums of its result (Kernels/Attention.cpp).
+  LogicalResult lowerAttentionGradSumFusion(FusionOp fusion, CausalAttentionGradOp grad,
+                                            ReduceOp sum);
+  /// What the attention gradient's kernels read and write.
+  struct AttentionGradValues {
+    Value grad, qkv, output, lse, result;
+    Attribute numHeads;
+  };
+  LogicalResult lowerCausalAttentionGrad(Operation *op, const std::string &key,
+                                         AttentionGradValues at, Value sum);
   /// A row-gradient fusion: its row op `ln`, each row's dx passed through
   /// the body's elementwise epilogue (Kernels/LayerNorm.cpp).
   LogicalResult lowerRowGradFusion(FusionOp fusion, LayerNormGradOp ln);
@@ -312,7 +330,7 @@ public:
   LogicalResult lowerLayerNormGradOp(Operation *op);
   // Kernels/Attention.cpp
   LogicalResult lowerCausalAttentionOp(Operation *op);
-  LogicalResult lowerCausalAttentionGradOp(Operation *op); // CausalAttentionGradOp, CausalAttentionGradSumOp
+  LogicalResult lowerCausalAttentionGradOp(Operation *op);
   // Kernels/CrossEntropy.cpp
   LogicalResult lowerCrossEntropyOp(Operation *op);
   LogicalResult lowerFp8CrossEntropyGradOp(Operation *op);

@@ -58,8 +58,7 @@ LogicalResult Evaluator<T>::attention(CausalAttentionOp op) {
 /// Recomputes everything from qkv (not from the given y and lse), so that
 /// it checks the kernels that trust them.
 template <typename T>
-template <typename AttentionGradOp>
-LogicalResult Evaluator<T>::attentionGrad(AttentionGradOp op) {
+LogicalResult Evaluator<T>::attentionGrad(CausalAttentionGradOp op) {
   const Buffer &dy = in(op.getGrad()), &qkv = in(op.getQkv());
   auto s = shapeOf(op.getQkv());
   int64_t bsz = s[0], t = s[1], c = s[2] / 3;
@@ -120,19 +119,9 @@ LogicalResult Evaluator<T>::attentionGrad(AttentionGradOp op) {
   return success();
 }
 
-/// The sums are of the unrounded gradient, as the fused kernels take them.
-template <typename T>
-LogicalResult Evaluator<T>::attentionGradSum(CausalAttentionGradSumOp op) {
-  if (failed(attentionGrad(op)))
-    return failure();
-  addColumnSums(in(op.getResult()), out(op.getSum()));
-  return success();
-}
-
 #define INSTANTIATE(T)                                                             \
   template LogicalResult Evaluator<T>::attention(CausalAttentionOp);               \
-  template LogicalResult Evaluator<T>::attentionGrad(CausalAttentionGradOp);       \
-  template LogicalResult Evaluator<T>::attentionGradSum(CausalAttentionGradSumOp);
+  template LogicalResult Evaluator<T>::attentionGrad(CausalAttentionGradOp);
 GPTC_REFERENCE_ELEMENT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -193,8 +193,7 @@ private:
 
   // Attention.cpp
   LogicalResult attention(CausalAttentionOp op);
-  template <typename AttentionGradOp> LogicalResult attentionGrad(AttentionGradOp op);
-  LogicalResult attentionGradSum(CausalAttentionGradSumOp op);
+  LogicalResult attentionGrad(CausalAttentionGradOp op);
 
   // CrossEntropy.cpp
   LogicalResult crossEntropy(CrossEntropyOp op);

@@ -187,7 +187,6 @@ LogicalResult Evaluator<T>::execute(Operation *op) {
       // Attention.cpp
       .template Case<CausalAttentionOp>([&](auto o) { return attention(o); })
       .template Case<CausalAttentionGradOp>([&](auto o) { return attentionGrad(o); })
-      .template Case<CausalAttentionGradSumOp>([&](auto o) { return attentionGradSum(o); })
       // CrossEntropy.cpp
       .template Case<CrossEntropyOp>([&](auto o) { return crossEntropy(o); })
       .template Case<CrossEntropyGradOp>([&](auto o) { return crossEntropyGrad(o); })

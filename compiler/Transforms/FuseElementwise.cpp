@@ -122,13 +122,39 @@ FusionOp createFusion(OpBuilder &b, Location loc, TypeRange results, ValueRange 
   return fusion;
 }
 
-/// reduce sum (GradOp ...) dims [all but last], in the gradient's element
-/// type -> the op `build` makes at the gradient (the reduce follows it, so
-/// its readers do too), whose results 0 and 1 are the gradient and the
-/// sums.
+/// `%d = GradOp %operands...; %s = gpt.reduce sum %d dims [all but last]`
+/// -> one column-sum gpt.fusion yielding both (gelu_grad: the bias gradient
+/// before the MLP's GELU; causal_attention_grad: the qkv projection's). Its
+/// body computes in f32 and sums the gradient before it is rounded (one
+/// rounding of the sum, as a column reduction of the f32 values would have
+/// it): widening casts of narrow operands, the f32 gradient, a narrowing
+/// cast of it and of the sum.
 template <typename GradOp>
-int64_t fuseColumnSum(Block &block,
-                      llvm::function_ref<Operation *(OpBuilder &, GradOp, ReduceOp)> build) {
+Operation *buildColumnSum(OpBuilder &b, GradOp grad, ReduceOp reduce) {
+  Location loc = grad.getLoc();
+  auto type = llvm::cast<RankedTensorType>(grad.getType());
+  auto fused = createFusion(b, loc, TypeRange{type, reduce.getType()}, grad->getOperands());
+  Block &body = fused.getBody().front();
+  Type f32 = b.getF32Type();
+  auto cast = [&](Value v, Type elt) -> Value {
+    auto t = llvm::cast<RankedTensorType>(v.getType());
+    return t.getElementType() == elt ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
+  };
+  SmallVector<Value> wide;
+  for (Value arg : body.getArguments())
+    wide.push_back(cast(arg, f32));
+  Operation *d = GradOp::create(b, loc, TypeRange{type.clone(f32)}, wide, grad->getAttrs());
+  Value sum = ReduceOp::create(b, loc, ReduceKind::Sum, d->getResult(0), reduce.getDims());
+  Type elt = type.getElementType();
+  YieldOp::create(b, loc, ValueRange{cast(d->getResult(0), elt), cast(sum, elt)});
+  return fused;
+}
+
+/// reduce sum (GradOp ...) dims [all but last], in the gradient's element
+/// type -> buildColumnSum's fusion at the gradient (the reduce follows it,
+/// so its readers do too).
+template <typename GradOp>
+int64_t fuseColumnSum(Block &block) {
   int64_t n = 0;
   for (Operation &op : llvm::make_early_inc_range(block)) {
     auto reduce = llvm::dyn_cast<ReduceOp>(op);
@@ -139,7 +165,7 @@ int64_t fuseColumnSum(Block &block,
     if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
       continue;
     OpBuilder b(grad);
-    Operation *fused = build(b, grad, reduce);
+    Operation *fused = buildColumnSum(b, grad, reduce);
     grad.getResult().replaceAllUsesWith(fused->getResult(0));
     reduce.getResult().replaceAllUsesWith(fused->getResult(1));
     reduce.erase();
@@ -147,35 +173,6 @@ int64_t fuseColumnSum(Block &block,
     ++n;
   }
   return n;
-}
-
-/// `%d = gpt.gelu_grad %g, %x; %s = gpt.reduce sum %d dims [all but last]`
-/// -> one column-sum gpt.fusion yielding both. Its body computes in f32 and
-/// sums the gradient before it is rounded (one rounding of the sum, as a
-/// column reduction of the f32 values would have it): widening casts of
-/// narrow operands, the f32 gelu_grad, a narrowing cast of it and of the
-/// sum.
-Operation *buildGeluGradSum(OpBuilder &b, GeluGradOp grad, ReduceOp reduce) {
-  Location loc = grad.getLoc();
-  auto type = llvm::cast<RankedTensorType>(grad.getType());
-  SmallVector<Value> inputs = {grad.getGrad(), grad.getInput()};
-  auto fused = createFusion(b, loc, TypeRange{type, reduce.getType()}, inputs);
-  Block &body = fused.getBody().front();
-  Type f32 = b.getF32Type();
-  auto wide = [&](Value v) -> Value {
-    auto t = llvm::cast<RankedTensorType>(v.getType());
-    return t.getElementType() == f32 ? v : Value(CastOp::create(b, loc, t.clone(f32), v));
-  };
-  auto narrow = [&](Value v, Type elt) -> Value {
-    auto t = llvm::cast<RankedTensorType>(v.getType());
-    return elt == f32 ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
-  };
-  Value g = wide(body.getArgument(0)), x = wide(body.getArgument(1));
-  Value d = GeluGradOp::create(b, loc, g, x);
-  Value sum = ReduceOp::create(b, loc, ReduceKind::Sum, d, reduce.getDims());
-  Type elt = type.getElementType();
-  YieldOp::create(b, loc, ValueRange{narrow(d, elt), narrow(sum, elt)});
-  return fused;
 }
 
 /// `%s = gpt.add %a, %b; %y = gpt.layernorm %s, %w, %c` becomes one row
@@ -520,15 +517,9 @@ struct FuseElementwisePass
         numAddLayerNorms += fuseAddLayerNorm(block) + fuseLayerNormGradAdd(block);
       // The GELU layer's bias gradient; the qkv projection's.
       if (geluGradSum)
-        numGeluGradSums += fuseColumnSum<GeluGradOp>(block, buildGeluGradSum);
+        numGeluGradSums += fuseColumnSum<GeluGradOp>(block);
       if (attentionGradSum)
-        numAttentionGradSums +=
-            fuseColumnSum<CausalAttentionGradOp>(
-                block, [](OpBuilder &b, CausalAttentionGradOp grad, ReduceOp reduce) -> Operation * {
-                  return CausalAttentionGradSumOp::create(
-                      b, grad.getLoc(), TypeRange{grad.getType(), reduce.getType()},
-                      grad->getOperands(), grad->getAttrs());
-                });
+        numAttentionGradSums += fuseColumnSum<CausalAttentionGradOp>(block);
       int64_t before = 0;
       for (Operation &op : block)
         before += fusible(&op);

@@ -274,9 +274,7 @@ private:
 
   /// The gpt.param name of the argument `v` is (through casts), or "".
   static llvm::StringRef paramName(Value v) {
-    while (auto cast = v.getDefiningOp<CastOp>())
-      v = cast.getInput();
-    auto arg = llvm::dyn_cast<BlockArgument>(v);
+    auto arg = llvm::dyn_cast<BlockArgument>(stripCasts(v));
     auto fn = arg ? llvm::dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp()) : nullptr;
     auto name = fn ? fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "gpt.param")
                    : StringAttr();

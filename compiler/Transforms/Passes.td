@@ -846,7 +846,8 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     the kernel that writes the GELU gradient sums its columns as it goes,
     instead of a column reduction reading it back. Likewise (`attention-grad-sum`) the
     column sum of a `gpt.causal_attention_grad` (the qkv bias gradient)
-    becomes one `gpt.causal_attention_grad_sum`: the flash backward kernels
+    becomes one column-sum `gpt.fusion` with it, built the same way: the
+    flash backward kernels
     add up each 16-row tile of dq, dk and dv as they store it. Both sum the
     unrounded values: with a bf16 gradient they are not the same bits as
     the unfused column reduction of the stored tensor (the flash qkv bias
@@ -895,7 +896,7 @@ def FuseElementwisePass : Pass<"gpt-fuse-elementwise", "::mlir::ModuleOp"> {
     Statistic<"numFusions", "fusions", "gpt.fusion ops created">,
     Statistic<"numGeluGradSums", "gelu-grad-sums", "GELU gradient column-sum fusions created">,
     Statistic<"numAttentionGradSums", "attention-grad-sums",
-              "gpt.causal_attention_grad_sum ops created">,
+              "Attention gradient column-sum fusions created">,
     Statistic<"numFused", "fused-ops", "Elementwise ops moved into fusions">,
     Statistic<"numNarrowed", "narrowed-row-casts", "Casts folded into a layernorm or layernorm_grad">,
   ];

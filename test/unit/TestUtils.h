@@ -251,6 +251,14 @@ inline void expectNear(const reference::Tensor &t, const std::vector<double> &wa
     EXPECT_NEAR(t.data[i], want[i], tol) << "element " << i;
 }
 
+/// The @init and @forward programs an executable needs, as stubs: for
+/// modules whose @train_step is the test.
+constexpr const char *kStubPrograms =
+    "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+    "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+    "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
+    "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n";
+
 } // namespace gptc::testing
 
 #endif // GPTC_TEST_UNIT_TESTUTILS_H

@@ -203,12 +203,8 @@ LogicalResult LoweringContext::lowerElementwise(Operation *op) {
   Value res = op->getResult(0);
   std::vector<Type> types;
   std::vector<Operand> args;
-  for (Value v : op->getOperands()) {
-    types.push_back(flat(v));
-    args.push_back(t(v));
-  }
-  types.push_back(flat(res));
-  args.push_back(t(res));
+  appendArgs(op->getOperands(), types, args);
+  appendArgs(res, types, args);
   int64_t n = numel(res);
   if (const char *name = elementwiseName(op)) {
     int64_t u = elementsPerThread({n}), threads = n / u;
@@ -296,24 +292,22 @@ LogicalResult LoweringContext::lowerElementwise(Operation *op) {
 LogicalResult LoweringContext::lowerFusion(FusionOp fusion) {
   if (LayerNormOp ln = fusion.getRowOp())
     return lowerRowFusion(fusion, ln);
-  if (ReduceOp sum = fusion.getColumnSum())
+  if (ReduceOp sum = fusion.getColumnSum()) {
+    if (auto grad = sum.getInput().getDefiningOp<CausalAttentionGradOp>())
+      return lowerAttentionGradSumFusion(fusion, grad, sum);
     return lowerColumnSumFusion(fusion, sum);
+  }
   if (LayerNormGradOp ln = fusion.getRowGradOp())
     return lowerRowGradFusion(fusion, ln);
   Block &body = fusion.getBody().front();
   auto yield = llvm::cast<YieldOp>(body.getTerminator());
   std::vector<Type> types;
   std::vector<Operand> args;
-  for (Value v : fusion.getInputs()) {
-    types.push_back(flat(v));
-    args.push_back(t(v));
-  }
+  appendArgs(fusion.getInputs(), types, args);
+  appendArgs(fusion.getResults(), types, args);
   std::vector<int64_t> sizes;
-  for (Value r : fusion.getResults()) {
-    types.push_back(flat(r));
-    args.push_back(t(r));
+  for (Value r : fusion.getResults())
     sizes.push_back(numel(r));
-  }
   llvm::sort(sizes, std::greater<int64_t>());
   sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
 

@@ -202,10 +202,7 @@ LogicalResult LoweringContext::lowerLayerNormGrad(Operation *op, const std::stri
   // the partials, dweight's parts x c then dbias'; set below.
   std::vector<Type> types = {flat(dyV), flat(xV), flat(wV), Type()};
   std::vector<Operand> args = {t(dyV), t(xV), t(wV), {}};
-  for (Value v : epilogue.tensors) {
-    types.push_back(flat(v));
-    args.push_back(t(v));
-  }
+  appendArgs(epilogue.tensors, types, args);
   auto stores = epilogue.stores;
   // Row rl.row's dx; with `sums` (shared memory: this warp's dweight sums,
   // then its dbias sums, from `sumsAt`) adds the row to its lane's
@@ -336,14 +333,8 @@ LogicalResult LoweringContext::lowerRowFusion(FusionOp fusion, LayerNormOp ln) {
   double eps = ln.getEpsilon().convertToDouble();
   std::vector<Type> types;
   std::vector<Operand> args;
-  for (Value v : fusion.getInputs()) {
-    types.push_back(flat(v));
-    args.push_back(t(v));
-  }
-  for (Value r : fusion.getResults()) {
-    types.push_back(flat(r));
-    args.push_back(t(r));
-  }
+  appendArgs(fusion.getInputs(), types, args);
+  appendArgs(fusion.getResults(), types, args);
   // Where the kernel finds the row op's input (stored), weight, bias and
   // result among its arguments.
   size_t numIn = fusion.getInputs().size();
@@ -496,11 +487,7 @@ LogicalResult LoweringContext::lowerRowGradFusion(FusionOp fusion, LayerNormGrad
   Block &body = fusion.getBody().front();
   auto yield = llvm::cast<YieldOp>(body.getTerminator());
   // The block argument a row op operand is (widened in the body or not).
-  auto argOf = [](Value v) {
-    if (auto cast = v.getDefiningOp<CastOp>())
-      v = cast.getInput();
-    return llvm::cast<BlockArgument>(v);
-  };
+  auto argOf = [](Value v) { return llvm::cast<BlockArgument>(stripCasts(v)); };
   BlockArgument dyArg = argOf(ln.getGrad()), xArg = argOf(ln.getInput()),
                 wArg = argOf(ln.getWeight());
   // The kernel's arguments: the row op's operands at a[0..2]; from a[4] the

@@ -330,16 +330,10 @@ LogicalResult LoweringContext::lowerColumnSumFusion(FusionOp fusion, ReduceOp su
   size_t numIn = fusion.getInputs().size();
   std::vector<Type> inTypes, outTypes;
   std::vector<Operand> ins, outs;
-  for (Value v : fusion.getInputs()) {
-    inTypes.push_back(flat(v));
-    ins.push_back(t(v));
-  }
+  appendArgs(fusion.getInputs(), inTypes, ins);
   SmallVector<Value> stored; // yielded elementwise values, in order
   for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues())) {
-    Value from = v;
-    while (auto cast = from.getDefiningOp<CastOp>())
-      from = cast.getInput();
-    if (from == sum.getResult()) {
+    if (stripCasts(v) == sum.getResult()) {
       outTypes.push_back(flat(r));
       outs.push_back(t(r));
       continue;

@@ -55,11 +55,8 @@ static LogicalResult verifyColumnSum(FusionOp fusion, ReduceOp sum, YieldOp yiel
   if (!onlyYielded(sum.getResult()))
     return sum.emitOpError("in gpt.fusion must be read only by gpt.yield (through casts)");
   for (auto [i, v] : llvm::enumerate(yield.getValues())) {
-    Value from = v;
-    while (auto cast = from.getDefiningOp<CastOp>())
-      from = cast.getInput();
     auto shape = llvm::cast<RankedTensorType>(v.getType()).getShape();
-    if (from != sum.getResult() && shape != in.getShape())
+    if (stripCasts(v) != sum.getResult() && shape != in.getShape())
       return fusion.emitOpError("result ") << i << " of a column-sum fusion has type "
                                            << v.getType() << ", not the shape of the summed value";
   }
@@ -86,19 +83,28 @@ static LogicalResult verifyRowOp(FusionOp fusion, LayerNormOp ln, YieldOp yield)
   return success();
 }
 
-/// A row-gradient fusion's row op: its operands the fusion's (widened or
-/// not: the kernel loads them), its weight and bias gradients yielded only,
-/// every other result of its input's shape.
-static LogicalResult verifyRowGradOp(FusionOp fusion, LayerNormGradOp ln, YieldOp yield) {
-  for (Value v : ln->getOperands()) {
+/// Whether each operand of `op` is the fusion's, widened in the body or
+/// not: what a kernel that loads them (a row-gradient or attention
+/// gradient) can read.
+static LogicalResult verifyLoadedOperands(Operation *op) {
+  for (Value v : op->getOperands()) {
     auto cast = v.getDefiningOp<CastOp>();
     Value from = cast ? cast.getInput() : v;
     if (!llvm::isa<BlockArgument>(from) ||
         (cast && getElementTypeOrSelf(from).getIntOrFloatBitWidth() >=
                      getElementTypeOrSelf(v).getIntOrFloatBitWidth()))
-      return ln.emitOpError("in gpt.fusion must take its operands from the fusion's, "
-                            "widened or not");
+      return op->emitOpError("in gpt.fusion must take its operands from the fusion's, "
+                             "widened or not");
   }
+  return success();
+}
+
+/// A row-gradient fusion's row op: its operands the fusion's, its weight
+/// and bias gradients yielded only, every other result of its input's
+/// shape.
+static LogicalResult verifyRowGradOp(FusionOp fusion, LayerNormGradOp ln, YieldOp yield) {
+  if (failed(verifyLoadedOperands(ln)))
+    return failure();
   for (Value v : {ln.getWeightGrad(), ln.getBiasGrad()})
     if (!v.hasOneUse() || *v.getUsers().begin() != yield.getOperation())
       return ln.emitOpError("in gpt.fusion must have its weight and bias gradients yielded "
@@ -123,10 +129,12 @@ LogicalResult FusionOp::verify() {
       return emitOpError("body argument ") << i << " has type " << arg.getType()
                                            << ", its operand " << in.getType();
   // Codegen sizes every value statically.
-  // At most one of: a row op, a row-gradient op, a column sum.
+  // At most one of: a row op, a row-gradient op, a column sum (with an
+  // attention gradient, or elementwise ops, before it).
   LayerNormOp rowOp;
   LayerNormGradOp rowGradOp;
   ReduceOp columnSum;
+  CausalAttentionGradOp attentionGrad;
   Operation *kindOp = nullptr;
   for (Operation &op : body) {
     for (Type t : op.getResultTypes())
@@ -142,6 +150,12 @@ LogicalResult FusionOp::verify() {
       rowOp = llvm::dyn_cast<LayerNormOp>(op);
       rowGradOp = llvm::dyn_cast<LayerNormGradOp>(op);
       columnSum = llvm::dyn_cast<ReduceOp>(op);
+      continue;
+    }
+    if (auto grad = llvm::dyn_cast<CausalAttentionGradOp>(op)) {
+      if (attentionGrad)
+        return op.emitOpError("is a second attention gradient: a fusion holds one");
+      attentionGrad = grad;
       continue;
     }
     if (!isFusibleElementwise(&op))
@@ -161,6 +175,18 @@ LogicalResult FusionOp::verify() {
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (llvm::isa<BlockArgument>(v))
       return emitOpError("result ") << i << " yields a body argument; use the operand";
+  if (attentionGrad) {
+    if (!columnSum || columnSum.getInput() != attentionGrad.getResult())
+      return attentionGrad.emitOpError("in gpt.fusion must be summed by its column sum");
+    if (failed(verifyLoadedOperands(attentionGrad)))
+      return failure();
+    // Its kernels store the gradient and the sums, nothing else.
+    ValueRange values = yield.getValues();
+    if (values.size() != 2 || stripCasts(values[0]) != attentionGrad.getResult() ||
+        stripCasts(values[1]) != columnSum.getResult())
+      return emitOpError("with an attention gradient yields it and its column sum (through "
+                         "casts), nothing else");
+  }
   if (rowOp)
     return verifyRowOp(*this, rowOp, yield);
   if (columnSum)

@@ -1216,20 +1216,3 @@ LogicalResult AddLayerNormFp8Op::verify() {
   return success(); // the history's checks: Fp8ScalingOpInterface
 }
 
-//===----------------------------------------------------------------------===//
-// CausalAttentionGradSumOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult CausalAttentionGradSumOp::verify() {
-  if (failed(verifyAttentionGradOperands(getLoc(), "causal_attention_grad_sum", getGrad(),
-                                         getQkv(), getOutput(), getLse(), getNumHeads())))
-    return failure();
-  auto dqkv = rtt(getResult()), sum = rtt(getSum());
-  if (dqkv != rtt(getQkv()))
-    return emitOpError("result must be qkv's type ") << getQkv().getType() << ", got " << dqkv;
-  if (sum.getRank() != 1 || sum.getDimSize(0) != dqkv.getShape().back() ||
-      sum.getElementType() != dqkv.getElementType())
-    return emitOpError("sum must be (3C) in the result's element type, got ") << sum;
-  return success();
-}
-

@@ -24,6 +24,13 @@ namespace mlir::gpt {
 /// (bias_add's bias broadcast along the last dimension), pure, one result.
 bool isFusibleElementwise(Operation *op);
 
+/// `v` with the gpt.cast ops that compute it stripped: the value cast.
+inline Value stripCasts(Value v) {
+  while (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getInput();
+  return v;
+}
+
 /// What `op` computes, for kernel names and messages: its name without the
 /// dialect, and for a row fusion its body's ops without the casts
 /// ("add_layernorm").

@@ -507,33 +507,6 @@ def GPT_CausalAttentionGradOp : GPT_InferredOp<"causal_attention_grad"> {
   }];
 }
 
-def GPT_CausalAttentionGradSumOp : GPT_Op<"causal_attention_grad_sum", [Pure]> {
-  let summary = "gpt.causal_attention_grad and the sums of its result over (B, T)";
-  let description = [{
-    `result = gpt.causal_attention_grad(grad, qkv, output, lse)`, and
-    `sum[c]` the sum of `result[b, t, c]` over every (b, t), taken before
-    `result` is rounded to its element type: the bias gradient of the qkv
-    projection. The flash backward kernels add up the rows of each 16-row
-    tile they store, so the (B, T, 3C) gradient is not read back by a
-    column reduction. (The scalar kernels, on the Host target or without
-    flash attention, sum `result` as stored.)
-
-    ```mlir
-    %dqkv, %db = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64}
-        : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>,
-           tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$grad, GPT_FloatTensor:$qkv,
-                       GPT_FloatTensor:$output, GPT_FloatTensor:$lse,
-                       GPT_IntOrConfigAttr:$num_heads);
-  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$sum);
-  let assemblyFormat = [{
-    $grad `,` $qkv `,` $output `,` $lse attr-dict `:` functional-type(operands, results)
-  }];
-  let hasVerifier = 1;
-}
-
 def GPT_CrossEntropyGradOp : GPT_InferredOp<"cross_entropy_grad"> {
   let summary = "Gradient of the mean cross-entropy with respect to the logits";
   let description = [{
@@ -924,7 +897,12 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
     The sum reads the value as computed, before any cast rounds it. Codegen
     makes one column reduction whose first stage computes and stores the
     elementwise results as it reads each element (the GELU gradient and
-    the bias gradient of the layer before it, say).
+    the bias gradient of the layer before it, say). The summed value may
+    instead be a `gpt.causal_attention_grad` of the operands (widened or
+    not), yielded with its sum and nothing else: the flash backward kernels
+    add up the rows of each tile they store (the qkv projection's bias
+    gradient), and the scalar kernels (Host, or no flash) sum the gradient
+    as stored, within its rounding.
 
     A row-gradient fusion adds one `gpt.layernorm_grad` (its row op), whose
     gradient, input and weight are operands (or widening casts of them) and

@@ -510,13 +510,23 @@ func.func @gelu_grad_partial_sum(%dh: tensor<2x4x64xf32>, %pre: tensor<2x4x64xf3
 // -----
 
 // Tests that the qkv bias gradient, the sum over (B, T) of an attention
-// gradient, becomes one gpt.causal_attention_grad_sum with it; the other
+// gradient, becomes one column-sum gpt.fusion with it: in f32 (widened
+// operands), the gradient and the sum each narrowed once; the other
 // readers of dqkv read its first result.
 // CHECK-LABEL: func.func @attention_grad_sum
 // CHECK-SAME: (%[[DY:[^:]*]]: tensor<2x8x16xbf16>, %[[QKV:[^:]*]]: tensor<2x8x48xbf16>, %[[Y:[^:]*]]: tensor<2x8x16xbf16>, %[[LSE:[^:]*]]: tensor<2x2x8xf32>)
-// CHECK-NEXT: %[[D:.*]], %[[DB:.*]] = gpt.causal_attention_grad_sum %[[DY]], %[[QKV]], %[[Y]], %[[LSE]] {num_heads = 2 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
-// CHECK-NEXT: %[[D2:.*]] = gpt.reshape %[[D]]
-// CHECK-NEXT: return %[[D2]], %[[DB]]
+// CHECK-NEXT: %[[F:.*]]:2 = gpt.fusion(%[[DY]], %[[QKV]], %[[Y]], %[[LSE]]) : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
+// CHECK-NEXT: ^bb0(%[[DYA:[^:]*]]: tensor<2x8x16xbf16>, %[[QA:[^:]*]]: tensor<2x8x48xbf16>, %[[YA:[^:]*]]: tensor<2x8x16xbf16>, %[[LA:[^:]*]]: tensor<2x2x8xf32>):
+// CHECK-NEXT: %[[DYW:.*]] = gpt.cast %[[DYA]] : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+// CHECK-NEXT: %[[QW:.*]] = gpt.cast %[[QA]] : tensor<2x8x48xbf16> to tensor<2x8x48xf32>
+// CHECK-NEXT: %[[YW:.*]] = gpt.cast %[[YA]] : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+// CHECK-NEXT: %[[G:.*]] = gpt.causal_attention_grad %[[DYW]], %[[QW]], %[[YW]], %[[LA]] {num_heads = 2 : i64} : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> tensor<2x8x48xf32>
+// CHECK-NEXT: %[[S:.*]] = gpt.reduce sum %[[G]] dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+// CHECK-NEXT: %[[GH:.*]] = gpt.cast %[[G]] : tensor<2x8x48xf32> to tensor<2x8x48xbf16>
+// CHECK-NEXT: %[[SH:.*]] = gpt.cast %[[S]] : tensor<48xf32> to tensor<48xbf16>
+// CHECK-NEXT: gpt.yield %[[GH]], %[[SH]]
+// CHECK: %[[D2:.*]] = gpt.reshape %[[F]]#0
+// CHECK-NEXT: return %[[D2]], %[[F]]#1
 // NOAGS-LABEL: func.func @attention_grad_sum
 // NOAGS: gpt.causal_attention_grad %
 // NOAGS: gpt.reduce
@@ -536,7 +546,7 @@ func.func @attention_grad_sum(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16
 // Tests that a sum into another element type (the f32 sum of a bf16
 // gradient) is left to the column reduction.
 // CHECK-LABEL: func.func @attention_grad_sum_other_type
-// CHECK-NOT: gpt.causal_attention_grad_sum
+// CHECK-NOT: gpt.fusion
 // CHECK: gpt.reduce
 func.func @attention_grad_sum_other_type(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
                                          %y: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xf32>)

@@ -312,3 +312,50 @@ func.func @row_grad_other_shape(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: t
   }
   return
 }
+
+// -----
+
+// Tests that an attention gradient in a fusion is the column sum's input:
+// its kernels sum their tiles, nothing else reads the gradient in the body.
+func.func @attention_grad_without_sum(%dy: tensor<2x8x16xf32>, %qkv: tensor<2x8x48xf32>, %y: tensor<2x8x16xf32>, %lse: tensor<2x2x8xf32>) {
+  %0 = gpt.fusion (%dy, %qkv, %y, %lse) : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> tensor<2x8x48xf32> {
+  ^bb0(%dya: tensor<2x8x16xf32>, %qa: tensor<2x8x48xf32>, %ya: tensor<2x8x16xf32>, %la: tensor<2x2x8xf32>):
+    // expected-error @+1 {{in gpt.fusion must be summed by its column sum}}
+    %d = gpt.causal_attention_grad %dya, %qa, %ya, %la {num_heads = 2 : i64} : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> tensor<2x8x48xf32>
+    %1 = gpt.neg %d : tensor<2x8x48xf32>
+    gpt.yield %1 : tensor<2x8x48xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that an attention-gradient fusion yields the gradient and its sum
+// and nothing else (the kernels store those two).
+func.func @attention_grad_sum_extra_result(%dy: tensor<2x8x16xf32>, %qkv: tensor<2x8x48xf32>, %y: tensor<2x8x16xf32>, %lse: tensor<2x2x8xf32>) {
+  // expected-error @+1 {{with an attention gradient yields it and its column sum (through casts), nothing else}}
+  %0:3 = gpt.fusion (%dy, %qkv, %y, %lse) : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> (tensor<2x8x48xf32>, tensor<48xf32>, tensor<2x8x48xf32>) {
+  ^bb0(%dya: tensor<2x8x16xf32>, %qa: tensor<2x8x48xf32>, %ya: tensor<2x8x16xf32>, %la: tensor<2x2x8xf32>):
+    %d = gpt.causal_attention_grad %dya, %qa, %ya, %la {num_heads = 2 : i64} : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> tensor<2x8x48xf32>
+    %s = gpt.reduce sum %d dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+    %1 = gpt.neg %d : tensor<2x8x48xf32>
+    gpt.yield %d, %s, %1 : tensor<2x8x48xf32>, tensor<48xf32>, tensor<2x8x48xf32>
+  }
+  return
+}
+
+// -----
+
+// Tests that an attention gradient in a fusion takes its operands from the
+// fusion's (its kernels load them).
+func.func @attention_grad_computed_operand(%dy: tensor<2x8x16xf32>, %qkv: tensor<2x8x48xf32>, %y: tensor<2x8x16xf32>, %lse: tensor<2x2x8xf32>) {
+  %0:2 = gpt.fusion (%dy, %qkv, %y, %lse) : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> (tensor<2x8x48xf32>, tensor<48xf32>) {
+  ^bb0(%dya: tensor<2x8x16xf32>, %qa: tensor<2x8x48xf32>, %ya: tensor<2x8x16xf32>, %la: tensor<2x2x8xf32>):
+    %g = gpt.neg %dya : tensor<2x8x16xf32>
+    // expected-error @+1 {{in gpt.fusion must take its operands from the fusion's, widened or not}}
+    %d = gpt.causal_attention_grad %g, %qa, %ya, %la {num_heads = 2 : i64} : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> tensor<2x8x48xf32>
+    %s = gpt.reduce sum %d dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+    gpt.yield %d, %s : tensor<2x8x48xf32>, tensor<48xf32>
+  }
+  return
+}

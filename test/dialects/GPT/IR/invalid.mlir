@@ -1337,27 +1337,6 @@ func.func @adamw_multi_f16_grad(%p: tensor<4xbf16>, %g: tensor<4xf16>, %lr: tens
 
 // -----
 
-// Tests that gpt.causal_attention_grad_sum rejects a sum that is not (3C).
-func.func @causal_attention_grad_sum_wrong_sum(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
-                                               %y: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xf32>) {
-  // expected-error @+1 {{sum must be (3C) in the result's element type}}
-  %0:2 = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<16xbf16>)
-  return
-}
-
-// -----
-
-// Tests that gpt.causal_attention_grad_sum checks its operands as
-// gpt.causal_attention_grad does.
-func.func @causal_attention_grad_sum_channels(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x32xbf16>,
-                                              %y: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xf32>) {
-  // expected-error @+1 {{grad has 16 channels but qkv has 32}}
-  %0:2 = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x32xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x32xbf16>, tensor<32xbf16>)
-  return
-}
-
-// -----
-
 // Tests that gpt.fp8_matmul rejects two e5m2 operands (no tensor core
 // takes them).
 func.func @fp8_matmul_two_e5m2(%a: tensor<8x16xbf16>, %b: tensor<16x4xbf16>) {

@@ -1017,15 +1017,29 @@ func.func @row_grad_fusion(%dy: tensor<2x8x16xbf16>, %x: tensor<2x8x16xf32>, %w:
 
 // -----
 
-// Tests that gpt.causal_attention_grad_sum round-trips.
-// CHECK-LABEL: func.func @causal_attention_grad_sum
-func.func @causal_attention_grad_sum(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
+// Tests that an attention-gradient column-sum fusion (the qkv bias
+// gradient) round-trips.
+// CHECK-LABEL: func.func @attention_grad_sum_fusion
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
+// CHECK: gpt.causal_attention_grad
+// CHECK: gpt.reduce sum
+func.func @attention_grad_sum_fusion(%dy: tensor<2x8x16xbf16>, %qkv: tensor<2x8x48xbf16>,
                                      %y: tensor<2x8x16xbf16>, %lse: tensor<2x2x8xf32>)
     -> (tensor<2x8x48xbf16>, tensor<48xbf16>) {
-  // CHECK: gpt.causal_attention_grad_sum %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {num_heads = 2 : i64} : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>) -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
-  %d, %db = gpt.causal_attention_grad_sum %dy, %qkv, %y, %lse {num_heads = 2 : i64}
+  %d, %db = gpt.fusion (%dy, %qkv, %y, %lse)
       : (tensor<2x8x16xbf16>, tensor<2x8x48xbf16>, tensor<2x8x16xbf16>, tensor<2x2x8xf32>)
-      -> (tensor<2x8x48xbf16>, tensor<48xbf16>)
+      -> (tensor<2x8x48xbf16>, tensor<48xbf16>) {
+  ^bb0(%dya: tensor<2x8x16xbf16>, %qa: tensor<2x8x48xbf16>, %ya: tensor<2x8x16xbf16>, %la: tensor<2x2x8xf32>):
+    %0 = gpt.cast %dya : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+    %1 = gpt.cast %qa : tensor<2x8x48xbf16> to tensor<2x8x48xf32>
+    %2 = gpt.cast %ya : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+    %3 = gpt.causal_attention_grad %0, %1, %2, %la {num_heads = 2 : i64}
+        : (tensor<2x8x16xf32>, tensor<2x8x48xf32>, tensor<2x8x16xf32>, tensor<2x2x8xf32>) -> tensor<2x8x48xf32>
+    %4 = gpt.reduce sum %3 dims [0, 1] : (tensor<2x8x48xf32>) -> tensor<48xf32>
+    %5 = gpt.cast %3 : tensor<2x8x48xf32> to tensor<2x8x48xbf16>
+    %6 = gpt.cast %4 : tensor<48xf32> to tensor<48xbf16>
+    gpt.yield %5, %6 : tensor<2x8x48xbf16>, tensor<48xbf16>
+  }
   return %d, %db : tensor<2x8x48xbf16>, tensor<48xbf16>
 }
 

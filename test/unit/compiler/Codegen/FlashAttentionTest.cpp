@@ -35,7 +35,8 @@ namespace {
 // it) and a head dimension of two mma k-steps.
 constexpr int64_t kB = 2, kT = 48, kH = 2, kD = 32, kC = kH * kD;
 
-/// With `sums`, the gradient is gpt.causal_attention_grad_sum's and its
+/// With `sums`, the gradient is an attention-gradient column-sum fusion's
+/// (gpt-fuse-elementwise's: in f32, each result narrowed once) and its
 /// column sums are a third output, "db".
 std::string source(const std::string &elt, int64_t seq = kT, bool sums = false) {
   std::string t = std::to_string(seq);
@@ -49,20 +50,39 @@ std::string source(const std::string &elt, int64_t seq = kT, bool sums = false) 
   body += "  %y, %lse = gpt.causal_attention %q {num_heads = 2 : i64} : (" + low(qkv) +
           ") -> (" + low(y) + ", " + lse + ")\n";
   if (sums) {
-    body += "  %d, %db = gpt.causal_attention_grad_sum %g, %q, %y, %lse {num_heads = 2 : i64} : (" +
-            low(y) + ", " + low(qkv) + ", " + low(y) + ", " + lse + ") -> (" + low(qkv) + ", " +
-            low("tensor<192x") + ")\n";
-    body += "  %dbf = gpt.cast %db : " + low("tensor<192x") + " to tensor<192xf32>\n";
+    // A narrow value in f32, or an f32 one as it is.
+    auto wide = [&](const std::string &v, const std::string &t) {
+      if (elt == "f32")
+        return v;
+      body += "    " + v + "w = gpt.cast " + v + " : " + low(t) + " to " + f32(t) + "\n";
+      return v + "w";
+    };
+    auto narrow = [&](const std::string &v, const std::string &t) {
+      if (elt == "f32")
+        return v;
+      body += "    " + v + "h = gpt.cast " + v + " : " + f32(t) + " to " + low(t) + "\n";
+      return v + "h";
+    };
+    std::string sum = "tensor<192x";
+    body += "  %d, %db = gpt.fusion (%g, %q, %y, %lse) : (" + low(y) + ", " + low(qkv) + ", " +
+            low(y) + ", " + lse + ") -> (" + low(qkv) + ", " + low(sum) + ") {\n";
+    body += "  ^bb0(%ga: " + low(y) + ", %qa: " + low(qkv) + ", %ya: " + low(y) + ", %la: " + lse +
+            "):\n";
+    std::string gw = wide("%ga", y), qw = wide("%qa", qkv), yw = wide("%ya", y);
+    body += "    %r = gpt.causal_attention_grad " + gw + ", " + qw + ", " + yw +
+            ", %la {num_heads = 2 : i64} : (" + f32(y) + ", " + f32(qkv) + ", " + f32(y) + ", " +
+            lse + ") -> " + f32(qkv) + "\n";
+    body += "    %s = gpt.reduce sum %r dims [0, 1] : (" + f32(qkv) + ") -> " + f32(sum) + "\n";
+    std::string rh = narrow("%r", qkv), sh = narrow("%s", sum);
+    body += "    gpt.yield " + rh + ", " + sh + " : " + low(qkv) + ", " + low(sum) + "\n  }\n";
+    body += "  %dbf = gpt.cast %db : " + low(sum) + " to tensor<192xf32>\n";
   } else {
     body += "  %d = gpt.causal_attention_grad %g, %q, %y, %lse {num_heads = 2 : i64} : (" +
             low(y) + ", " + low(qkv) + ", " + low(y) + ", " + lse + ") -> " + low(qkv) + "\n";
   }
   body += "  %yf = gpt.cast %y : " + low(y) + " to " + f32(y) + "\n";
   body += "  %df = gpt.cast %d : " + low(qkv) + " to " + f32(qkv) + "\n";
-  return "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-         "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-         "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-         "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
+  return std::string(kStubPrograms) +
          "func.func @train_step(%qkv: " + f32(qkv) + " {gpt.input = \"qkv\"}, %dy: " + f32(y) +
          " {gpt.input = \"dy\"}) -> (" + f32(y) + " {gpt.output = \"y\"}, " + f32(qkv) +
          " {gpt.output = \"dqkv\"}" + (sums ? ", tensor<192xf32> {gpt.output = \"db\"}" : "") +

@@ -38,7 +38,8 @@ namespace {
 
 class FusionLoweringTest : public GPT2Test {
 protected:
-  /// Launches of @train_step per gpt op, and the kernel names of each.
+  /// Launches of @train_step per gpt op (a fusion of a kind by the kind's
+  /// name: gpt.causal_attention_grad_sum), and the kernel names of each.
   std::map<std::string, int> launches;
   std::map<std::string, std::vector<std::string>> kernels;
   std::vector<codegen::Command> ceGrad, ce;
@@ -77,13 +78,14 @@ protected:
     for (const codegen::Command &c : lowered->programs.front().commands) {
       if (c.kind != codegen::Command::Launch)
         continue;
-      ++launches[c.op];
-      kernels[c.op].push_back(lowered->kernels[c.kernel].name);
-      if (c.op == "gpt.cross_entropy_grad")
+      std::string op = c.source ? "gpt." + mlir::gpt::opKindName(c.source) : c.op;
+      ++launches[op];
+      kernels[op].push_back(lowered->kernels[c.kernel].name);
+      if (op == "gpt.cross_entropy_grad")
         ceGrad.push_back(c);
-      if (c.op == "gpt.cross_entropy" || c.op == "gpt.fp8_cross_entropy_grad")
+      if (op == "gpt.cross_entropy" || op == "gpt.fp8_cross_entropy_grad")
         ce.push_back(c);
-      if (c.op == "gpt.causal_attention_grad_sum")
+      if (op == "gpt.causal_attention_grad_sum")
         attentionGrad.push_back(c);
     }
   }
@@ -314,7 +316,7 @@ TEST_F(FusionLoweringTest, AttentionGradSumFoldsTheFlashKernelsTileSums) {
   }
 }
 
-// Without the flash kernels (fp32) the fused op's sum is a column
+// Without the flash kernels (fp32) the fusion's sum is a column
 // reduction of dqkv as stored, after the scalar kernels.
 TEST_F(FusionLoweringTest, AttentionGradSumOnTheScalarKernelsReadsDqkv) {
   ASSERT_NO_FATAL_FAILURE(lower(true, true, "fp32", true, "mini", 32, /*vectorAccess=*/true));

@@ -27,15 +27,7 @@ using reference::Tensor;
 
 namespace {
 
-const char *kSource = R"mlir(
-func.func @init(%a: tensor<4xf32> {gpt.input = "a"}) -> (tensor<4xf32> {gpt.output = "b"}) {
-  %b = gpt.neg %a : tensor<4xf32>
-  return %b : tensor<4xf32>
-}
-func.func @forward(%a: tensor<4xf32> {gpt.input = "a"}) -> (tensor<4xf32> {gpt.output = "b"}) {
-  %b = gpt.neg %a : tensor<4xf32>
-  return %b : tensor<4xf32>
-}
+const std::string kSource = std::string(kStubPrograms) + R"mlir(
 func.func @train_step(%x: tensor<6x16xf32> {gpt.input = "x"}, %y: tensor<6x16xf32> {gpt.input = "y"},
                       %b: tensor<16xf32> {gpt.input = "b"}, %w1: tensor<40x16xf32> {gpt.input = "w1"},
                       %w2: tensor<6x16xf32> {gpt.input = "w2"}, %w3: tensor<16xf32> {gpt.input = "w3"})

@@ -33,14 +33,6 @@ using reference::Tensor;
 
 namespace {
 
-/// The @init and @forward an executable needs beside the @train_step a
-/// test compiles.
-constexpr const char *kStubPrograms =
-    "func.func @init(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-    "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n"
-    "func.func @forward(%a: tensor<4xf32> {gpt.input = \"a\"}) -> (tensor<4xf32> {gpt.output = \"b\"}) {\n"
-    "  %b = gpt.neg %a : tensor<4xf32>\n  return %b : tensor<4xf32>\n}\n";
-
 /// A @train_step argument `%name` of `type`, the input `name`.
 std::string in(const std::string &name, const std::string &type) {
   return "%" + name + ": " + type + " {gpt.input = \"" + name + "\"}";
