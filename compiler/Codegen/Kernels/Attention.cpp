@@ -156,18 +156,18 @@ LogicalResult LoweringContext::lowerCausalAttentionGrad(Operation *op, const std
       types.push_back(flatOf(tileRows * 3 * c, ft));
       args.push_back(partials);
     }
-    launch(op, key + "q", "flash_attention_backward_q", types, args,
-           flashAttentionThreads(shape),
-           [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-             buildFlashAttentionBackwardQuery(b, loc, idx, a, shape);
-           }, flashAttentionMinBlocks(shape, FlashKernel::BackwardQuery),
-           flashAttentionSharedBytes(shape, FlashKernel::BackwardQuery));
-    launch(op, key + "kv", "flash_attention_backward_kv", types, args,
-           flashAttentionThreads(shape),
-           [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
-             buildFlashAttentionBackwardKeyValue(b, loc, idx, a, shape);
-           }, flashAttentionMinBlocks(shape, FlashKernel::BackwardKeyValue),
-           flashAttentionSharedBytes(shape, FlashKernel::BackwardKeyValue));
+    // dQ, then dK and dV: one kernel each over the same arguments.
+    for (bool query : {true, false}) {
+      FlashKernel kernel = query ? FlashKernel::BackwardQuery : FlashKernel::BackwardKeyValue;
+      launch(op, key + (query ? "q" : "kv"),
+             query ? "flash_attention_backward_q" : "flash_attention_backward_kv", types, args,
+             flashAttentionThreads(shape),
+             [=](OpBuilder &b, Location loc, Value idx, ValueRange a) {
+               (query ? buildFlashAttentionBackwardQuery : buildFlashAttentionBackwardKeyValue)(
+                   b, loc, idx, a, shape);
+             },
+             flashAttentionMinBlocks(shape, kernel), flashAttentionSharedBytes(shape, kernel));
+    }
     if (sum)
       sumColumns(types.back(), partials, tileRows, ft);
     return success();

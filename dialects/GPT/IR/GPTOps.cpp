@@ -843,7 +843,7 @@ LogicalResult LayerNormGradOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-/// The operands of causal_attention_grad(_sum): grad (B, T, C), qkv
+/// The operands of causal_attention_grad: grad (B, T, C), qkv
 /// (B, T, 3C), output like grad, lse (B, H, T) f32.
 static LogicalResult verifyAttentionGradOperands(std::optional<Location> loc, StringRef name,
                                                  Value grad, Value qkvV, Value output,
