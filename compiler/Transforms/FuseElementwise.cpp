@@ -122,6 +122,12 @@ FusionOp createFusion(OpBuilder &b, Location loc, TypeRange results, ValueRange 
   return fusion;
 }
 
+/// `v` converted to element type `elt` at `b` (a gpt.cast), or `v` itself.
+Value castElements(OpBuilder &b, Location loc, Value v, Type elt) {
+  auto t = llvm::cast<RankedTensorType>(v.getType());
+  return t.getElementType() == elt ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
+}
+
 /// `%d = GradOp %operands...; %s = gpt.reduce sum %d dims [all but last]`
 /// -> one column-sum gpt.fusion yielding both (gelu_grad: the bias gradient
 /// before the MLP's GELU; causal_attention_grad: the qkv projection's). Its
@@ -136,17 +142,15 @@ Operation *buildColumnSum(OpBuilder &b, GradOp grad, ReduceOp reduce) {
   auto fused = createFusion(b, loc, TypeRange{type, reduce.getType()}, grad->getOperands());
   Block &body = fused.getBody().front();
   Type f32 = b.getF32Type();
-  auto cast = [&](Value v, Type elt) -> Value {
-    auto t = llvm::cast<RankedTensorType>(v.getType());
-    return t.getElementType() == elt ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
-  };
   SmallVector<Value> wide;
   for (Value arg : body.getArguments())
-    wide.push_back(cast(arg, f32));
+    wide.push_back(castElements(b, loc, arg, f32));
   Operation *d = GradOp::create(b, loc, TypeRange{type.clone(f32)}, wide, grad->getAttrs());
   Value sum = ReduceOp::create(b, loc, ReduceKind::Sum, d->getResult(0), reduce.getDims());
   Type elt = type.getElementType();
-  YieldOp::create(b, loc, ValueRange{cast(d->getResult(0), elt), cast(sum, elt)});
+  YieldOp::create(b, loc,
+                  ValueRange{castElements(b, loc, d->getResult(0), elt),
+                             castElements(b, loc, sum, elt)});
   return fused;
 }
 
@@ -258,23 +262,18 @@ int64_t fuseLayerNormGradAdd(Block &block) {
     auto xType = llvm::cast<RankedTensorType>(ln.getInput().getType());
     Type wide = xType.getElementType().getIntOrFloatBitWidth() < 32 ? b.getF32Type()
                                                                     : xType.getElementType();
-    auto widen = [&](Value v) -> Value {
-      auto t = llvm::cast<RankedTensorType>(v.getType());
-      return t.getElementType() == wide ? v : Value(CastOp::create(b, loc, t.clone(wide), v));
-    };
-    Value x = widen(body.getArgument(1));
+    Value x = castElements(b, loc, body.getArgument(1), wide);
     auto grad = LayerNormGradOp::create(b, loc, TypeRange{x.getType(), ln.getWeightGrad().getType(),
                                                           ln.getBiasGrad().getType()},
                                         body.getArgument(0), x, body.getArgument(2),
                                         ln.getEpsilonAttr());
-    Value sum = AddOp::create(b, loc, widen(body.getArgument(3)), grad.getInputGrad());
-    auto cast = [&](Value v, Type t) -> Value {
-      return t == v.getType() ? v : Value(CastOp::create(b, loc, t, v));
-    };
+    Value sum = AddOp::create(b, loc, castElements(b, loc, body.getArgument(3), wide),
+                              grad.getInputGrad());
     // The sum as the add stored it, and the narrow copy of that.
-    SmallVector<Value> yielded = {cast(sum, add.getType())};
+    SmallVector<Value> yielded = {
+        castElements(b, loc, sum, add.getType().getElementType())};
     if (narrow)
-      yielded.push_back(cast(yielded[0], narrow.getType()));
+      yielded.push_back(castElements(b, loc, yielded[0], narrow.getType().getElementType()));
     yielded.append({grad.getWeightGrad(), grad.getBiasGrad()});
     YieldOp::create(b, loc, yielded);
     add.getResult().replaceAllUsesWith(fused.getResult(0));

@@ -16,26 +16,16 @@ bool mlir::gpt::isFusibleElementwise(Operation *op) {
                    RsqrtOp, GeluOp, GeluGradOp, ScaleOp, CastOp, BiasAddOp, ConstantOp>(op);
 }
 
-LayerNormOp FusionOp::getRowOp() {
-  for (Operation &op : getBody().front())
-    if (auto ln = llvm::dyn_cast<LayerNormOp>(op))
-      return ln;
-  return {};
+/// The body's first OpT (a fusion holds at most one), or null.
+template <typename OpT>
+static OpT findInBody(FusionOp fusion) {
+  auto ops = fusion.getBody().front().getOps<OpT>();
+  return ops.empty() ? OpT() : *ops.begin();
 }
 
-ReduceOp FusionOp::getColumnSum() {
-  for (Operation &op : getBody().front())
-    if (auto sum = llvm::dyn_cast<ReduceOp>(op))
-      return sum;
-  return {};
-}
-
-LayerNormGradOp FusionOp::getRowGradOp() {
-  for (Operation &op : getBody().front())
-    if (auto ln = llvm::dyn_cast<LayerNormGradOp>(op))
-      return ln;
-  return {};
-}
+LayerNormOp FusionOp::getRowOp() { return findInBody<LayerNormOp>(*this); }
+ReduceOp FusionOp::getColumnSum() { return findInBody<ReduceOp>(*this); }
+LayerNormGradOp FusionOp::getRowGradOp() { return findInBody<LayerNormGradOp>(*this); }
 
 /// A column-sum fusion's sum: of all but the last dimension of a value the
 /// body computes, read only by gpt.yield and casts that only it reads;
