@@ -247,6 +247,9 @@ public:
   };
   LogicalResult lowerCausalAttentionGrad(Operation *op, const std::string &key,
                                          AttentionGradValues at, Value sum);
+  /// A GEMM fusion: one cuBLASLt GEMM with its epilogue
+  /// (Kernels/Gemm.cpp).
+  LogicalResult lowerGemmFusion(FusionOp fusion, const GemmFusion &gemm);
   /// A row-gradient fusion: its row op `ln`, each row's dx passed through
   /// the body's elementwise epilogue (Kernels/LayerNorm.cpp).
   LogicalResult lowerRowGradFusion(FusionOp fusion, LayerNormGradOp ln);
@@ -262,8 +265,11 @@ public:
   LogicalResult lowerLayerNormGrad(Operation *op, const std::string &key, Value dy, Value x,
                                    Value w, Value dw, Value db, double eps,
                                    const RowGradEpilogue &epilogue);
+  /// One cuBLASLt GEMM D = op(a) op(bm) for `op`, D its first result
+  /// unless `d` is given.
   LogicalResult lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb, Value bias,
-                            GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value());
+                            GemmEpilogue epilogue = GemmEpilogue::None, Value aux = Value(),
+                            Value d = Value());
   LogicalResult lowerFp8Scale(Fp8ScaleOp op);
   LogicalResult lowerFp8DelayedScales(Fp8DelayedScalesOp op);
   LogicalResult lowerFp8Quantize(Fp8QuantizeOp op);
@@ -310,10 +316,6 @@ public:
   LogicalResult lowerMatmulOp(Operation *op);
   LogicalResult lowerScaledMatmulOp(Operation *op);
   LogicalResult lowerScaledMatmulGeluFp8Op(Operation *op);
-  LogicalResult lowerLinearGeluOp(Operation *op);
-  LogicalResult lowerMatmulGeluGradOp(Operation *op);
-  LogicalResult lowerMatmulGeluBiasGradOp(Operation *op);
-  LogicalResult lowerMatmulBiasGradOp(Operation *op);
   // Kernels/Fp8.cpp
   LogicalResult lowerFp8ScaleOp(Operation *op);
   LogicalResult lowerFp8DelayedScalesOp(Operation *op);

@@ -133,14 +133,6 @@ private:
       sums[i % sums.size()] += x[i];
   }
 
-  /// y[i] *= gelu'(pre[i]); with `sums`, sums[c] += y[i] for y's column c.
-  static void scaleByGeluGrad(Buffer &y, const Buffer &pre, Buffer *sums) {
-    for (size_t i = 0; i < y.size(); ++i)
-      y[i] *= geluDerivative(pre[i]);
-    if (sums)
-      addColumnSums(y, *sums);
-  }
-
   // FP8 scales and codes (Fp8.cpp), which the layernorm, GEMM and loss
   // references of FP8 ops share.
   static double scaleOf(double amax, Fp8Format format);
@@ -168,14 +160,10 @@ private:
 
   // Gemm.cpp
   LogicalResult linear(LinearOp op);
-  LogicalResult linearGelu(LinearGeluOp op);
   LogicalResult matmul(MatmulOp op);
   LogicalResult fp8Matmul(Fp8MatmulOp op);
   LogicalResult scaledMatmul(ScaledMatmulOp op);
   LogicalResult scaledMatmulGeluFp8(ScaledMatmulGeluFp8Op op);
-  LogicalResult matmulGeluGrad(MatmulGeluGradOp op);
-  LogicalResult matmulGeluBiasGrad(MatmulGeluBiasGradOp op);
-  LogicalResult matmulBiasGrad(MatmulBiasGradOp op);
   void matmulInto(Value lhs, Value rhs, bool ta, bool tb, Value result, Buffer &y,
                   std::pair<const Buffer *, const Buffer *> values = {});
   void scaledProductInto(Value lhs, Value lhsScale, Value rhs, Value rhsScale, bool ta, bool tb,

@@ -1,8 +1,8 @@
 //===- Gemm.cpp - reference GEMMs and their epilogues ---------------------===//
 //
 // The fp64/fp32 reference of the Gemm kernel family
-// (compiler/Codegen/Kernels/Gemm.cpp): gpt.matmul, gpt.linear, the FP8
-// GEMMs and the epilogue folds (GELU, its gradient, bias gradients).
+// (compiler/Codegen/Kernels/Gemm.cpp): gpt.matmul, gpt.linear and the FP8
+// GEMMs. A GEMM fusion's body is these and elementwise ops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,18 +33,6 @@ LogicalResult Evaluator<T>::linear(LinearOp op) {
   auto wShape = shapeOf(op.getWeight());
   linearInto(in(op.getInput()), in(op.getWeight()), op.getBias() ? &in(op.getBias()) : nullptr,
              wShape[0], wShape[1], out(op.getResult()));
-  return success();
-}
-
-template <typename T>
-LogicalResult Evaluator<T>::linearGelu(LinearGeluOp op) {
-  auto wShape = shapeOf(op.getWeight());
-  Buffer &pre = out(op.getPreActivation());
-  linearInto(in(op.getInput()), in(op.getWeight()), op.getBias() ? &in(op.getBias()) : nullptr,
-             wShape[0], wShape[1], pre);
-  Buffer &y = out(op.getResult());
-  for (size_t i = 0; i < pre.size(); ++i)
-    y[i] = gelu(pre[i]);
   return success();
 }
 
@@ -140,42 +128,12 @@ LogicalResult Evaluator<T>::scaledMatmulGeluFp8(ScaledMatmulGeluFp8Op op) {
   return success(); // roundResults rounds `pre` to its type
 }
 
-template <typename T>
-LogicalResult Evaluator<T>::matmulGeluGrad(MatmulGeluGradOp op) {
-  Buffer &y = out(op.getResult());
-  matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
-             op.getResult(), y);
-  scaleByGeluGrad(y, in(op.getPre()), nullptr);
-  return success();
-}
-
-template <typename T>
-LogicalResult Evaluator<T>::matmulGeluBiasGrad(MatmulGeluBiasGradOp op) {
-  Buffer &y = out(op.getResult());
-  matmulInto(op.getLhs(), op.getRhs(), op.getTransposeLhs(), op.getTransposeRhs(),
-             op.getResult(), y);
-  scaleByGeluGrad(y, in(op.getPre()), &out(op.getBiasGrad()));
-  return success();
-}
-
-template <typename T>
-LogicalResult Evaluator<T>::matmulBiasGrad(MatmulBiasGradOp op) {
-  matmulInto(op.getLhs(), op.getRhs(), true, false, op.getWeightGrad(),
-             out(op.getWeightGrad()));
-  addColumnSums(in(op.getLhs()), out(op.getBiasGrad()));
-  return success();
-}
-
 #define INSTANTIATE(T)                                                             \
   template LogicalResult Evaluator<T>::linear(LinearOp);                           \
-  template LogicalResult Evaluator<T>::linearGelu(LinearGeluOp);                   \
   template LogicalResult Evaluator<T>::matmul(MatmulOp);                           \
   template LogicalResult Evaluator<T>::fp8Matmul(Fp8MatmulOp);                     \
   template LogicalResult Evaluator<T>::scaledMatmul(ScaledMatmulOp);               \
-  template LogicalResult Evaluator<T>::scaledMatmulGeluFp8(ScaledMatmulGeluFp8Op); \
-  template LogicalResult Evaluator<T>::matmulGeluGrad(MatmulGeluGradOp);           \
-  template LogicalResult Evaluator<T>::matmulGeluBiasGrad(MatmulGeluBiasGradOp);   \
-  template LogicalResult Evaluator<T>::matmulBiasGrad(MatmulBiasGradOp);
+  template LogicalResult Evaluator<T>::scaledMatmulGeluFp8(ScaledMatmulGeluFp8Op);
 GPTC_REFERENCE_ELEMENT_TYPES(INSTANTIATE)
 #undef INSTANTIATE
 

@@ -173,10 +173,6 @@ LogicalResult Evaluator<T>::execute(Operation *op) {
       .template Case<Fp8MatmulOp>([&](auto o) { return fp8Matmul(o); })
       .template Case<ScaledMatmulOp>([&](auto o) { return scaledMatmul(o); })
       .template Case<ScaledMatmulGeluFp8Op>([&](auto o) { return scaledMatmulGeluFp8(o); })
-      .template Case<LinearGeluOp>([&](auto o) { return linearGelu(o); })
-      .template Case<MatmulGeluGradOp>([&](auto o) { return matmulGeluGrad(o); })
-      .template Case<MatmulGeluBiasGradOp>([&](auto o) { return matmulGeluBiasGrad(o); })
-      .template Case<MatmulBiasGradOp>([&](auto o) { return matmulBiasGrad(o); })
       // Embedding.cpp
       .template Case<EmbedOp>([&](auto o) { return embed(o); })
       .template Case<EmbedGradOp>([&](auto o) { return embedGrad(o); })

@@ -112,22 +112,6 @@ int64_t narrowGradInputs(Block &block) {
   return n;
 }
 
-/// A gpt.fusion at `b` of `inputs`, its body's block made with one
-/// argument per input; `b` is left at the start of the body.
-FusionOp createFusion(OpBuilder &b, Location loc, TypeRange results, ValueRange inputs) {
-  auto fusion = FusionOp::create(b, loc, results, inputs);
-  Block *body = b.createBlock(&fusion.getBody());
-  for (Value v : inputs)
-    body->addArgument(v.getType(), v.getLoc());
-  return fusion;
-}
-
-/// `v` converted to element type `elt` at `b` (a gpt.cast), or `v` itself.
-Value castElements(OpBuilder &b, Location loc, Value v, Type elt) {
-  auto t = llvm::cast<RankedTensorType>(v.getType());
-  return t.getElementType() == elt ? v : Value(CastOp::create(b, loc, t.clone(elt), v));
-}
-
 /// `%d = GradOp %operands...; %s = gpt.reduce sum %d dims [all but last]`
 /// -> one column-sum gpt.fusion yielding both (gelu_grad: the bias gradient
 /// before the MLP's GELU; causal_attention_grad: the qkv projection's). Its
@@ -139,18 +123,18 @@ template <typename GradOp>
 Operation *buildColumnSum(OpBuilder &b, GradOp grad, ReduceOp reduce) {
   Location loc = grad.getLoc();
   auto type = llvm::cast<RankedTensorType>(grad.getType());
-  auto fused = createFusion(b, loc, TypeRange{type, reduce.getType()}, grad->getOperands());
+  auto fused = gptc::createFusion(b, loc, TypeRange{type, reduce.getType()}, grad->getOperands());
   Block &body = fused.getBody().front();
   Type f32 = b.getF32Type();
   SmallVector<Value> wide;
   for (Value arg : body.getArguments())
-    wide.push_back(castElements(b, loc, arg, f32));
+    wide.push_back(gptc::castElements(b, loc, arg, f32));
   Operation *d = GradOp::create(b, loc, TypeRange{type.clone(f32)}, wide, grad->getAttrs());
   Value sum = ReduceOp::create(b, loc, ReduceKind::Sum, d->getResult(0), reduce.getDims());
   Type elt = type.getElementType();
   YieldOp::create(b, loc,
-                  ValueRange{castElements(b, loc, d->getResult(0), elt),
-                             castElements(b, loc, sum, elt)});
+                  ValueRange{gptc::castElements(b, loc, d->getResult(0), elt),
+                             gptc::castElements(b, loc, sum, elt)});
   return fused;
 }
 
@@ -166,7 +150,7 @@ int64_t fuseColumnSum(Block &block) {
     if (!grad || grad->getBlock() != &block)
       continue;
     auto type = llvm::cast<RankedTensorType>(grad.getType());
-    if (!gptc::sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
+    if (!sumsColumns(reduce) || reduce.getType().getElementType() != type.getElementType())
       continue;
     OpBuilder b(grad);
     Operation *fused = buildColumnSum(b, grad, reduce);
@@ -205,7 +189,8 @@ int64_t fuseAddLayerNorm(Block &block) {
     Value rhs = rhsCast ? rhsCast.getInput() : add.getRhs();
     OpBuilder b(add);
     SmallVector<Value> inputs = {lhs, rhs, ln.getWeight(), ln.getBias()};
-    auto fused = createFusion(b, add.getLoc(), TypeRange{add.getType(), ln.getType()}, inputs);
+    auto fused =
+        gptc::createFusion(b, add.getLoc(), TypeRange{add.getType(), ln.getType()}, inputs);
     IRMapping map;
     map.map(inputs, fused.getBody().getArguments());
     for (CastOp cast : casts)
@@ -256,24 +241,24 @@ int64_t fuseLayerNormGradAdd(Block &block) {
       types.push_back(narrow.getType());
     types.append({ln.getWeightGrad().getType(), ln.getBiasGrad().getType()});
     SmallVector<Value> inputs = {ln.getGrad(), ln.getInput(), ln.getWeight(), acc};
-    auto fused = createFusion(b, loc, types, inputs);
+    auto fused = gptc::createFusion(b, loc, types, inputs);
     Block &body = fused.getBody().front();
     // dx and the sum in f32 (the input's type when it is wider).
     auto xType = llvm::cast<RankedTensorType>(ln.getInput().getType());
     Type wide = xType.getElementType().getIntOrFloatBitWidth() < 32 ? b.getF32Type()
                                                                     : xType.getElementType();
-    Value x = castElements(b, loc, body.getArgument(1), wide);
+    Value x = gptc::castElements(b, loc, body.getArgument(1), wide);
     auto grad = LayerNormGradOp::create(b, loc, TypeRange{x.getType(), ln.getWeightGrad().getType(),
                                                           ln.getBiasGrad().getType()},
                                         body.getArgument(0), x, body.getArgument(2),
                                         ln.getEpsilonAttr());
-    Value sum = AddOp::create(b, loc, castElements(b, loc, body.getArgument(3), wide),
+    Value sum = AddOp::create(b, loc, gptc::castElements(b, loc, body.getArgument(3), wide),
                               grad.getInputGrad());
     // The sum as the add stored it, and the narrow copy of that.
     SmallVector<Value> yielded = {
-        castElements(b, loc, sum, add.getType().getElementType())};
+        gptc::castElements(b, loc, sum, add.getType().getElementType())};
     if (narrow)
-      yielded.push_back(castElements(b, loc, yielded[0], narrow.getType().getElementType()));
+      yielded.push_back(gptc::castElements(b, loc, yielded[0], narrow.getType().getElementType()));
     yielded.append({grad.getWeightGrad(), grad.getBiasGrad()});
     YieldOp::create(b, loc, yielded);
     add.getResult().replaceAllUsesWith(fused.getResult(0));
@@ -467,7 +452,7 @@ struct Fuser {
     Operation *at = argumentsOnly(g) ? g.front() : g.back();
     OpBuilder b(at);
     Location loc = b.getFusedLoc(llvm::map_to_vector(g, [](Operation *m) { return m->getLoc(); }));
-    auto fusion = createFusion(b, loc, TypeRange(ValueRange(outs)), inputs.getArrayRef());
+    auto fusion = gptc::createFusion(b, loc, TypeRange(ValueRange(outs)), inputs.getArrayRef());
     IRMapping map;
     map.map(inputs.getArrayRef(), fusion.getBody().getArguments());
     for (Operation *m : g)

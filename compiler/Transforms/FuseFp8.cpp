@@ -128,7 +128,7 @@ struct WriteCrossEntropyGradAsFp8 : Fp8Rewrite<Fp8CastTransposeOp> {
 ReduceOp columnSumOf(Value x, Operation *at) {
   for (Operation *user : x.getUsers()) {
     auto reduce = llvm::dyn_cast<ReduceOp>(user);
-    if (!reduce || !gptc::sumsColumns(reduce) ||
+    if (!reduce || !sumsColumns(reduce) ||
         reduce.getType().getElementType() != getElementTypeOrSelf(x.getType()))
       continue;
     bool later = llvm::all_of(reduce->getUsers(), [&](Operation *reader) {

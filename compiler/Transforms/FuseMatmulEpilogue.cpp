@@ -2,13 +2,15 @@
 //
 /// Five rewrite patterns (see Passes.td), applied greedily with folding
 /// off so that nothing but the matched ops changes, in two rounds (the
-/// GELU folds first, so that the bias-gradient folds see their results):
-///  - FoldGelu:         gelu(linear)              -> gpt.linear_gelu
-///  - FoldGeluGrad:     gelu_grad(matmul, pre)    -> gpt.matmul_gelu_grad
-///  - FoldGeluBiasGrad: reduce(matmul_gelu_grad)  -> gpt.matmul_gelu_bias_grad
-///  - FoldBiasGrad:     reduce(dY) + dW matmul    -> gpt.matmul_bias_grad
-///  - FoldScaledBias:   bias_add(scaled_matmul)   -> gpt.scaled_matmul bias
-/// Each fused op sits where its first replaced op was, or later only where
+/// GELU folds first, so that the bias-gradient folds see their results).
+/// The first four make GEMM fusions (gpt.fusion holding the GEMM, on its
+/// operands widened to f32, and the epilogue on its f32 accumulator):
+///  - FoldGelu:         gelu(linear)                   -> GELU
+///  - FoldGeluGrad:     gelu_grad(matmul, pre)         -> GELU gradient
+///  - FoldGeluBiasGrad: reduce(GELU gradient fusion)   -> and its column sum
+///  - FoldBiasGrad:     reduce(dY) + dW matmul         -> lhs column sum
+///  - FoldScaledBias:   bias_add(scaled_matmul)        -> gpt.scaled_matmul bias
+/// Each fusion sits where its first replaced op was, or later only where
 /// every replaced value's readers still follow it.
 //
 //===----------------------------------------------------------------------===//
@@ -17,6 +19,7 @@
 #include "compiler/Transforms/ProgramUtils.h"
 
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace gptc {
@@ -42,16 +45,60 @@ Value reshapeTo(PatternRewriter &rewriter, Location loc, Value v, RankedTensorTy
 /// here the row length, divisible by 8.
 bool auxRowsAligned(Value v) { return rtt(v).getShape().back() % 8 == 0; }
 
-/// gelu(linear(x, w, b)) -> gpt.linear_gelu, at the linear, for the first
-/// GELU of the linear in block order. A later GELU of the same
-/// pre-activation is a rematerialized clone in the backward: it stays,
-/// since reading the fused op's GELU result would keep that alive into the
-/// backward, which is what gpt-rematerialize chose not to do.
+/// A GEMM fusion at the rewriter's insertion point: `gemm` (a gpt.linear
+/// or gpt.matmul, whose lhs, rhs and bias are the leading `inputs`) rebuilt
+/// in the body on the inputs widened to f32, so that the values `epilogue`
+/// computes from its result read the GEMM's accumulator; each is yielded
+/// narrowed to its result's element type.
+FusionOp buildGemmFusion(
+    PatternRewriter &rewriter, Location loc, TypeRange results, ValueRange inputs,
+    Operation *gemm,
+    llvm::function_ref<SmallVector<Value>(OpBuilder &, Value acc, ValueRange wide)> epilogue) {
+  OpBuilder::InsertionGuard guard(rewriter);
+  FusionOp fusion = gptc::createFusion(rewriter, loc, results, inputs);
+  SmallVector<Value> wide;
+  for (Value arg : fusion.getBody().getArguments())
+    wide.push_back(getElementTypeOrSelf(arg).getIntOrFloatBitWidth() < 32
+                       ? gptc::castElements(rewriter, loc, arg, rewriter.getF32Type())
+                       : arg);
+  Value acc;
+  if (auto linear = llvm::dyn_cast<LinearOp>(gemm)) {
+    acc = LinearOp::create(rewriter, loc, wide[0], wide[1], linear.getBias() ? wide[2] : Value());
+  } else {
+    auto matmul = llvm::cast<MatmulOp>(gemm);
+    acc = MatmulOp::create(rewriter, loc, wide[0], wide[1], matmul.getTransposeLhs(),
+                           matmul.getTransposeRhs());
+  }
+  SmallVector<Value> values;
+  for (auto [v, type] : llvm::zip_equal(epilogue(rewriter, acc, wide), results))
+    values.push_back(gptc::castElements(rewriter, loc, v, getElementTypeOrSelf(type)));
+  YieldOp::create(rewriter, loc, values);
+  return fusion;
+}
+
+/// Whether `op` is in a gpt.fusion's body, which the patterns leave as it
+/// is: a GEMM fusion's own GELU of its GEMM would match again.
+bool inFusion(Operation *op) { return llvm::isa<FusionOp>(op->getParentOp()); }
+
+/// The column sums of `v`, a reduce over all but its last dimension.
+Value columnSums(OpBuilder &b, Location loc, Value v) {
+  auto dims = llvm::to_vector(llvm::seq<int64_t>(0, rtt(v).getRank() - 1));
+  return ReduceOp::create(b, loc, ReduceKind::Sum, v, dims);
+}
+
+/// gelu(linear(x, w, b)) -> a GEMM fusion yielding gelu(acc) and acc (the
+/// pre-activation), at the linear, for the first GELU of the linear in
+/// block order. A later GELU of the same pre-activation is a
+/// rematerialized clone in the backward: it stays, since reading the
+/// fusion's GELU result would keep that alive into the backward, which is
+/// what gpt-rematerialize chose not to do.
 struct FoldGelu : OpRewritePattern<GeluOp> {
   FoldGelu(MLIRContext *ctx, llvm::Statistic &count)
       : OpRewritePattern<GeluOp>(ctx), count(count) {}
 
   LogicalResult matchAndRewrite(GeluOp gelu, PatternRewriter &rewriter) const override {
+    if (inFusion(gelu))
+      return rewriter.notifyMatchFailure(gelu, "in a gpt.fusion");
     Value x = gelu.getInput();
     auto linear = x.getDefiningOp<LinearOp>();
     if (!linear)
@@ -64,10 +111,14 @@ struct FoldGelu : OpRewritePattern<GeluOp> {
       if (user != gelu && llvm::isa<GeluOp>(user) && user->isBeforeInBlock(gelu))
         return rewriter.notifyMatchFailure(gelu, "a GELU of the linear comes earlier");
     rewriter.setInsertionPoint(linear);
-    auto fused = LinearGeluOp::create(rewriter, linear.getLoc(), linear.getInput(),
-                                      linear.getWeight(), linear.getBias());
-    rewriter.replaceOp(gelu, fused.getResult());
-    rewriter.replaceOp(linear, fused.getPreActivation());
+    FusionOp fused = buildGemmFusion(
+        rewriter, linear.getLoc(), TypeRange{gelu.getType(), linear.getType()},
+        linear->getOperands(), linear,
+        [&](OpBuilder &b, Value acc, ValueRange) -> SmallVector<Value> {
+          return {GeluOp::create(b, gelu.getLoc(), acc), acc};
+        });
+    rewriter.replaceOp(gelu, fused.getResult(0));
+    rewriter.replaceOp(linear, fused.getResult(1));
     ++count;
     return success();
   }
@@ -75,14 +126,16 @@ struct FoldGelu : OpRewritePattern<GeluOp> {
   llvm::Statistic &count;
 };
 
-/// gelu_grad(reshape?(matmul(a, b)), pre) -> reshape?(matmul_gelu_grad(a, b,
-/// reshape?(pre))), at the gelu_grad. The product must have no other
-/// reader: the fused op never materialises it.
+/// gelu_grad(reshape?(matmul(a, b)), pre) -> reshape?(a GEMM fusion of a, b
+/// and reshape?(pre) yielding gelu_grad(acc, pre)), at the gelu_grad. The
+/// product must have no other reader: the fusion never stores it.
 struct FoldGeluGrad : OpRewritePattern<GeluGradOp> {
   FoldGeluGrad(MLIRContext *ctx, llvm::Statistic &count)
       : OpRewritePattern<GeluGradOp>(ctx), count(count) {}
 
   LogicalResult matchAndRewrite(GeluGradOp grad, PatternRewriter &rewriter) const override {
+    if (inFusion(grad))
+      return rewriter.notifyMatchFailure(grad, "in a gpt.fusion");
     Value product = grad.getGrad();
     auto view = product.getDefiningOp<ReshapeOp>();
     if (view) {
@@ -104,10 +157,14 @@ struct FoldGeluGrad : OpRewritePattern<GeluGradOp> {
     RankedTensorType productType = rtt(matmul.getResult());
     rewriter.setInsertionPoint(grad);
     Value pre = reshapeTo(rewriter, grad.getLoc(), grad.getInput(), productType);
-    auto fused = MatmulGeluGradOp::create(rewriter, grad.getLoc(), matmul.getLhs(),
-                                          matmul.getRhs(), pre, matmul.getTransposeLhs(),
-                                          matmul.getTransposeRhs());
-    rewriter.replaceOp(grad, reshapeTo(rewriter, grad.getLoc(), fused, rtt(grad.getResult())));
+    FusionOp fused = buildGemmFusion(
+        rewriter, grad.getLoc(), TypeRange{productType},
+        ValueRange{matmul.getLhs(), matmul.getRhs(), pre}, matmul,
+        [&](OpBuilder &b, Value acc, ValueRange wide) -> SmallVector<Value> {
+          return {GeluGradOp::create(b, grad.getLoc(), acc, wide[2])};
+        });
+    rewriter.replaceOp(grad, reshapeTo(rewriter, grad.getLoc(), fused.getResult(0),
+                                       rtt(grad.getResult())));
     if (view)
       rewriter.eraseOp(view);
     rewriter.eraseOp(matmul);
@@ -118,34 +175,40 @@ struct FoldGeluGrad : OpRewritePattern<GeluGradOp> {
   llvm::Statistic &count;
 };
 
-/// reduce sum (reshape?(matmul_gelu_grad)) dims [all but last] ->
-/// matmul_gelu_bias_grad, at the matmul_gelu_grad. A reshape keeping the
-/// last dimension keeps the columns, so the sums are the same.
+/// reduce sum (reshape?(GELU-gradient GEMM fusion)) dims [all but last] ->
+/// that fusion with the column sums of the f32 gradient, at the fusion. A
+/// reshape keeping the last dimension keeps the columns, so the sums are
+/// the same.
 struct FoldGeluBiasGrad : OpRewritePattern<ReduceOp> {
   FoldGeluBiasGrad(MLIRContext *ctx, llvm::Statistic &count)
       : OpRewritePattern<ReduceOp>(ctx, /*benefit=*/2), count(count) {}
 
   LogicalResult matchAndRewrite(ReduceOp reduce, PatternRewriter &rewriter) const override {
-    if (!gptc::sumsColumns(reduce))
-      return rewriter.notifyMatchFailure(reduce, "not a sum over all but the last dimension");
+    if (inFusion(reduce) || !sumsColumns(reduce))
+      return rewriter.notifyMatchFailure(reduce, "not a column sum outside a gpt.fusion");
     Value dy = reduce.getInput();
     if (auto view = dy.getDefiningOp<ReshapeOp>())
       dy = view.getInput();
-    auto grad = dy.getDefiningOp<MatmulGeluGradOp>();
-    if (!grad)
-      return rewriter.notifyMatchFailure(reduce, "input is not a gpt.matmul_gelu_grad");
-    if (grad->getBlock() != reduce->getBlock())
-      return rewriter.notifyMatchFailure(reduce, "gpt.matmul_gelu_grad in another block");
-    RankedTensorType product = rtt(grad.getResult());
-    if (rtt(reduce.getInput()).getShape().back() != product.getDimSize(1) ||
+    auto fusion = dy.getDefiningOp<FusionOp>();
+    std::optional<GemmFusion> gemm = fusion ? matchGemmFusion(fusion) : std::nullopt;
+    if (!gemm || gemm->epilogue != GemmFusion::Epilogue::GeluGrad)
+      return rewriter.notifyMatchFailure(reduce, "input is not a GELU gradient's GEMM fusion");
+    if (fusion->getBlock() != reduce->getBlock())
+      return rewriter.notifyMatchFailure(reduce, "the GEMM fusion is in another block");
+    RankedTensorType product = rtt(gemm->result);
+    if (rtt(reduce.getInput()).getShape().back() != product.getShape().back() ||
         rtt(reduce.getResult()).getElementType() != product.getElementType())
       return rewriter.notifyMatchFailure(reduce, "not the product's columns in its type");
-    rewriter.setInsertionPoint(grad);
-    auto fused = MatmulGeluBiasGradOp::create(rewriter, grad.getLoc(), grad.getLhs(),
-                                              grad.getRhs(), grad.getPre(),
-                                              grad.getTransposeLhs(), grad.getTransposeRhs());
-    rewriter.replaceOp(grad, fused.getResult());
-    rewriter.replaceOp(reduce, fused.getBiasGrad());
+    rewriter.setInsertionPoint(fusion);
+    FusionOp fused = buildGemmFusion(
+        rewriter, fusion.getLoc(), TypeRange{product, reduce.getType()},
+        ValueRange{gemm->lhs, gemm->rhs, gemm->pre}, gemm->gemm,
+        [&](OpBuilder &b, Value acc, ValueRange wide) -> SmallVector<Value> {
+          Value grad = GeluGradOp::create(b, fusion.getLoc(), acc, wide[2]);
+          return {grad, columnSums(b, reduce.getLoc(), grad)};
+        });
+    rewriter.replaceOp(fusion, fused.getResult(0));
+    rewriter.replaceOp(reduce, fused.getResult(1));
     ++count;
     return success();
   }
@@ -154,8 +217,9 @@ struct FoldGeluBiasGrad : OpRewritePattern<ReduceOp> {
 };
 
 /// reduce sum dY dims [0 .. r-2] with a weight-gradient matmul of the same
-/// dY, `matmul dY2d, X {transpose_lhs}` -> matmul_bias_grad(dY2d, X), at
-/// whichever of the two comes first.
+/// dY, `matmul dY2d, X {transpose_lhs}` -> a GEMM fusion of dY2d and X
+/// yielding the product and dY2d's column sums, at whichever of the two
+/// comes first.
 struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
   FoldBiasGrad(MLIRContext *ctx, llvm::Statistic &count)
       : OpRewritePattern<ReduceOp>(ctx), count(count) {}
@@ -184,8 +248,8 @@ struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
 
   LogicalResult matchAndRewrite(ReduceOp reduce, PatternRewriter &rewriter) const override {
     Value dy = reduce.getInput();
-    if (!gptc::sumsColumns(reduce))
-      return rewriter.notifyMatchFailure(reduce, "not a sum over all but the last dimension");
+    if (inFusion(reduce) || !sumsColumns(reduce))
+      return rewriter.notifyMatchFailure(reduce, "not a column sum outside a gpt.fusion");
     Type eltType = rtt(reduce.getResult()).getElementType();
     MatmulOp matmul = findWeightGrad(dy, eltType);
     if (!matmul || matmul->getBlock() != reduce->getBlock())
@@ -198,9 +262,14 @@ struct FoldBiasGrad : OpRewritePattern<ReduceOp> {
       return rewriter.notifyMatchFailure(reduce, "the matmul's rhs is defined after the reduce");
     rewriter.setInsertionPoint(at);
     Value lhs = reshapeTo(rewriter, at->getLoc(), dy, rtt(matmul.getLhs()));
-    auto fused = MatmulBiasGradOp::create(rewriter, at->getLoc(), lhs, matmul.getRhs());
-    rewriter.replaceOp(matmul, fused.getWeightGrad());
-    rewriter.replaceOp(reduce, fused.getBiasGrad());
+    FusionOp fused = buildGemmFusion(
+        rewriter, at->getLoc(), TypeRange{matmul.getType(), reduce.getType()},
+        ValueRange{lhs, matmul.getRhs()},
+        matmul, [&](OpBuilder &b, Value acc, ValueRange wide) -> SmallVector<Value> {
+          return {acc, columnSums(b, reduce.getLoc(), wide[0])};
+        });
+    rewriter.replaceOp(matmul, fused.getResult(0));
+    rewriter.replaceOp(reduce, fused.getResult(1));
     ++count;
     return success();
   }
@@ -216,6 +285,8 @@ struct FoldScaledBias : OpRewritePattern<BiasAddOp> {
       : OpRewritePattern<BiasAddOp>(ctx), count(count) {}
 
   LogicalResult matchAndRewrite(BiasAddOp add, PatternRewriter &rewriter) const override {
+    if (inFusion(add))
+      return rewriter.notifyMatchFailure(add, "in a gpt.fusion");
     auto mm = add.getInput().getDefiningOp<ScaledMatmulOp>();
     if (!mm || mm.getBias() || mm.getAccumulate())
       return rewriter.notifyMatchFailure(

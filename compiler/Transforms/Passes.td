@@ -725,26 +725,29 @@ def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"
     cuBLASLt applies elementwise epilogues to a GEMM's fp32 accumulator
     before it stores D, and can reduce an input over the contracted
     dimension while streaming it. Each rewrite below removes a kernel that
-    reads and writes a whole activation:
+    reads and writes a whole activation. The first four make a GEMM
+    `gpt.fusion`: the GEMM on its operands widened to f32 (its result is
+    the accumulator) and the epilogue on that, each result narrowed once.
 
-      1) `gelu(linear(x, w, b))` -> `gpt.linear_gelu` (epilogue
-         GELU_AUX_BIAS): the GEMM writes both the GELU output and the
-         pre-activation the backward needs (`gelu`).
-      2) `gelu_grad(matmul(dy, w), pre)` (through a reshape) ->
-         `gpt.matmul_gelu_grad` (epilogue DGELU) on rank-2 operands, the
-         matmul's product read by nothing else (`gelu-grad`).
-      3) `reduce sum dims [all but last]` of a `gpt.matmul_gelu_grad`
-         (through a reshape) -> `gpt.matmul_gelu_bias_grad` (epilogue
-         DGELU_BGRAD): the GELU layer's bias gradient comes out of the GEMM
-         that computes its pre-activation gradient (`gelu-bias-grad`). Off
-         by default: cuBLASLt's DGELU_BGRAD GEMM is slower than its DGELU
-         GEMM plus gptc's column reduction (docs/architecture.md, Fusion).
+      1) `gelu(linear(x, w, b))` -> a fusion yielding the GELU and the
+         pre-activation the backward needs (epilogue GELU_AUX_BIAS; `gelu`).
+      2) `gelu_grad(matmul(dy, w), pre)` (through a reshape) -> a fusion
+         yielding the GELU gradient (epilogue DGELU) on rank-2 operands,
+         the matmul's product read by nothing else (`gelu-grad`).
+      3) `reduce sum dims [all but last]` of 2's fusion (through a reshape)
+         -> that fusion also yielding the column sums of the f32 gradient
+         (epilogue DGELU_BGRAD): the GELU layer's bias gradient comes out
+         of the GEMM that computes its pre-activation gradient
+         (`gelu-bias-grad`). Off by default: cuBLASLt's DGELU_BGRAD GEMM is
+         slower than its DGELU GEMM plus gptc's column reduction
+         (docs/architecture.md, Fusion).
       4) `reduce sum dY dims [all but last]` next to the weight gradient
-         `matmul dY2d, X2d {transpose_lhs}` -> `gpt.matmul_bias_grad`
-         (epilogue BGRADB): the bias gradient comes out of the dW GEMM
-         (`bias-grad`). Off by default: cuBLASLt cannot split the dW GEMM's
-         long K (the tokens) with this epilogue, so the plain dW GEMMs plus
-         gptc's column reductions are faster (docs/architecture.md, Fusion).
+         `matmul dY2d, X2d {transpose_lhs}` -> a fusion yielding dW and
+         dY2d's column sums (epilogue BGRADB): the bias gradient comes out
+         of the dW GEMM (`bias-grad`). Off by default: cuBLASLt cannot split
+         the dW GEMM's long K (the tokens) with this epilogue, so the plain
+         dW GEMMs plus gptc's column reductions are faster
+         (docs/architecture.md, Fusion).
       5) `bias_add(scaled_matmul(...), b)` -> `gpt.scaled_matmul ... bias
          %b` (epilogue BIAS) for a bf16 product that nothing else reads
          (`scaled-bias`): the FP8 linears' bias (--precision=fp8,
@@ -753,8 +756,8 @@ def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"
     1, 2 and 5 run first, then 3 before 4 where both match.
 
     The epilogues read the unrounded accumulator, so a fused bf16 step
-    differs from an unfused one by bf16 rounding of intermediates (the
-    fp64 reference is unchanged). Run after gpt-rematerialize and before
+    differs from an unfused one by bf16 rounding of intermediates; the
+    fusion's body says where. Run after gpt-rematerialize and before
     gpt-fuse-elementwise, which would otherwise take the GELUs.
 
     ```mlir
@@ -762,8 +765,18 @@ def FuseMatmulEpiloguePass : Pass<"gpt-fuse-matmul-epilogue", "::mlir::ModuleOp"
     %pre = gpt.linear %x, %w, %b : (tensor<8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> tensor<8x64xbf16>
     %h = gpt.gelu %pre : tensor<8x64xbf16>
     // After:
-    %h, %pre = gpt.linear_gelu %x, %w, %b
-        : (tensor<8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>)
+    %h, %pre = gpt.fusion (%x, %w, %b)
+        : (tensor<8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>) {
+    ^bb0(%xa: tensor<8x16xbf16>, %wa: tensor<64x16xbf16>, %ba: tensor<64xbf16>):
+      %0 = gpt.cast %xa : tensor<8x16xbf16> to tensor<8x16xf32>
+      %1 = gpt.cast %wa : tensor<64x16xbf16> to tensor<64x16xf32>
+      %2 = gpt.cast %ba : tensor<64xbf16> to tensor<64xf32>
+      %3 = gpt.linear %0, %1, %2 : (tensor<8x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+      %4 = gpt.gelu %3 : tensor<8x64xf32>
+      %5 = gpt.cast %4 : tensor<8x64xf32> to tensor<8x64xbf16>
+      %6 = gpt.cast %3 : tensor<8x64xf32> to tensor<8x64xbf16>
+      gpt.yield %5, %6 : tensor<8x64xbf16>, tensor<8x64xbf16>
+    }
     ```
   }];
   let options = [

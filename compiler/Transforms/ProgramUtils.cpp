@@ -81,10 +81,20 @@ bool availableBefore(mlir::Value v, mlir::Operation *op) {
   return def->getBlock() == op->getBlock() && def->isBeforeInBlock(op);
 }
 
-bool sumsColumns(mlir::gpt::ReduceOp reduce) {
-  int64_t rank = llvm::cast<mlir::RankedTensorType>(reduce.getInput().getType()).getRank();
-  return reduce.getKind() == mlir::gpt::ReduceKind::Sum && !reduce.getKeepDims() && rank >= 2 &&
-         llvm::equal(reduce.getDims(), llvm::seq<int64_t>(0, rank - 1));
+mlir::gpt::FusionOp createFusion(mlir::OpBuilder &b, mlir::Location loc,
+                                 mlir::TypeRange results, mlir::ValueRange inputs) {
+  auto fusion = mlir::gpt::FusionOp::create(b, loc, results, inputs);
+  mlir::Block *body = b.createBlock(&fusion.getBody());
+  for (mlir::Value v : inputs)
+    body->addArgument(v.getType(), v.getLoc());
+  return fusion;
+}
+
+mlir::Value castElements(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, mlir::Type elt) {
+  auto t = llvm::cast<mlir::RankedTensorType>(v.getType());
+  if (t.getElementType() == elt)
+    return v;
+  return mlir::gpt::CastOp::create(b, loc, t.clone(elt), v);
 }
 
 } // namespace gptc

@@ -48,9 +48,13 @@ usesThroughReshapes(mlir::Value v, llvm::SmallVectorImpl<mlir::Operation *> &vie
 mlir::Operation *cloneFp8Quantization(mlir::OpBuilder &b, mlir::Operation *op,
                                       mlir::Value history, const mlir::IRMapping &map);
 
-/// True for `gpt.reduce sum dims [0 .. r-2]` without kept dimensions: a
-/// bias gradient's column sums.
-bool sumsColumns(mlir::gpt::ReduceOp reduce);
+/// A gpt.fusion at `b` of `inputs`, its body's block made with one
+/// argument per input; `b` is left at the start of the body.
+mlir::gpt::FusionOp createFusion(mlir::OpBuilder &b, mlir::Location loc,
+                                 mlir::TypeRange results, mlir::ValueRange inputs);
+
+/// `v` converted to element type `elt` at `b` (a gpt.cast), or `v` itself.
+mlir::Value castElements(mlir::OpBuilder &b, mlir::Location loc, mlir::Value v, mlir::Type elt);
 
 } // namespace gptc
 

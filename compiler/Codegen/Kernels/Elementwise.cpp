@@ -290,6 +290,8 @@ LogicalResult LoweringContext::lowerElementwise(Operation *op) {
 /// Results are grouped by size, largest first, under nested guards: the
 /// sibling casts of many weights cost one launch of the largest.
 LogicalResult LoweringContext::lowerFusion(FusionOp fusion) {
+  if (std::optional<GemmFusion> gemm = matchGemmFusion(fusion))
+    return lowerGemmFusion(fusion, *gemm);
   if (LayerNormOp ln = fusion.getRowOp())
     return lowerRowFusion(fusion, ln);
   if (ReduceOp sum = fusion.getColumnSum()) {

@@ -1,8 +1,8 @@
 //===- Kernels/Gemm.cpp - the Gemm kernel family ----------------------------===//
 //
-// gpt.matmul/linear/scaled_matmul and the epilogue folds as cuBLASLt GEMM
-// descriptors. Moved from Lowering.cpp (issue 44): its lowerings are
-// LoweringContext members (LoweringContext.h), registered by
+// gpt.matmul/linear/scaled_matmul and GEMM fusions (the epilogue folds)
+// as cuBLASLt GEMM descriptors. Moved from Lowering.cpp (issue 44): its
+// lowerings are LoweringContext members (LoweringContext.h), registered by
 // registerGemmLowerings below.
 //
 //===----------------------------------------------------------------------===//
@@ -40,11 +40,12 @@ using namespace mlir::gpt;
 
 namespace gptc::codegen {
 LogicalResult LoweringContext::lowerMatmul(Operation *op, Value a, Value bm, bool ta, bool tb,
-                                   Value bias, GemmEpilogue epilogue, Value aux) {
+                                   Value bias, GemmEpilogue epilogue, Value aux, Value d) {
   // D: the product, or the GELU's codes of a gpt.scaled_matmul_gelu_fp8
   // (whose product, rounded, is the aux `pre`).
   auto geluFp8 = llvm::dyn_cast<ScaledMatmulGeluFp8Op>(op);
-  Value d = geluFp8 ? Value(geluFp8.getResult()) : op->getResult(0);
+  if (!d)
+    d = geluFp8 ? Value(geluFp8.getResult()) : op->getResult(0);
   auto as = rtt(a).getShape(), bs = rtt(bm).getShape();
   auto ys = rtt(d).getShape();
   size_t r = ys.size();
@@ -183,40 +184,26 @@ LogicalResult LoweringContext::lowerScaledMatmulGeluFp8Op(Operation *op) {
   return lower(llvm::cast<ScaledMatmulGeluFp8Op>(op));
 }
 
-LogicalResult LoweringContext::lowerLinearGeluOp(Operation *op) {
-  auto lower = [&](LinearGeluOp l) {
-    return lowerMatmul(op, l.getInput(), l.getWeight(), false, true, l.getBias(),
-                       l.getBias() ? GemmEpilogue::BiasGeluAux : GemmEpilogue::GeluAux,
-                       l.getPreActivation());
-  };
-  return lower(llvm::cast<LinearGeluOp>(op));
-}
-
-LogicalResult LoweringContext::lowerMatmulGeluGradOp(Operation *op) {
-  auto lower = [&](MatmulGeluGradOp mm) {
-    return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
-                       mm.getTransposeRhs(), Value(), GemmEpilogue::DGelu, mm.getPre());
-  };
-  return lower(llvm::cast<MatmulGeluGradOp>(op));
-}
-
-LogicalResult LoweringContext::lowerMatmulGeluBiasGradOp(Operation *op) {
-  auto lower = [&](MatmulGeluBiasGradOp mm) {
+LogicalResult LoweringContext::lowerGemmFusion(FusionOp fusion, const GemmFusion &gemm) {
+  using Epilogue = GemmFusion::Epilogue;
+  switch (gemm.epilogue) {
+  case Epilogue::Gelu:
+    return lowerMatmul(fusion, gemm.lhs, gemm.rhs, gemm.transposeLhs, gemm.transposeRhs,
+                       gemm.bias, gemm.bias ? GemmEpilogue::BiasGeluAux : GemmEpilogue::GeluAux,
+                       gemm.aux, gemm.result);
+  case Epilogue::GeluGrad:
+    return lowerMatmul(fusion, gemm.lhs, gemm.rhs, gemm.transposeLhs, gemm.transposeRhs, Value(),
+                       GemmEpilogue::DGelu, gemm.pre, gemm.result);
+  case Epilogue::GeluGradSum:
     // DGELU_BGRAD sums D over its columns (our rows): the bias gradient.
-    return lowerMatmul(op, mm.getLhs(), mm.getRhs(), mm.getTransposeLhs(),
-                       mm.getTransposeRhs(), mm.getBiasGrad(), GemmEpilogue::DGeluBGrad,
-                       mm.getPre());
-  };
-  return lower(llvm::cast<MatmulGeluBiasGradOp>(op));
-}
-
-LogicalResult LoweringContext::lowerMatmulBiasGradOp(Operation *op) {
-  auto lower = [&](MatmulBiasGradOp mm) {
+    return lowerMatmul(fusion, gemm.lhs, gemm.rhs, gemm.transposeLhs, gemm.transposeRhs,
+                       gemm.sum, GemmEpilogue::DGeluBGrad, gemm.pre, gemm.result);
+  case Epilogue::LhsSum:
     // cuBLASLt's B is our lhs (dY): BGRADB sums it over k, the rows.
-    return lowerMatmul(op, mm.getLhs(), mm.getRhs(), true, false, mm.getBiasGrad(),
-                       GemmEpilogue::BGradB);
-  };
-  return lower(llvm::cast<MatmulBiasGradOp>(op));
+    return lowerMatmul(fusion, gemm.lhs, gemm.rhs, gemm.transposeLhs, gemm.transposeRhs,
+                       gemm.sum, GemmEpilogue::BGradB, Value(), gemm.result);
+  }
+  llvm_unreachable("a GemmFusion::Epilogue");
 }
 
 void registerGemmLowerings(LoweringRegistry &registry) {
@@ -224,10 +211,6 @@ void registerGemmLowerings(LoweringRegistry &registry) {
   registry.add<MatmulOp>(&LoweringContext::lowerMatmulOp);
   registry.add<ScaledMatmulOp>(&LoweringContext::lowerScaledMatmulOp);
   registry.add<ScaledMatmulGeluFp8Op>(&LoweringContext::lowerScaledMatmulGeluFp8Op);
-  registry.add<LinearGeluOp>(&LoweringContext::lowerLinearGeluOp);
-  registry.add<MatmulGeluGradOp>(&LoweringContext::lowerMatmulGeluGradOp);
-  registry.add<MatmulGeluBiasGradOp>(&LoweringContext::lowerMatmulGeluBiasGradOp);
-  registry.add<MatmulBiasGradOp>(&LoweringContext::lowerMatmulBiasGradOp);
 }
 
 } // namespace gptc::codegen

@@ -5,6 +5,7 @@
 #include "mlir/IR/TypeUtilities.h"
 
 #include <functional>
+#include <utility>
 
 using namespace mlir;
 using namespace mlir::gpt;
@@ -27,13 +28,31 @@ LayerNormOp FusionOp::getRowOp() { return findInBody<LayerNormOp>(*this); }
 ReduceOp FusionOp::getColumnSum() { return findInBody<ReduceOp>(*this); }
 LayerNormGradOp FusionOp::getRowGradOp() { return findInBody<LayerNormGradOp>(*this); }
 
+bool mlir::gpt::sumsColumns(ReduceOp sum) {
+  int64_t rank = llvm::cast<RankedTensorType>(sum.getInput().getType()).getRank();
+  return sum.getKind() == ReduceKind::Sum && !sum.getKeepDims() && rank >= 2 &&
+         llvm::equal(sum.getDims(), llvm::seq<int64_t>(0, rank - 1));
+}
+
+/// The block argument (fusion operand) that body value `v` loads: the
+/// argument itself, or one widened by a gpt.cast (what a kernel that loads
+/// it can read); null otherwise.
+static BlockArgument loadedArg(Value v) {
+  auto cast = v.getDefiningOp<CastOp>();
+  Value from = cast ? cast.getInput() : v;
+  auto arg = llvm::dyn_cast<BlockArgument>(from);
+  if (!arg || (cast && getElementTypeOrSelf(from).getIntOrFloatBitWidth() >=
+                           getElementTypeOrSelf(v).getIntOrFloatBitWidth()))
+    return {};
+  return arg;
+}
+
 /// A column-sum fusion's sum: of all but the last dimension of a value the
 /// body computes, read only by gpt.yield and casts that only it reads;
 /// every other result of that value's shape.
 static LogicalResult verifyColumnSum(FusionOp fusion, ReduceOp sum, YieldOp yield) {
   auto in = llvm::cast<RankedTensorType>(sum.getInput().getType());
-  if (sum.getKind() != ReduceKind::Sum || sum.getKeepDims() || in.getRank() < 2 ||
-      !llvm::equal(sum.getDims(), llvm::seq<int64_t>(0, in.getRank() - 1)))
+  if (!sumsColumns(sum))
     return sum.emitOpError("in gpt.fusion must sum all but the last dimension");
   if (llvm::isa<BlockArgument>(sum.getInput()))
     return sum.emitOpError("in gpt.fusion must sum a value the body computes");
@@ -77,15 +96,10 @@ static LogicalResult verifyRowOp(FusionOp fusion, LayerNormOp ln, YieldOp yield)
 /// not: what a kernel that loads them (a row-gradient or attention
 /// gradient) can read.
 static LogicalResult verifyLoadedOperands(Operation *op) {
-  for (Value v : op->getOperands()) {
-    auto cast = v.getDefiningOp<CastOp>();
-    Value from = cast ? cast.getInput() : v;
-    if (!llvm::isa<BlockArgument>(from) ||
-        (cast && getElementTypeOrSelf(from).getIntOrFloatBitWidth() >=
-                     getElementTypeOrSelf(v).getIntOrFloatBitWidth()))
+  for (Value v : op->getOperands())
+    if (!loadedArg(v))
       return op->emitOpError("in gpt.fusion must take its operands from the fusion's, "
                              "widened or not");
-  }
   return success();
 }
 
@@ -120,9 +134,11 @@ LogicalResult FusionOp::verify() {
                                            << ", its operand " << in.getType();
   // Codegen sizes every value statically.
   // At most one of: a row op, a row-gradient op, a column sum (with an
-  // attention gradient, or elementwise ops, before it).
+  // attention gradient, or elementwise ops, before it); or a GEMM and its
+  // epilogue (matchGemmFusion's shapes).
   LayerNormOp rowOp;
   LayerNormGradOp rowGradOp;
+  bool gemm = false;
   ReduceOp columnSum;
   CausalAttentionGradOp attentionGrad;
   Operation *kindOp = nullptr;
@@ -148,9 +164,13 @@ LogicalResult FusionOp::verify() {
       attentionGrad = grad;
       continue;
     }
+    if (llvm::isa<LinearOp, MatmulOp>(op)) {
+      gemm = true; // matchGemmFusion checks the rest
+      continue;
+    }
     if (!isFusibleElementwise(&op))
       return op.emitOpError("cannot be fused: gpt.fusion holds elementwise ops and at most one "
-                            "gpt.layernorm, gpt.layernorm_grad or column sum");
+                            "gpt.layernorm, gpt.layernorm_grad, column sum or GEMM");
   }
   for (auto [i, t] : llvm::enumerate(getInputs().getTypes()))
     if (!llvm::cast<RankedTensorType>(t).hasStaticShape())
@@ -165,6 +185,12 @@ LogicalResult FusionOp::verify() {
   for (auto [i, v] : llvm::enumerate(yield.getValues()))
     if (llvm::isa<BlockArgument>(v))
       return emitOpError("result ") << i << " yields a body argument; use the operand";
+  if (gemm) {
+    std::string whyNot;
+    if (!matchGemmFusion(*this, &whyNot))
+      return emitOpError("with a GEMM: ") << whyNot;
+    return success();
+  }
   if (attentionGrad) {
     if (!columnSum || columnSum.getInput() != attentionGrad.getResult())
       return attentionGrad.emitOpError("in gpt.fusion must be summed by its column sum");
@@ -188,7 +214,11 @@ LogicalResult FusionOp::verify() {
 
 std::string mlir::gpt::opKindName(Operation *op) {
   auto fusion = llvm::dyn_cast<FusionOp>(op);
-  if (!fusion || (!fusion.getRowOp() && !fusion.getColumnSum() && !fusion.getRowGradOp()))
+  if (!fusion)
+    return op->getName().stripDialect().str();
+  if (std::optional<GemmFusion> gemm = matchGemmFusion(fusion))
+    return gemm->name();
+  if (!fusion.getRowOp() && !fusion.getColumnSum() && !fusion.getRowGradOp())
     return op->getName().stripDialect().str();
   std::string name;
   for (Operation &o : fusion.getBody().front())
@@ -237,4 +267,128 @@ std::optional<AddLayerNormFusion> mlir::gpt::matchAddLayerNorm(FusionOp fusion) 
   if (!parts.sum || !parts.result)
     return std::nullopt;
   return parts;
+}
+
+std::string GemmFusion::name() const {
+  static const char *const suffix[] = {"_gelu", "_gelu_grad", "_gelu_bias_grad", "_bias_grad"};
+  return gemm->getName().stripDialect().str() + suffix[static_cast<int>(epilogue)];
+}
+
+std::optional<GemmFusion> mlir::gpt::matchGemmFusion(FusionOp fusion, std::string *whyNot) {
+  auto fail = [&](const Twine &why) -> std::optional<GemmFusion> {
+    if (whyNot)
+      *whyNot = why.str();
+    return std::nullopt;
+  };
+  Block &body = fusion.getBody().front();
+  auto yield = body.empty() ? YieldOp() : llvm::dyn_cast<YieldOp>(body.back());
+  if (!yield)
+    return fail("the body must end in gpt.yield");
+  GemmFusion f{};
+  GeluOp gelu;
+  GeluGradOp geluGrad;
+  ReduceOp sum;
+  for (Operation &op : body.without_terminator()) {
+    bool second = false;
+    if (llvm::isa<LinearOp, MatmulOp>(op))
+      second = std::exchange(f.gemm, &op) != nullptr;
+    else if (auto o = llvm::dyn_cast<GeluOp>(op))
+      second = bool(std::exchange(gelu, o));
+    else if (auto o = llvm::dyn_cast<GeluGradOp>(op))
+      second = bool(std::exchange(geluGrad, o));
+    else if (auto o = llvm::dyn_cast<ReduceOp>(op))
+      second = bool(std::exchange(sum, o));
+    else if (!llvm::isa<CastOp>(op))
+      return fail("holds " + op.getName().getStringRef() +
+                  ", which no GEMM epilogue computes (gelu, gelu_grad, a column sum, casts)");
+    if (second)
+      return fail("holds a second " + op.getName().getStringRef());
+  }
+  if (!f.gemm)
+    return fail("holds no gpt.linear or gpt.matmul");
+  auto operand = [&](Value v) { return fusion.getInputs()[loadedArg(v).getArgNumber()]; };
+  if (!llvm::all_of(f.gemm->getOperands(), [](Value v) { return bool(loadedArg(v)); }))
+    return fail("the GEMM must read the fusion's operands, widened or not");
+  // cuBLASLt's epilogues read its f32 accumulator; its operands share a type.
+  if (!getElementTypeOrSelf(f.gemm->getResult(0)).isF32())
+    return fail("the GEMM must give f32, the accumulator its epilogue reads (widen narrow "
+                "operands)");
+  if (!llvm::all_equal(llvm::map_range(f.gemm->getOperands(), [&](Value v) {
+        return getElementTypeOrSelf(fusion.getInputs()[loadedArg(v).getArgNumber()]);
+      })))
+    return fail("the GEMM's operands must have one element type");
+  Value lhsValue;
+  if (auto linear = llvm::dyn_cast<LinearOp>(f.gemm)) {
+    lhsValue = linear.getInput();
+    f.rhs = operand(linear.getWeight());
+    f.bias = linear.getBias() ? operand(linear.getBias()) : Value();
+    f.transposeRhs = true;
+  } else {
+    auto matmul = llvm::cast<MatmulOp>(f.gemm);
+    if (llvm::cast<RankedTensorType>(matmul.getLhs().getType()).getRank() != 2 ||
+        llvm::cast<RankedTensorType>(matmul.getRhs().getType()).getRank() != 2)
+      return fail("its gpt.matmul must be one GEMM, of rank-2 operands");
+    lhsValue = matmul.getLhs();
+    f.rhs = operand(matmul.getRhs());
+    f.transposeLhs = matmul.getTransposeLhs();
+    f.transposeRhs = matmul.getTransposeRhs();
+  }
+  f.lhs = operand(lhsValue);
+  Value acc = f.gemm->getResult(0);
+  // The values the epilogue yields: D first.
+  SmallVector<Value, 2> yielded;
+  if (gelu) {
+    if (gelu.getInput() != acc || geluGrad || sum)
+      return fail("its gelu must be of the GEMM's result, and alone");
+    f.epilogue = GemmFusion::Epilogue::Gelu;
+    yielded = {gelu.getResult(), acc};
+  } else if (geluGrad) {
+    if (geluGrad.getGrad() != acc || !loadedArg(geluGrad.getInput()))
+      return fail("its gelu_grad must scale the GEMM's result at an operand, widened or not");
+    f.pre = operand(geluGrad.getInput());
+    f.epilogue = GemmFusion::Epilogue::GeluGrad;
+    yielded = {geluGrad.getResult()};
+    if (sum) {
+      if (sum.getInput() != geluGrad.getResult() || !sumsColumns(sum))
+        return fail("its column sum must add up the gelu_grad's columns");
+      f.epilogue = GemmFusion::Epilogue::GeluGradSum;
+      yielded.push_back(sum.getResult());
+    }
+  } else if (sum) {
+    if (!llvm::isa<MatmulOp>(f.gemm) || !f.transposeLhs || f.transposeRhs ||
+        sum.getInput() != lhsValue || !sumsColumns(sum))
+      return fail("its column sum must add up the columns of the lhs of a gpt.matmul "
+                  "{transpose_lhs}");
+    f.epilogue = GemmFusion::Epilogue::LhsSum;
+    yielded = {acc, sum.getResult()};
+  } else {
+    return fail("has no epilogue: a gelu, a gelu_grad or a column sum");
+  }
+  if (f.bias && f.epilogue != GemmFusion::Epilogue::Gelu)
+    return fail("only a gelu epilogue follows a gpt.linear with a bias");
+  // Each epilogue value yielded once, through at most one narrowing cast;
+  // every other cast widens an operand.
+  if (yield.getValues().size() != yielded.size())
+    return fail("yields " + Twine(yield.getValues().size()) + " values; its epilogue computes " +
+                Twine(yielded.size()));
+  SmallVector<Value, 2> results(yielded.size());
+  for (auto [r, v] : llvm::zip(fusion.getResults(), yield.getValues())) {
+    auto cast = v.getDefiningOp<CastOp>();
+    auto *it = llvm::find(yielded, cast ? cast.getInput() : v);
+    if (it == yielded.end() || results[it - yielded.begin()])
+      return fail("must yield each epilogue value once, through at most one cast");
+    results[it - yielded.begin()] = r;
+  }
+  for (auto cast : body.getOps<CastOp>())
+    if (!loadedArg(cast.getResult()) &&
+        !(cast->hasOneUse() && *cast->user_begin() == yield &&
+          getElementTypeOrSelf(cast.getResult()).getIntOrFloatBitWidth() <
+              getElementTypeOrSelf(cast.getInput()).getIntOrFloatBitWidth()))
+      return fail("a cast must widen an operand or narrow a yielded value");
+  f.result = results[0];
+  if (f.epilogue == GemmFusion::Epilogue::Gelu)
+    f.aux = results[1];
+  else if (results.size() > 1)
+    f.sum = results[1];
+  return f;
 }

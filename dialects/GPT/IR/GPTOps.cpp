@@ -132,7 +132,7 @@ bool LayerNormOp::isCompatibleReturnTypes(TypeRange inferred, TypeRange actual) 
 // LinearOp
 //===----------------------------------------------------------------------===//
 
-/// The rule of gpt.linear, shared by gpt.linear_gelu (`name`): (..., N).
+/// The rule of gpt.linear: (..., N).
 static FailureOr<RankedTensorType> inferLinear(std::optional<Location> loc, StringRef name,
                                                Value input, Value weight, Value bias) {
   auto x = rtt(input), w = rtt(weight);
@@ -173,7 +173,7 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 // MatmulOp
 //===----------------------------------------------------------------------===//
 
-/// The rule of gpt.matmul, shared by the fused GEMM ops (`name`).
+/// The rule of gpt.matmul, shared by the FP8 GEMMs (`name`).
 /// The result of op(lhs) op(rhs), in the lhs's element type; with
 /// `oneElementType` the operands must share it (gpt.scaled_matmul's FP8
 /// operands may differ).
@@ -1110,76 +1110,6 @@ LogicalResult AdamWMultiOp::verify() {
 
 #define GET_OP_CLASSES
 #include "dialects/GPT/IR/GPTOps.cpp.inc"
-
-//===----------------------------------------------------------------------===//
-// LinearGeluOp, MatmulGeluGradOp, MatmulGeluBiasGradOp, MatmulBiasGradOp
-//===----------------------------------------------------------------------===//
-
-LogicalResult LinearGeluOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                             Adaptor adaptor,
-                                             SmallVectorImpl<Type> &results) {
-  FailureOr<RankedTensorType> y = inferLinear(loc, "linear_gelu", adaptor.getInput(),
-                                              adaptor.getWeight(), adaptor.getBias());
-  if (failed(y))
-    return failure();
-  results.append({*y, *y});
-  return success();
-}
-
-/// The product type of a rank-2 matmul times gelu'(pre), pre of that type.
-static FailureOr<RankedTensorType> inferGeluGrad(std::optional<Location> loc, StringRef name,
-                                                 Value lhs, Value rhs, Value preV, bool ta,
-                                                 bool tb) {
-  if (rtt(lhs).getRank() != 2 || rtt(rhs).getRank() != 2)
-    return shapeError(loc, name, "expects rank-2 lhs and rhs");
-  FailureOr<RankedTensorType> y = inferMatmul(loc, name, lhs, rhs, ta, tb);
-  if (failed(y))
-    return failure();
-  auto pre = rtt(preV);
-  if (pre.getElementType() != y->getElementType() ||
-      failed(verifyCompatibleShape(pre.getShape(), y->getShape())))
-    return shapeError(loc, name, "pre must have the product's type ", *y, ", got ", pre);
-  return y;
-}
-
-LogicalResult MatmulGeluGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                 Adaptor adaptor,
-                                                 SmallVectorImpl<Type> &results) {
-  FailureOr<RankedTensorType> y =
-      inferGeluGrad(loc, "matmul_gelu_grad", adaptor.getLhs(), adaptor.getRhs(),
-                    adaptor.getPre(), adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
-  if (failed(y))
-    return failure();
-  results.push_back(*y);
-  return success();
-}
-
-LogicalResult MatmulGeluBiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                     Adaptor adaptor,
-                                                     SmallVectorImpl<Type> &results) {
-  FailureOr<RankedTensorType> y =
-      inferGeluGrad(loc, "matmul_gelu_bias_grad", adaptor.getLhs(), adaptor.getRhs(),
-                    adaptor.getPre(), adaptor.getTransposeLhs(), adaptor.getTransposeRhs());
-  if (failed(y))
-    return failure();
-  results.push_back(*y);
-  results.push_back(tensorOf({y->getDimSize(1)}, y->getElementType()));
-  return success();
-}
-
-LogicalResult MatmulBiasGradOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                                 Adaptor adaptor,
-                                                 SmallVectorImpl<Type> &results) {
-  if (rtt(adaptor.getLhs()).getRank() != 2 || rtt(adaptor.getRhs()).getRank() != 2)
-    return shapeError(loc, "matmul_bias_grad", "expects lhs (K, M) and rhs (K, N)");
-  FailureOr<RankedTensorType> dw = inferMatmul(loc, "matmul_bias_grad", adaptor.getLhs(),
-                                               adaptor.getRhs(), /*ta=*/true, /*tb=*/false);
-  if (failed(dw))
-    return failure();
-  results.push_back(*dw);
-  results.push_back(tensorOf({dw->getDimSize(0)}, dw->getElementType()));
-  return success();
-}
 
 //===----------------------------------------------------------------------===//
 // AddLayerNormFp8Op

@@ -31,9 +31,14 @@ inline Value stripCasts(Value v) {
   return v;
 }
 
+/// True for `gpt.reduce sum dims [0 .. r-2]` without kept dimensions: the
+/// column sums of its input (a bias gradient's).
+bool sumsColumns(ReduceOp sum);
+
 /// What `op` computes, for kernel names and messages: its name without the
-/// dialect, and for a row fusion its body's ops without the casts
-/// ("add_layernorm").
+/// dialect; for a row, row-gradient or column-sum fusion its body's ops
+/// without the casts ("add_layernorm"); for a GEMM fusion
+/// GemmFusion::name().
 std::string opKindName(Operation *op);
 
 /// A row fusion that is a residual add and the layernorm of its sum
@@ -47,6 +52,34 @@ struct AddLayerNormFusion {
 };
 /// `fusion`'s parts when it is exactly that; nullopt otherwise.
 std::optional<AddLayerNormFusion> matchAddLayerNorm(FusionOp fusion);
+
+/// A GEMM fusion (gpt-fuse-matmul-epilogue's): one gpt.linear or
+/// gpt.matmul of the operands, widened in the body or not, so that its
+/// result is the GEMM's accumulator (f32 for narrow operands), and an
+/// epilogue that cuBLASLt runs on it; each result is that value narrowed by
+/// at most one cast. The values are the fusion's operands and results.
+struct GemmFusion {
+  enum class Epilogue {
+    Gelu,        // result = gelu(acc), aux = acc: GELU_AUX(_BIAS)
+    GeluGrad,    // result = acc * gelu'(pre): DGELU
+    GeluGradSum, // and sum = result's column sums, before rounding: DGELU_BGRAD
+    LhsSum,      // result = acc, sum = op(lhs)'s column sums: BGRADB
+  };
+  Operation *gemm = nullptr; // the body's gpt.linear or gpt.matmul
+  Epilogue epilogue = Epilogue::Gelu;
+  Value lhs, rhs, bias;         // operands: the GEMM's (bias: a linear's, or null)
+  bool transposeLhs = false, transposeRhs = false;
+  Value pre;                    // operand: GELU's input, for its gradient
+  Value result, aux, sum;       // results (aux, sum: null where there is none)
+
+  /// What it computes, for kernel-kind names and messages: the GEMM's
+  /// name and the epilogue's ("linear_gelu", "matmul_gelu_grad",
+  /// "matmul_gelu_bias_grad", "matmul_bias_grad", ...).
+  std::string name() const;
+};
+/// `fusion`'s parts when it holds a GEMM and one of those epilogues;
+/// nullopt otherwise, with the reason in `whyNot` where given.
+std::optional<GemmFusion> matchGemmFusion(FusionOp fusion, std::string *whyNot = nullptr);
 
 /// The largest finite value of an FP8 format: e4m3 448, e5m2 57344.
 inline double fp8MaxFinite(Fp8Format format) {

@@ -770,104 +770,7 @@ def GPT_RankSliceOp : GPT_Op<"rank_slice", [Pure]> {
 }
 
 //===----------------------------------------------------------------------===//
-// GEMMs with a fused epilogue (produced by gpt-fuse-matmul-epilogue)
-//===----------------------------------------------------------------------===//
-
-def GPT_LinearGeluOp : GPT_InferredOp<"linear_gelu"> {
-  let summary = "gpt.linear then GELU in one GEMM, keeping the pre-activation";
-  let description = [{
-    `pre = x W^T + b` as `gpt.linear` computes it, and `result = gelu(pre)`
-    (tanh approximation), where GELU reads the GEMM's fp32 accumulator
-    before `pre` is rounded to its element type. Codegen emits one cuBLASLt
-    GEMM with the GELU_AUX(_BIAS) epilogue: `pre` is the auxiliary output
-    that the backward's `gpt.gelu_grad` reads.
-
-    ```mlir
-    %h, %pre = gpt.linear_gelu %x, %w, %b
-        : (tensor<2x8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>)
-        -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$input, GPT_FloatTensor:$weight,
-                       Optional<GPT_FloatTensor>:$bias);
-  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$pre_activation);
-  let assemblyFormat = [{
-    $input `,` $weight (`,` $bias^)? attr-dict `:` functional-type(operands, results)
-  }];
-}
-
-def GPT_MatmulGeluGradOp : GPT_InferredOp<"matmul_gelu_grad"> {
-  let summary = "A rank-2 gpt.matmul times GELU's derivative at the pre-activation";
-  let description = [{
-    `result = (op(lhs) op(rhs)) * gelu'(pre)` with `op` transposing per
-    `transpose_lhs`/`transpose_rhs` as in `gpt.matmul`; lhs, rhs and `pre`
-    (the result's shape, (M, N)) are rank 2. The product is not rounded
-    before the multiplication. This is the gradient of a GELU input when the
-    GELU output feeds a linear layer: codegen emits one cuBLASLt GEMM with
-    the DGELU epilogue, `pre` as its auxiliary input.
-
-    ```mlir
-    %dpre = gpt.matmul_gelu_grad %dh, %w, %pre
-        : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs, GPT_FloatTensor:$pre,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
-  let results = (outs GPT_FloatTensor:$result);
-  let assemblyFormat = [{
-    $lhs `,` $rhs `,` $pre attr-dict `:` functional-type(operands, results)
-  }];
-}
-
-def GPT_MatmulGeluBiasGradOp : GPT_InferredOp<"matmul_gelu_bias_grad"> {
-  let summary = "gpt.matmul_gelu_grad and the column sums of its result";
-  let description = [{
-    `result` is `gpt.matmul_gelu_grad`'s, (M, N), and `bias_grad[j] =
-    sum_i result[i, j]`, (N), summed before `result` is rounded: with
-    `result` the gradient of a linear layer's pre-activation, that is the
-    layer's bias gradient. Codegen emits one cuBLASLt GEMM with the
-    DGELU_BGRAD epilogue, so neither the weight-gradient GEMM (which cannot
-    split its long K with a bias-gradient epilogue) nor a separate kernel
-    reduces the (M, N) gradient.
-
-    ```mlir
-    %dpre, %db = gpt.matmul_gelu_bias_grad %dh, %w, %pre
-        : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>)
-          -> (tensor<16x64xbf16>, tensor<64xbf16>)
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs, GPT_FloatTensor:$pre,
-                       UnitAttr:$transpose_lhs, UnitAttr:$transpose_rhs);
-  let results = (outs GPT_FloatTensor:$result, GPT_FloatTensor:$bias_grad);
-  let assemblyFormat = [{
-    $lhs `,` $rhs `,` $pre attr-dict `:` functional-type(operands, results)
-  }];
-}
-
-def GPT_MatmulBiasGradOp : GPT_InferredOp<"matmul_bias_grad"> {
-  let summary = "A linear layer's weight and bias gradients in one GEMM";
-  let description = [{
-    For `lhs` (K, M) and `rhs` (K, N): `weight_grad = lhs^T rhs`, (M, N), as
-    `gpt.matmul %lhs, %rhs {transpose_lhs}`, and `bias_grad[i] = sum_k
-    lhs[k, i]`, (M), in the result's element type. With `lhs` the output
-    gradient dY (rows, N_out) and `rhs` the layer input X (rows, K_in) these
-    are dW and db. Codegen emits one cuBLASLt GEMM with the BGRADB epilogue:
-    the reduction reads dY while the GEMM streams it anyway.
-
-    ```mlir
-    %dw, %db = gpt.matmul_bias_grad %dy, %x
-        : (tensor<16x48xbf16>, tensor<16x16xbf16>) -> (tensor<48x16xbf16>, tensor<48xbf16>)
-    ```
-  }];
-  let arguments = (ins GPT_FloatTensor:$lhs, GPT_FloatTensor:$rhs);
-  let results = (outs GPT_FloatTensor:$weight_grad, GPT_FloatTensor:$bias_grad);
-  let assemblyFormat = [{
-    $lhs `,` $rhs attr-dict `:` functional-type(operands, results)
-  }];
-}
-
-//===----------------------------------------------------------------------===//
-// Fusion (produced by gpt-fuse-elementwise)
+// Fusion (produced by gpt-fuse-elementwise and gpt-fuse-matmul-epilogue)
 //===----------------------------------------------------------------------===//
 
 def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
@@ -913,6 +816,19 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
     registers and only the epilogue's results stored (the residual
     gradient joining dx, and its bf16 copy for the next GEMMs, say).
 
+    A GEMM fusion holds one `gpt.linear` or `gpt.matmul` of the operands
+    (widened or not: its result is the GEMM's f32 accumulator) and an
+    epilogue that reads the accumulator before it is rounded: its `gelu`,
+    yielded with the accumulator (the pre-activation); a `gelu_grad` of it
+    at an operand, and maybe that gradient's column sum (the bias gradient
+    of the layer before the GELU); or, for a `gpt.matmul {transpose_lhs}`,
+    the column sums of its lhs (dW and db of a linear layer from dY). Each
+    epilogue value is yielded once, narrowed by at most one cast. Codegen
+    makes one cuBLASLt GEMM with the GELU_AUX(_BIAS), DGELU, DGELU_BGRAD or
+    BGRADB epilogue. Unlike the other kinds, it is not the unfused ops'
+    bits: where they rounded the GEMM's result before the epilogue read it,
+    the body says it reads the accumulator.
+
     ```mlir
     %y, %yh = gpt.fusion (%x, %b) : (tensor<8x48xf32>, tensor<48xf32>)
         -> (tensor<8x48xf32>, tensor<8x48xbf16>) {
@@ -945,6 +861,21 @@ def GPT_FusionOp : GPT_Op<"fusion", [Pure, IsolatedFromAbove, SingleBlock]> {
       %0 = gpt.add %acca, %dx : tensor<2x8x16xf32>
       %1 = gpt.cast %0 : tensor<2x8x16xf32> to tensor<2x8x16xbf16>
       gpt.yield %0, %1, %dwa, %dba : tensor<2x8x16xf32>, tensor<2x8x16xbf16>, tensor<16xf32>, tensor<16xf32>
+    }
+    // A GEMM fusion: the MLP's fc layer and its GELU, which reads the f32
+    // accumulator; the pre-activation is stored for the backward.
+    %h, %pre = gpt.fusion (%x, %w, %c)
+        : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>)
+        -> (tensor<16x64xbf16>, tensor<16x64xbf16>) {
+    ^bb0(%xa: tensor<16x16xbf16>, %wa: tensor<64x16xbf16>, %ca: tensor<64xbf16>):
+      %0 = gpt.cast %xa : tensor<16x16xbf16> to tensor<16x16xf32>
+      %1 = gpt.cast %wa : tensor<64x16xbf16> to tensor<64x16xf32>
+      %2 = gpt.cast %ca : tensor<64xbf16> to tensor<64xf32>
+      %3 = gpt.linear %0, %1, %2 : (tensor<16x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> tensor<16x64xf32>
+      %4 = gpt.gelu %3 : tensor<16x64xf32>
+      %5 = gpt.cast %4 : tensor<16x64xf32> to tensor<16x64xbf16>
+      %6 = gpt.cast %3 : tensor<16x64xf32> to tensor<16x64xbf16>
+      gpt.yield %5, %6 : tensor<16x64xbf16>, tensor<16x64xbf16>
     }
     ```
   }];

@@ -33,13 +33,13 @@
 // RUN: rm -rf %t.bf16 && gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 -o %t.bf16.fb --dump-ir-after-each-pass=%t.bf16
 // RUN: FileCheck %s --check-prefix=BF16CMD < %t.bf16/commands.txt
 // BF16CMD: gemm m=48 n=16 k=16 batch=1 TN bf16xbf16->bf16 {{.*}} // {{.*}} = gpt.linear{{$}}
-// BF16CMD: gemm m=64 n=16 k=16 batch=1 TN bf16xbf16->bf16 epilogue=BiasGeluAux {{.*}} // {{.*}} = gpt.linear_gelu{{$}}
+// BF16CMD: gemm m=64 n=16 k=16 batch=1 TN bf16xbf16->bf16 epilogue=BiasGeluAux {{.*}} // {{.*}} = gpt.fusion{{$}}
 // gelu-bias-grad without bias-grad: the GELU layer's bias gradient comes
 // from its DGELU GEMM and no dW GEMM carries BGradB.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --matmul-epilogues=gelu,gelu-grad,gelu-bias-grad -o %t.gbg.fb --dump-ir-after-each-pass=%t.gbg
 // RUN: FileCheck %s --check-prefix=GBG < %t.gbg/commands.txt
 // GBG-NOT: epilogue=BGradB
-// GBG: NN bf16xbf16->bf16 epilogue=DGeluBGrad {{.*}} // {{.*}} = gpt.matmul_gelu_bias_grad{{$}}
+// GBG: NN bf16xbf16->bf16 epilogue=DGeluBGrad {{.*}} // {{.*}} = gpt.fusion{{$}}
 // GBG-NOT: epilogue=BGradB
 // The same compile without the epilogue fusion: GELU is its own kernel.
 // RUN: gptc compile %models/gpt2.mlir --model=tiny --precision=bf16 --fuse-matmul-epilogue=false -o %t.noepi.fb --dump-ir-after-each-pass=%t.noepi

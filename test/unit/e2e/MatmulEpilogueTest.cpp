@@ -5,9 +5,9 @@
 // Host target (whose GEMM implements the epilogues as executable.fbs
 // defines them) with and without the pass (all four folds, bias-grad
 // included), in fp32 and bf16:
-//   - the fused step has one gpt.linear_gelu and gpt.matmul_gelu_bias_grad
-//     per layer, a gpt.matmul_bias_grad per other linear layer, and no
-//     gelu left;
+//   - the fused step has one GELU and one GELU-gradient-and-sum GEMM
+//     fusion per layer, a bias-gradient GEMM fusion per other linear layer,
+//     and no gelu left outside them;
 //   - the fp64 interpreter gives both IRs the same loss (fp32: exactly the
 //     same maths; bf16: GELU reads the unrounded pre-activation);
 //   - the Host runs agree on every loss and on the parameters to a stated
@@ -49,12 +49,19 @@ protected:
       o.epilogueGeluBiasGrad = true;
       o.epilogueBiasGrad = true;
     }));
-    function("train_step").walk([&](mlir::Operation *op) {
-      run.linearGelu += llvm::isa<mlir::gpt::LinearGeluOp>(op);
-      run.geluGrad += llvm::isa<mlir::gpt::MatmulGeluGradOp>(op);
-      run.geluBiasGrad += llvm::isa<mlir::gpt::MatmulGeluBiasGradOp>(op);
-      run.biasGrad += llvm::isa<mlir::gpt::MatmulBiasGradOp>(op);
+    using Epilogue = mlir::gpt::GemmFusion::Epilogue;
+    function("train_step").walk<mlir::WalkOrder::PreOrder>([&](mlir::Operation *op) {
+      auto fusion = llvm::dyn_cast<mlir::gpt::FusionOp>(op);
+      if (std::optional<mlir::gpt::GemmFusion> gemm =
+              fusion ? mlir::gpt::matchGemmFusion(fusion) : std::nullopt) {
+        run.linearGelu += gemm->epilogue == Epilogue::Gelu;
+        run.geluGrad += gemm->epilogue == Epilogue::GeluGrad;
+        run.geluBiasGrad += gemm->epilogue == Epilogue::GeluGradSum;
+        run.biasGrad += gemm->epilogue == Epilogue::LhsSum;
+        return mlir::WalkResult::skip(); // its GELU is the epilogue's
+      }
       run.gelu += llvm::isa<mlir::gpt::GeluOp, mlir::gpt::GeluGradOp>(op);
+      return mlir::WalkResult::advance();
     });
 
     std::vector<int32_t> tokens(kBatch * kSeq + 1);

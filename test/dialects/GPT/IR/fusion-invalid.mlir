@@ -4,7 +4,7 @@
 func.func @not_elementwise(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = gpt.fusion (%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>):
-    // expected-error @+1 {{cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm, gpt.layernorm_grad or column sum}}
+    // expected-error @+1 {{cannot be fused: gpt.fusion holds elementwise ops and at most one gpt.layernorm, gpt.layernorm_grad, column sum or GEMM}}
     %1 = gpt.softmax %a : tensor<4x8xf32>
     gpt.yield %1 : tensor<4x8xf32>
   }
@@ -358,4 +358,217 @@ func.func @attention_grad_computed_operand(%dy: tensor<2x8x16xf32>, %qkv: tensor
     gpt.yield %d, %s : tensor<2x8x48xf32>, tensor<48xf32>
   }
   return
+}
+
+// -----
+
+// Tests that a GEMM fusion rejects a GEMM of a value the body computes (here
+// rounds): cuBLASLt reads the fusion's operands, widened or not.
+func.func @gemm_computed_operand(%x: tensor<8x16xf32>, %w: tensor<64x16xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>) {
+  // expected-error @+1 {{with a GEMM: the GEMM must read the fusion's operands, widened or not}}
+  %0:2 = gpt.fusion (%x, %w) : (tensor<8x16xf32>, tensor<64x16xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>) {
+  ^bb0(%xa: tensor<8x16xf32>, %wa: tensor<64x16xbf16>):
+    %1 = gpt.cast %xa : tensor<8x16xf32> to tensor<8x16xbf16>
+    %2 = gpt.linear %1, %wa : (tensor<8x16xbf16>, tensor<64x16xbf16>) -> tensor<8x64xbf16>
+    %3 = gpt.gelu %2 : tensor<8x64xbf16>
+    gpt.yield %3, %2 : tensor<8x64xbf16>, tensor<8x64xbf16>
+  }
+  return %0#0, %0#1 : tensor<8x64xbf16>, tensor<8x64xbf16>
+}
+
+// -----
+
+// Tests that a GEMM fusion rejects a second GEMM.
+func.func @gemm_second(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{with a GEMM: holds a second gpt.matmul}}
+  %0 = gpt.fusion (%x, %w) : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32> {
+  ^bb0(%xa: tensor<8x16xf32>, %wa: tensor<16x16xf32>):
+    %1 = gpt.matmul %xa, %wa : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    %2 = gpt.matmul %xa, %wa : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+    %3 = gpt.add %1, %2 : tensor<8x16xf32>
+    gpt.yield %3 : tensor<8x16xf32>
+  }
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion rejects an epilogue op no cuBLASLt epilogue
+// computes.
+func.func @gemm_other_epilogue(%x: tensor<8x16xf32>, %w: tensor<64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error @+1 {{with a GEMM: holds gpt.exp, which no GEMM epilogue computes (gelu, gelu_grad, a column sum, casts)}}
+  %0 = gpt.fusion (%x, %w) : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32> {
+  ^bb0(%xa: tensor<8x16xf32>, %wa: tensor<64x16xf32>):
+    %1 = gpt.linear %xa, %wa : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+    %2 = gpt.exp %1 : tensor<8x64xf32>
+    gpt.yield %2 : tensor<8x64xf32>
+  }
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion rejects a GEMM without an epilogue.
+func.func @gemm_no_epilogue(%x: tensor<8x16xf32>, %w: tensor<64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error @+1 {{with a GEMM: has no epilogue: a gelu, a gelu_grad or a column sum}}
+  %0 = gpt.fusion (%x, %w) : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32> {
+  ^bb0(%xa: tensor<8x16xf32>, %wa: tensor<64x16xf32>):
+    %1 = gpt.linear %xa, %wa : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+    gpt.yield %1 : tensor<8x64xf32>
+  }
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion's GEMM gives f32: the epilogue reads cuBLASLt's
+// f32 accumulator, so narrow operands are widened in the body.
+func.func @gemm_bf16_accumulator(%x: tensor<8x16xbf16>, %w: tensor<64x16xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>) {
+  // expected-error @+1 {{with a GEMM: the GEMM must give f32, the accumulator its epilogue reads (widen narrow operands)}}
+  %0:2 = gpt.fusion (%x, %w) : (tensor<8x16xbf16>, tensor<64x16xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xbf16>) {
+  ^bb0(%xa: tensor<8x16xbf16>, %wa: tensor<64x16xbf16>):
+    %1 = gpt.linear %xa, %wa : (tensor<8x16xbf16>, tensor<64x16xbf16>) -> tensor<8x64xbf16>
+    %2 = gpt.gelu %1 : tensor<8x64xbf16>
+    gpt.yield %2, %1 : tensor<8x64xbf16>, tensor<8x64xbf16>
+  }
+  return %0#0, %0#1 : tensor<8x64xbf16>, tensor<8x64xbf16>
+}
+
+// -----
+
+// Tests that a GEMM fusion's operands share an element type (one cuBLASLt
+// GEMM's A and B).
+func.func @gemm_mixed_operands(%x: tensor<8x16xbf16>, %w: tensor<64x16xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  // expected-error @+1 {{with a GEMM: the GEMM's operands must have one element type}}
+  %0:2 = gpt.fusion (%x, %w) : (tensor<8x16xbf16>, tensor<64x16xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  ^bb0(%xa: tensor<8x16xbf16>, %wa: tensor<64x16xf32>):
+    %1 = gpt.cast %xa : tensor<8x16xbf16> to tensor<8x16xf32>
+    %2 = gpt.linear %1, %wa : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+    %3 = gpt.gelu %2 : tensor<8x64xf32>
+    gpt.yield %3, %2 : tensor<8x64xf32>, tensor<8x64xf32>
+  }
+  return %0#0, %0#1 : tensor<8x64xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion's matmul is one GEMM: batched operands are
+// several, which no epilogue spans.
+func.func @gemm_batched(%a: tensor<2x8x16xf32>, %w: tensor<2x16x64xf32>, %p: tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  // expected-error @+1 {{with a GEMM: its gpt.matmul must be one GEMM, of rank-2 operands}}
+  %0 = gpt.fusion (%a, %w, %p) : (tensor<2x8x16xf32>, tensor<2x16x64xf32>, tensor<2x8x64xf32>) -> tensor<2x8x64xf32> {
+  ^bb0(%aa: tensor<2x8x16xf32>, %wa: tensor<2x16x64xf32>, %pa: tensor<2x8x64xf32>):
+    %1 = gpt.matmul %aa, %wa : (tensor<2x8x16xf32>, tensor<2x16x64xf32>) -> tensor<2x8x64xf32>
+    %2 = gpt.gelu_grad %1, %pa : tensor<2x8x64xf32>
+    gpt.yield %2 : tensor<2x8x64xf32>
+  }
+  return %0 : tensor<2x8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion's GELU has no column sum beside it (cuBLASLt has
+// no such epilogue).
+func.func @gemm_gelu_and_sum(%x: tensor<8x16xf32>, %w: tensor<64x16xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) {
+  // expected-error @+1 {{with a GEMM: its gelu must be of the GEMM's result, and alone}}
+  %0:3 = gpt.fusion (%x, %w) : (tensor<8x16xf32>, tensor<64x16xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>) {
+  ^bb0(%xa: tensor<8x16xf32>, %wa: tensor<64x16xf32>):
+    %1 = gpt.linear %xa, %wa : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+    %2 = gpt.gelu %1 : tensor<8x64xf32>
+    %3 = gpt.reduce sum %2 dims [0] : (tensor<8x64xf32>) -> tensor<64xf32>
+    gpt.yield %2, %1, %3 : tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>
+  }
+  return %0#0, %0#1, %0#2 : tensor<8x64xf32>, tensor<8x64xf32>, tensor<64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion's GELU must also yield the accumulator (the
+// pre-activation GELU_AUX stores).
+func.func @gemm_gelu_without_pre(%x: tensor<8x16xf32>, %w: tensor<64x16xf32>) -> tensor<8x64xf32> {
+  // expected-error @+1 {{with a GEMM: yields 1 values; its epilogue computes 2}}
+  %0 = gpt.fusion (%x, %w) : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32> {
+  ^bb0(%xa: tensor<8x16xf32>, %wa: tensor<64x16xf32>):
+    %1 = gpt.linear %xa, %wa : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+    %2 = gpt.gelu %1 : tensor<8x64xf32>
+    gpt.yield %2 : tensor<8x64xf32>
+  }
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion computes nothing before its GEMM and epilogue
+// but widening casts: DGELU reads its pre-activation as stored.
+func.func @gemm_gelu_grad_computed_pre(%a: tensor<8x16xf32>, %w: tensor<16x64xf32>, %p: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  // expected-error @+1 {{with a GEMM: holds gpt.neg, which no GEMM epilogue computes}}
+  %0 = gpt.fusion (%a, %w, %p) : (tensor<8x16xf32>, tensor<16x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32> {
+  ^bb0(%aa: tensor<8x16xf32>, %wa: tensor<16x64xf32>, %pa: tensor<8x64xf32>):
+    %1 = gpt.neg %pa : tensor<8x64xf32>
+    %2 = gpt.matmul %aa, %wa : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+    %3 = gpt.gelu_grad %2, %1 : tensor<8x64xf32>
+    gpt.yield %3 : tensor<8x64xf32>
+  }
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion's GELU gradient must scale the accumulator.
+func.func @gemm_gelu_grad_of_operand(%a: tensor<8x16xf32>, %w: tensor<16x64xf32>, %p: tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  // expected-error @+1 {{with a GEMM: its gelu_grad must scale the GEMM's result at an operand, widened or not}}
+  %0:2 = gpt.fusion (%a, %w, %p) : (tensor<8x16xf32>, tensor<16x64xf32>, tensor<8x64xf32>) -> (tensor<8x64xf32>, tensor<8x64xf32>) {
+  ^bb0(%aa: tensor<8x16xf32>, %wa: tensor<16x64xf32>, %pa: tensor<8x64xf32>):
+    %1 = gpt.matmul %aa, %wa : (tensor<8x16xf32>, tensor<16x64xf32>) -> tensor<8x64xf32>
+    %2 = gpt.gelu_grad %pa, %1 : tensor<8x64xf32>
+    gpt.yield %1, %2 : tensor<8x64xf32>, tensor<8x64xf32>
+  }
+  return %0#0, %0#1 : tensor<8x64xf32>, tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion's column sum of an operand must be of the lhs of
+// a weight-gradient matmul (BGRADB): here the rhs.
+func.func @gemm_sum_of_rhs(%dy: tensor<8x48xf32>, %x: tensor<8x16xf32>) -> (tensor<48x16xf32>, tensor<16xf32>) {
+  // expected-error @+1 {{with a GEMM: its column sum must add up the columns of the lhs of a gpt.matmul {transpose_lhs}}}
+  %0:2 = gpt.fusion (%dy, %x) : (tensor<8x48xf32>, tensor<8x16xf32>) -> (tensor<48x16xf32>, tensor<16xf32>) {
+  ^bb0(%da: tensor<8x48xf32>, %xa: tensor<8x16xf32>):
+    %1 = gpt.matmul %da, %xa {transpose_lhs} : (tensor<8x48xf32>, tensor<8x16xf32>) -> tensor<48x16xf32>
+    %2 = gpt.reduce sum %xa dims [0] : (tensor<8x16xf32>) -> tensor<16xf32>
+    gpt.yield %1, %2 : tensor<48x16xf32>, tensor<16xf32>
+  }
+  return %0#0, %0#1 : tensor<48x16xf32>, tensor<16xf32>
+}
+
+// -----
+
+// Tests that only a GELU epilogue follows a linear with a bias (cuBLASLt's
+// GELU_AUX_BIAS; DGELU adds none).
+func.func @gemm_bias_gelu_grad(%a: tensor<8x16xf32>, %w: tensor<64x16xf32>, %b: tensor<64xf32>, %p: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  // expected-error @+1 {{with a GEMM: only a gelu epilogue follows a gpt.linear with a bias}}
+  %0 = gpt.fusion (%a, %w, %b, %p) : (tensor<8x16xf32>, tensor<64x16xf32>, tensor<64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32> {
+  ^bb0(%aa: tensor<8x16xf32>, %wa: tensor<64x16xf32>, %ba: tensor<64xf32>, %pa: tensor<8x64xf32>):
+    %1 = gpt.linear %aa, %wa, %ba : (tensor<8x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> tensor<8x64xf32>
+    %2 = gpt.gelu_grad %1, %pa : tensor<8x64xf32>
+    gpt.yield %2 : tensor<8x64xf32>
+  }
+  return %0 : tensor<8x64xf32>
+}
+
+// -----
+
+// Tests that a GEMM fusion yields each epilogue value once.
+func.func @gemm_yield_twice(%x: tensor<8x16xbf16>, %w: tensor<64x16xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xf32>) {
+  // expected-error @+1 {{with a GEMM: must yield each epilogue value once, through at most one cast}}
+  %0:2 = gpt.fusion (%x, %w) : (tensor<8x16xbf16>, tensor<64x16xbf16>) -> (tensor<8x64xbf16>, tensor<8x64xf32>) {
+  ^bb0(%xa: tensor<8x16xbf16>, %wa: tensor<64x16xbf16>):
+    %1 = gpt.cast %xa : tensor<8x16xbf16> to tensor<8x16xf32>
+    %2 = gpt.cast %wa : tensor<64x16xbf16> to tensor<64x16xf32>
+    %3 = gpt.linear %1, %2 : (tensor<8x16xf32>, tensor<64x16xf32>) -> tensor<8x64xf32>
+    %4 = gpt.gelu %3 : tensor<8x64xf32>
+    %5 = gpt.cast %4 : tensor<8x64xf32> to tensor<8x64xbf16>
+    gpt.yield %5, %4 : tensor<8x64xbf16>, tensor<8x64xf32>
+  }
+  return %0#0, %0#1 : tensor<8x64xbf16>, tensor<8x64xf32>
 }

@@ -1244,46 +1244,6 @@ func.func @adamw_multi_types(%p: tensor<4xf32>, %g: tensor<8xf32>, %lr: tensor<f
 
 // -----
 
-// Tests that gpt.linear_gelu applies gpt.linear's shape rule under its own name.
-func.func @linear_gelu_features(%x: tensor<4x16xf32>, %w: tensor<64x8xf32>) {
-  // expected-error @+2 {{'gpt.linear_gelu' op input has 16 features but weight (N, K) has K = 8}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %0:2 = gpt.linear_gelu %x, %w : (tensor<4x16xf32>, tensor<64x8xf32>) -> (tensor<4x64xf32>, tensor<4x64xf32>)
-  return
-}
-
-// -----
-
-// Tests that gpt.matmul_gelu_grad rejects a pre-activation of another shape.
-func.func @matmul_gelu_grad_pre(%a: tensor<4x16xf32>, %b: tensor<16x8xf32>, %pre: tensor<4x16xf32>) {
-  // expected-error @+2 {{pre must have the product's type 'tensor<4x8xf32>', got 'tensor<4x16xf32>'}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.matmul_gelu_grad %a, %b, %pre : (tensor<4x16xf32>, tensor<16x8xf32>, tensor<4x16xf32>) -> tensor<4x8xf32>
-  return
-}
-
-// -----
-
-// Tests that gpt.matmul_gelu_grad rejects batched operands (one GEMM only).
-func.func @matmul_gelu_grad_rank(%a: tensor<2x4x16xf32>, %b: tensor<16x8xf32>, %pre: tensor<2x4x8xf32>) {
-  // expected-error @+2 {{expects rank-2 lhs and rhs}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %0 = gpt.matmul_gelu_grad %a, %b, %pre : (tensor<2x4x16xf32>, tensor<16x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-  return
-}
-
-// -----
-
-// Tests that gpt.matmul_bias_grad rejects operands with different row counts.
-func.func @matmul_bias_grad_rows(%dy: tensor<8x48xf32>, %x: tensor<4x16xf32>) {
-  // expected-error @+2 {{contraction sizes differ: lhs K = 8, rhs K = 4}}
-  // expected-error @+1 {{failed to infer returned types}}
-  %0:2 = gpt.matmul_bias_grad %dy, %x : (tensor<8x48xf32>, tensor<4x16xf32>) -> (tensor<48x16xf32>, tensor<48xf32>)
-  return
-}
-
-// -----
-
 // Tests that gpt.layernorm_grad rejects a gradient wider than its input.
 func.func @layernorm_grad_wide_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xbf16>, %w: tensor<8xbf16>) {
   // expected-error @+2 {{grad 'tensor<4x8xf32>' must have input 'tensor<4x8xbf16>''s shape, in its element type or a narrower float type}}

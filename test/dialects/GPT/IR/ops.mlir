@@ -920,38 +920,86 @@ func.func @adamw_multi_narrow(%p0: tensor<4x4xf32>, %p1: tensor<4xf32>, %g0: ten
 
 // -----
 
-// Tests that the fused GEMM ops of gpt-fuse-matmul-epilogue round-trip.
-// CHECK-LABEL: func.func @fused_gemms
-func.func @fused_gemms(%x: tensor<2x8x16xbf16>, %w: tensor<64x16xbf16>, %b: tensor<64xbf16>,
-                       %dh: tensor<16x16xbf16>, %pre: tensor<16x64xbf16>)
-    -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<16x64xbf16>, tensor<64x16xbf16>,
-        tensor<64xbf16>) {
-  // CHECK: %{{.*}}, %{{.*}} = gpt.linear_gelu %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
-  %h, %p = gpt.linear_gelu %x, %w, %b
+// Tests that the GEMM fusions of gpt-fuse-matmul-epilogue round-trip: GELU
+// of a linear, the GELU gradient of a matmul with and without its column
+// sums, and a weight gradient with the column sums of its lhs.
+// CHECK-LABEL: func.func @gemm_fusions
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<2x8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>) -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
+// CHECK: gpt.linear
+// CHECK: gpt.gelu
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
+// CHECK: gpt.matmul %{{.*}}, %{{.*}} {transpose_rhs}
+// CHECK: gpt.gelu_grad
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
+// CHECK: gpt.gelu_grad
+// CHECK: gpt.reduce sum
+// CHECK: gpt.fusion(%{{.*}}, %{{.*}}) : (tensor<16x64xbf16>, tensor<16x16xbf16>) -> (tensor<64x16xbf16>, tensor<64xbf16>)
+// CHECK: gpt.matmul %{{.*}}, %{{.*}} {transpose_lhs}
+// CHECK: gpt.reduce sum
+func.func @gemm_fusions(%x: tensor<2x8x16xbf16>, %w: tensor<64x16xbf16>, %b: tensor<64xbf16>,
+                        %dh: tensor<16x16xbf16>, %pre: tensor<16x64xbf16>)
+    -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<16x64xbf16>, tensor<64xbf16>,
+        tensor<64x16xbf16>, tensor<64xbf16>) {
+  %h, %p = gpt.fusion (%x, %w, %b)
       : (tensor<2x8x16xbf16>, tensor<64x16xbf16>, tensor<64xbf16>)
-      -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>)
-  // CHECK: gpt.matmul_gelu_grad %{{.*}}, %{{.*}}, %{{.*}} {transpose_rhs} : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
-  %d = gpt.matmul_gelu_grad %dh, %w, %pre {transpose_rhs}
-      : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16>
-  // CHECK: gpt.matmul_bias_grad %{{.*}}, %{{.*}} : (tensor<16x64xbf16>, tensor<16x16xbf16>) -> (tensor<64x16xbf16>, tensor<64xbf16>)
-  %dw, %db = gpt.matmul_bias_grad %d, %dh
-      : (tensor<16x64xbf16>, tensor<16x16xbf16>) -> (tensor<64x16xbf16>, tensor<64xbf16>)
-  return %h, %p, %d, %dw, %db : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<16x64xbf16>,
-      tensor<64x16xbf16>, tensor<64xbf16>
+      -> (tensor<2x8x64xbf16>, tensor<2x8x64xbf16>) {
+  ^bb0(%xa: tensor<2x8x16xbf16>, %wa: tensor<64x16xbf16>, %ba: tensor<64xbf16>):
+    %0 = gpt.cast %xa : tensor<2x8x16xbf16> to tensor<2x8x16xf32>
+    %1 = gpt.cast %wa : tensor<64x16xbf16> to tensor<64x16xf32>
+    %2 = gpt.cast %ba : tensor<64xbf16> to tensor<64xf32>
+    %3 = gpt.linear %0, %1, %2 : (tensor<2x8x16xf32>, tensor<64x16xf32>, tensor<64xf32>) -> tensor<2x8x64xf32>
+    %4 = gpt.gelu %3 : tensor<2x8x64xf32>
+    %5 = gpt.cast %4 : tensor<2x8x64xf32> to tensor<2x8x64xbf16>
+    %6 = gpt.cast %3 : tensor<2x8x64xf32> to tensor<2x8x64xbf16>
+    gpt.yield %5, %6 : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>
+  }
+  %d = gpt.fusion (%dh, %w, %pre)
+      : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>) -> tensor<16x64xbf16> {
+  ^bb0(%da: tensor<16x16xbf16>, %wa: tensor<64x16xbf16>, %pa: tensor<16x64xbf16>):
+    %0 = gpt.cast %da : tensor<16x16xbf16> to tensor<16x16xf32>
+    %1 = gpt.cast %wa : tensor<64x16xbf16> to tensor<64x16xf32>
+    %2 = gpt.cast %pa : tensor<16x64xbf16> to tensor<16x64xf32>
+    %3 = gpt.matmul %0, %1 {transpose_rhs} : (tensor<16x16xf32>, tensor<64x16xf32>) -> tensor<16x64xf32>
+    %4 = gpt.gelu_grad %3, %2 : tensor<16x64xf32>
+    %5 = gpt.cast %4 : tensor<16x64xf32> to tensor<16x64xbf16>
+    gpt.yield %5 : tensor<16x64xbf16>
+  }
+  %e, %eb = gpt.fusion (%dh, %w, %pre)
+      : (tensor<16x16xbf16>, tensor<64x16xbf16>, tensor<16x64xbf16>)
+      -> (tensor<16x64xbf16>, tensor<64xbf16>) {
+  ^bb0(%da: tensor<16x16xbf16>, %wa: tensor<64x16xbf16>, %pa: tensor<16x64xbf16>):
+    %0 = gpt.cast %da : tensor<16x16xbf16> to tensor<16x16xf32>
+    %1 = gpt.cast %wa : tensor<64x16xbf16> to tensor<64x16xf32>
+    %2 = gpt.cast %pa : tensor<16x64xbf16> to tensor<16x64xf32>
+    %3 = gpt.matmul %0, %1 {transpose_rhs} : (tensor<16x16xf32>, tensor<64x16xf32>) -> tensor<16x64xf32>
+    %4 = gpt.gelu_grad %3, %2 : tensor<16x64xf32>
+    %5 = gpt.cast %4 : tensor<16x64xf32> to tensor<16x64xbf16>
+    %6 = gpt.reduce sum %4 dims [0] : (tensor<16x64xf32>) -> tensor<64xf32>
+    %7 = gpt.cast %6 : tensor<64xf32> to tensor<64xbf16>
+    gpt.yield %5, %7 : tensor<16x64xbf16>, tensor<64xbf16>
+  }
+  %dw, %db = gpt.fusion (%d, %dh)
+      : (tensor<16x64xbf16>, tensor<16x16xbf16>) -> (tensor<64x16xbf16>, tensor<64xbf16>) {
+  ^bb0(%da: tensor<16x64xbf16>, %xa: tensor<16x16xbf16>):
+    %0 = gpt.cast %da : tensor<16x64xbf16> to tensor<16x64xf32>
+    %1 = gpt.cast %xa : tensor<16x16xbf16> to tensor<16x16xf32>
+    %2 = gpt.matmul %0, %1 {transpose_lhs} : (tensor<16x64xf32>, tensor<16x16xf32>) -> tensor<64x16xf32>
+    %3 = gpt.reduce sum %0 dims [0] : (tensor<16x64xf32>) -> tensor<64xf32>
+    %4 = gpt.cast %2 : tensor<64x16xf32> to tensor<64x16xbf16>
+    %5 = gpt.cast %3 : tensor<64xf32> to tensor<64xbf16>
+    gpt.yield %4, %5 : tensor<64x16xbf16>, tensor<64xbf16>
+  }
+  return %h, %p, %e, %eb, %dw, %db : tensor<2x8x64xbf16>, tensor<2x8x64xbf16>, tensor<16x64xbf16>,
+      tensor<64xbf16>, tensor<64x16xbf16>, tensor<64xbf16>
 }
 
 // -----
 
-// Tests that gpt.matmul_gelu_bias_grad and a column-sum fusion (a GELU
-// gradient and its column sums) round-trip.
+// Tests that a column-sum fusion (a GELU gradient and its column sums)
+// round-trips.
 // CHECK-LABEL: func.func @gelu_grad_with_sums
-func.func @gelu_grad_with_sums(%dh: tensor<16x16xbf16>, %w: tensor<16x64xbf16>,
-                               %pre: tensor<16x64xbf16>)
-    -> (tensor<16x64xbf16>, tensor<64xbf16>, tensor<16x64xbf16>, tensor<64xbf16>) {
-  // CHECK: gpt.matmul_gelu_bias_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
-  %d, %db = gpt.matmul_gelu_bias_grad %dh, %w, %pre
-      : (tensor<16x16xbf16>, tensor<16x64xbf16>, tensor<16x64xbf16>)
-      -> (tensor<16x64xbf16>, tensor<64xbf16>)
+func.func @gelu_grad_with_sums(%d: tensor<16x64xbf16>, %pre: tensor<16x64xbf16>)
+    -> (tensor<16x64xbf16>, tensor<64xbf16>) {
   // CHECK: gpt.fusion(%{{.*}}, %{{.*}}) : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>)
   // CHECK: gpt.reduce sum
   %e, %eb = gpt.fusion (%d, %pre) : (tensor<16x64xbf16>, tensor<16x64xbf16>) -> (tensor<16x64xbf16>, tensor<64xbf16>) {
@@ -964,7 +1012,7 @@ func.func @gelu_grad_with_sums(%dh: tensor<16x16xbf16>, %w: tensor<16x64xbf16>,
     %5 = gpt.cast %4 : tensor<64xf32> to tensor<64xbf16>
     gpt.yield %3, %5 : tensor<16x64xbf16>, tensor<64xbf16>
   }
-  return %d, %db, %e, %eb : tensor<16x64xbf16>, tensor<64xbf16>, tensor<16x64xbf16>, tensor<64xbf16>
+  return %e, %eb : tensor<16x64xbf16>, tensor<64xbf16>
 }
 
 // -----
